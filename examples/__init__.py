@@ -1,0 +1,1 @@
+"""Example data sets and generators used by benchmarks and tests."""

@@ -1,0 +1,7 @@
+{# Write a relation to a file with DuckDB. #}
+COPY (SELECT * FROM {{ relation }}) TO {{ path | lit }}
+{% if fmt == "parquet" %}
+(FORMAT parquet, COMPRESSION zstd)
+{% else %}
+(FORMAT csv, HEADER true)
+{% endif %}

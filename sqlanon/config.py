@@ -1,0 +1,114 @@
+"""What to anonymize and how: frozen, validated specifications.
+
+The CLI, the library API and (later) YAML jobs all build these same objects;
+validation happens here, when a spec is built, never inside the kernel.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .hierarchies import Hierarchy
+
+GENERALIZATIONS = ("interval", "set", "prefix", "hierarchy")
+"""How a quasi-identifier is generalized within an equivalence class.
+
+* ``interval`` — numbers, dates, timestamps: ``[lo, hi]``.
+* ``set`` — any type: ``{a, b, c}``.
+* ``prefix`` — values as text: common prefix, ``*`` for every redacted character.
+* ``hierarchy`` — categorical values: lowest common ancestor in a hierarchy.
+"""
+
+INTERVAL_FORMATS = ("text", "bounds")
+
+
+def suggest(word: str, choices) -> str:
+    """A ``" (did you mean 'x'?)"`` hint, or ``""`` when nothing is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+@dataclass(frozen=True, slots=True)
+class QuasiIdentifier:
+    """One quasi-identifier column.
+
+    Attributes:
+        name: the column name.
+        generalization: one of :data:`GENERALIZATIONS`, or ``None`` to choose by
+            type: ``hierarchy`` when a hierarchy is given, ``interval`` for
+            numbers and temporal types, ``set`` otherwise.
+        hierarchy: the generalization hierarchy (required for ``hierarchy``).
+    """
+
+    name: str
+    generalization: str | None = None
+    hierarchy: Hierarchy | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError("a quasi-identifier needs a non-empty column name")
+        g = self.generalization
+        if g is not None and g not in GENERALIZATIONS:
+            raise ConfigError(
+                f"unknown generalization {g!r} for column {self.name!r}{suggest(g, GENERALIZATIONS)}; "
+                f"choose one of {', '.join(GENERALIZATIONS)}"
+            )
+        if g == "hierarchy" and self.hierarchy is None:
+            raise ConfigError(f"column {self.name!r} uses generalization 'hierarchy' but no hierarchy file was given")
+        if self.hierarchy is not None and g not in (None, "hierarchy"):
+            raise ConfigError(f"column {self.name!r} has a hierarchy but generalization {g!r}; drop one of the two")
+
+
+@dataclass(frozen=True, slots=True)
+class AnonymizationSpec:
+    """The privacy model and the quasi-identifiers of one anonymization.
+
+    Attributes:
+        quasi_identifiers: the QI columns, in order.
+        k: every equivalence class has at least ``k`` rows (k >= 2).
+        l: every class has at least ``l`` distinct values of each sensitive column.
+        sensitive: the sensitive columns (required when ``l > 1``).
+        interval_format: ``text`` renders intervals as ``[lo, hi]``; ``bounds``
+            replaces an interval column ``c`` by typed columns ``c_lo`` and ``c_hi``.
+    """
+
+    quasi_identifiers: tuple[QuasiIdentifier, ...]
+    k: int
+    l: int = 1  # noqa: E741 - the letter of the literature
+    sensitive: tuple[str, ...] = field(default_factory=tuple)
+    interval_format: str = "text"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "quasi_identifiers", tuple(self.quasi_identifiers))
+        object.__setattr__(self, "sensitive", tuple(self.sensitive))
+        if not self.quasi_identifiers:
+            raise ConfigError("name at least one quasi-identifier column (--qi)")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 2:
+            raise ConfigError(f"k must be an integer >= 2, got {self.k!r}")
+        if isinstance(self.l, bool) or not isinstance(self.l, int) or self.l < 1:
+            raise ConfigError(f"l must be an integer >= 1, got {self.l!r}")
+        if self.l > 1 and not self.sensitive:
+            raise ConfigError(f"l = {self.l} needs at least one sensitive column (--sensitive)")
+        names = [q.name for q in self.quasi_identifiers]
+        for n in names:
+            if names.count(n) > 1:
+                raise ConfigError(f"quasi-identifier {n!r} is named twice")
+        for s in self.sensitive:
+            if self.sensitive.count(s) > 1:
+                raise ConfigError(f"sensitive column {s!r} is named twice")
+            if s in names:
+                raise ConfigError(f"column {s!r} cannot be both a quasi-identifier and sensitive")
+        if self.interval_format not in INTERVAL_FORMATS:
+            raise ConfigError(
+                f"unknown interval format {self.interval_format!r}{suggest(self.interval_format, INTERVAL_FORMATS)}; "
+                f"choose one of {', '.join(INTERVAL_FORMATS)}"
+            )
+
+    @property
+    def qi_names(self) -> list[str]:
+        return [q.name for q in self.quasi_identifiers]

@@ -1,0 +1,351 @@
+"""The anonymization engine: an Arrow table in, its k-anonymous l-diverse copy out.
+
+Steps, all vectorized (no Python loop over rows):
+
+1. **Encode** every quasi-identifier once as small integers (dense ranks) with
+   Arrow's hash-based ``dictionary_encode`` and a sort of the (small)
+   dictionary: numbers, dates and timestamps by value, hierarchy columns by
+   the hierarchy's leaf order, ``prefix`` columns by their text, other values
+   by value. A NULL is a value of its own, ranked after every other value.
+2. **Cut** the code matrix into equivalence classes with the numba kernel of
+   :mod:`sqlanon.mondrian`.
+3. **Generalize** each class per QI from its code range (interval, hierarchy
+   LCA, prefix) or code set (set), computed per class, then spread to the rows
+   with one ``take``.
+4. **Measure** the information loss of :mod:`sqlanon.metrics`.
+
+Representativity and NCP use *dataset-wide* statistics (:class:`ColumnStats`),
+so a worker that sees only a fragment can pass the global ones in.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import mondrian
+from .config import AnonymizationSpec, QuasiIdentifier, suggest
+from .errors import ConfigError, InputError, PrivacyError
+from .generalization import generalize_column
+from .metrics import Metrics
+
+__all__ = ["ColumnStats", "EngineResult", "anonymize_table", "column_stats", "resolve_generalization"]
+
+@dataclass(frozen=True, slots=True)
+class ColumnStats:
+    """Dataset-wide facts about one quasi-identifier.
+
+    Attributes:
+        n_distinct: distinct values, NULL counting as one value.
+        min: smallest non-NULL value in value units (``interval`` columns:
+            numbers as is, dates as days and timestamps as microseconds since
+            the epoch); ``None`` otherwise.
+        max: largest non-NULL value, as ``min``.
+        domain: the sorted distinct text forms (``prefix`` columns only).
+    """
+
+    n_distinct: int
+    min: float | None = None
+    max: float | None = None
+    domain: tuple[str, ...] | None = None
+
+    @property
+    def range(self) -> float:
+        """``max - min`` (Range(a) of Eq. 3), 0 for non-numeric columns."""
+        if self.min is None or self.max is None:
+            return 0.0
+        return float(self.max) - float(self.min)
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    """What :func:`anonymize_table` returns.
+
+    Attributes:
+        table: the anonymized table (same rows, same order as the input).
+        metrics: information loss and class statistics.
+        class_of_row: equivalence class id of every row (int32).
+        timings: seconds spent in ``encode``, ``partition``, ``generalize``.
+    """
+
+    table: pa.Table
+    metrics: Metrics
+    class_of_row: np.ndarray
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def _is_temporal(t: pa.DataType) -> bool:
+    return pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t)
+
+
+def resolve_generalization(qi: QuasiIdentifier, dtype: pa.DataType) -> str:
+    """The generalization a QI of Arrow type ``dtype`` gets, checked for fit."""
+    g = qi.generalization
+    if g is None:
+        if qi.hierarchy is not None:
+            return "hierarchy"
+        return "interval" if _is_numeric(dtype) or _is_temporal(dtype) else "set"
+    if g == "interval" and not (_is_numeric(dtype) or _is_temporal(dtype)):
+        raise ConfigError(
+            f"column {qi.name!r} has type {dtype}; 'interval' needs numbers, dates or timestamps (use set or prefix)"
+        )
+    return g
+
+
+def _as_values(dictionary: pa.Array) -> np.ndarray:
+    """Float value of every dictionary entry, in value units (see ColumnStats)."""
+    t = dictionary.type
+    if pa.types.is_date32(t):
+        arr = dictionary.cast(pa.int32())
+    elif _is_temporal(t):
+        arr = dictionary.cast(pa.int64())
+    else:
+        arr = dictionary.cast(pa.float64())
+    out = arr.to_numpy(zero_copy_only=False).astype(np.float64)
+    nan = np.isnan(out)
+    if nan.any():  # NaN sorts last; give it no extra span
+        finite = out[~nan]
+        out[nan] = finite.max() if finite.size else 0.0
+    return out
+
+
+@dataclass
+class _Encoded:
+    name: str
+    kind: str
+    codes: np.ndarray  # int32 per row
+    dictionary: pa.Array  # value of every non-NULL code, in code order
+    null_code: int  # -1 when the column has no NULL
+    n_codes: int  # codes 0..n_codes-1 (NULL code included)
+    present: int  # distinct values present, NULL included
+    values: np.ndarray | None = None  # float per code (interval columns)
+    qi: QuasiIdentifier | None = None
+
+
+def _encode_qi(qi: QuasiIdentifier, col: pa.ChunkedArray, kind: str) -> _Encoded:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    if kind in ("prefix", "hierarchy") and not pa.types.is_string(arr.type):
+        arr = arr.cast(pa.string())
+    enc = pc.dictionary_encode(arr)
+    dictionary = enc.dictionary
+    if kind == "hierarchy":
+        rank = qi.hierarchy.leaf_codes(dictionary.to_numpy(zero_copy_only=False), column=qi.name).astype(np.int32)
+        sorted_dict = pa.array(qi.hierarchy.leaves, pa.string())
+    else:
+        order = pc.array_sort_indices(dictionary).to_numpy()
+        rank = np.empty(len(dictionary), np.int32)
+        rank[order] = np.arange(len(dictionary), dtype=np.int32)
+        sorted_dict = dictionary.take(pa.array(order))
+    n_vals = len(sorted_dict)
+    has_null = enc.indices.null_count > 0
+    null_code = n_vals if has_null else -1
+    lut = np.append(rank, np.int32(null_code))
+    idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False) if has_null else enc.indices.to_numpy()
+    codes = lut[idx]
+    values = None
+    if kind == "interval":
+        values = _as_values(sorted_dict) if n_vals else np.zeros(0)
+        values = np.append(values, values[-1] if n_vals else 0.0)  # NULL code: no extra span
+    return _Encoded(
+        name=qi.name, kind=kind, codes=codes, dictionary=sorted_dict, null_code=null_code,
+        n_codes=n_vals + int(has_null), present=len(dictionary) + int(has_null), values=values, qi=qi,
+    )
+
+
+def _local_stats(e: _Encoded) -> ColumnStats:
+    if e.kind == "interval":
+        n_vals = len(e.dictionary)
+        if n_vals == 0:
+            return ColumnStats(e.present, None, None)
+        return ColumnStats(e.present, float(e.values[0]), float(e.values[n_vals - 1]))
+    if e.kind == "prefix":
+        return ColumnStats(e.present, domain=tuple(e.dictionary.to_pylist()))
+    return ColumnStats(e.present)
+
+
+def column_stats(table: pa.Table, spec: AnonymizationSpec) -> dict[str, ColumnStats]:
+    """Dataset-wide statistics of the spec's QIs, computed from ``table`` itself."""
+    return {e.name: _local_stats(e) for e in _encode_all(table, spec)}
+
+
+def _check_columns(table: pa.Table, spec: AnonymizationSpec) -> None:
+    names = table.column_names
+    for c in [*spec.qi_names, *spec.sensitive]:
+        if c not in names:
+            raise InputError(f"column {c!r} is not in the input{suggest(c, names)}; it has: {', '.join(names)}")
+
+
+def _encode_all(table: pa.Table, spec: AnonymizationSpec) -> list[_Encoded]:
+    _check_columns(table, spec)
+    return [
+        _encode_qi(q, table.column(q.name), resolve_generalization(q, table.schema.field(q.name).type))
+        for q in spec.quasi_identifiers
+    ]
+
+
+def _encode_sensitive(table: pa.Table, name: str) -> tuple[np.ndarray, int]:
+    arr = table.column(name).combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    enc = pc.dictionary_encode(arr, null_encoding="encode")
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int32), len(enc.dictionary)
+
+
+def anonymize_table(
+    table: pa.Table, spec: AnonymizationSpec, stats: dict[str, ColumnStats] | None = None
+) -> EngineResult:
+    """Anonymize ``table`` so that it is k-anonymous and l-diverse under ``spec``.
+
+    Args:
+        table: the rows to anonymize (a whole dataset, or one fragment of it).
+        spec: quasi-identifiers, k, l and sensitive columns.
+        stats: dataset-wide :class:`ColumnStats` per QI; computed from ``table``
+            when omitted (pass the global ones when ``table`` is a fragment).
+
+    Returns:
+        An :class:`EngineResult`. Non-QI columns pass through unchanged and in
+        place; QI columns become text (or ``_lo``/``_hi`` bounds).
+
+    Raises:
+        InputError: a column is missing or the table is empty.
+        PrivacyError: fewer than ``k`` rows, or fewer than ``l`` distinct values
+            of a sensitive column: no partition can satisfy the request.
+
+    >>> import pyarrow as pa
+    >>> from sqlanon.config import AnonymizationSpec, QuasiIdentifier
+    >>> t = pa.table({"age": [30, 31, 40, 41], "zip": ["a", "b", "c", "d"]})
+    >>> r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("age"),), k=2))
+    >>> r.table.column("age").to_pylist()
+    ['[30, 31]', '[30, 31]', '[40, 41]', '[40, 41]']
+    """
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    _check_columns(table, spec)
+    n = table.num_rows
+    if n == 0:
+        raise InputError("the input has no rows")
+    if n < spec.k:
+        raise PrivacyError(f"cannot reach k={spec.k}: the input has only {n} rows")
+    enc = _encode_all(table, spec)
+    sens = [_encode_sensitive(table, s) for s in spec.sensitive]
+    for s, (_, dom) in zip(spec.sensitive, sens):
+        if dom < spec.l:
+            raise PrivacyError(
+                f"cannot reach l={spec.l}: sensitive column {s!r} has only {dom} distinct value(s)"
+            )
+    if stats is None:
+        stats = {e.name: _local_stats(e) for e in enc}
+    else:
+        missing = [e.name for e in enc if e.name not in stats]
+        if missing:
+            raise ConfigError(f"no dataset statistics for quasi-identifier(s) {', '.join(map(repr, missing))}")
+        stats = {e.name: stats[e.name] for e in enc}
+
+    d = len(enc)
+    X = np.empty((n, d), np.int32)
+    for j, e in enumerate(enc):
+        X[:, j] = e.codes
+    S = np.empty((n, len(sens)), np.int32)
+    for j, (codes, _) in enumerate(sens):
+        S[:, j] = codes
+    is_cat = np.array([e.kind != "interval" for e in enc])
+    dom = np.array([e.n_codes for e in enc], np.int64)
+    c_off = np.concatenate([[0], np.cumsum(dom + 1)]).astype(np.int64)
+    s_off = np.concatenate([[0], np.cumsum([dm + 1 for _, dm in sens])]).astype(np.int64)
+    vals = [e.values if e.values is not None else np.zeros(e.n_codes + 1) for e in enc]
+    v_off = np.concatenate([[0], np.cumsum([len(v) for v in vals])])[:-1].astype(np.int64)
+    values = np.concatenate(vals) if vals else np.zeros(0)
+    gspan = np.array(
+        [stats[e.name].range if e.kind == "interval" else float(stats[e.name].n_distinct) for e in enc], np.float64
+    )
+    timings["encode"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    perm, bounds = mondrian.partition(X, S, spec.k, spec.l, is_cat, values, v_off, gspan, c_off, s_off)
+    sizes = np.diff(bounds)
+    n_cls = len(sizes)
+    class_of_row = np.empty(n, np.int32)
+    class_of_row[perm] = np.repeat(np.arange(n_cls, dtype=np.int32), sizes)
+    timings["partition"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    null_codes = np.array([e.null_code for e in enc], np.int64)
+    lo, hi, has_null = mondrian.class_ranges(X, bounds, null_codes)
+    columns: dict[str, list[tuple[str, pa.Array]]] = {}
+    ncp_by_attr: dict[str, float] = {}
+    keys = []
+    for j, e in enumerate(enc):
+        g = generalize_column(
+            e, stats[e.name], lo[:, j], hi[:, j], has_null[:, j], X[:, j], bounds, spec.interval_format
+        )
+        columns[e.name] = g.columns
+        ncp_by_attr[e.name] = float(np.dot(g.ncp, sizes))
+        keys.append(g.key)
+
+    # Distinct classes may generalize to the same QI values (e.g. two classes
+    # whose hierarchy LCA is the same node); published classes are the groups
+    # of identical generalized rows, so merge them.
+    group = _merge_identical(keys, n_cls)
+    n_groups = int(group.max()) + 1
+    g_sizes = np.bincount(group, weights=sizes, minlength=n_groups).astype(np.int64)
+    if n_groups == n_cls:
+        row_group = class_of_row
+        achieved_l = (
+            min(int(mondrian.count_distinct(S[:, j].copy(), bounds, sens[j][1]).min()) for j in range(len(sens)))
+            if sens
+            else None
+        )
+    else:
+        row_group = group[class_of_row].astype(np.int32)
+        achieved_l = min((_min_distinct(row_group, codes, n_groups) for codes, _ in sens), default=None)
+    table_out = _assemble(table, spec, columns, class_of_row)
+    timings["generalize"] = time.perf_counter() - t0
+
+    metrics = Metrics.from_classes(
+        g_sizes, ncp_by_attr, k=spec.k, l=spec.l, achieved_l=achieved_l, n_qi=d
+    )
+    return EngineResult(table_out, metrics, row_group, timings)
+
+
+def _merge_identical(keys: list[np.ndarray], n_cls: int) -> np.ndarray:
+    if n_cls <= 1:
+        return np.zeros(n_cls, np.int64)
+    frame = pd.DataFrame({str(i): k for i, k in enumerate(keys)})
+    return frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy().astype(np.int64)
+
+
+def _min_distinct(row_group: np.ndarray, codes: np.ndarray, n_groups: int) -> int:
+    pairs = np.unique(row_group.astype(np.int64) * (int(codes.max()) + 1) + codes)
+    per_group = np.bincount(pairs // (int(codes.max()) + 1), minlength=n_groups)
+    return int(per_group.min())
+
+
+def _assemble(
+    table: pa.Table, spec: AnonymizationSpec, columns: dict[str, list[tuple[str, pa.Array]]], class_of_row: np.ndarray
+) -> pa.Table:
+    idx = pa.array(class_of_row)
+    names: list[str] = []
+    arrays: list[pa.Array] = []
+    for name, col in zip(table.column_names, table.columns):
+        if name in columns:
+            for out_name, per_class in columns[name]:
+                names.append(out_name)
+                arrays.append(per_class.take(idx))
+        else:
+            names.append(name)
+            arrays.append(col)
+    if len(set(names)) != len(names):
+        dup = sorted({x for x in names if names.count(x) > 1})
+        raise ConfigError(f"output column(s) {', '.join(map(repr, dup))} would clash with an input column")
+    return pa.table(arrays, names=names)

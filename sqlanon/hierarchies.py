@@ -1,0 +1,553 @@
+"""Generalization hierarchies for categorical quasi-identifiers.
+
+A hierarchy is a tree whose leaves are the values an attribute takes and whose
+internal nodes are the more general values they can be replaced with (Fig. 1
+of the distributed Mondrian paper: countries -> continents -> World). Two file
+formats are read, chosen by extension:
+
+* ``.json``: nested ``{"cat": NAME, "subcats": [children] | null}`` nodes.
+* ``.csv``: ARX's "levels" format, one row per leaf value listing the value and
+  then its ancestors up to the root, ``;``-separated (``,`` is accepted when
+  the first line has no ``;``).
+
+Both become a :class:`Hierarchy`: flat numpy arrays indexed by node id, with
+the leaves numbered in depth-first order. In that order every node covers a
+contiguous range ``[first_leaf, last_leaf]`` of leaf indices, so Mondrian can
+cut a categorical attribute like a numeric one (on leaf indices) and siblings
+stay together, and the lowest common ancestor of a partition's values depends
+only on its smallest and largest leaf index (:meth:`Hierarchy.lca`).
+
+Example:
+    >>> h = load_hierarchy("hierarchies/countries.json")  # doctest: +SKIP
+    >>> codes = h.leaf_codes(["Italy", "France"], column="native-country")  # doctest: +SKIP
+    >>> h.names[h.lca(codes.min(keepdims=True), codes.max(keepdims=True))[0]]  # doctest: +SKIP
+    'Europe'
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sqlanon.errors import HierarchyError
+
+__all__ = ["Hierarchy", "load_hierarchy"]
+
+#: Label of the root added to a CSV hierarchy whose last column is not one
+#: common value.
+IMPLICIT_ROOT = "*"
+
+#: How many offending values an error message lists before "(and N more)".
+_MAX_LISTED = 5
+
+
+def _list_values(values: Sequence[Any]) -> str:
+    """Render values for a one-line message: sorted, repr-quoted, at most five.
+
+    Args:
+        values: The distinct offending values.
+
+    Returns:
+        ``'a', 'b', 'c'`` (by text, nulls last) followed by ``(and N more)``
+        past five values.
+    """
+    ordered = sorted(values, key=lambda v: (v is None, str(v)))
+    text = ", ".join(repr(v) for v in ordered[:_MAX_LISTED])
+    if len(ordered) > _MAX_LISTED:
+        text += f" (and {len(ordered) - _MAX_LISTED} more)"
+    return text
+
+
+@dataclass(frozen=True, eq=False)
+class Hierarchy:
+    """A generalization hierarchy stored as flat arrays indexed by node id.
+
+    Node ids follow the depth-first pre-order of the tree (children in file
+    order for JSON, in first-appearance order for CSV), so node 0 is the root.
+    Leaves are numbered in the same depth-first order; the leaf index of a
+    value is its position in :attr:`leaves`. Every node covers the contiguous
+    leaf range ``[first_leaf[node], last_leaf[node]]``. All arrays are
+    read-only.
+
+    Attributes:
+        source: The file path as given to :func:`load_hierarchy`, for messages.
+        names: Node id -> label. Labels may repeat across nodes (a leaf and an
+            internal node, or two internal nodes); leaf labels are unique.
+        parent: int32, node id -> parent node id; -1 for the root.
+        depth: int32, node id -> depth; 0 for the root.
+        first_leaf: int32, node id -> index of the first leaf under it.
+        last_leaf: int32, node id -> index of the last leaf under it
+            (inclusive).
+        leaves: Leaf labels in leaf (depth-first) order.
+        leaf_node: int32, leaf index -> node id.
+    """
+
+    source: str
+    names: list[str]
+    parent: np.ndarray
+    depth: np.ndarray
+    first_leaf: np.ndarray
+    last_leaf: np.ndarray
+    leaves: list[str]
+    leaf_node: np.ndarray
+
+    def __repr__(self) -> str:
+        """Summarize instead of dumping every array."""
+        return (
+            f"Hierarchy(source={self.source!r}, nodes={len(self.names)}, "
+            f"leaves={self.n_leaves}, height={int(self.depth.max())})"
+        )
+
+    @property
+    def n_leaves(self) -> int:
+        """Number of leaves (the size of the attribute's domain)."""
+        return len(self.leaves)
+
+    @cached_property
+    def _leaf_index(self) -> pd.Index:
+        """Leaf label -> leaf index lookup (built on first use)."""
+        return pd.Index(self.leaves, dtype=object)
+
+    def leaf_codes(self, values: Any, *, column: str | None = None) -> np.ndarray:
+        """Map values to their leaf indices.
+
+        The work is vectorized: numpy/pandas input is factorized and only the
+        distinct values are looked up (``Index.get_indexer``); Arrow input goes
+        through ``pyarrow.compute.index_in``. Integer input is compared through
+        its decimal text, so a numeric ``age`` column matches the ``"39"``
+        leaves of an ARX age hierarchy. Nulls never match.
+
+        Args:
+            values: A sequence, numpy array, pandas Series or pyarrow array of
+                strings.
+            column: Column name used in the error message.
+
+        Returns:
+            int32 array of leaf indices, one per value.
+
+        Raises:
+            HierarchyError: Some values are not leaves of this hierarchy. The
+                message names the file, up to five missing values (sorted,
+                repr-quoted) with "(and N more)", and the column.
+        """
+        if isinstance(values, (pa.Array, pa.ChunkedArray)):
+            return self._arrow_leaf_codes(values, column)
+        if not isinstance(values, (np.ndarray, pd.Series, pd.Index)):
+            values = np.asarray(values, dtype=object)
+        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        uniques = np.asarray(uniques)
+        if uniques.dtype.kind in "iu":
+            uniques = uniques.astype(str)
+        elif uniques.dtype.kind == "O":
+            # Python ints, or a nullable Int64 column; a loop over the
+            # distinct values only.
+            uniques = np.array(
+                [
+                    str(v)
+                    if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                    else v
+                    for v in uniques
+                ],
+                dtype=object,
+            )
+        found = self._leaf_index.get_indexer(uniques.astype(object, copy=False))
+        missing = found < 0
+        if missing.any():
+            bad = [None if pd.isna(v) else v for v in uniques[missing].tolist()]
+            self._raise_missing(bad, column)
+        return found.astype(np.int32)[codes]
+
+    @cached_property
+    def _leaf_array(self) -> pa.Array:
+        """The leaves as an Arrow string array, for ``pyarrow.compute``."""
+        return pa.array(self.leaves, type=pa.string())
+
+    def _arrow_leaf_codes(
+        self, values: pa.Array | pa.ChunkedArray, column: str | None
+    ) -> np.ndarray:
+        """:meth:`leaf_codes` for Arrow input, without leaving Arrow."""
+        if not pa.types.is_string(values.type):
+            values = pc.cast(values, pa.string())
+        found = pc.index_in(values, value_set=self._leaf_array)
+        if found.null_count:
+            bad = pc.unique(pc.filter(values, pc.is_null(found))).to_pylist()
+            self._raise_missing(bad, column)
+        return np.asarray(found.to_numpy(), dtype=np.int32)
+
+    def _raise_missing(self, bad: list[Any], column: str | None) -> None:
+        """Raise the "no leaf for value(s)" error for the distinct ``bad`` values."""
+        where = f" of column {column}" if column is not None else ""
+        raise HierarchyError(
+            f"hierarchy {self.source} has no leaf for value(s) "
+            f"{_list_values(bad)}{where}"
+        )
+
+    def lca(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Lowest common ancestors of leaf ranges, vectorized.
+
+        Because every node covers a contiguous leaf range and ancestors of
+        leaf ``lo`` all start at or before ``lo``, the lowest common ancestor
+        of the leaves in ``[lo, hi]`` is the first ancestor of ``lo`` whose
+        range reaches ``hi``. All elements climb together, one tree level per
+        numpy step, so the loop runs at most ``height`` times.
+
+        Args:
+            lo: Leaf indices, the smallest leaf of each range.
+            hi: Leaf indices, the largest leaf of each range (``lo <= hi``);
+                broadcast against ``lo``.
+
+        Returns:
+            int32 array of node ids with the broadcast shape of ``lo``/``hi``.
+
+        Raises:
+            IndexError: A leaf index is outside ``[0, n_leaves)``.
+            ValueError: Some ``lo`` is greater than its ``hi``.
+        """
+        lo_arr, hi_arr = np.broadcast_arrays(
+            np.asarray(lo, dtype=np.intp), np.asarray(hi, dtype=np.intp)
+        )
+        shape = lo_arr.shape
+        lo_flat = lo_arr.ravel()
+        hi_flat = hi_arr.ravel()
+        if lo_flat.size == 0:
+            return np.empty(shape, dtype=np.int32)
+        if min(lo_flat.min(), hi_flat.min()) < 0 or max(
+            lo_flat.max(), hi_flat.max()
+        ) >= self.n_leaves:
+            raise IndexError(
+                f"leaf index out of range [0, {self.n_leaves}) for hierarchy "
+                f"{self.source}"
+            )
+        if (lo_flat > hi_flat).any():
+            raise ValueError(f"lca needs lo <= hi (hierarchy {self.source})")
+        node = self.leaf_node[lo_flat]  # fancy indexing: a writable copy
+        active = np.flatnonzero(self.last_leaf[node] < hi_flat)
+        while active.size:
+            up = self.parent[node[active]]
+            node[active] = up
+            active = active[self.last_leaf[up] < hi_flat[active]]
+        return node.astype(np.int32, copy=False).reshape(shape)
+
+    def leaves_under(self, nodes: np.ndarray) -> np.ndarray:
+        """Number of leaves under each node (1 for a leaf).
+
+        This is ``|v̂|`` of the NCP metric for categorical attributes.
+
+        Args:
+            nodes: Node ids.
+
+        Returns:
+            int64 array ``last_leaf - first_leaf + 1``, shaped like ``nodes``.
+        """
+        nodes = np.asarray(nodes, dtype=np.intp)
+        return (
+            self.last_leaf[nodes].astype(np.int64)
+            - self.first_leaf[nodes]
+            + 1
+        )
+
+
+# --------------------------------------------------------------------------
+# Building the arrays from a tree given as labels + ordered children lists.
+# --------------------------------------------------------------------------
+
+
+def _frozen(values: list[int]) -> np.ndarray:
+    """Return a read-only int32 array."""
+    arr = np.asarray(values, dtype=np.int32)
+    arr.setflags(write=False)
+    return arr
+
+
+def _build(source: str, labels: list[str], children: list[list[int]]) -> Hierarchy:
+    """Number a tree depth-first and compute its flat arrays.
+
+    Args:
+        source: The file path, for messages.
+        labels: Temporary node id -> label; temporary id 0 is the root.
+        children: Temporary node id -> ordered child ids.
+
+    Returns:
+        The hierarchy, with node ids renumbered in depth-first pre-order.
+
+    Raises:
+        HierarchyError: Two leaves have the same label.
+    """
+    n = len(labels)
+    names: list[str] = []
+    parent: list[int] = []
+    depth: list[int] = []
+    first_leaf: list[int] = []
+    leaves: list[str] = []
+    leaf_node: list[int] = []
+    # Iterative pre-order walk (no recursion limit on deep trees).
+    stack: list[tuple[int, int, int]] = [(0, -1, 0)]
+    while stack:
+        old, new_parent, d = stack.pop()
+        new = len(names)
+        names.append(labels[old])
+        parent.append(new_parent)
+        depth.append(d)
+        first_leaf.append(len(leaves))
+        kids = children[old]
+        if kids:
+            stack.extend((kid, new, d + 1) for kid in reversed(kids))
+        else:
+            leaf_node.append(new)
+            leaves.append(labels[old])
+    # In pre-order a subtree is a contiguous block of ids after its root, so
+    # a node's last leaf is the largest last leaf among its descendants:
+    # propagate from the highest id (deepest, rightmost) down to the root.
+    last_leaf = [-1] * n
+    for leaf_idx, node in enumerate(leaf_node):
+        last_leaf[node] = leaf_idx
+    for node in range(n - 1, 0, -1):
+        p = parent[node]
+        if last_leaf[node] > last_leaf[p]:
+            last_leaf[p] = last_leaf[node]
+
+    seen: set[str] = set()
+    dups: set[str] = set()
+    for leaf in leaves:
+        if leaf in seen:
+            dups.add(leaf)
+        seen.add(leaf)
+    if dups:
+        raise HierarchyError(
+            f"hierarchy file {source} has duplicate leaf value(s) "
+            f"{_list_values(sorted(dups))}"
+        )
+    return Hierarchy(
+        source=source,
+        names=names,
+        parent=_frozen(parent),
+        depth=_frozen(depth),
+        first_leaf=_frozen(first_leaf),
+        last_leaf=_frozen(last_leaf),
+        leaves=leaves,
+        leaf_node=_frozen(leaf_node),
+    )
+
+
+# --------------------------------------------------------------------------
+# File formats.
+# --------------------------------------------------------------------------
+
+
+def _read_text(source: str) -> str:
+    """Read a hierarchy file as UTF-8 (a leading BOM is dropped).
+
+    Raises:
+        HierarchyError: The file is missing, unreadable or not UTF-8.
+    """
+    try:
+        with open(source, encoding="utf-8-sig", newline="") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise HierarchyError(f"hierarchy file {source} not found") from None
+    except UnicodeDecodeError as exc:
+        raise HierarchyError(
+            f"hierarchy file {source} is not valid UTF-8 (byte {exc.start})"
+        ) from exc
+    except OSError as exc:
+        raise HierarchyError(
+            f"cannot read hierarchy file {source}: {exc.strerror or exc}"
+        ) from exc
+
+
+def _json_label(source: str, node: dict[str, Any], where: str) -> str:
+    """Return a JSON node's ``cat`` as a string (numbers are coerced).
+
+    Raises:
+        HierarchyError: ``cat`` is missing or not a string or number.
+    """
+    if "cat" not in node:
+        raise HierarchyError(f'hierarchy file {source}: node {where} has no "cat"')
+    cat = node["cat"]
+    if isinstance(cat, str):
+        return cat
+    if isinstance(cat, (int, float)) and not isinstance(cat, bool):
+        return str(cat)
+    raise HierarchyError(
+        f'hierarchy file {source}: node {where} has "cat" {cat!r}, '
+        "expected a string or a number"
+    )
+
+
+def _parse_json(source: str, text: str) -> Hierarchy:
+    """Parse the ``{"cat": NAME, "subcats": [...] | null}`` tree format.
+
+    Raises:
+        HierarchyError: The text is not JSON or a node is malformed.
+    """
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HierarchyError(
+            f"hierarchy file {source} is not valid JSON: {exc.msg} "
+            f"(line {exc.lineno}, column {exc.colno})"
+        ) from exc
+    except RecursionError as exc:
+        raise HierarchyError(
+            f"hierarchy file {source} is nested too deeply to parse"
+        ) from exc
+    if not isinstance(doc, dict):
+        raise HierarchyError(
+            f'hierarchy file {source}: the top level must be a {{"cat": ..., '
+            f'"subcats": [...]}} object, not {type(doc).__name__}'
+        )
+    labels: list[str] = []
+    children: list[list[int]] = []
+    # (json node, temporary id, path of labels from the root, for messages)
+    todo: list[tuple[dict[str, Any], int, str]] = []
+
+    def add(node: Any, parent_path: str | None, index: int) -> int:
+        where = "root" if parent_path is None else f"#{index + 1} under {parent_path}"
+        if not isinstance(node, dict):
+            raise HierarchyError(
+                f"hierarchy file {source}: node {where} is of type "
+                f"{type(node).__name__}, expected an object"
+            )
+        label = _json_label(source, node, where)
+        path = repr(label) if parent_path is None else f"{parent_path} > {label!r}"
+        labels.append(label)
+        children.append([])
+        todo.append((node, len(labels) - 1, path))
+        return len(labels) - 1
+
+    add(doc, None, 0)
+    while todo:
+        node, nid, path = todo.pop()
+        subcats = node.get("subcats")
+        if subcats is None:
+            continue
+        if not isinstance(subcats, list):
+            raise HierarchyError(
+                f'hierarchy file {source}: "subcats" of node {path} is of type '
+                f"{type(subcats).__name__}, expected a list or null"
+            )
+        children[nid] = [add(child, path, i) for i, child in enumerate(subcats)]
+    return _build(source, labels, children)
+
+
+def _parse_csv(source: str, text: str) -> Hierarchy:
+    """Parse ARX's CSV levels format (leaf value first, root last).
+
+    Raises:
+        HierarchyError: The file is empty or ragged, has an empty cell, a
+            duplicate leaf, or a node with two parents.
+    """
+    lines = text.splitlines(keepends=True)
+    first = next((ln for ln in lines if ln.strip()), None)
+    if first is None:
+        raise HierarchyError(f"hierarchy file {source} is empty (no rows)")
+    delimiter = ";" if ";" in first or "," not in first else ","
+
+    rows: list[tuple[int, list[str]]] = []
+    reader = csv.reader(lines, delimiter=delimiter, strict=True)
+    width = 0
+    width_line = 0
+    try:
+        for row in reader:
+            line_no = reader.line_num
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # blank line
+            if not rows:
+                width, width_line = len(row), line_no
+            elif len(row) != width:
+                raise HierarchyError(
+                    f"hierarchy file {source} line {line_no} has {len(row)} "
+                    f"columns, expected {width} as on line {width_line}"
+                )
+            for col, cell in enumerate(row):
+                if cell == "":
+                    raise HierarchyError(
+                        f"hierarchy file {source} line {line_no} has an empty "
+                        f"value in column {col + 1}"
+                    )
+            rows.append((line_no, row))
+    except csv.Error as exc:
+        raise HierarchyError(
+            f"hierarchy file {source} line {reader.line_num} is not valid CSV: {exc}"
+        ) from exc
+
+    tops = {row[-1] for _, row in rows}
+    if width >= 2 and len(tops) == 1:
+        root_label = rows[0][1][-1]
+        top_level = width - 2  # the highest column below the root
+    else:
+        root_label = IMPLICIT_ROOT
+        top_level = width - 1
+
+    labels: list[str] = [root_label]
+    children: list[list[int]] = [[]]
+    # (column index, value) -> (temporary id, line it first appeared on)
+    nodes: dict[tuple[int, str], tuple[int, int]] = {}
+    node_parent: list[int] = [-1]
+    leaf_line: dict[str, int] = {}
+    for line_no, row in rows:
+        leaf = row[0]
+        if leaf in leaf_line:
+            raise HierarchyError(
+                f"hierarchy file {source} has duplicate leaf value {leaf!r} "
+                f"(lines {leaf_line[leaf]} and {line_no})"
+            )
+        leaf_line[leaf] = line_no
+        up = 0  # the root
+        for level in range(top_level, -1, -1):
+            key = (level, row[level])
+            hit = nodes.get(key)
+            if hit is None:
+                nid = len(labels)
+                labels.append(row[level])
+                children.append([])
+                node_parent.append(up)
+                children[up].append(nid)
+                nodes[key] = (nid, line_no)
+            else:
+                nid, seen_line = hit
+                if node_parent[nid] != up:
+                    raise HierarchyError(
+                        f"hierarchy file {source}: node {row[level]!r} in column "
+                        f"{level + 1} has two parents, {labels[node_parent[nid]]!r} "
+                        f"(line {seen_line}) and {labels[up]!r} (line {line_no})"
+                    )
+            up = nid
+    return _build(source, labels, children)
+
+
+def load_hierarchy(path: str | os.PathLike[str]) -> Hierarchy:
+    """Load a generalization hierarchy from a ``.json`` or ``.csv`` file.
+
+    Args:
+        path: The file. Its extension (case-insensitive) selects the format.
+
+    Returns:
+        The validated hierarchy.
+
+    Raises:
+        HierarchyError: Unknown extension, unreadable file, bad JSON/CSV,
+            empty hierarchy, duplicate leaf, or a CSV node with two parents.
+            The message is one line and names the file.
+    """
+    source = os.fspath(path)
+    ext = os.path.splitext(source)[1].lower()
+    if ext not in (".json", ".csv"):
+        raise HierarchyError(
+            f"hierarchy file {source} has unknown extension {ext or '(none)'!r}; "
+            "expected .json or .csv"
+        )
+    text = _read_text(source)
+    if ext == ".json":
+        return _parse_json(source, text)
+    return _parse_csv(source, text)

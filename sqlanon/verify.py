@@ -1,0 +1,102 @@
+"""Check k-anonymity and l-diversity of any generalized relation with SQL.
+
+The check groups the relation by its (generalized) quasi-identifier columns:
+every group must hold at least ``k`` rows and at least ``l`` distinct values
+of each sensitive column (a NULL counts as one value). It runs on what was
+actually written, so it also catches two classes that generalized to the
+same values (they form one, larger, group: still safe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+
+from .errors import InputError
+from .io import first_line
+from .sql import render
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The outcome of :func:`verify_relation`."""
+
+    k: int
+    l: int  # noqa: E741
+    rows: int
+    classes: int
+    min_class_size: int
+    dp: int
+    min_distinct: dict[str, int] = field(default_factory=dict)
+    violations: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def achieved_l(self) -> int | None:
+        return min(self.min_distinct.values()) if self.min_distinct else None
+
+    def describe_failure(self, limit: int = 3) -> str:
+        shown = "; ".join(
+            ", ".join(f"{key}={val!r}" for key, val in v.items()) for v in self.violations[:limit]
+        )
+        more = f" (and {len(self.violations) - limit} more)" if len(self.violations) > limit else ""
+        return f"{len(self.violations)} class(es) break k={self.k}/l={self.l}: {shown}{more}"
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "k": self.k,
+            "l": self.l,
+            "rows": self.rows,
+            "classes": self.classes,
+            "min_class_size": self.min_class_size,
+            "dp": self.dp,
+            "min_distinct": self.min_distinct,
+            "violations": self.violations,
+        }
+
+
+def verify_relation(
+    con: duckdb.DuckDBPyConnection,
+    relation: str,
+    qi: list[str],
+    k: int,
+    l: int = 1,  # noqa: E741
+    sensitive: list[str] | tuple[str, ...] = (),
+    limit: int = 20,
+) -> Verification:
+    """Verify ``relation`` (an SQL relation expression) on ``con``.
+
+    Args:
+        con: the DuckDB connection that can see ``relation``.
+        relation: a rendered, safe relation expression (a quoted table name or
+            a table function call).
+        qi: the generalized quasi-identifier columns to group by.
+        k: minimum rows per group.
+        l: minimum distinct values of each sensitive column per group.
+        sensitive: the sensitive columns.
+        limit: how many violating groups to return at most.
+    """
+    sensitive = list(sensitive)
+    try:
+        summary = render("verify_summary.sql", relation=relation, qi=qi, sensitive=sensitive)
+        row = con.execute(summary.sql, summary.params).fetchone()
+        violations: list[dict] = []
+        classes, rows, min_size, dp = row[0], row[1], row[2], row[3]
+        mins = dict(zip(sensitive, row[4:]))
+        broken = (min_size is not None and min_size < k) or any(v is not None and v < l for v in mins.values())
+        if broken:
+            q = render("verify_violations.sql", relation=relation, qi=qi, sensitive=sensitive, k=k, l=l, limit=limit)
+            cur = con.execute(q.sql, q.params)
+            names = [c[0] for c in cur.description]
+            violations = [dict(zip(names, r)) for r in cur.fetchall()]
+    except duckdb.Error as exc:
+        raise InputError(f"cannot verify: {first_line(exc)}") from exc
+    return Verification(
+        k=k, l=l, rows=int(rows), classes=int(classes), min_class_size=int(min_size or 0), dp=int(dp),
+        min_distinct={s: int(v) for s, v in mins.items() if v is not None}, violations=violations,
+    )
