@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import duckdb
 
-from . import io
+from . import io, mondrian
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
 from .engine import EngineResult, anonymize_table, resolve_generalization
 from .errors import ConfigError, InputError, VerificationError
@@ -147,6 +148,8 @@ def anonymize(
     target = io.open_target(output, overwrite=overwrite)
 
     timings: dict[str, float] = {}
+    warm = threading.Thread(target=mondrian.warm_up, daemon=True)
+    warm.start()
     con = io.connect()
     staging = None
     try:
@@ -160,6 +163,7 @@ def anonymize(
         log.info("read %d rows from %s", table.num_rows, source.describe())
 
         t0 = time.perf_counter()
+        warm.join()
         result: EngineResult = anonymize_table(table, spec)
         timings["anonymize"] = time.perf_counter() - t0
         log.info("%d classes, min size %d", result.metrics.classes, result.metrics.min_class_size)

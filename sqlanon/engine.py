@@ -321,6 +321,14 @@ def anonymize_table(
 def _merge_identical(keys: list[np.ndarray], n_cls: int) -> np.ndarray:
     if n_cls <= 1:
         return np.zeros(n_cls, np.int64)
+    # Cheap test first: when a hash of the keys is unique per class (the usual
+    # case) no two classes can share their generalized values.
+    h = np.zeros(n_cls, np.uint64)
+    with np.errstate(over="ignore"):
+        for k in keys:
+            h = (h * np.uint64(0x100000001B3)) ^ k.astype(np.uint64)
+    if len(np.unique(h)) == n_cls:
+        return np.arange(n_cls, dtype=np.int64)
     frame = pd.DataFrame({str(i): k for i, k in enumerate(keys)})
     return frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy().astype(np.int64)
 
@@ -341,7 +349,12 @@ def _assemble(
         if name in columns:
             for out_name, per_class in columns[name]:
                 names.append(out_name)
-                arrays.append(per_class.take(idx))
+                if pa.types.is_string(per_class.type):
+                    # Text values repeat per class: a dictionary column shares
+                    # them instead of copying a string per row.
+                    arrays.append(pa.DictionaryArray.from_arrays(idx, per_class))
+                else:
+                    arrays.append(per_class.take(idx))
         else:
             names.append(name)
             arrays.append(col)

@@ -17,7 +17,9 @@ Cut rule (per node, paper §5 with Eq. 1):
 * Candidate attributes are those with more than one code in the node, ordered
   by representativity: numeric ``span(node) / span(dataset)`` in value units,
   categorical ``distinct(node) / distinct(dataset)``; ties (e.g. all 1 at the
-  first cut) go to the attribute spanning more codes, then the lower index.
+  first cut) go to the attribute with more distinct values in the node (for
+  numeric columns the code span, an upper bound that is exact at the root),
+  then to the lower index.
 * The cut value is the median code ``m``: the left side is ``code <= m`` as in
   the paper. When ties at the median make that cut invalid (e.g. ``m`` is the
   largest code), ``code < m`` is tried before giving up on the attribute.
@@ -127,6 +129,7 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
     mn = np.empty(d, np.int64)
     mx = np.empty(d, np.int64)
     rep = np.empty(d, np.float64)
+    wid = np.empty(d, np.int64)
     order = np.empty(d, np.int64)
 
     stack_lo = np.empty(n // max(k, 1) + 2, np.int64)
@@ -162,6 +165,7 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
                     rep[a] = -1.0
                     continue
                 n_cand += 1
+                wid[a] = mx[a] - mn[a] + 1
                 if is_cat[a]:
                     mark += 1
                     base = c_off[a]
@@ -172,10 +176,11 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
                             stamp_c[c] = mark
                             cnt += 1
                     rep[a] = cnt / global_span[a] if global_span[a] > 0 else 0.0
+                    wid[a] = cnt
                 else:
                     span = values[v_off[a] + mx[a]] - values[v_off[a] + mn[a]]
                     rep[a] = span / global_span[a] if global_span[a] > 0 else 0.0
-            # Order candidates: representativity desc, code width desc, index asc.
+            # Order candidates: representativity desc, distinct values desc, index asc.
             for a in range(d):
                 order[a] = a
             for i in range(1, d):
@@ -183,7 +188,7 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
                 while j > 0:
                     p = order[j - 1]
                     q = order[j]
-                    if rep[q] > rep[p] or (rep[q] == rep[p] and mx[q] - mn[q] > mx[p] - mn[p]):
+                    if rep[q] > rep[p] or (rep[q] == rep[p] and wid[q] > wid[p]):
                         order[j - 1] = q
                         order[j] = p
                         j -= 1
@@ -347,3 +352,20 @@ def class_max_of(col, bounds, lookup):
                 best = v
         out[c] = best
     return out
+
+
+def warm_up() -> None:
+    """Load (or compile) every kernel function on tiny inputs.
+
+    Loading numba's on-disk cache takes about half a second per process; the
+    API runs this in a thread while DuckDB reads the input, so the two overlap.
+    """
+    X = np.zeros((4, 1), np.int32)
+    S = np.zeros((4, 1), np.int32)
+    off = np.array([0, 2], np.int64)
+    perm, bounds = partition(X, S, 2, 1, np.zeros(1, np.bool_), np.zeros(2), off[:1], np.ones(1), off, off)
+    class_ranges(X, bounds, np.full(1, -1, np.int64))
+    col = np.zeros(4, np.int32)
+    count_distinct(col, bounds, 1)
+    class_distinct(col, bounds, 1, -1)
+    class_max_of(col, bounds, np.zeros(2, np.int64))

@@ -1,0 +1,685 @@
+"""End-to-end tests of the ``sqlanon`` command line.
+
+A few runs go through a real subprocess (``python -m sqlanon.cli`` and the
+``sqlanon`` console script); the many error cases use click's ``CliRunner``
+in-process, which is much faster.
+
+The error contract checked everywhere: exactly one line on stderr, starting
+with ``Error: `` and naming the culprit; exit code 2 for usage/configuration
+errors and 1 for runtime errors; no traceback; nothing written (the output
+path does not appear, an existing one stays byte-identical, and no staging
+file is left behind).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from sqlanon import api as sqlanon_api
+from sqlanon.cli import main
+from sqlanon.io import STAGING_MARK
+from sqlanon.verify import Verification
+
+REPO = Path(__file__).resolve().parents[1]
+ADULTS = REPO / "examples" / "adults.csv"
+COUNTRIES = REPO / "hierarchies" / "countries.json"
+NATIVE_COUNTRY_CSV = REPO / "hierarchies" / "adult" / "native-country.csv"
+ADULT_ROWS = 32561
+ADULT_QI = ["age", "education-num", "race", "native-country"]
+JSON_KEYS = {"rows", "classes", "min_class_size", "k", "l", "dp", "ncp", "gcp", "output", "timings"}
+TIMING_KEYS = {"read", "anonymize", "write", "verify", "total"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def run_subprocess(*args, exe: list[str] | None = None) -> subprocess.CompletedProcess:
+    cmd = (exe or [sys.executable, "-m", "sqlanon.cli"]) + [str(a) for a in args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+
+
+def console_script() -> list[str]:
+    """The installed ``sqlanon`` executable (next to this interpreter, or on PATH)."""
+    candidate = Path(sys.executable).with_name("sqlanon")
+    found = str(candidate) if candidate.exists() else shutil.which("sqlanon")
+    assert found, "the sqlanon console script is not installed"
+    return [found]
+
+
+def cli(*args):
+    """Run the CLI in-process; stdout and stderr are kept apart."""
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    # An exception that escaped the CLI (instead of a clean sys.exit) is a bug.
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
+
+
+def read_any(path: Path) -> pd.DataFrame:
+    """Read a .csv or .parquet file with DuckDB (as sqlanon reads it)."""
+    fn = "read_parquet" if path.suffix == ".parquet" else "read_csv"
+    with duckdb.connect() as con:
+        return con.execute(f"SELECT * FROM {fn}(?)", [str(path)]).df()
+
+
+def read_arrow(path: Path) -> pa.Table:
+    fn = "read_parquet" if path.suffix == ".parquet" else "read_csv"
+    with duckdb.connect() as con:
+        return con.execute(f"SELECT * FROM {fn}(?)", [str(path)]).fetch_arrow_table()
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` (hidden ones too) with its bytes."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def staging_leftovers(root: Path) -> list[str]:
+    return [str(p) for p in root.rglob("*") if STAGING_MARK in p.name]
+
+
+def assert_one_line_error(stderr: str, *patterns: str) -> str:
+    """stderr is exactly one line, ``Error: ...``, matching every regex in ``patterns``."""
+    assert "Traceback" not in stderr
+    lines = stderr.strip("\n").splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{stderr}"
+    line = lines[0]
+    assert line.startswith("Error: "), line
+    assert "internal error" not in line, line
+    for pat in patterns:
+        assert re.search(pat, line), f"{pat!r} not in {line!r}"
+    return line
+
+
+def assert_usage_error(stderr: str, *patterns: str) -> str:
+    """A click usage error: click prints its usage banner, then one ``Error: `` line."""
+    assert "Traceback" not in stderr
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("Error: ")]
+    assert len(errors) == 1, stderr
+    assert "internal error" not in errors[0], errors[0]
+    for pat in patterns:
+        assert re.search(pat, errors[0]), f"{pat!r} not in {errors[0]!r}"
+    return errors[0]
+
+
+def parse_interval(text: str) -> tuple[float, float]:
+    """``'39'`` → (39, 39); ``'[18, 37]'`` → (18, 37)."""
+    m = re.fullmatch(r"\[(-?[\d.]+), (-?[\d.]+)\]", text)
+    if m:
+        return float(m.group(1)), float(m.group(2))
+    return float(text), float(text)
+
+
+def hierarchy_parents(node: dict, parent: str | None = None, out: dict | None = None) -> dict[str, str | None]:
+    out = {} if out is None else out
+    out[node["cat"]] = parent
+    for child in node.get("subcats") or []:
+        hierarchy_parents(child, node["cat"], out)
+    return out
+
+
+def ancestors_or_self(value: str, parents: dict[str, str | None]) -> set[str]:
+    seen = set()
+    while value is not None:
+        seen.add(value)
+        value = parents[value]
+    return seen
+
+
+@pytest.fixture(scope="module")
+def adults_df() -> pd.DataFrame:
+    return read_any(ADULTS)
+
+
+@pytest.fixture()
+def out_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "out"
+    d.mkdir()
+    return d
+
+
+# --------------------------------------------------------------------------- 1. Adult end to end
+
+
+def test_adult_end_to_end_subprocess(tmp_path, adults_df):
+    out = tmp_path / "adults_anon.parquet"
+    proc = run_subprocess(
+        "anonymize", ADULTS, "-o", out, "--qi", ",".join(ADULT_QI),
+        "--hierarchy", f"native-country={COUNTRIES}", "--sensitive", "income", "-k", "10", "-l", "2", "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+    # --json: exactly one JSON object on stdout
+    doc = json.loads(proc.stdout)
+    assert isinstance(doc, dict)
+    assert proc.stdout.strip().count("\n") == 0
+    assert JSON_KEYS <= doc.keys(), JSON_KEYS - doc.keys()
+    assert TIMING_KEYS <= doc["timings"].keys(), TIMING_KEYS - doc["timings"].keys()
+    assert doc["rows"] == ADULT_ROWS
+    assert doc["k"] == 10 and doc["l"] == 2
+    assert doc["min_class_size"] >= 10
+    assert 1 < doc["classes"] <= ADULT_ROWS // 10
+    assert doc["dp"] >= doc["rows"] * doc["min_class_size"]
+    assert doc["ncp"] >= 0 and 0 <= doc["gcp"] <= 1
+    assert Path(doc["output"]) == out
+    for key in TIMING_KEYS:
+        assert isinstance(doc["timings"][key], (int, float)) and doc["timings"][key] >= 0
+    for key in TIMING_KEYS - {"total"}:
+        assert doc["timings"][key] <= doc["timings"]["total"]
+
+    # verify the published file, with the installed console script
+    ver = run_subprocess(
+        "verify", out, "--qi", ",".join(ADULT_QI), "--sensitive", "income", "-k", "10", "-l", "2",
+        exe=console_script(),
+    )
+    assert ver.returncode == 0, ver.stderr
+    assert ver.stdout.startswith("OK")
+    assert f"{ADULT_ROWS} rows" in ver.stdout
+
+    anon = read_any(out)
+    assert len(anon) == ADULT_ROWS
+    assert list(anon.columns) == list(adults_df.columns)
+    rest = [c for c in adults_df.columns if c not in ADULT_QI]
+    pd.testing.assert_frame_equal(anon[rest], adults_df[rest])  # same rows, same order
+
+    # native-country: hierarchy labels only, each the original value or one of its ancestors
+    parents = hierarchy_parents(json.loads(COUNTRIES.read_text()))
+    published = set(anon["native-country"])
+    assert published <= parents.keys(), published - parents.keys()
+    assert published & (parents.keys() - {v for v in adults_df["native-country"]}), "nothing was generalized"
+    for orig, gen in zip(adults_df["native-country"], anon["native-country"]):
+        assert gen in ancestors_or_self(orig, parents), (orig, gen)
+
+    # age: each published interval contains the original age; something was generalized
+    assert anon["age"].str.startswith("[").any()
+    for orig, gen in zip(adults_df["age"], anon["age"]):
+        lo, hi = parse_interval(gen)
+        assert lo <= orig <= hi, (orig, gen)
+
+
+def test_module_invocation_prints_human_summary(tmp_path):
+    out = tmp_path / "a.csv"
+    proc = run_subprocess("anonymize", ADULTS, "-o", out, "--qi", "age,sex", "-k", "25")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"wrote {out}")
+    assert f"{ADULT_ROWS} rows" in proc.stdout
+    assert out.exists()
+
+
+# --------------------------------------------------------------------------- 2. output formats
+
+
+@pytest.mark.parametrize("ext", ["parquet", "csv"])
+def test_text_intervals_roundtrip(tmp_path, adults_df, ext):
+    out = tmp_path / f"o.{ext}"
+    qi = "age,education-num,race"
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", qi, "-k", "10", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["rows"] == ADULT_ROWS and doc["min_class_size"] >= 10
+    anon = read_any(out)
+    assert len(anon) == ADULT_ROWS
+    assert list(anon.columns) == list(adults_df.columns)
+    for orig, gen in zip(adults_df["age"], anon["age"].astype(str)):
+        lo, hi = parse_interval(gen)
+        assert lo <= orig <= hi
+    v = cli("verify", out, "--qi", qi, "-k", "10")
+    assert v.exit_code == 0, v.stderr
+    assert not staging_leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("ext", ["parquet", "csv"])
+def test_bounds_interval_format(tmp_path, adults_df, ext):
+    out = tmp_path / f"b.{ext}"
+    r = cli(
+        "anonymize", ADULTS, "-o", out, "--qi", ",".join(ADULT_QI),
+        "--hierarchy", f"native-country={COUNTRIES}", "-k", "10", "--interval-format", "bounds",
+    )
+    assert r.exit_code == 0, r.stderr
+    table = read_arrow(out)
+    names = table.column_names
+    assert "age" not in names and "education-num" not in names
+    assert names[:2] == ["age_lo", "age_hi"]
+    for col in ("age_lo", "age_hi", "education-num_lo", "education-num_hi"):
+        assert pa.types.is_integer(table.schema.field(col).type), (col, table.schema.field(col).type)
+    lo = table.column("age_lo").to_numpy()
+    hi = table.column("age_hi").to_numpy()
+    orig = adults_df["age"].to_numpy()
+    assert ((lo <= orig) & (orig <= hi)).all()
+    assert (lo < hi).any(), "no age was generalized"
+    qi_out = "age_lo,age_hi,education-num_lo,education-num_hi,race,native-country"
+    v = cli("verify", out, "--qi", qi_out, "-k", "10")
+    assert v.exit_code == 0, v.stderr
+    # the text column is gone: verifying by it is an error
+    assert cli("verify", out, "--qi", "age", "-k", "10").exit_code != 0
+
+
+# --------------------------------------------------------------------------- 3. --drop
+
+
+def test_drop_removes_columns(tmp_path, adults_df):
+    out = tmp_path / "d.parquet"
+    r = cli(
+        "anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10", "--drop", "workclass,sex",
+        "--drop", "capital-gain", "--sensitive", "income", "-l", "2",
+    )
+    assert r.exit_code == 0, r.stderr
+    names = pq.read_schema(out).names
+    assert names == [c for c in adults_df.columns if c not in ("workclass", "sex", "capital-gain")]
+
+
+@pytest.mark.parametrize(
+    "extra, culprit",
+    [
+        (["--drop", "age"], "age"),  # a QI
+        (["--drop", "sex,income", "--sensitive", "income", "-l", "2"], "income"),  # a sensitive column
+        (["--drop", "no_such_column"], "no_such_column"),  # not in the input
+    ],
+    ids=["qi", "sensitive", "unknown"],
+)
+def test_drop_usage_errors(out_dir, extra, culprit):
+    out = out_dir / "d.parquet"
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10", *extra)
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert_one_line_error(r.stderr, re.escape(repr(culprit)))
+    assert r.stdout == ""
+    assert snapshot(out_dir) == {}
+
+
+# --------------------------------------------------------------------------- 4. --overwrite
+
+
+def test_overwrite(out_dir):
+    out = out_dir / "o.parquet"
+    out.write_bytes(b"previous contents")
+    before = snapshot(out_dir)
+
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, re.escape(str(out)), "--overwrite")
+    assert snapshot(out_dir) == before
+
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10", "--overwrite", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["rows"] == ADULT_ROWS
+    assert pq.read_metadata(out).num_rows == ADULT_ROWS
+    assert sorted(snapshot(out_dir)) == ["o.parquet"]  # replaced in place, no staging left
+
+
+def test_failed_overwrite_keeps_existing_output(out_dir):
+    out = out_dir / "o.csv"
+    out.write_text("keep,me\n1,2\n")
+    before = snapshot(out_dir)
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age,no_such_col", "-k", "10", "--overwrite")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, "no_such_col")
+    assert snapshot(out_dir) == before
+
+
+def _failing_verification(*args, **kwargs):
+    return Verification(
+        k=10, l=1, rows=ADULT_ROWS, classes=1, min_class_size=1, dp=1, violations=[{"age": "x", "__rows": 1}]
+    )
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "overwrite"])
+def test_failed_verification_publishes_nothing(out_dir, monkeypatch, existing):
+    """A staged output that fails the SQL check is discarded; an existing output stays."""
+    out = out_dir / "o.parquet"
+    if existing:
+        out.write_bytes(b"old")
+    before = snapshot(out_dir)
+    monkeypatch.setattr(sqlanon_api, "verify_relation", _failing_verification)
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10", "--overwrite")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, re.escape(str(out)))
+    assert snapshot(out_dir) == before
+    assert not staging_leftovers(out_dir)
+
+
+def test_interrupt_publishes_nothing(out_dir, monkeypatch):
+    out = out_dir / "o.parquet"
+
+    def interrupted(*args, **kwargs):
+        assert staging_leftovers(out_dir), "expected the staging file to exist during verification"
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sqlanon_api, "verify_relation", interrupted)
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10")
+    assert r.exit_code == 130
+    assert "Traceback" not in r.stderr
+    assert snapshot(out_dir) == {}
+
+
+# --------------------------------------------------------------------------- 5. bad input
+
+
+@pytest.fixture()
+def inputs(tmp_path) -> dict[str, Path]:
+    d = tmp_path / "in"
+    d.mkdir()
+    header_only = d / "header_only.csv"
+    header_only.write_text("age,sex,income\n")
+    empty_parquet = d / "empty.parquet"
+    pq.write_table(
+        pa.table({"age": pa.array([], pa.int64()), "sex": pa.array([], pa.string()),
+                  "income": pa.array([], pa.string())}),
+        empty_parquet,
+    )
+    corrupt = d / "corrupt.parquet"
+    corrupt.write_bytes(os.urandom(4096))
+    return {"header_only": header_only, "empty_parquet": empty_parquet, "corrupt": corrupt}
+
+
+MALFORMED_HIERARCHY_BUG = (
+    "BUG: a malformed --hierarchy/--generalization value (no '=') raises click.UsageError inside "
+    "handle_errors, whose catch-all turns it into 'Error: internal error (UsageError: ...)' with exit 1 "
+    "instead of a usage error with exit 2"
+)
+
+# (id, args after INPUT/-o OUTPUT as a function of the inputs, input override, exit code, regexes)
+ERROR_CASES = [
+    ("missing-column", ["--qi", "age,no_such_col", "-k", "10"], None, 1, [r"'no_such_col'"]),
+    ("missing-sensitive-column", ["--qi", "age", "-k", "10", "-l", "2", "--sensitive", "salary"], None, 1,
+     [r"'salary'"]),
+    ("k-below-2", ["--qi", "age", "-k", "1"], None, 2, [r"\bk\b", r"\b1\b"]),
+    ("k-negative", ["--qi", "age", "-k", "-3"], None, 2, [r"\bk\b", r"-3"]),
+    ("l-without-sensitive", ["--qi", "age", "-k", "10", "-l", "2"], None, 2, [r"sensitive", r"\b2\b"]),
+    ("l-zero", ["--qi", "age", "-k", "10", "-l", "0"], None, 2, [r"\bl\b", r"\b0\b"]),
+    ("sensitive-is-qi", ["--qi", "age,income", "-k", "10", "-l", "2", "--sensitive", "income"], None, 2,
+     [r"'income'"]),
+    ("qi-twice", ["--qi", "age,age", "-k", "10"], None, 2, [r"'age'"]),
+    ("no-qi", ["--qi", ",", "-k", "10"], None, 2, [r"quasi-identifier|--qi"]),
+    ("hierarchy-missing-value",
+     ["--qi", "age,native-country", "-k", "10", "--hierarchy", f"native-country={NATIVE_COUNTRY_CSV}"], None, 1,
+     [re.escape(str(NATIVE_COUNTRY_CSV)), r"'\?'", r"native-country"]),
+    ("hierarchy-file-missing",
+     ["--qi", "age,native-country", "-k", "10", "--hierarchy", "native-country=/no/such/dir/countries.json"],
+     None, 1, [re.escape("/no/such/dir/countries.json")]),
+    ("hierarchy-non-qi", ["--qi", "age", "-k", "10", "--hierarchy", f"race={COUNTRIES}"], None, 2, [r"'race'"]),
+    ("unknown-generalization", ["--qi", "age", "-k", "10", "--generalization", "age=intervall"], None, 2,
+     [r"'intervall'", r"did you mean 'interval'", r"'age'"]),
+    ("interval-on-text", ["--qi", "race", "-k", "10", "--generalization", "race=interval"], None, 2,
+     [r"'race'", r"interval"]),
+    ("k-larger-than-table", ["--qi", "age", "-k", "40000"], None, 1, [r"40000", str(ADULT_ROWS)]),
+    ("l-larger-than-distinct", ["--qi", "age", "-k", "10", "-l", "3", "--sensitive", "income"], None, 1,
+     [r"'income'", r"l=3|\b3\b"]),
+    ("empty-csv", ["--qi", "age", "-k", "2"], "header_only", 1, [r"no rows|empty"]),
+    ("empty-parquet", ["--qi", "age", "-k", "2"], "empty_parquet", 1, [r"no rows|empty"]),
+    ("corrupt-parquet", ["--qi", "age", "-k", "2"], "corrupt", 1, [r"corrupt\.parquet"]),
+    ("nonexistent-input", ["--qi", "age", "-k", "2"], "/no/such/file.csv", 1, [re.escape("/no/such/file.csv")]),
+    ("unknown-input-format", ["--qi", "age", "-k", "2"], str(REPO / "pyproject.toml"), 2, [r"pyproject\.toml"]),
+    ("bounds-clash", ["--qi", "age", "-k", "10", "--interval-format", "bounds"], "clash", 2, [r"'age_lo'"]),
+    pytest.param(
+        "malformed-hierarchy", ["--qi", "age,race", "-k", "10", "--hierarchy", "race"], None, 2,
+        [r"--hierarchy", r"'race'"], marks=pytest.mark.xfail(strict=True, reason=MALFORMED_HIERARCHY_BUG),
+        id="malformed-hierarchy",
+    ),
+    pytest.param(
+        "malformed-generalization", ["--qi", "age", "-k", "10", "--generalization", "age"], None, 2,
+        [r"--generalization", r"'age'"], marks=pytest.mark.xfail(strict=True, reason=MALFORMED_HIERARCHY_BUG),
+        id="malformed-generalization",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "case_id, args, source, code, patterns",
+    [pytest.param(*c, id=c[0]) if type(c) is tuple else c for c in ERROR_CASES],
+)
+def test_bad_input(case_id, args, source, code, patterns, inputs, out_dir, tmp_path):
+    if source == "clash":
+        src = tmp_path / "clash.csv"
+        src.write_text("age,age_lo\n" + "".join(f"{i},{i}\n" for i in range(20)))
+    elif source in inputs:
+        src = inputs[source]
+    else:
+        src = source or ADULTS
+    inputs_before = snapshot(tmp_path / "in")
+    out = out_dir / "o.parquet"
+    r = cli("anonymize", src, "-o", out, *args)
+    assert r.exit_code == code, (r.exit_code, r.stderr)
+    if case_id.startswith("malformed"):
+        assert_usage_error(r.stderr, *patterns)  # click may print its usage banner first
+    else:
+        assert_one_line_error(r.stderr, *patterns)
+    assert r.stdout == ""
+    assert not out.exists()
+    assert snapshot(out_dir) == {}
+    assert snapshot(tmp_path / "in") == inputs_before
+    assert not staging_leftovers(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "args, pattern",
+    [
+        (["--qi", "age", "-k", "abc"], r"'-k'"),
+        (["--qi", "age"], r"'-k'"),
+        (["-k", "10"], r"'--qi'"),
+        (["--qi", "age", "-k", "10", "--interval-format", "bonds"], r"bonds"),
+        (["--qi", "age", "-k", "10", "--no-such-option"], r"--no-such-option"),
+    ],
+    ids=["k-not-int", "k-missing", "qi-missing", "bad-interval-format", "unknown-option"],
+)
+def test_click_usage_errors(out_dir, args, pattern):
+    out = out_dir / "o.parquet"
+    r = cli("anonymize", ADULTS, "-o", out, *args)
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert_usage_error(r.stderr, pattern)
+    assert snapshot(out_dir) == {}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: the empty-input error ('the input has no rows') does not name the input file",
+)
+@pytest.mark.parametrize("which", ["header_only", "empty_parquet"])
+def test_empty_input_error_names_the_file(inputs, out_dir, which):
+    r = cli("anonymize", inputs[which], "-o", out_dir / "o.parquet", "--qi", "age", "-k", "2")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, re.escape(inputs[which].name))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can read a file without read permission")
+def test_unreadable_input(tmp_path, out_dir):
+    src = tmp_path / "secret.csv"
+    shutil.copy(ADULTS, src)
+    src.chmod(0)
+    try:
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "10")
+    finally:
+        src.chmod(0o644)
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, re.escape(str(src)))
+    assert snapshot(out_dir) == {}
+
+
+def test_output_directory_missing_or_bad_extension(out_dir):
+    r = cli("anonymize", ADULTS, "-o", out_dir / "nope" / "o.parquet", "--qi", "age", "-k", "10")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, "nope")
+    r = cli("anonymize", ADULTS, "-o", out_dir / "o.txt", "--qi", "age", "-k", "10")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"o\.txt")
+    assert snapshot(out_dir) == {}
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "overwrite"])
+@pytest.mark.parametrize("spelling", ["same", "dot-slash", "absolute", "symlink"])
+def test_output_equal_to_input(tmp_path, monkeypatch, overwrite, spelling):
+    d = tmp_path / "data"
+    d.mkdir()
+    src = d / "in.csv"
+    shutil.copy(ADULTS, src)
+    monkeypatch.chdir(d)
+    if spelling == "symlink":
+        (d / "link.csv").symlink_to(src)
+    out = {"same": "in.csv", "dot-slash": "./in.csv", "absolute": str(src), "symlink": "link.csv"}[spelling]
+    before = snapshot(d)
+    r = cli("anonymize", "in.csv", "-o", out, "--qi", "age", "-k", "10", *(["--overwrite"] if overwrite else []))
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert_one_line_error(r.stderr, re.escape(out))
+    assert snapshot(d) == before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: with a directory input, FileSource.same_file globs '<dir>/**/*.parquet' without "
+    "recursive=True, so a part file directly in the directory is not recognised as input; "
+    "-o <dir>/part-0.parquet --overwrite replaces an input file with the anonymized copy of all parts",
+)
+def test_output_equal_to_a_part_of_a_directory_input(tmp_path):
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    with duckdb.connect() as con:
+        for i in range(2):
+            con.execute(
+                f"COPY (SELECT * FROM read_csv(?) LIMIT 500 OFFSET {500 * i}) TO '{lake / f'part-{i}.parquet'}'",
+                [str(ADULTS)],
+            )
+    before = snapshot(lake)
+    r = cli("anonymize", lake, "-o", lake / "part-0.parquet", "--qi", "age", "-k", "5", "--overwrite")
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert_one_line_error(r.stderr, r"part-0\.parquet")
+    assert snapshot(lake) == before
+
+
+# --------------------------------------------------------------------------- 6. verify
+
+
+def test_verify_non_anonymous_file(tmp_path):
+    qi = "age,education-num"
+    r = cli("verify", ADULTS, "--qi", qi, "-k", "10")
+    assert r.exit_code == 1
+    assert "Traceback" not in r.stderr
+    assert "FAILED" in r.stderr
+    # lists violating groups: QI values and their size
+    assert re.search(r"age=\d+, education-num=\d+, __rows=\d", r.stderr)
+
+    r = cli("verify", ADULTS, "--qi", qi, "-k", "10", "--json")
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False
+    assert doc["k"] == 10 and doc["rows"] == ADULT_ROWS and doc["min_class_size"] < 10
+    assert doc["violations"], "no violating group listed"
+    for v in doc["violations"]:
+        assert {"age", "education-num", "__rows"} <= v.keys()
+        assert v["__rows"] < 10
+
+
+def test_verify_l_diversity_failure_and_success(tmp_path):
+    out = tmp_path / "k_only.parquet"
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age,education-num,race", "-k", "10")
+    assert r.exit_code == 0, r.stderr
+    ok = cli("verify", out, "--qi", "age,education-num,race", "-k", "10", "--json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["ok"] is True
+    bad = cli("verify", out, "--qi", "age,education-num,race", "-k", "10", "-l", "2", "--sensitive", "income",
+              "--json")
+    assert bad.exit_code == 1
+    doc = json.loads(bad.stdout)
+    assert doc["ok"] is False and doc["min_distinct"]["income"] == 1
+    assert all(v["__distinct_income"] < 2 for v in doc["violations"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: verify fetches at most 20 violating groups (limit=20) and describe_failure reports "
+    "len(violations) as the number of failing classes, so 'FAILED: 20 class(es) break' when 475 do",
+)
+def test_verify_reports_true_number_of_violating_classes():
+    with duckdb.connect() as con:
+        n_bad = con.execute(
+            'SELECT count(*) FROM (SELECT count(*) AS n FROM read_csv(?) GROUP BY age, "education-num") '
+            "WHERE n < 10",
+            [str(ADULTS)],
+        ).fetchone()[0]
+    assert n_bad > 20
+    r = cli("verify", ADULTS, "--qi", "age,education-num", "-k", "10")
+    assert r.exit_code == 1
+    m = re.search(r"(\d+) class\(es\) break", r.stderr)
+    assert m, r.stderr
+    assert int(m.group(1)) == n_bad
+
+
+@pytest.mark.parametrize(
+    "args, code, pattern",
+    [
+        (["/no/such/file.parquet", "--qi", "age", "-k", "2"], 1, re.escape("/no/such/file.parquet")),
+        (["CORRUPT", "--qi", "age", "-k", "2"], 1, r"corrupt\.parquet"),
+        ([str(ADULTS), "--qi", "age", "-k", "0"], 2, r"\bk\b"),
+        ([str(ADULTS), "--qi", "age", "-k", "10", "-l", "2"], 2, r"sensitive"),
+    ],
+    ids=["nonexistent", "corrupt", "k-zero", "l-without-sensitive"],
+)
+def test_verify_errors(inputs, args, code, pattern):
+    args = [str(inputs["corrupt"]) if a == "CORRUPT" else a for a in args]
+    r = cli("verify", *args)
+    assert r.exit_code == code, (r.exit_code, r.stderr)
+    assert_one_line_error(r.stderr, pattern)
+    assert r.stdout == ""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: verify raises ConfigError (exit 2) for a column missing from the file, while "
+    "anonymize raises InputError (exit 1) for the same situation (errors.InputError: 'lacks a column "
+    "the job names')",
+)
+def test_verify_missing_column_is_input_error():
+    r = cli("verify", ADULTS, "--qi", "age,no_such_col", "-k", "2")
+    assert_one_line_error(r.stderr, r"'no_such_col'")
+    assert r.exit_code == 1
+
+
+# --------------------------------------------------------------------------- 7. --help
+
+
+def _commands():
+    yield [], main
+    for name, cmd in sorted(main.commands.items()):
+        yield [name], cmd
+
+
+@pytest.mark.parametrize("path, cmd", list(_commands()), ids=lambda x: "-".join(x) if isinstance(x, list) else None)
+def test_help_mentions_every_option(path, cmd):
+    r = cli(*path, "--help")
+    assert r.exit_code == 0, r.stderr
+    text = r.stdout
+    flat = " ".join(text.split())
+    ctx = click.Context(cmd, info_name=path[-1] if path else "sqlanon", parent=click.Context(main) if path else None)
+    params = cmd.get_params(ctx)
+    assert params
+    if path:
+        assert any(isinstance(p, click.Argument) for p in params)
+    for p in params:
+        if isinstance(p, click.Argument):
+            assert (p.metavar or p.name.upper()) in text
+            continue
+        assert isinstance(p, click.Option)
+        assert p.opts[0] in text, f"{p.opts[0]} missing from {path} --help"
+        assert p.help and p.help.strip(), f"{p.opts[0]} of {path} has no help"
+        assert " ".join(p.help.split())[:30] in flat, f"help of {p.opts[0]} not shown"
+        if isinstance(p.type, click.Choice):
+            for choice in p.type.choices:
+                assert choice in text
+
+
+def test_help_lists_commands():
+    r = cli("--help")
+    assert r.exit_code == 0
+    for name in main.commands:
+        assert name in r.stdout
+    assert {"anonymize", "verify"} <= set(main.commands)

@@ -1,0 +1,222 @@
+"""Hand-worked examples of the engine: the expected classes and values are
+written out by hand here, from the paper's §2 narrative and small cases."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from sqlanon import AnonymizationSpec, ConfigError, InputError, PrivacyError, QuasiIdentifier, anonymize_table
+from sqlanon.engine import column_stats
+from sqlanon.hierarchies import load_hierarchy
+from sqlanon.metrics import Metrics
+
+FIG1 = {
+    "cat": "World",
+    "subcats": [
+        {"cat": "Europe", "subcats": [{"cat": c, "subcats": None} for c in ("Italy", "France", "Spain")]},
+        {"cat": "North America", "subcats": [{"cat": c, "subcats": None} for c in ("USA", "Canada", "Greenland")]},
+        {"cat": "Asia", "subcats": [{"cat": c, "subcats": None} for c in ("China", "Japan", "India")]},
+    ],
+}
+
+
+@pytest.fixture
+def fig1(tmp_path):
+    path = tmp_path / "country.json"
+    path.write_text(json.dumps(FIG1))
+    return load_hierarchy(path)
+
+
+@pytest.fixture
+def fig2():
+    """The dataset of the paper's Fig. 2(a) as its §2 text describes it."""
+    return pa.table(
+        {
+            "Age": [25, 25, 30, 42, 50, 43, 38, 38, 38],
+            "Country": ["Italy", "Italy", "France", "Canada", "USA", "Canada", "USA", "USA", "USA"],
+            "TopSpeed": [132, 140, 150, 160, 170, 180, 120, 130, 140],
+        }
+    )
+
+
+def test_paper_fig2_classes_and_values(fig1, fig2):
+    spec = AnonymizationSpec(
+        (QuasiIdentifier("Age"), QuasiIdentifier("Country", hierarchy=fig1)), k=3, l=2, sensitive=("TopSpeed",)
+    )
+    r = anonymize_table(fig2, spec)
+    # First cut: Age (most distinct values) at its median 38; then the left
+    # side on Country (representativity 3/4 > 13/25) into {Italy, France} and {USA}.
+    assert r.table.column("Age").to_pylist() == ["[25, 30]"] * 3 + ["[42, 50]"] * 3 + ["38"] * 3
+    assert r.table.column("Country").to_pylist() == ["Europe"] * 3 + ["North America"] * 3 + ["USA"] * 3
+    assert r.table.column("TopSpeed").to_pylist() == fig2.column("TopSpeed").to_pylist()
+    m = r.metrics
+    assert (m.rows, m.classes, m.min_class_size, m.dp) == (9, 3, 3, 27)
+    # NCP by hand: Range(Age) = 50 - 25; Europe and North America cover 3 of 9 leaves.
+    assert m.ncp_by_attribute["Age"] == pytest.approx(3 * 5 / 25 + 3 * 8 / 25)
+    assert m.ncp_by_attribute["Country"] == pytest.approx(3 * 3 / 9 + 3 * 3 / 9)
+    assert m.ncp == pytest.approx(1.56 + 2.0)
+    assert m.gcp == pytest.approx(3.56 / 18)
+    assert m.achieved_l == 3  # every class holds three distinct speeds
+    assert m.c_avg == pytest.approx(1.0)
+
+
+def test_l_diversity_blocks_a_cut(fig1, fig2):
+    # The three USA/38 rows share one TopSpeed: they cannot form a 2-diverse
+    # class, so the left side (Age <= 38) must stay whole.
+    speeds = [132, 140, 150, 160, 170, 180, 120, 120, 120]
+    t = fig2.set_column(2, "TopSpeed", pa.array(speeds))
+    spec = AnonymizationSpec(
+        (QuasiIdentifier("Age"), QuasiIdentifier("Country", hierarchy=fig1)), k=3, l=2, sensitive=("TopSpeed",)
+    )
+    r = anonymize_table(t, spec)
+    left = [0, 1, 2, 6, 7, 8]
+    ages = r.table.column("Age").to_pylist()
+    countries = r.table.column("Country").to_pylist()
+    assert {ages[i] for i in left} == {"[25, 38]"}
+    assert {countries[i] for i in left} == {"World"}
+    assert r.metrics.classes == 2 and r.metrics.dp == 36 + 9
+
+
+def test_prefix_generalization_and_ncp():
+    t = pa.table({"zip": ["10010", "10020", "10030", "20010", "20020", "20031"]})
+    spec = AnonymizationSpec((QuasiIdentifier("zip", "prefix"),), k=3)
+    r = anonymize_table(t, spec)
+    assert r.table.column("zip").to_pylist() == ["100**"] * 3 + ["200**"] * 3
+    # 3 of the 6 domain values start with each prefix.
+    assert r.metrics.ncp == pytest.approx(6 * 3 / 6)
+
+
+def test_prefix_pads_to_the_longest_value():
+    t = pa.table({"code": ["ab", "abcd", "abx"]})
+    r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("code", "prefix"),), k=3))
+    assert r.table.column("code").to_pylist() == ["ab**"] * 3
+
+
+def test_set_generalization():
+    t = pa.table({"color": ["red", "blue", "red", "green", "green", "green"]})
+    r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("color"),), k=3))
+    # Codes blue < green < red; sorted 0,1,1,1,2,2: the median cut "<= green"
+    # leaves 2 rows on the right and "< green" 1 on the left: no valid cut.
+    assert r.table.column("color").to_pylist() == ["{blue, green, red}"] * 6
+    assert r.metrics.ncp == pytest.approx(6 * 3 / 3)
+
+
+def test_set_generalization_exact():
+    t = pa.table({"color": ["b", "b", "b", "a", "c", "a"]})
+    r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("color"),), k=3))
+    # sorted codes a,a,b,b,b,c: median b -> left {a,a,b,b,b} (5 rows) leaves 1: invalid;
+    # "< b" -> left {a, a}: invalid; no cut: one class.
+    assert set(r.table.column("color").to_pylist()) == {"{a, b, c}"}
+    assert r.metrics.ncp == pytest.approx(6 * 3 / 3)
+
+
+def test_dates_and_bounds():
+    days = [dt.date(2024, 1, d) for d in (1, 2, 3, 20, 21, 22)]
+    t = pa.table({"day": days, "v": list(range(6))})
+    text = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("day"),), k=3))
+    assert text.table.column("day").to_pylist() == ["[2024-01-01, 2024-01-03]"] * 3 + ["[2024-01-20, 2024-01-22]"] * 3
+    assert text.metrics.ncp == pytest.approx(3 * 2 / 21 + 3 * 2 / 21)
+    b = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("day"),), k=3, interval_format="bounds"))
+    assert b.table.column_names == ["day_lo", "day_hi", "v"]
+    assert b.table.schema.field("day_lo").type == pa.date32()
+    assert b.table.column("day_lo").to_pylist() == [dt.date(2024, 1, 1)] * 3 + [dt.date(2024, 1, 20)] * 3
+    assert b.table.column("day_hi").to_pylist() == [dt.date(2024, 1, 3)] * 3 + [dt.date(2024, 1, 22)] * 3
+
+
+def test_nulls_are_a_value_of_their_own():
+    t = pa.table({"age": [1, 2, 3, None, None, None]})
+    r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("age"),), k=3))
+    # NULL ranks after every value: the median cut separates the NULLs.
+    assert r.table.column("age").to_pylist() == ["[1, 3]"] * 3 + [None] * 3
+    assert r.metrics.ncp == pytest.approx(3 * 2 / 2)
+
+
+def test_null_mixed_with_values():
+    t = pa.table({"age": [1, 2, None, 4], "s": ["x", "y", "x", "y"]})
+    r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("age"),), k=4))
+    assert set(r.table.column("age").to_pylist()) == {"[1, 4] or NULL"}
+    assert r.metrics.ncp == pytest.approx(4.0)  # a mixed class costs 1 per row
+
+
+def test_constant_column_is_never_cut_and_costs_nothing():
+    t = pa.table({"c": [7] * 6, "a": [1, 2, 3, 4, 5, 6]})
+    r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("c"), QuasiIdentifier("a")), k=2))
+    assert r.table.column("c").to_pylist() == ["7"] * 6
+    assert r.metrics.ncp_by_attribute["c"] == 0
+    # Median cut of 1..6 at 3; halves of 3 rows cannot be cut again at k = 2.
+    assert r.table.column("a").to_pylist() == ["[1, 3]"] * 3 + ["[4, 6]"] * 3
+    assert r.metrics.classes == 2
+
+
+def test_identical_generalizations_merge_into_one_class(fig1):
+    # Two classes whose hierarchy LCA is the same node are one published class.
+    t = pa.table(
+        {
+            "n": [1, 1, 1, 1, 1, 1],
+            "c": ["Italy", "USA", "China", "France", "Canada", "Japan"],
+        }
+    )
+    spec = AnonymizationSpec((QuasiIdentifier("n"), QuasiIdentifier("c", hierarchy=fig1)), k=3)
+    r = anonymize_table(t, spec)
+    # Leaf order Italy France | USA Canada | China Japan; median cut -> {Italy, France, USA}
+    # and {Canada, China, Japan}: both generalize to World.
+    assert set(r.table.column("c").to_pylist()) == {"World"}
+    assert r.metrics.classes == 1 and r.metrics.dp == 36
+    assert len(set(r.class_of_row.tolist())) == 1
+
+
+def test_fragments_add_up(fig1, fig2):
+    spec = AnonymizationSpec(
+        (QuasiIdentifier("Age"), QuasiIdentifier("Country", hierarchy=fig1)), k=3, l=2, sensitive=("TopSpeed",)
+    )
+    stats = column_stats(fig2, spec)
+    whole = anonymize_table(fig2, spec).metrics
+    ages = np.array(fig2.column("Age").to_pylist())
+    parts = [
+        anonymize_table(fig2.filter(pa.array(mask)), spec, stats).metrics for mask in (ages <= 38, ages > 38)
+    ]
+    total = Metrics.combine(parts)
+    assert (total.rows, total.classes, total.dp, total.min_class_size) == (9, 3, 27, 3)
+    assert math.isclose(total.ncp, whole.ncp)
+
+
+@pytest.mark.parametrize(
+    "spec_kwargs, error, text",
+    [
+        (dict(k=10), PrivacyError, "k=10"),
+        (dict(k=2, l=9, sensitive=("TopSpeed",)), PrivacyError, "TopSpeed"),
+    ],
+)
+def test_impossible_requests_fail_clearly(fig2, spec_kwargs, error, text):
+    with pytest.raises(error, match=text):
+        anonymize_table(fig2, AnonymizationSpec((QuasiIdentifier("Age"),), **spec_kwargs))
+
+
+def test_bad_specs():
+    with pytest.raises(ConfigError, match="k must be"):
+        AnonymizationSpec((QuasiIdentifier("a"),), k=1)
+    with pytest.raises(ConfigError, match="both a quasi-identifier and sensitive"):
+        AnonymizationSpec((QuasiIdentifier("a"),), k=2, sensitive=("a",))
+    with pytest.raises(ConfigError, match="needs at least one sensitive"):
+        AnonymizationSpec((QuasiIdentifier("a"),), k=2, l=2)
+    with pytest.raises(ConfigError, match="did you mean 'interval'"):
+        QuasiIdentifier("a", "intervall")
+
+
+def test_missing_column_and_empty_table(fig2):
+    with pytest.raises(InputError, match="'Speed'"):
+        anonymize_table(fig2, AnonymizationSpec((QuasiIdentifier("Speed"),), k=2))
+    with pytest.raises(InputError, match="no rows"):
+        anonymize_table(fig2.slice(0, 0), AnonymizationSpec((QuasiIdentifier("Age"),), k=2))
+
+
+def test_interval_on_text_is_a_config_error():
+    t = pa.table({"name": ["a", "b"]})
+    with pytest.raises(ConfigError, match="'name'.*interval"):
+        anonymize_table(t, AnonymizationSpec((QuasiIdentifier("name", "interval"),), k=2))
