@@ -15,46 +15,21 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 
 import duckdb
 
-from . import io, mondrian
+from . import coordinator, io
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
-from .engine import EngineResult, anonymize_table, resolve_generalization
+from .coordinator import RunOptions, RunResult
+from .engine import resolve_generalization
 from .errors import ConfigError, InputError, VerificationError
 from .hierarchies import load_hierarchy
-from .metrics import Metrics
 from .verify import Verification, verify_relation
 
 log = logging.getLogger("sqlanon")
 
 __all__ = ["RunResult", "anonymize", "build_spec", "verify"]
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What one anonymization run did.
-
-    Attributes:
-        output: where the anonymized table was published.
-        metrics: information loss and class statistics.
-        verification: the SQL check of the published output.
-        timings: seconds per phase (``read``, ``anonymize``, ``write``,
-            ``verify``, ``total``).
-    """
-
-    output: str
-    metrics: Metrics
-    verification: Verification
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        """The ``--json`` document."""
-        return {**self.metrics.to_dict(), "output": self.output, "timings": self.timings}
 
 
 def build_spec(
@@ -112,15 +87,32 @@ def anonymize(
     drop: Sequence[str] = (),
     overwrite: bool = False,
     interval_format: str = "text",
+    table: str | None = None,
+    target_table: str | None = None,
+    workers: int | None = None,
+    fragments: int | None = None,
+    fragmentation: str = "mondrian",
+    sample: float | None = None,
+    seed: int = 0,
+    worker_memory: str | None = None,
+    metrics: str | None = None,
+    explain: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RunResult:
     """Publish a k-anonymous, l-diverse copy of ``input`` at ``output``.
 
-    The output is written aside, verified with SQL, and only then moved into
-    place; on any error nothing is written and an existing output is kept.
+    The coordinator reads statistics and a sample through SQL, cuts the data
+    into fragments (WHERE clauses), and worker processes anonymize one fragment
+    each. The output is assembled aside, verified with SQL, and only then
+    swapped in; on any error nothing is published and an existing output is
+    kept. A metrics table (one row per fragment and a total row) is appended
+    next to the output (or at ``metrics``).
 
     Args:
-        input: a Parquet or CSV file, a glob, or a directory of part files.
-        output: a ``.parquet`` or ``.csv`` file.
+        input: a Parquet or CSV file, a glob, a directory of part files, or a
+            DuckDB database file (with ``table``).
+        output: a ``.parquet``/``.csv`` file, a directory (``out/``), or a
+            DuckDB database file (with ``target_table``).
         qi: the quasi-identifier columns.
         k: minimum equivalence class size (>= 2).
         l: minimum distinct sensitive values per class (>= 1).
@@ -130,66 +122,43 @@ def anonymize(
         drop: columns to remove (direct identifiers).
         overwrite: replace an existing output.
         interval_format: ``text`` (``[lo, hi]``) or ``bounds`` (``c_lo``, ``c_hi``).
+        table: the source table in a DuckDB file (``schema.table``).
+        target_table: the output table in a DuckDB file.
+        workers: worker processes (default: CPU count; 1 runs in-process).
+        fragments: how many fragments to cut (default: ``workers``).
+        fragmentation: ``mondrian`` or ``quantile``.
+        sample: sample fraction (<= 1) or rows (> 1); default bounded by memory.
+        seed: the sample's seed.
+        worker_memory: DuckDB memory limit per worker, e.g. ``2GB``.
+        metrics: where to append the metrics table.
+        explain: only plan: the result carries the plan, nothing is written.
+        progress: called with ``(finished, total)`` fragments.
 
     Raises:
         ConfigError: bad arguments (CLI exit code 2).
         InputError, HierarchyError, PrivacyError, VerificationError: the run
             failed (exit code 1).
     """
-    t_start = time.perf_counter()
     spec = build_spec(qi, k, l, sensitive, hierarchies, generalization, interval_format)
-    drop = list(drop)
-    for col in drop:
-        if col in spec.qi_names or col in spec.sensitive:
-            raise ConfigError(f"--drop names {col!r}, which is a quasi-identifier or sensitive column")
-    source = io.open_source(input)
-    if source.same_file(os.fspath(output)) or os.path.abspath(os.fspath(output)) == os.path.abspath(source.path):
-        raise ConfigError(f"output {os.fspath(output)!r} is the input; write the anonymized copy elsewhere")
-    target = io.open_target(output, overwrite=overwrite)
-
-    timings: dict[str, float] = {}
-    warm = threading.Thread(target=mondrian.warm_up, daemon=True)
-    warm.start()
-    con = io.connect()
-    staging = None
-    try:
-        t0 = time.perf_counter()
-        table = io.read_arrow(con, source)
-        missing = [c for c in drop if c not in table.column_names]
-        if missing:
-            raise ConfigError(f"--drop names column {missing[0]!r}, which is not in the input")
-        table = table.drop_columns(drop) if drop else table
-        timings["read"] = time.perf_counter() - t0
-        log.info("read %d rows from %s", table.num_rows, source.describe())
-
-        t0 = time.perf_counter()
-        warm.join()
-        result: EngineResult = anonymize_table(table, spec)
-        timings["anonymize"] = time.perf_counter() - t0
-        log.info("%d classes, min size %d", result.metrics.classes, result.metrics.min_class_size)
-
-        t0 = time.perf_counter()
-        staging = io.write_staging(con, result.table, target)
-        timings["write"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        check = verify_relation(
-            con, io.staged_relation(target, staging), output_qi_columns(spec, table.schema), spec.k, spec.l,
-            spec.sensitive,
-        )
-        if not check.ok or check.rows != table.num_rows:
-            raise VerificationError(
-                f"refusing to publish {target.describe()!r}: "
-                + (check.describe_failure() if not check.ok else f"{check.rows} rows written, {table.num_rows} read")
-            )
-        timings["verify"] = time.perf_counter() - t0
-        io.publish(staging, target)
-        staging = None
-    finally:
-        io.discard(staging)
-        con.close()
-    timings["total"] = time.perf_counter() - t_start
-    return RunResult(target.describe(), result.metrics, check, timings)
+    options = RunOptions(
+        workers=workers, fragments=fragments, fragmentation=fragmentation, sample=sample, seed=seed,
+        worker_memory=worker_memory, metrics=metrics, explain=explain, progress=progress,
+    )
+    source = io.open_source(input, table)
+    out = os.fspath(output)
+    if target_table is None and (source.same_path(out) or os.path.abspath(out) == os.path.abspath(source.path)):
+        raise ConfigError(f"output {out!r} is the input; write the anonymized copy elsewhere")
+    if isinstance(source, io.DuckDBSource) and target_table is not None:
+        if os.path.abspath(out) == os.path.abspath(source.path) and tuple(io.split_table_name(target_table)) == source.table:
+            raise ConfigError(f"target table {target_table!r} is the input table; write the anonymized copy elsewhere")
+    target = (
+        io.open_target(out, overwrite=overwrite, table=target_table)
+        if not explain
+        else io.FileTarget(out, "parquet")
+    )
+    return coordinator.run(
+        source, target, spec, tuple(drop), options, output_qi=lambda schema: output_qi_columns(spec, schema)
+    )
 
 
 def verify(
@@ -199,6 +168,7 @@ def verify(
     k: int,
     l: int = 1,  # noqa: E741
     sensitive: Sequence[str] = (),
+    table: str | None = None,
 ) -> Verification:
     """Check that a generalized file is k-anonymous and l-diverse (see :mod:`sqlanon.verify`)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -209,13 +179,14 @@ def verify(
         raise ConfigError(f"l = {l} needs at least one sensitive column (--sensitive)")
     if not qi:
         raise ConfigError("name the quasi-identifier columns (--qi)")
-    source = io.open_source(input)
+    source = io.open_source(input, table)
     con = io.connect()
     try:
+        source.attach(con)
         cols = [c[0] for c in con.execute(f"SELECT * FROM {source.relation} LIMIT 0").description]
         for c in [*qi, *sensitive]:
             if c not in cols:
-                raise ConfigError(f"column {c!r} is not in {source.describe()!r}{suggest(c, cols)}")
+                raise InputError(f"column {c!r} is not in {source.describe()!r}{suggest(c, cols)}")
         return verify_relation(con, source.relation, list(qi), k, l, sensitive)
     except duckdb.Error as exc:
         raise InputError(f"cannot read {source.describe()!r}: {io.first_line(exc)}") from exc

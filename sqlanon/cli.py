@@ -9,12 +9,15 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 
 import click
+import yaml
 
 from . import api
-from .config import GENERALIZATIONS, INTERVAL_FORMATS
+from .config import GENERALIZATIONS, INTERVAL_FORMATS, suggest
+from .fragmentation import STRATEGIES
 from .errors import SqlanonError
 
 
@@ -27,10 +30,11 @@ def _split(values: tuple[str, ...]) -> list[str]:
 
 
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
-    """``COL=VALUE`` options → dict (split at the last ``=``: names may hold one)."""
+    """``COL=VALUE`` options → dict, split at the first ``=`` (paths under
+    hive-style directories hold ``=``; column names rarely do)."""
     out: dict[str, str] = {}
     for v in values:
-        col, sep, val = v.rpartition("=")
+        col, sep, val = v.partition("=")
         if not sep or not col or not val:
             raise click.UsageError(f"{option} takes COLUMN=VALUE, got {v!r}")
         out[col] = val
@@ -50,6 +54,8 @@ def handle_errors(fn):
                 raise
             click.echo(f"Error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except click.ClickException:
+            raise  # click prints usage errors itself (exit code 2)
         except KeyboardInterrupt:
             click.echo("Interrupted; nothing was published.", err=True)
             sys.exit(130)
@@ -84,11 +90,100 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
 
 
+def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--config job.yml``: every option of the command, as YAML keys.
+
+    Values become the command's defaults, so flags given on the command line
+    override them. Relative paths are relative to the YAML file.
+    """
+    if not value:
+        return value
+    try:
+        with open(value, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh) or {}
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {value!r}: {exc.strerror}", ctx, param) from exc
+    except yaml.YAMLError as exc:
+        raise click.BadParameter(f"{value!r} is not valid YAML: {str(exc).splitlines()[0]}", ctx, param) from exc
+    if not isinstance(data, dict):
+        raise click.BadParameter(f"{value!r} must hold a mapping of option names to values", ctx, param)
+    keys: dict[str, click.Parameter] = {}
+    for p in ctx.command.params:
+        if p.name in ("config", "debug", "help"):
+            continue
+        keys[p.name] = p
+        for opt in p.opts:
+            keys[opt.lstrip("-").replace("-", "_")] = p
+    base = os.path.dirname(os.path.abspath(value))
+    defaults: dict[str, object] = {}
+    for key, val in data.items():
+        p = keys.get(str(key).replace("-", "_"))
+        if p is None:
+            hint = suggest(str(key), sorted(k.replace("_", "-") for k in keys))
+            raise click.BadParameter(f"unknown key {key!r} in {value!r}{hint}", ctx, param)
+        defaults[p.name] = _config_value(p, key, val, base, value)
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
+PATH_KEYS = {"input", "output", "metrics"}
+
+
+def _config_value(p: click.Parameter, key, val, base: str, file: str):
+    def path(x):
+        x = str(x)
+        return x if "://" in x or os.path.isabs(x) else os.path.join(base, x)
+
+    if p.name in ("hierarchy", "generalization"):
+        if not isinstance(val, dict):
+            raise click.BadParameter(f"{key!r} in {file!r} must map columns to values", param_hint="--config")
+        return tuple(f"{c}={path(v) if p.name == 'hierarchy' else v}" for c, v in val.items())
+    if getattr(p, "multiple", False):
+        items = val if isinstance(val, list) else [val]
+        return tuple(str(v) for v in items)
+    if p.name in PATH_KEYS and val is not None:
+        return path(val)
+    return val
+
+
+def _progress(quiet: bool):
+    """A progress bar of finished fragments on a terminal's stderr.
+
+    Not on a pipe or a log file: there ``-v`` logs each fragment instead, and
+    stderr stays the one-line ``Error:`` channel for scripts.
+    """
+    if quiet or not sys.stderr.isatty():
+        return None
+    width = 30
+
+    def report(finished: int, total: int) -> None:
+        bar = "#" * (width * finished // max(total, 1))
+        click.echo(f"\r[{bar:<{width}}] {finished}/{total} fragments", err=True, nl=finished >= total)
+
+    return report
+
+
+def _sample(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither a fraction nor a row count", param_hint="--sample") from None
+    return number
+
+
 @main.command()
-@click.argument("input", metavar="INPUT")
-@click.option("-o", "--output", required=True, help="Output file (.parquet or .csv).")
-@click.option("--qi", "qi", multiple=True, required=True, help="Quasi-identifier columns, comma-separated.")
-@click.option("-k", type=int, required=True, help="Every equivalence class has at least k rows (k >= 2).")
+@click.option(
+    "--config", type=click.Path(dir_okay=False), is_eager=True, expose_value=False, callback=_load_config,
+    help="YAML file with any of these options as keys (e.g. qi: [age, zip]); flags override it.",
+)
+@click.argument("input", metavar="INPUT", required=False)
+@click.option("-o", "--output", help="Output: a .parquet/.csv file, a directory/ of Parquet parts, or a .duckdb file.")
+@click.option("--table", help="Source table when INPUT is a DuckDB file (schema.table).")
+@click.option("--target-table", help="Output table when OUTPUT is a DuckDB file (schema.table).")
+@click.option("--qi", "qi", multiple=True, help="Quasi-identifier columns, comma-separated.")
+@click.option("-k", type=int, help="Every equivalence class has at least k rows (k >= 2).")
 @click.option("-l", "l_", type=int, default=1, show_default=True, help="Distinct sensitive values per class.")
 @click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated (needed for -l > 1).")
 @click.option(
@@ -105,17 +200,41 @@ def main(verbose: int) -> None:
     "--interval-format", type=click.Choice(INTERVAL_FORMATS), default="text", show_default=True,
     help="text: '[lo, hi]'; bounds: typed columns COL_lo and COL_hi.",
 )
+@click.option("--workers", type=int, help="Worker processes (default: CPU count; 1 runs in this process).")
+@click.option("--fragments", type=int, help="Fragments to cut the data into (default: --workers).")
+@click.option(
+    "--fragmentation", type=click.Choice(STRATEGIES), default="mondrian", show_default=True,
+    help="mondrian: recursive median cuts (paper Fig. 5); quantile: W quantiles of one column (Fig. 4).",
+)
+@click.option("--sample", help="Sample for planning: a fraction (0.001) or a row count (50000). Default: memory-bounded.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample (reproducible plans).")
+@click.option("--worker-memory", help="DuckDB memory limit per worker, e.g. 2GB (default: 80% of RAM / workers).")
+@click.option("--metrics", help="Metrics table to append to (default: OUTPUT__metrics.parquet, or TABLE__metrics).")
+@click.option("--explain", is_flag=True, help="Print the plan (fragments, WHERE clauses, sizes) and stop.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output (only once the new one is verified).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run's metrics and timings as one JSON object.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @debug_option
+@click.pass_context
 @handle_errors
-def anonymize(input, output, qi, k, l_, sensitive, hierarchy, generalization, drop, interval_format, overwrite, as_json):
-    """Anonymize INPUT (a Parquet/CSV file, glob or directory) into OUTPUT.
+def anonymize(
+    ctx, input, output, table, target_table, qi, k, l_, sensitive, hierarchy, generalization, drop, interval_format,
+    workers, fragments, fragmentation, sample, seed, worker_memory, metrics, explain, overwrite, as_json, quiet,
+):
+    """Anonymize INPUT into OUTPUT with distributed Mondrian.
 
-    Non-QI columns pass through unchanged. The output is verified with SQL
-    (k and l per class) before it is put in place; on any error nothing is
-    written and an existing output is left as it was.
+    INPUT is a Parquet/CSV file, a glob, a directory of part files, or a
+    DuckDB file with --table. The coordinator reads statistics and a sample
+    through SQL, cuts the data into fragments described by WHERE clauses,
+    and worker processes each pull and anonymize one fragment. Non-QI columns
+    pass through unchanged. The output is verified with SQL (k and l per
+    class) before it is swapped in; on any error nothing is published and an
+    existing output is left as it was. A metrics table (one row per fragment
+    and a total) is appended next to the output.
     """
+    for name, value in (("INPUT", input), ("-o", output), ("--qi", qi), ("-k", k)):
+        if not value:
+            raise click.UsageError(f"Missing '{name}' (give it on the command line or in --config).", ctx)
     result = api.anonymize(
         input,
         output,
@@ -128,14 +247,30 @@ def anonymize(input, output, qi, k, l_, sensitive, hierarchy, generalization, dr
         drop=_split(drop),
         overwrite=overwrite,
         interval_format=interval_format,
+        table=table,
+        target_table=target_table,
+        workers=workers,
+        fragments=fragments,
+        fragmentation=fragmentation,
+        sample=_sample(sample),
+        seed=seed,
+        worker_memory=worker_memory,
+        metrics=metrics,
+        explain=explain,
+        progress=None if (explain or as_json) else _progress(quiet),
     )
+    if explain:
+        click.echo(json.dumps(result.explain(), indent=None if as_json else 2, default=str))
+        return
     if as_json:
-        click.echo(json.dumps(result.to_dict()))
+        click.echo(json.dumps(result.to_dict(), default=str))
         return
     m = result.metrics
     click.echo(
         f"wrote {result.output}: {m.rows} rows in {m.classes} classes (min size {m.min_class_size}), "
-        f"k={m.k} l={m.l}, DP={m.dp}, NCP={m.ncp:.6g}, GCP={m.gcp:.4f}, {result.timings['total']:.2f}s"
+        f"k={m.k} l={m.l}, DP={m.dp}, NCP={m.ncp:.6g}, GCP={m.gcp:.4f}; "
+        f"{len(result.plan.fragments)} fragments on {result.workers} workers, {result.timings['total']:.2f}s; "
+        f"metrics in {result.metrics_location}"
     )
 
 
@@ -145,17 +280,18 @@ def anonymize(input, output, qi, k, l_, sensitive, hierarchy, generalization, dr
 @click.option("-k", type=int, required=True, help="Minimum rows per class.")
 @click.option("-l", "l_", type=int, default=1, show_default=True, help="Minimum distinct sensitive values per class.")
 @click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated.")
+@click.option("--table", help="The table, when TABLE_OR_FILE is a DuckDB file (schema.table).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @debug_option
 @handle_errors
-def verify(input, qi, k, l_, sensitive, as_json):
+def verify(input, qi, k, l_, sensitive, table, as_json):
     """Check that TABLE_OR_FILE is k-anonymous and l-diverse.
 
     Groups the rows by the QI columns; exits 0 when every group has at least
     k rows and l distinct values of each sensitive column, 1 otherwise (and
     lists the violating groups).
     """
-    check = api.verify(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive))
+    check = api.verify(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive), table=table)
     if as_json:
         click.echo(json.dumps(check.to_dict(), default=str))
     elif check.ok:

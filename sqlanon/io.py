@@ -1,21 +1,32 @@
-"""Lake sources and targets read and written through DuckDB.
+"""Lake sources and targets, read and written through DuckDB.
 
-A source is named on the command line as
+Sources (``INPUT`` on the command line):
 
 * a Parquet or CSV file: ``people.parquet``, ``people.csv``;
 * a glob or a directory of them (hive-partitioned directories too):
-  ``lake/people/*.parquet``, ``lake/people/``;
+  ``'lake/people/*.parquet'``, ``lake/people/``;
+* a table in a DuckDB database file: ``warehouse.duckdb --table hr.people``.
 
-and a target as a Parquet or CSV file path. Every output is written aside (a
-hidden staging file next to the target), verified, and only then renamed into
-place, so a crash or Ctrl-C leaves an existing target untouched.
+Targets (``-o OUTPUT``):
+
+* a Parquet or CSV file: ``out.parquet``, ``out.csv``;
+* a directory of Parquet part files: a path ending in ``/`` or without a
+  file extension, e.g. ``out/``;
+* a table in a DuckDB database file: ``warehouse.duckdb --target-table hr.people_anon``.
+
+Every output is assembled aside (a hidden staging file, directory or table
+next to the target), verified, and only then swapped in: a crash, kill or
+Ctrl-C at any point leaves an existing target as it was, and the next run
+removes the staging left behind by a dead run.
 """
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import re
+import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +35,10 @@ import duckdb
 import pyarrow as pa
 
 from .errors import ConfigError, InputError
-from .sql import render
+from .sql import ident, render
 
 FILE_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
 STAGING_MARK = ".sqlanon-staging-"
 
 
@@ -40,8 +52,25 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     return duckdb.connect(":memory:", config=config)
 
 
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _format_of(path: str) -> str | None:
     return FILE_FORMATS.get(Path(path.rstrip("/*")).suffix.lower())
+
+
+def split_table_name(name: str) -> list[str]:
+    """``schema.table`` → ``[schema, table]``; quote a part holding a dot: ``"a.b".c``."""
+    parts = re.findall(r'"((?:[^"]|"")*)"|([^.]+)', name)
+    out = [q.replace('""', '"') if q else p for q, p in parts]
+    if not out or any(p == "" for p in out) or len(out) > 2:
+        raise ConfigError(f"bad table name {name!r}: use table or schema.table")
+    return out
+
+
+# --------------------------------------------------------------------------- sources
 
 
 @dataclass(frozen=True)
@@ -57,34 +86,81 @@ class FileSource:
         """The source as an SQL relation (a DuckDB table function call)."""
         return render("read_file.sql", path=self.path, fmt=self.fmt, hive=self.hive).sql
 
+    def attach(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Nothing to attach: files are read by the table function."""
+
+    def detach(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Nothing to detach."""
+
     def describe(self) -> str:
         return self.path
 
-    def same_file(self, other: str) -> bool:
+    def same_path(self, other: str) -> bool:
         try:
-            return os.path.exists(other) and any(os.path.samefile(other, p) for p in glob.glob(self.path))
+            return os.path.exists(other) and any(
+                os.path.samefile(other, p) for p in glob.glob(self.path, recursive=True)
+            )
         except OSError:
             return False
 
 
-def open_source(path: str | os.PathLike) -> FileSource:
+@dataclass(frozen=True)
+class DuckDBSource:
+    """A table in a DuckDB database file, attached read-only by every reader."""
+
+    path: str
+    table: tuple[str, ...]
+
+    @property
+    def relation(self) -> str:
+        return ident(["__sqlanon_src", *self.table])
+
+    def attach(self, con: duckdb.DuckDBPyConnection) -> None:
+        try:
+            con.execute(f"ATTACH {render('attach.sql', path=self.path).sql} AS \"__sqlanon_src\" (READ_ONLY)")
+        except duckdb.Error as exc:
+            raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
+
+    def detach(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Release the file (a DuckDB target in the same file attaches it read-write)."""
+        con.execute('DETACH DATABASE IF EXISTS "__sqlanon_src"')
+
+    def describe(self) -> str:
+        return f"{self.path} table {'.'.join(self.table)}"
+
+    def same_path(self, other: str) -> bool:
+        return os.path.exists(other) and os.path.samefile(other, self.path)
+
+
+Source = FileSource | DuckDBSource
+
+
+def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
     """Resolve a source argument; the error names the path when nothing is there."""
     spec = os.fspath(path)
+    if table is not None or spec.lower().endswith(DUCKDB_SUFFIXES):
+        if table is None:
+            raise ConfigError(f"{spec!r} is a DuckDB database: name the table with --table")
+        if not os.path.isfile(spec):
+            raise InputError(f"DuckDB file {spec!r} does not exist")
+        return DuckDBSource(spec, tuple(split_table_name(table)))
     if os.path.isdir(spec):
-        files = [f for f in glob.glob(os.path.join(spec, "**", "*"), recursive=True) if _format_of(f)]
+        files = [f for f in glob.glob(os.path.join(glob.escape(spec), "**", "*"), recursive=True) if _format_of(f)]
         if not files:
             raise InputError(f"directory {spec!r} holds no .parquet or .csv files")
         fmts = {_format_of(f) for f in files}
         if len(fmts) > 1:
             raise InputError(f"directory {spec!r} mixes Parquet and CSV files")
         fmt = fmts.pop()
-        ext = "parquet" if fmt == "parquet" else "csv"
         hive = any("=" in part for f in files for part in Path(os.path.relpath(f, spec)).parts[:-1])
-        return FileSource(os.path.join(spec, "**", f"*.{ext}"), fmt, hive)
+        return FileSource(os.path.join(spec, "**", f"*.{'parquet' if fmt == 'parquet' else 'csv'}"), fmt, hive)
     fmt = _format_of(spec)
     if fmt is None:
-        raise ConfigError(f"cannot tell the format of {spec!r}: name a .parquet or .csv file, a glob or a directory")
-    if any(ch in spec for ch in "*?["):
+        raise ConfigError(
+            f"cannot tell the format of {spec!r}: name a .parquet or .csv file, a glob, a directory "
+            "or a .duckdb file with --table"
+        )
+    if any(ch in spec for ch in "*?[") and not os.path.isfile(spec):
         if not glob.glob(spec, recursive=True):
             raise InputError(f"no file matches {spec!r}")
         return FileSource(spec, fmt)
@@ -95,7 +171,7 @@ def open_source(path: str | os.PathLike) -> FileSource:
     return FileSource(spec, fmt)
 
 
-def read_arrow(con: duckdb.DuckDBPyConnection, source: FileSource, where: str | None = None, params=None) -> pa.Table:
+def read_arrow(con: duckdb.DuckDBPyConnection, source: Source, where: str | None = None, params=None) -> pa.Table:
     """Read ``source`` (optionally filtered by an SQL predicate) into Arrow."""
     sql = f"SELECT * FROM {source.relation}"
     if where:
@@ -106,54 +182,50 @@ def read_arrow(con: duckdb.DuckDBPyConnection, source: FileSource, where: str | 
         raise InputError(f"cannot read {source.describe()!r}: {first_line(exc)}") from exc
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def write_parquet(con: duckdb.DuckDBPyConnection, table: pa.Table, path: str) -> None:
+    """Write an Arrow table to one Parquet file with DuckDB."""
+    copy_relation(con, table, path, "parquet")
 
 
-@dataclass(frozen=True)
-class FileTarget:
-    """A Parquet or CSV output file."""
-
-    path: str
-    fmt: str
-
-    def describe(self) -> str:
-        return self.path
-
-    def staging_path(self) -> str:
-        p = Path(self.path)
-        return str(p.with_name(f".{p.name}{STAGING_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"))
-
-
-def open_target(path: str | os.PathLike, *, overwrite: bool) -> FileTarget:
-    """Resolve an output argument; refuses to replace a file without ``overwrite``."""
-    spec = os.fspath(path)
-    fmt = _format_of(spec)
-    if fmt is None:
-        raise ConfigError(f"cannot tell the output format of {spec!r}: name a .parquet or .csv file")
-    parent = Path(spec).parent
-    if not parent.is_dir():
-        raise ConfigError(f"output directory {str(parent)!r} does not exist")
-    if os.path.isdir(spec):
-        raise ConfigError(f"output {spec!r} is a directory")
-    if os.path.exists(spec) and not overwrite:
-        raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
-    remove_stale_staging(spec)
-    return FileTarget(spec, fmt)
+def copy_relation(con: duckdb.DuckDBPyConnection, data: pa.Table | str, path: str, fmt: str) -> None:
+    """``COPY`` an Arrow table or an SQL relation to a file."""
+    relation = data
+    if isinstance(data, pa.Table):
+        con.register("__sqlanon_out", data)
+        relation = '"__sqlanon_out"'
+    try:
+        stmt = render("copy_to.sql", relation=relation, path=path, fmt=fmt)
+        con.execute(stmt.sql, stmt.params)
+    except (duckdb.Error, OSError) as exc:
+        raise InputError(f"cannot write {path!r}: {first_line(exc)}") from exc
+    finally:
+        if isinstance(data, pa.Table):
+            con.unregister("__sqlanon_out")
 
 
-def remove_stale_staging(path: str) -> None:
-    """Delete staging files of earlier runs on ``path`` whose process is gone."""
+# --------------------------------------------------------------------------- targets
+
+
+def _staging_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}{STAGING_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def remove_stale_staging(path: str | os.PathLike) -> None:
+    """Delete staging files and directories of earlier runs whose process is gone."""
     p = Path(path)
     for stale in p.parent.glob(f".{glob.escape(p.name)}{STAGING_MARK}*"):
         m = re.search(re.escape(STAGING_MARK) + r"(\d+)-", stale.name)
-        if m and _alive(int(m.group(1))) and int(m.group(1)) != os.getpid():
+        if m and int(m.group(1)) != os.getpid() and _alive(int(m.group(1))):
             continue
-        try:
-            stale.unlink()
-        except OSError:
-            pass  # another run removed it first
+        _remove(stale)
+
+
+def _remove(path: Path | str) -> None:
+    p = Path(path)
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    elif p.exists() or p.is_symlink():
+        p.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:
@@ -166,31 +238,258 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def write_staging(con: duckdb.DuckDBPyConnection, table: pa.Table, target: FileTarget) -> str:
-    """Write ``table`` to a fresh staging file next to the target; return its path."""
-    staging = target.staging_path()
-    con.register("__sqlanon_out", table)
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
     try:
-        stmt = render("copy_to.sql", relation='"__sqlanon_out"', path=staging, fmt=target.fmt)
-        con.execute(stmt.sql, stmt.params)
-    except (duckdb.Error, OSError) as exc:
-        discard(staging)
-        raise InputError(f"cannot write {target.describe()!r}: {first_line(exc)}") from exc
-    finally:
-        con.unregister("__sqlanon_out")
-    return staging
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
+    return rc == 0
 
 
-def staged_relation(target: FileTarget, staging: str) -> str:
-    """The staging file as a relation, for verification before publishing."""
-    return FileSource(staging, target.fmt).relation
+@dataclass
+class Staging:
+    """Where workers write their part files for one run, and its clean-up."""
+
+    root: Path
+
+    @property
+    def parts_dir(self) -> Path:
+        return self.root / "parts"
+
+    def part_path(self, fragment_id: int) -> str:
+        return str(self.parts_dir / f"part-{fragment_id:05d}.parquet")
+
+    def parts_relation(self) -> str:
+        return FileSource(str(self.parts_dir / "*.parquet"), "parquet").relation
+
+    def has_parts(self) -> bool:
+        return any(self.parts_dir.glob("*.parquet"))
+
+    def discard(self) -> None:
+        _remove(self.root)
 
 
-def publish(staging: str, target: FileTarget) -> None:
-    """Atomically move the verified staging file onto the target path."""
-    os.replace(staging, target.path)
+@dataclass(frozen=True)
+class FileTarget:
+    """A Parquet or CSV output file."""
+
+    path: str
+    fmt: str
+
+    def describe(self) -> str:
+        return self.path
+
+    def new_staging(self) -> Staging:
+        s = Staging(_staging_name(Path(self.path)))
+        s.parts_dir.mkdir(parents=True)
+        return s
+
+    def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
+        """Gather the parts into the final file inside the staging area; return its relation."""
+        out = str(staging.root / f"out.{self.fmt}")
+        if staging.has_parts():
+            copy_relation(con, f"(SELECT * FROM {staging.parts_relation()})", out, self.fmt)
+        else:
+            copy_relation(con, empty.empty_table(), out, self.fmt)
+        return FileSource(out, self.fmt).relation
+
+    def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
+        path = where or default_metrics_path(self.path)
+        swap = _stage_metrics_file(con, metrics, path, staging)
+        os.replace(staging.root / f"out.{self.fmt}", self.path)
+        swap()
+        staging.discard()
+        return path
 
 
-def discard(staging: str | None) -> None:
-    if staging and os.path.exists(staging):
-        os.unlink(staging)
+@dataclass(frozen=True)
+class DirectoryTarget:
+    """A directory of Parquet part files, swapped in whole."""
+
+    path: str
+
+    def describe(self) -> str:
+        return self.path
+
+    def new_staging(self) -> Staging:
+        s = Staging(_staging_name(Path(self.path.rstrip("/"))))
+        s.parts_dir.mkdir(parents=True)
+        return s
+
+    def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
+        if not staging.has_parts():
+            write_parquet(con, empty.empty_table(), staging.part_path(0))
+        return staging.parts_relation()
+
+    def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
+        path = where or default_metrics_path(self.path)
+        swap = _stage_metrics_file(con, metrics, path, staging)
+        self._swap_in(staging)
+        swap()
+        staging.discard()
+        return path
+
+    def _swap_in(self, staging: Staging) -> None:
+        target = self.path.rstrip("/")
+        if os.path.exists(target):
+            if not _exchange(str(staging.parts_dir), target):
+                old = str(_staging_name(Path(target)))
+                os.rename(target, old)
+                os.rename(staging.parts_dir, target)
+                _remove(old)
+            # after the exchange the old directory sits in staging.parts_dir
+        else:
+            os.rename(staging.parts_dir, target)
+
+
+@dataclass(frozen=True)
+class DuckDBTarget:
+    """A table in a DuckDB database file, replaced in one transaction."""
+
+    path: str
+    table: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"{self.path} table {'.'.join(self.table)}"
+
+    def new_staging(self) -> Staging:
+        s = Staging(_staging_name(Path(self.path)))
+        s.parts_dir.mkdir(parents=True)
+        return s
+
+    @property
+    def staging_table(self) -> tuple[str, ...]:
+        return (*self.table[:-1], f"{self.table[-1]}__sqlanon_staging")
+
+    def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
+        """Load the parts into a staging table inside an open transaction."""
+        try:
+            con.execute(f"ATTACH {render('attach.sql', path=self.path).sql} AS \"__sqlanon_dst\"")
+            con.execute("BEGIN TRANSACTION")
+            name = ident(["__sqlanon_dst", *self.staging_table])
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+            if staging.has_parts():
+                con.execute(f"CREATE TABLE {name} AS SELECT * FROM {staging.parts_relation()}")
+            else:
+                con.register("__sqlanon_empty", empty.empty_table())
+                con.execute(f'CREATE TABLE {name} AS SELECT * FROM "__sqlanon_empty"')
+        except duckdb.Error as exc:
+            raise InputError(f"cannot write {self.describe()!r}: {first_line(exc)}") from exc
+        return name
+
+    def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
+        """Swap the staging table in and append the metrics rows, in one transaction."""
+        if where and _format_of(where):
+            swap = _stage_metrics_file(con, metrics, where, staging)
+            location = where
+        else:
+            swap = None
+            mtable = (*self.table[:-1], where or f"{self.table[-1]}__metrics")
+            location = f"{self.path} table {'.'.join(mtable)}"
+        target = ident(["__sqlanon_dst", *self.table])
+        try:
+            con.execute(f"DROP TABLE IF EXISTS {target}")
+            con.execute(f"ALTER TABLE {ident(['__sqlanon_dst', *self.staging_table])} RENAME TO {ident(self.table[-1])}")
+            if swap is None:
+                con.register("__sqlanon_metrics", metrics)
+                name = ident(["__sqlanon_dst", *mtable])
+                con.execute(f'CREATE TABLE IF NOT EXISTS {name} AS SELECT * FROM "__sqlanon_metrics" LIMIT 0')
+                con.execute(f'INSERT INTO {name} BY NAME SELECT * FROM "__sqlanon_metrics"')
+            con.execute("COMMIT")
+        except duckdb.Error as exc:
+            raise InputError(f"cannot publish {self.describe()!r}: {first_line(exc)}") from exc
+        if swap is not None:
+            swap()
+        staging.discard()
+        return location
+
+    def rollback(self, con: duckdb.DuckDBPyConnection) -> None:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # no transaction was open
+
+    def exists(self) -> bool:
+        if not os.path.exists(self.path):
+            return False
+        con = connect()
+        try:
+            con.execute(f"ATTACH {render('attach.sql', path=self.path).sql} AS \"__sqlanon_chk\" (READ_ONLY)")
+            schema = self.table[0] if len(self.table) == 2 else "main"
+            q = render("table_exists.sql", catalog="__sqlanon_chk", schema=schema, table=self.table[-1])
+            return con.execute(q.sql, q.params).fetchone()[0] > 0
+        except duckdb.Error as exc:
+            raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
+        finally:
+            con.close()
+
+
+Target = FileTarget | DirectoryTarget | DuckDBTarget
+
+
+def default_metrics_path(output: str) -> str:
+    """``out.parquet`` → ``out__metrics.parquet``; ``out/`` → ``out__metrics.parquet``."""
+    p = Path(output.rstrip("/"))
+    stem = p.name[: -len(p.suffix)] if p.suffix.lower() in FILE_FORMATS else p.name
+    return str(p.with_name(f"{stem}__metrics.parquet"))
+
+
+def _stage_metrics_file(con, metrics: pa.Table, path: str, staging: Staging):
+    """Write the metrics file aside (previous runs' rows kept); return the swap-in step."""
+    fmt = _format_of(path)
+    if fmt is None:
+        raise ConfigError(f"cannot tell the format of metrics file {path!r}: name a .parquet or .csv file")
+    aside = str(staging.root / f"metrics.{fmt}")
+    if os.path.exists(path):
+        old = FileSource(path, fmt).relation
+        con.register("__sqlanon_metrics", metrics)
+        try:
+            relation = f'(SELECT * FROM {old} UNION ALL BY NAME SELECT * FROM "__sqlanon_metrics")'
+            copy_relation(con, relation, aside, fmt)
+        finally:
+            con.unregister("__sqlanon_metrics")
+    else:
+        copy_relation(con, metrics, aside, fmt)
+    return lambda: os.replace(aside, path)
+
+
+def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None = None) -> Target:
+    """Resolve an output argument; refuses to replace an existing output without ``overwrite``."""
+    spec = os.fspath(path)
+    if table is not None or spec.lower().endswith(DUCKDB_SUFFIXES):
+        if table is None:
+            raise ConfigError(f"{spec!r} is a DuckDB database: name the output table with --target-table")
+        if not Path(spec).parent.is_dir():
+            raise ConfigError(f"output directory {str(Path(spec).parent)!r} does not exist")
+        target = DuckDBTarget(spec, tuple(split_table_name(table)))
+        if not overwrite and target.exists():
+            raise ConfigError(f"table {'.'.join(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
+        remove_stale_staging(spec)
+        return target
+    fmt = _format_of(spec)
+    is_dir = spec.endswith("/") or os.path.isdir(spec) or (fmt is None and not Path(spec).suffix)
+    if fmt is None and not is_dir:
+        raise ConfigError(f"cannot tell the output format of {spec!r}: name a .parquet or .csv file or a directory/")
+    parent = Path(spec.rstrip("/")).parent
+    if not parent.is_dir():
+        raise ConfigError(f"output directory {str(parent)!r} does not exist")
+    if is_dir:
+        if os.path.isfile(spec.rstrip("/")):
+            raise ConfigError(f"output {spec!r} is a file, not a directory")
+        if os.path.exists(spec) and not overwrite:
+            raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
+        remove_stale_staging(spec.rstrip("/"))
+        return DirectoryTarget(spec.rstrip("/"))
+    if os.path.isdir(spec):
+        raise ConfigError(f"output {spec!r} is a directory")
+    if os.path.exists(spec) and not overwrite:
+        raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
+    remove_stale_staging(spec)
+    return FileTarget(spec, fmt)

@@ -30,10 +30,13 @@ class Verification:
     dp: int
     min_distinct: dict[str, int] = field(default_factory=dict)
     violations: list[dict] = field(default_factory=list)
+    """The first violating classes (at most ``limit`` of :func:`verify_relation`)."""
+    n_violations: int = 0
+    """How many classes break k or l in all."""
 
     @property
     def ok(self) -> bool:
-        return not self.violations
+        return self.n_violations == 0
 
     @property
     def achieved_l(self) -> int | None:
@@ -43,8 +46,9 @@ class Verification:
         shown = "; ".join(
             ", ".join(f"{key}={val!r}" for key, val in v.items()) for v in self.violations[:limit]
         )
-        more = f" (and {len(self.violations) - limit} more)" if len(self.violations) > limit else ""
-        return f"{len(self.violations)} class(es) break k={self.k}/l={self.l}: {shown}{more}"
+        shown_n = min(limit, len(self.violations))
+        more = f" (and {self.n_violations - shown_n} more)" if self.n_violations > shown_n else ""
+        return f"{self.n_violations} class(es) break k={self.k}/l={self.l}: {shown}{more}"
 
     def to_dict(self) -> dict:
         return {
@@ -56,6 +60,7 @@ class Verification:
             "min_class_size": self.min_class_size,
             "dp": self.dp,
             "min_distinct": self.min_distinct,
+            "n_violations": self.n_violations,
             "violations": self.violations,
         }
 
@@ -83,13 +88,12 @@ def verify_relation(
     """
     sensitive = list(sensitive)
     try:
-        summary = render("verify_summary.sql", relation=relation, qi=qi, sensitive=sensitive)
+        summary = render("verify_summary.sql", relation=relation, qi=qi, sensitive=sensitive, k=k, l=l)
         row = con.execute(summary.sql, summary.params).fetchone()
         violations: list[dict] = []
-        classes, rows, min_size, dp = row[0], row[1], row[2], row[3]
-        mins = dict(zip(sensitive, row[4:]))
-        broken = (min_size is not None and min_size < k) or any(v is not None and v < l for v in mins.values())
-        if broken:
+        classes, rows, min_size, dp, n_bad = row[0], row[1], row[2], row[3], row[4]
+        mins = dict(zip(sensitive, row[5:]))
+        if n_bad:
             q = render("verify_violations.sql", relation=relation, qi=qi, sensitive=sensitive, k=k, l=l, limit=limit)
             cur = con.execute(q.sql, q.params)
             names = [c[0] for c in cur.description]
@@ -99,4 +103,5 @@ def verify_relation(
     return Verification(
         k=k, l=l, rows=int(rows), classes=int(classes), min_class_size=int(min_size or 0), dp=int(dp),
         min_distinct={s: int(v) for s, v in mins.items() if v is not None}, violations=violations,
+        n_violations=int(n_bad or 0),
     )

@@ -26,6 +26,8 @@ import jinja2
 def ident(name: str | list[str] | tuple[str, ...]) -> str:
     """Quote an identifier (or each part of a qualified one) for SQL."""
     if isinstance(name, (list, tuple)):
+        if not name:
+            raise ValueError("not an identifier: an empty qualified name")
         return ".".join(ident(part) for part in name)
     if not isinstance(name, str) or name == "":
         raise ValueError(f"not an identifier: {name!r}")
@@ -40,6 +42,10 @@ def literal(value: Any) -> str:
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"not a finite number: {value!r}")
+        return repr(value)
     text = str(value)
     if "\x00" in text:
         raise ValueError("a NUL character cannot appear in an SQL literal")

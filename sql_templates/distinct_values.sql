@@ -1,0 +1,1 @@
+SELECT DISTINCT {{ column | ident }} FROM {{ relation }} WHERE {{ column | ident }} IS NOT NULL

@@ -1,0 +1,17 @@
+{# Dataset-wide statistics in one aggregate pass: rows; per QI the distinct
+   count and NULL count (and min/max of interval columns); per sensitive
+   column the distinct count, a NULL counting as one value. #}
+SELECT
+    count(*) AS n_rows
+{% for c in qi %}
+    , count(DISTINCT {{ c | ident }}) AS {{ ("d" ~ loop.index0) | ident }}
+    , count(*) - count({{ c | ident }}) AS {{ ("nulls" ~ loop.index0) | ident }}
+{% if c in interval %}
+    , min({{ c | ident }}) AS {{ ("min" ~ loop.index0) | ident }}
+    , max({{ c | ident }}) AS {{ ("max" ~ loop.index0) | ident }}
+{% endif %}
+{% endfor %}
+{% for s in sensitive %}
+    , count(DISTINCT {{ s | ident }}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
+{% endfor %}
+FROM {{ relation }}

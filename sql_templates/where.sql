@@ -1,0 +1,34 @@
+{# The WHERE condition of one fragment (sqlanon.fragmentation.where_sql), on
+   one line: the conjunction of its cut predicates, each one side of a cut.
+   Columns enter only through ident and values only through p(), so a value
+   such as x'); DROP TABLE t; -- is a bound parameter, never SQL text. Every
+   disjunction is parenthesized, and so is a conjunction of two or more
+   predicates, so the result can be embedded in a larger condition. The ops
+   are the closed set sqlanon.fragmentation.OPS, checked before rendering. #}
+{% if not predicates %}
+TRUE
+{% else %}
+{% if predicates | length > 1 %}({% endif %}
+{%- for pr in predicates -%}
+{%- if not loop.first %} AND {% endif -%}
+{%- if pr.op == "le" -%}
+{{ pr.column | ident }} <= {{ p(pr.value) }}
+{%- elif pr.op == "gt_or_null" -%}
+({{ pr.column | ident }} > {{ p(pr.value) }} OR {{ pr.column | ident }} IS NULL)
+{%- elif pr.op == "in" and pr.value -%}
+{{ pr.column | ident }} IN ({% for v in pr.value %}{{ p(v) }}{{ ", " if not loop.last }}{% endfor %})
+{%- elif pr.op == "in" -%}
+FALSE
+{%- elif pr.op == "not_in_or_null" and pr.value -%}
+({{ pr.column | ident }} NOT IN ({% for v in pr.value %}{{ p(v) }}{{ ", " if not loop.last }}{% endfor %}) OR {{ pr.column | ident }} IS NULL)
+{%- elif pr.op == "not_in_or_null" -%}
+TRUE
+{%- elif pr.op == "is_null" -%}
+{{ pr.column | ident }} IS NULL
+{%- elif pr.op == "not_null" -%}
+{{ pr.column | ident }} IS NOT NULL
+{%- endif -%}
+{%- endfor -%}
+{%- if predicates | length > 1 %}){% endif %}
+
+{% endif %}

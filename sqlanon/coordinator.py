@@ -1,0 +1,502 @@
+"""The coordinator: statistics and a sample through SQL, fragments as WHERE
+clauses, workers in separate processes, verification, atomic publication and
+the metrics table (paper §3–6).
+
+The source is never loaded whole by the coordinator: it runs one aggregate
+query for the dataset-wide statistics, draws a sample of the QI columns in
+SQL, cuts the sample into fragments (:mod:`sqlanon.fragmentation`) whose
+WHERE clauses cover the whole domain disjointly, and hands each fragment to a
+worker (:mod:`sqlanon.worker`) that pulls only its rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import multiprocessing
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+
+import duckdb
+import pyarrow as pa
+
+from . import fragmentation, io, mondrian
+from .config import AnonymizationSpec, suggest
+from .engine import ColumnStats, _as_values, resolve_generalization
+from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
+from .metrics import Metrics
+from .sql import render
+from .verify import Verification, verify_relation
+from .worker import FragmentResult, FragmentTask, run_fragment
+
+log = logging.getLogger("sqlanon")
+
+SAMPLE_BUDGET_BYTES = 256 * 2**20
+"""Default sample size: as many rows of the QI columns as fit in this budget."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run: parallelism, fragmentation and sampling.
+
+    Attributes:
+        workers: worker processes (default: CPU count).
+        fragments: fragments to cut (default: ``workers``).
+        fragmentation: ``mondrian`` (Fig. 5) or ``quantile`` (Fig. 4).
+        sample: a fraction (``0 < x <= 1``) or a row count (``> 1``); default:
+            the rows whose QI columns fit in :data:`SAMPLE_BUDGET_BYTES`.
+        seed: the sample's seed (``REPEATABLE``).
+        worker_memory: DuckDB ``memory_limit`` of each worker (e.g. ``2GB``);
+            default: 80% of RAM split between the workers.
+        metrics: where to write the metrics table (default: next to the output).
+        explain: plan only; nothing is read beyond statistics and the sample.
+        progress: called with ``(finished, total)`` fragments.
+    """
+
+    workers: int | None = None
+    fragments: int | None = None
+    fragmentation: str = "mondrian"
+    sample: float | None = None
+    seed: int = 0
+    worker_memory: str | None = None
+    metrics: str | None = None
+    explain: bool = False
+    progress: Callable[[int, int], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
+            raise ConfigError(f"--workers must be a positive integer, got {self.workers!r}")
+        if self.fragments is not None and (not isinstance(self.fragments, int) or self.fragments < 1):
+            raise ConfigError(f"--fragments must be a positive integer, got {self.fragments!r}")
+        if self.fragmentation not in fragmentation.STRATEGIES:
+            raise ConfigError(
+                f"unknown fragmentation {self.fragmentation!r}{suggest(self.fragmentation, fragmentation.STRATEGIES)}; "
+                f"choose one of {', '.join(fragmentation.STRATEGIES)}"
+            )
+        if self.sample is not None and not (self.sample > 0):
+            raise ConfigError(f"--sample must be a fraction in (0, 1] or a row count, got {self.sample!r}")
+
+    @property
+    def n_workers(self) -> int:
+        return self.workers or os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one run did (``plan`` only, when explaining)."""
+
+    output: str
+    metrics: Metrics | None
+    verification: Verification | None
+    plan: fragmentation.Plan
+    timings: dict[str, float] = field(default_factory=dict)
+    workers: int = 1
+    sample_rows: int = 0
+    seed: int = 0
+    run_id: str = ""
+    repaired: tuple[int, ...] = ()
+    metrics_location: str | None = None
+    source_rows: int = 0
+
+    def explain(self) -> dict:
+        """The plan as ``--explain`` prints it: fragments, WHERE clauses, sizes."""
+        frags = []
+        for f in self.plan.fragments:
+            where, params = fragmentation.where_sql(f.predicates)
+            frags.append(
+                dict(id=f.id, path=f.path, where=where, params=params,
+                     estimated_rows=f.estimated_rows, sample_rows=f.sample_rows)
+            )
+        return dict(
+            source_rows=self.source_rows, sample_rows=self.sample_rows, seed=self.seed,
+            strategy=self.plan.strategy, workers=self.workers, fragments=frags,
+        )
+
+    def to_dict(self) -> dict:
+        """The ``--json`` document."""
+        doc = self.metrics.to_dict() if self.metrics else {}
+        doc.update(
+            output=self.output,
+            fragments=len(self.plan.fragments),
+            repaired_fragments=list(self.repaired),
+            workers=self.workers,
+            sample_rows=self.sample_rows,
+            seed=self.seed,
+            run_id=self.run_id,
+            metrics_table=self.metrics_location,
+            timings=self.timings,
+        )
+        return doc
+
+
+# ----------------------------------------------------------------------- statistics
+
+
+def source_schema(con: duckdb.DuckDBPyConnection, source: io.Source) -> pa.Schema:
+    try:
+        return con.execute(f"SELECT * FROM {source.relation} LIMIT 0").fetch_arrow_table().schema
+    except duckdb.Error as exc:
+        raise InputError(f"cannot read {source.describe()!r}: {io.first_line(exc)}") from exc
+
+
+def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...], where: str) -> None:
+    names = schema.names
+    for c in [*spec.qi_names, *spec.sensitive, *drop]:
+        if c not in names:
+            raise InputError(f"column {c!r} is not in {where}{suggest(c, names)}; it has: {', '.join(names)}")
+    for c in drop:
+        if c in spec.qi_names or c in spec.sensitive:
+            raise ConfigError(f"--drop names {c!r}, which is a quasi-identifier or sensitive column")
+    for q in spec.quasi_identifiers:
+        resolve_generalization(q, schema.field(q.name).type)
+
+
+def domain_stats(
+    con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema
+) -> tuple[int, dict[str, ColumnStats], dict[str, int]]:
+    """Row count, per-QI :class:`ColumnStats` and per-sensitive distinct counts, in one pass."""
+    kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
+    interval = [c for c, k in kinds.items() if k == "interval"]
+    q = render("domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, sensitive=list(spec.sensitive))
+    try:
+        row = con.execute(q.sql, q.params).fetch_arrow_table()
+    except duckdb.Error as exc:
+        raise InputError(f"cannot read {source.describe()!r}: {io.first_line(exc)}") from exc
+    total = row.column("n_rows")[0].as_py()
+    stats: dict[str, ColumnStats] = {}
+    for i, qi in enumerate(spec.quasi_identifiers):
+        distinct = row.column(f"d{i}")[0].as_py() + (1 if row.column(f"nulls{i}")[0].as_py() else 0)
+        lo = hi = None
+        domain = None
+        kind = kinds[qi.name]
+        if kind == "interval" and row.column(f"min{i}")[0].is_valid:
+            lo, hi = (float(_as_values(pa.concat_arrays([row.column(f"{m}{i}").chunk(0)]))[0]) for m in ("min", "max"))
+        if kind in ("prefix", "hierarchy"):
+            values = _distinct_values(con, source, qi.name)
+            if kind == "hierarchy":
+                qi.hierarchy.leaf_codes(values.to_numpy(zero_copy_only=False), column=qi.name)
+            else:
+                domain = tuple(sorted(set(values.cast(pa.string()).to_pylist())))
+        stats[qi.name] = ColumnStats(distinct, lo, hi, domain)
+    sens = {s: row.column(f"s{j}")[0].as_py() for j, s in enumerate(spec.sensitive)}
+    return total, stats, sens
+
+
+def _distinct_values(con, source, column: str) -> pa.Array:
+    q = render("distinct_values.sql", relation=source.relation, column=column)
+    return con.execute(q.sql, q.params).fetch_arrow_table().column(0).combine_chunks()
+
+
+def draw_sample(
+    con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, total: int, sample: float | None, seed: int
+) -> pa.Table:
+    """A repeatable sample of the QI columns, drawn by DuckDB."""
+    if sample is None:
+        rows = max(1, SAMPLE_BUDGET_BYTES // (16 * len(spec.qi_names)))
+    elif sample <= 1:
+        rows = max(1, round(total * sample))
+    else:
+        rows = int(sample)
+    q = render("sample.sql", relation=source.relation, columns=spec.qi_names, rows=min(rows, total), seed=seed, whole=rows >= total)
+    # A seeded sample is repeatable only single-threaded.
+    con.execute("SET threads = 1")
+    try:
+        return con.execute(q.sql, q.params).fetch_arrow_table()
+    finally:
+        con.execute("RESET threads")
+
+
+# ----------------------------------------------------------------------- the run
+
+
+def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads) -> FragmentTask:
+    where, params = fragmentation.where_sql(plan_fragment.predicates)
+    return FragmentTask(
+        fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source, spec=spec, stats=stats,
+        part_path=staging.part_path(plan_fragment.id), drop=drop, memory_limit=memory, threads=threads,
+    )
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    # forkserver: workers fork from a clean server process that has imported
+    # sqlanon and loaded the compiled kernel once, instead of forking the
+    # coordinator (DuckDB and Arrow threads make fork unsafe) or paying a full
+    # interpreter start per worker (spawn).
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["sqlanon._preload"])
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+
+def _worker_memory(options: RunOptions) -> str:
+    if options.worker_memory:
+        return options.worker_memory
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return f"{max(256, int(total * 0.8 / options.n_workers / 2**20))}MB"
+
+
+def execute(
+    plan: fragmentation.Plan,
+    make_task: Callable,
+    options: RunOptions,
+    pool: ProcessPoolExecutor | None,
+) -> tuple[fragmentation.Plan, dict[int, FragmentResult], list[int]]:
+    """Run every fragment; repair a fragment too small for k or l by merging it
+    with its sibling subtree and running the merged fragment instead."""
+    done: dict[int, FragmentResult] = {}
+    repaired: list[int] = []
+    pending: dict[Future, int] = {}
+    total = len(plan.fragments)
+
+    def submit(fid: int) -> None:
+        task = make_task(plan.fragment(fid))
+        if pool is None:
+            fut: Future = Future()
+            fut.set_result(run_fragment(task))
+        else:
+            fut = pool.submit(run_fragment, task)
+        pending[fut] = fid
+
+    for f in plan.fragments:
+        submit(f.id)
+    while pending:
+        finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+        for fut in finished:
+            fid = pending.pop(fut)
+            try:
+                res = fut.result()
+            except BrokenProcessPool as exc:
+                raise InputError(f"a worker process died while anonymizing fragment {fid}; nothing was published") from exc
+            except SqlanonError:
+                raise
+            current = {f.id for f in plan.fragments}
+            if fid not in current:
+                _discard_part(make_task, res)  # merged away while running
+                continue
+            if res.status == "too_small":
+                siblings = plan.sibling_of(fid)
+                if not siblings:
+                    raise PrivacyError(f"cannot anonymize the data: {res.reason}")
+                log.info("fragment %d is too small (%s): merging with %s", fid, res.reason, siblings)
+                for sid in siblings:
+                    if sid in done:
+                        _discard_part(make_task, done.pop(sid))
+                plan = fragmentation.merge(plan, [fid, *siblings])
+                merged = [f.id for f in plan.fragments if f.id not in current]
+                repaired.extend(merged)
+                for mid in merged:
+                    submit(mid)
+                total = len(plan.fragments)
+                continue
+            done[fid] = res
+            log.info("fragment %d done: %d rows in %.2fs (pid %d)", fid, res.rows, res.seconds, res.pid)
+            if options.progress:
+                options.progress(len(done), total)
+    return plan, done, repaired
+
+
+def _discard_part(make_task: Callable, res: FragmentResult) -> None:
+    part = make_task.part_path(res.fragment_id)
+    if os.path.exists(part):
+        os.unlink(part)
+
+
+def run(
+    source: io.Source,
+    target: io.Target,
+    spec: AnonymizationSpec,
+    drop: tuple[str, ...] = (),
+    options: RunOptions = RunOptions(),
+    output_qi: Callable[[pa.Schema], list[str]] | None = None,
+) -> RunResult:
+    """Anonymize ``source`` into ``target`` (see :func:`sqlanon.api.anonymize`)."""
+    t_start = time.perf_counter()
+    run_id = uuid.uuid4().hex[:16]
+    started = dt.datetime.now(dt.timezone.utc)
+    timings: dict[str, float] = {}
+    workers = options.n_workers
+    n_fragments = options.fragments or workers
+    pool = _pool(workers) if workers > 1 and not options.explain else None
+    if pool is not None:
+        pool.submit(os.getpid)  # start the forkserver while the coordinator reads statistics
+    else:
+        # In-process run: load the compiled kernel while DuckDB reads.
+        warm = threading.Thread(target=mondrian.warm_up, daemon=True)
+        warm.start()
+    con = io.connect()
+    staging = None
+    try:
+        t0 = time.perf_counter()
+        source.attach(con)
+        schema = source_schema(con, source)
+        check_columns(schema, spec, drop, repr(source.describe()))
+        total, stats, sens_distinct = domain_stats(con, source, spec, schema)
+        if total == 0:
+            raise InputError(f"the input {source.describe()!r} has no rows")
+        if total < spec.k:
+            raise PrivacyError(f"cannot reach k={spec.k}: the input has only {total} rows")
+        for s, d in sens_distinct.items():
+            if d < spec.l:
+                raise PrivacyError(f"cannot reach l={spec.l}: sensitive column {s!r} has only {d} distinct value(s)")
+        timings["read"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        sample = draw_sample(con, source, spec, total, options.sample, options.seed)
+        plan = fragmentation.plan_fragments(sample, spec, n_fragments, options.fragmentation, total_rows=total, stats=stats)
+        timings["fragmentation"] = time.perf_counter() - t0
+        log.info("plan: %d fragments from a sample of %d rows", len(plan.fragments), sample.num_rows)
+        if options.explain:
+            timings["total"] = time.perf_counter() - t_start
+            return RunResult(
+                target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
+                source_rows=total,
+            )
+
+        t0 = time.perf_counter()
+        staging = target.new_staging()
+        memory = _worker_memory(options)
+        threads = max(1, (os.cpu_count() or 1) // workers)
+
+        def make_task(frag):
+            return _task(frag, source, spec, stats, staging, drop, memory, threads)
+
+        make_task.part_path = staging.part_path
+        if pool is None:
+            warm.join()
+        plan, results, repaired = execute(plan, make_task, options, pool)
+        timings["anonymize"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        source.detach(con)
+        out_schema = _empty_schema(schema, spec, drop)
+        relation = target.assemble(con, staging, out_schema)
+        timings["write"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        qi_out = output_qi(schema) if output_qi else spec.qi_names
+        check = verify_relation(con, relation, qi_out, spec.k, spec.l, spec.sensitive)
+        if not check.ok:
+            raise VerificationError(f"refusing to publish {target.describe()!r}: {check.describe_failure()}")
+        if check.rows != total:
+            raise VerificationError(
+                f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
+            )
+        timings["verify"] = time.perf_counter() - t0
+
+        parts = [r.metrics for r in results.values() if r.metrics is not None]
+        summed = Metrics.combine(parts)
+        # Classes and DP of what was published (fragments may share generalized
+        # values); NCP is per row, so the fragments' sum is exact.
+        metrics = replace(summed, classes=check.classes, dp=check.dp, min_class_size=check.min_class_size)
+        t0 = time.perf_counter()
+        metrics_rows = _metrics_rows(
+            run_id, started, plan, results, repaired, metrics, spec, options, source, target, sample.num_rows,
+            workers, time.perf_counter() - t_start,
+        )
+        location = target.publish_with_metrics(con, staging, metrics_rows, options.metrics)
+        staging = None
+        timings["write"] += time.perf_counter() - t0
+    except BaseException:
+        if staging is not None:
+            if isinstance(target, io.DuckDBTarget):
+                target.rollback(con)
+            staging.discard()
+        raise
+    finally:
+        con.close()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    timings["total"] = time.perf_counter() - t_start
+    return RunResult(
+        target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
+        tuple(repaired), location, total,
+    )
+
+
+def _empty_schema(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...]) -> pa.Schema:
+    """The output schema, for an output with no rows (never published, but typed)."""
+    fields = []
+    for f in schema:
+        if f.name in drop:
+            continue
+        fields.append(pa.field(f.name, pa.string()) if f.name in spec.qi_names else f)
+    return pa.schema(fields)
+
+
+METRICS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("started_at", pa.timestamp("us", tz="UTC")),
+        ("kind", pa.string()),
+        ("fragment_id", pa.int32()),
+        ("where_clause", pa.string()),
+        ("where_params", pa.string()),
+        ("rows", pa.int64()),
+        ("classes", pa.int64()),
+        ("min_class_size", pa.int64()),
+        ("dp", pa.int64()),
+        ("ncp", pa.float64()),
+        ("gcp", pa.float64()),
+        ("seconds", pa.float64()),
+        ("repaired", pa.bool_()),
+        ("k", pa.int32()),
+        ("l", pa.int32()),
+        ("source", pa.string()),
+        ("target", pa.string()),
+        ("parameters", pa.string()),
+        ("sample_rows", pa.int64()),
+        ("sample_seed", pa.int64()),
+        ("plan", pa.string()),
+    ]
+)
+
+
+def _json(value) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+def _metrics_rows(run_id, started, plan, results, repaired, total, spec, options, source, target, sample_rows, workers, seconds):
+    params = {
+        "qi": spec.qi_names,
+        "generalization": {q.name: q.generalization for q in spec.quasi_identifiers},
+        "sensitive": list(spec.sensitive),
+        "interval_format": spec.interval_format,
+        "fragmentation": plan.strategy,
+        "fragments": len(plan.fragments),
+        "workers": workers,
+        "sample": options.sample,
+    }
+    common = dict(
+        run_id=run_id, started_at=started, k=spec.k, l=spec.l, source=source.describe(), target=target.describe(),
+        parameters=_json(params), sample_rows=sample_rows, sample_seed=options.seed,
+    )
+    rows = []
+    for f in plan.fragments:
+        r = results.get(f.id)
+        m = r.metrics if r else None
+        where, wparams = fragmentation.where_sql(f.predicates)
+        rows.append(
+            dict(
+                common, kind="fragment", fragment_id=f.id, where_clause=where, where_params=_json(wparams),
+                rows=r.rows if r else 0, classes=m.classes if m else 0, min_class_size=m.min_class_size if m else None,
+                dp=m.dp if m else 0, ncp=m.ncp if m else 0.0, gcp=m.gcp if m else 0.0,
+                seconds=r.seconds if r else 0.0, repaired=f.id in repaired, plan=None,
+            )
+        )
+    rows.append(
+        dict(
+            common, kind="total", fragment_id=None, where_clause=None, where_params=None, rows=total.rows,
+            classes=total.classes, min_class_size=total.min_class_size, dp=total.dp, ncp=total.ncp, gcp=total.gcp,
+            seconds=seconds, repaired=bool(repaired), plan=_json(plan.to_dict()),
+        )
+    )
+    return pa.Table.from_pylist(rows, schema=METRICS_SCHEMA)
+
+
+__all__ = ["METRICS_SCHEMA", "RunOptions", "RunResult", "domain_stats", "draw_sample", "run"]

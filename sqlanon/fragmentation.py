@@ -1,0 +1,690 @@
+"""Split a source into fragments, one per worker: the coordinator's planner (§4).
+
+The coordinator looks at a *sample* of the source and cuts it the way §4.1 of
+the distributed Mondrian paper describes, then hands every worker the
+*conditions* of its fragment (§4.2), never the rows: each worker pulls its
+fragment with ``SELECT … WHERE <conditions>``.
+
+Two strategies:
+
+* ``quantile`` (Fig. 4): the quasi-identifier with the most distinct values in
+  the sample is cut at the W-quantiles of its ranks into W fragments (fewer
+  when it has fewer than W distinct values).
+* ``mondrian`` (Fig. 5): recursive cuts, each on the attribute with the highest
+  representativity (Eq. 1; ties go to the attribute with the most distinct
+  values in the node, then to the first in QI order). Unlike the paper, which
+  cuts at the median ⌈log2 W⌉ times and gives some workers two fragments when
+  W is not a power of two, a node meant for ``w`` workers is cut at the
+  ``floor(w/2)/w`` quantile; its left side gets ``floor(w/2)`` workers and its
+  right side ``ceil(w/2)``, so every fragment holds about n/W rows for any W.
+  A side that cannot be cut any further (one value in every QI) stays one
+  fragment, so a plan may have fewer than W fragments.
+
+A cut can only fall between two distinct values, so each quantile is placed at
+the boundary between distinct values whose left side is nearest to it in rows
+(on a tie, the larger left side, as the paper's ``rank <= median``). This
+balances better than the paper's nearest-rank value when a value repeats
+often: in Fig. 2(a) the first 4-quantile becomes ``Age <= 25`` (2 of 9 rows,
+target 2.25) where the paper takes ``Age <= 30`` (3 rows).
+
+Values are ordered as the engine orders them (:mod:`sqlanon.engine`):
+numbers, dates, timestamps and strings by value, hierarchy columns by the
+hierarchy's leaf order, NULL after every value. One deliberate difference:
+a ``prefix`` column that is not a string is cut by value, not by its text,
+because a portable predicate can only compare a column in its own type.
+
+**Conditions hold for any data, not just the sample.** A cut is a
+:class:`Predicate` pair whose two sides are complements under SQL's
+three-valued logic, so the fragments of a plan are disjoint and complete over
+every possible row of the source's schema, including values the sample never
+saw:
+
+* on a value (numbers, dates, strings: VARCHAR compares by code point in
+  DuckDB, like Arrow's sort): ``col <= v`` vs ``col > v OR col IS NULL``;
+* on a hierarchy column: ``col IN (every leaf up to the cut, in leaf order)``
+  vs ``col NOT IN (…) OR col IS NULL``: leaves the sample never saw fall on
+  their side of the leaf order, values that are not leaves go right;
+* when the cut separates NULL from the values: ``col IS NOT NULL`` vs
+  ``col IS NULL``.
+
+NULL always goes right. A fragment's condition is the conjunction of the
+predicates on the path from the root of the cut tree, rendered to SQL only by
+:func:`where_sql` (template ``where.sql``: quoted identifiers, bound values).
+
+**Fragment ids.** A fresh plan numbers its fragments ``0 .. W'-1`` from left to
+right (in value order of the cuts). An id always means the same rows:
+:func:`merge` keeps the ids of the fragments it does not touch and gives the
+merged fragment a *new* id, one more than the largest id in the plan, which no
+fragment of the plan has ever had (so a late result for a merged-away
+fragment can never be mistaken for the merged one). After a merge the ids are
+no longer contiguous; ``Plan.fragments`` stays in left-to-right order.
+
+Example:
+    >>> import pyarrow as pa
+    >>> from sqlanon.config import AnonymizationSpec, QuasiIdentifier
+    >>> sample = pa.table({"age": [25, 25, 30, 38, 42, 43, 50, 50]})
+    >>> spec = AnonymizationSpec((QuasiIdentifier("age"),), k=2)
+    >>> plan = plan_fragments(sample, spec, workers=2, total_rows=800)
+    >>> [(f.id, f.path, f.estimated_rows) for f in plan.fragments]
+    [(0, '0', 400), (1, '1', 400)]
+    >>> where_sql(plan.fragments[1].predicates)
+    ('("age" > ? OR "age" IS NULL)', [38])
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .config import AnonymizationSpec, QuasiIdentifier, suggest
+from .engine import ColumnStats, resolve_generalization
+from .errors import ConfigError, InputError
+from .sql.render import render
+
+__all__ = [
+    "DIALECTS",
+    "OPS",
+    "STRATEGIES",
+    "Fragment",
+    "Plan",
+    "Predicate",
+    "merge",
+    "plan_fragments",
+    "where_sql",
+]
+
+OPS = ("le", "gt_or_null", "in", "not_in_or_null", "is_null", "not_null")
+"""The closed set of predicate operators (see :class:`Predicate`)."""
+
+STRATEGIES = ("quantile", "mondrian")
+"""Partitioning strategies of §4.1."""
+
+DIALECTS = ("duckdb",)
+"""SQL dialects :func:`where_sql` renders for (``?`` placeholders)."""
+
+_SCALAR_OPS = ("le", "gt_or_null")
+_SET_OPS = ("in", "not_in_or_null")
+
+
+# --------------------------------------------------------------------------
+# The plan: predicates, fragments, and their JSON form.
+# --------------------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-ready form of a cut value (dates as ISO strings, bytes as hex)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, np.generic):
+        return _jsonable(value.item())
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)  # 'inf', '-inf', 'nan'
+    if isinstance(value, (dt.date, dt.time)):  # datetime is a date
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    return str(value)  # Decimal, timedelta, ...
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """One side of one cut: a condition on one column, as data.
+
+    Attributes:
+        column: the column name (quoted only when rendered).
+        op: one of :data:`OPS`:
+
+            * ``le``: ``column <= value``;
+            * ``gt_or_null``: ``column > value OR column IS NULL``;
+            * ``in``: ``column IN value`` (``value`` a tuple);
+            * ``not_in_or_null``: ``column NOT IN value OR column IS NULL``;
+            * ``is_null`` / ``not_null``: ``column IS [NOT] NULL``.
+
+            ``le``/``gt_or_null``, ``in``/``not_in_or_null`` and
+            ``not_null``/``is_null`` are complements: exactly one of each pair
+            holds for any row.
+        value: a scalar for ``le``/``gt_or_null``, a tuple of non-NULL values
+            for ``in``/``not_in_or_null`` (a list is turned into a tuple),
+            ``None`` otherwise.
+    """
+
+    column: str
+    op: str
+    value: Any = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.column, str) or not self.column:
+            raise ValueError(f"a predicate needs a non-empty column name, got {self.column!r}")
+        if self.op not in OPS:
+            raise ValueError(f"unknown predicate op {self.op!r}{suggest(str(self.op), OPS)}; choose one of {', '.join(OPS)}")
+        if self.op in _SET_OPS:
+            if not isinstance(self.value, (tuple, list)):
+                raise ValueError(f"op {self.op!r} needs a tuple of values, got {type(self.value).__name__}")
+            object.__setattr__(self, "value", tuple(self.value))
+            if any(v is None for v in self.value):
+                raise ValueError(f"op {self.op!r} on column {self.column!r}: NULL cannot be in the value list")
+        elif self.op in _SCALAR_OPS:
+            if self.value is None or isinstance(self.value, (tuple, list)):
+                raise ValueError(f"op {self.op!r} on column {self.column!r} needs one non-NULL value")
+        elif self.value is not None:
+            raise ValueError(f"op {self.op!r} takes no value")
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"column", "op", "value"}`` with the value JSON-ready."""
+        return {"column": self.column, "op": self.op, "value": _jsonable(self.value)}
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """One fragment of a plan: the rows one worker pulls.
+
+    Attributes:
+        id: stable id (see the module docstring): ``0 .. W'-1`` left to right
+            in a fresh plan; a merged fragment gets a new, never used id.
+        predicates: the conjunction selecting the fragment; ``()`` is every row.
+        path: the fragment's place in the cut tree. ``mondrian``: one character
+            per cut from the root, ``0`` left and ``1`` right (``""`` is the
+            root), and ``predicates[i]`` is the side taken at ``path[i]``.
+            ``quantile``: every fragment is a child of the root; its path is its
+            position in the fresh plan in decimal, ``"i-j"`` for a merged run.
+        sample_rows: rows of the sample in the fragment.
+        estimated_rows: ``sample_rows`` scaled to the source's row count
+            (largest-remainder rounding, so the estimates sum to it).
+    """
+
+    id: int
+    predicates: tuple[Predicate, ...]
+    path: str
+    sample_rows: int
+    estimated_rows: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ids, sizes and predicates (values as in :meth:`Predicate.to_dict`)."""
+        return {
+            "id": self.id,
+            "path": self.path,
+            "sample_rows": self.sample_rows,
+            "estimated_rows": self.estimated_rows,
+            "predicates": [p.to_dict() for p in self.predicates],
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The fragments of a source, left to right; their conditions are disjoint and complete.
+
+    Attributes:
+        strategy: ``quantile`` or ``mondrian``.
+        fragments: the fragments in left-to-right order.
+    """
+
+    strategy: str
+    fragments: tuple[Fragment, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, for ``--explain`` and the metrics table."""
+        return {
+            "strategy": self.strategy,
+            "n_fragments": len(self.fragments),
+            "sample_rows": sum(f.sample_rows for f in self.fragments),
+            "estimated_rows": sum(f.estimated_rows for f in self.fragments),
+            "fragments": [f.to_dict() for f in self.fragments],
+        }
+
+    def fragment(self, fragment_id: int) -> Fragment:
+        """The fragment with id ``fragment_id``.
+
+        Raises:
+            KeyError: no fragment has that id.
+        """
+        return self.fragments[self.position(fragment_id)]
+
+    def position(self, fragment_id: int) -> int:
+        """Index in :attr:`fragments` of the fragment with id ``fragment_id``.
+
+        Raises:
+            KeyError: no fragment has that id.
+        """
+        for i, f in enumerate(self.fragments):
+            if f.id == fragment_id:
+                return i
+        raise KeyError(f"no fragment with id {fragment_id!r} in the plan (ids: {[f.id for f in self.fragments]})")
+
+    def sibling_of(self, fragment_id: int) -> tuple[int, ...]:
+        """The ids of the fragments to merge ``fragment_id`` with when it must be repaired.
+
+        ``mondrian``: every fragment under the sibling subtree of the fragment
+        in the cut tree, so that ``merge(plan, (fragment_id, *sibling_of(...)))``
+        yields the parent node. ``quantile``: the neighbouring fragment with
+        fewer estimated rows (the right one on a tie). ``()`` when the plan has
+        a single fragment.
+
+        Raises:
+            KeyError: no fragment has that id.
+        """
+        pos = self.position(fragment_id)
+        if len(self.fragments) == 1:
+            return ()
+        if self.strategy == "quantile":
+            near = [i for i in (pos + 1, pos - 1) if 0 <= i < len(self.fragments)]
+            best = min(near, key=lambda i: self.fragments[i].estimated_rows)
+            return (self.fragments[best].id,)
+        path = self.fragments[pos].path
+        sib = path[:-1] + ("1" if path[-1] == "0" else "0")
+        return tuple(f.id for f in self.fragments if f.path.startswith(sib))
+
+
+def merge(plan: Plan, ids: Iterable[int]) -> Plan:
+    """Replace the fragments ``ids`` by one fragment covering exactly their rows.
+
+    ``mondrian``: ``ids`` must be all the fragments under one node of the cut
+    tree (a fragment and its :meth:`Plan.sibling_of` are); the merged fragment
+    is that node, with the node's path and its conjunction (the common prefix
+    of their predicates). ``quantile``: ``ids`` must be neighbours; the merged
+    fragment keeps the lower bound of the first and the upper bound of the
+    last. Either way the plan stays disjoint and complete.
+
+    The merged fragment gets a new id, one more than the largest id in the
+    plan (never the id of an earlier fragment); the other fragments keep
+    theirs. Sizes are summed.
+
+    Raises:
+        KeyError: an id is not in the plan.
+        ValueError: ``ids`` is empty or is not a node's subtree / a run of neighbours.
+    """
+    wanted = set(ids)
+    if not wanted:
+        raise ValueError("merge needs at least one fragment id")
+    pos = sorted(plan.position(i) for i in wanted)
+    if len(pos) == 1:
+        return plan
+    first, last = pos[0], pos[-1]
+    if pos != list(range(first, last + 1)):
+        raise ValueError(f"fragments {sorted(wanted)} are not neighbours in the plan; only adjacent fragments can merge")
+    run = plan.fragments[first : last + 1]
+    if plan.strategy == "quantile":
+        preds: tuple[Predicate, ...] = ()
+        if first > 0:
+            preds += (run[0].predicates[0],)  # lower bound of the first
+        if last < len(plan.fragments) - 1:
+            preds += (run[-1].predicates[-1],)  # upper bound of the last
+        path = f"{run[0].path.split('-')[0]}-{run[-1].path.split('-')[-1]}"
+    else:
+        prefix = _common_prefix([f.path for f in run])
+        under = [i for i, f in enumerate(plan.fragments) if f.path.startswith(prefix)]
+        if under != pos:
+            raise ValueError(
+                f"fragments {sorted(wanted)} are not a whole subtree of the cut tree: node {prefix!r} "
+                f"also covers fragment(s) {[plan.fragments[i].id for i in under if i not in pos]}; "
+                "merge a fragment with its sibling_of()"
+            )
+        preds = run[0].predicates[: len(prefix)]
+        path = prefix
+    merged = Fragment(
+        id=max(f.id for f in plan.fragments) + 1,
+        predicates=preds,
+        path=path,
+        sample_rows=sum(f.sample_rows for f in run),
+        estimated_rows=sum(f.estimated_rows for f in run),
+    )
+    return Plan(plan.strategy, plan.fragments[:first] + (merged,) + plan.fragments[last + 1 :])
+
+
+def _common_prefix(paths: list[str]) -> str:
+    lo, hi = min(paths), max(paths)  # the common prefix of all is that of the extremes
+    n = 0
+    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
+        n += 1
+    return lo[:n]
+
+
+def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple[str, list[Any]]:
+    """Render a conjunction of predicates as an SQL condition and its bound parameters.
+
+    Identifiers are quoted by :func:`sqlanon.sql.ident`; every value is a ``?``
+    placeholder, and the parameters are returned in placeholder order.
+
+    Args:
+        predicates: the conjunction (a fragment's ``predicates``); ``()`` gives ``TRUE``.
+        dialect: one of :data:`DIALECTS`.
+
+    Returns:
+        ``(sql, params)``.
+
+    Raises:
+        ConfigError: unknown dialect.
+        TypeError: an item is not a :class:`Predicate`.
+
+    >>> where_sql((Predicate("age", "le", 38), Predicate("zip", "is_null")))
+    ('("age" <= ? AND "zip" IS NULL)', [38])
+    >>> where_sql(())
+    ('TRUE', [])
+    """
+    if dialect not in DIALECTS:
+        raise ConfigError(f"unknown SQL dialect {dialect!r}{suggest(str(dialect), DIALECTS)}; choose one of {', '.join(DIALECTS)}")
+    preds = tuple(predicates)
+    for p in preds:
+        if not isinstance(p, Predicate):
+            raise TypeError(f"where_sql takes Predicate objects, got {type(p).__name__}")
+    rendered = render("where.sql", predicates=preds)
+    return rendered.sql, rendered.params
+
+
+# --------------------------------------------------------------------------
+# Encoding the sample: one integer code per row and QI, in engine order.
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class _Column:
+    """A QI of the sample as codes; ascending codes follow the engine's order.
+
+    Value columns: code ``i`` is the i-th smallest distinct value, NULL is
+    ``n_values``. Hierarchy columns: code ``i`` is leaf ``i``, a value that is
+    not a leaf is ``n_leaves`` and NULL is ``n_leaves + 1``.
+    """
+
+    name: str
+    numeric: bool  # Eq. 1: span ratio (True) or distinct-count ratio
+    codes: np.ndarray  # int64 per sample row
+    null_code: int
+    sorted_values: pa.Array | None = None  # value columns: value of each code
+    leaf_values: list[Any] | None = None  # hierarchy columns: leaf i as a column value, or None
+    n_leaves: int = 0
+    span_values: np.ndarray | None = None  # numeric columns: float per non-NULL code
+
+    def cut(self, c: int, next_code: int) -> tuple[Predicate, Predicate]:
+        """The (left, right) predicates of the cut ``code <= c`` (``next_code``: the node's next code)."""
+        if next_code == self.null_code:
+            return Predicate(self.name, "not_null"), Predicate(self.name, "is_null")
+        if self.leaf_values is not None:
+            left = tuple(v for v in self.leaf_values[: c + 1] if v is not None)
+            return Predicate(self.name, "in", left), Predicate(self.name, "not_in_or_null", left)
+        value = self.sorted_values[c].as_py()
+        return Predicate(self.name, "le", value), Predicate(self.name, "gt_or_null", value)
+
+
+def _plain(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    return arr
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _leaf_values(leaves: list[str], dtype: pa.DataType) -> list[Any]:
+    """Each leaf label as a value of a column of type ``dtype`` (None if no value has that text).
+
+    The engine matches a non-string column to a hierarchy through the value's
+    text, so value ``v`` is leaf ``label`` iff ``str(v) == label``; an ``IN``
+    list on such a column must hold the typed values.
+    """
+    if _is_string(dtype):
+        return list(leaves)
+    out: list[Any] = []
+    for label in leaves:  # one pass over the hierarchy, not over rows
+        try:
+            v = pa.scalar(label, pa.string()).cast(dtype)
+            ok = v.cast(pa.string()).as_py() == label
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            ok = False
+        out.append(v.as_py() if ok else None)
+    return out
+
+
+def _span_values(sorted_values: pa.Array) -> np.ndarray:
+    """Float value of each code, in the engine's value units (days, ticks), NaN as the max finite."""
+    t = sorted_values.type
+    if pa.types.is_date32(t):
+        arr = sorted_values.cast(pa.int32())
+    elif pa.types.is_temporal(t):
+        arr = sorted_values.cast(pa.int64())
+    else:
+        arr = sorted_values.cast(pa.float64())
+    out = arr.to_numpy(zero_copy_only=False).astype(np.float64)
+    nan = np.isnan(out)
+    if nan.any():
+        finite = out[~nan]
+        out[nan] = finite.max() if finite.size else 0.0
+    return out
+
+
+def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray) -> _Column:
+    arr = _plain(col)
+    kind = resolve_generalization(qi, arr.type)
+    if kind == "hierarchy":
+        h = qi.hierarchy
+        text = arr if _is_string(arr.type) else arr.cast(pa.string())
+        enc = pc.dictionary_encode(text)
+        found = pd.Index(h.leaves, dtype=object).get_indexer(enc.dictionary.to_numpy(zero_copy_only=False))
+        n_leaves = h.n_leaves
+        lut = np.where(found < 0, n_leaves, found).astype(np.int64)  # not a leaf: after the leaves
+        null_code = n_leaves + 1
+        col_out = _Column(qi.name, False, np.empty(0, np.int64), null_code,
+                          leaf_values=_leaf_values(h.leaves, arr.type), n_leaves=n_leaves)
+    else:
+        if pa.types.is_float32(arr.type) or pa.types.is_float64(arr.type):
+            # SQL compares -0.0 equal to 0.0 and every NaN equal to NaN; Arrow
+            # hashes them apart. One code each keeps sample counts equal to SQL's.
+            arr = pc.add(arr, pa.scalar(0.0, arr.type))  # -0.0 + 0.0 == +0.0
+            arr = pc.if_else(pc.is_nan(arr), pa.scalar(math.nan, arr.type), arr)
+        enc = pc.dictionary_encode(arr)
+        dictionary = enc.dictionary
+        order = pc.array_sort_indices(dictionary).to_numpy()
+        lut = np.empty(len(dictionary), np.int64)
+        lut[order] = np.arange(len(dictionary), dtype=np.int64)
+        null_code = len(dictionary)
+        sorted_values = dictionary.take(pa.array(order, pa.int64()))
+        numeric = kind == "interval"
+        col_out = _Column(qi.name, numeric, np.empty(0, np.int64), null_code, sorted_values=sorted_values,
+                          span_values=_span_values(sorted_values) if numeric else None)
+    idx = enc.indices
+    if idx.null_count:
+        codes = np.append(lut, np.int64(null_code))[idx.fill_null(-1).to_numpy(zero_copy_only=False)]
+    else:
+        codes = lut[idx.to_numpy(zero_copy_only=False)]
+    col_out.codes = codes.astype(np.int64, copy=False)
+    return col_out
+
+
+def _span(c: _Column, u: np.ndarray) -> float:
+    """Span of the sorted distinct codes ``u`` (NULL adds no span)."""
+    vals = u[u != c.null_code]
+    if vals.size < 2:
+        return 0.0
+    return float(c.span_values[vals[-1]] - c.span_values[vals[0]])
+
+
+def _ratio(part: float, whole: float) -> float:
+    """Representativity ``part / whole``; 0 when ``whole`` is 0, 1 for inf/inf."""
+    if not whole > 0:
+        return 0.0
+    r = part / whole
+    return r if math.isfinite(r) else 1.0
+
+
+# --------------------------------------------------------------------------
+# The strategies.
+# --------------------------------------------------------------------------
+
+
+def _quantile(cols: list[_Column], n: int, workers: int) -> list[tuple[np.ndarray, str, tuple[Predicate, ...]]]:
+    """Fig. 4: cut the QI with most distinct values at the W-quantiles of its ranks."""
+    distinct = [len(np.unique(c.codes)) for c in cols]
+    j = int(np.argmax(distinct))  # first of the ties: QI order
+    c = cols[j]
+    u, cnt = np.unique(c.codes, return_counts=True)
+    k = min(workers, len(u)) - 1  # number of cuts
+    if k <= 0:
+        return [(np.arange(n), "0", ())]
+    left_rows = np.cumsum(cnt)[:-1]  # rows left of the boundary after u[i], i = 0..D-2
+    if k == len(u) - 1:
+        bounds = np.arange(k)
+    else:
+        targets = n * np.arange(1, workers) / workers
+        hi = np.searchsorted(left_rows, targets).clip(0, len(left_rows) - 1)
+        lo = (hi - 1).clip(0)
+        nearest = np.where(np.abs(left_rows[lo] - targets) < np.abs(left_rows[hi] - targets), lo, hi)
+        bounds = np.empty(k, np.int64)
+        prev = -1
+        for t in range(k):  # strictly increasing, leaving room for the cuts still to place
+            prev = bounds[t] = min(max(int(nearest[t]), prev + 1), len(u) - 1 - k + t)
+    cut_codes = u[bounds]
+    which = np.searchsorted(cut_codes, c.codes, side="left")  # fragment of each row
+    sides = [c.cut(int(u[b]), int(u[b + 1])) for b in bounds]
+    order = np.argsort(which, kind="stable")
+    starts = np.searchsorted(which[order], np.arange(k + 2))
+    out = []
+    for i in range(k + 1):
+        preds = (() if i == 0 else (sides[i - 1][1],)) + (() if i == k else (sides[i][0],))
+        out.append((order[starts[i] : starts[i + 1]], str(i), preds))
+    return out
+
+
+def _choose_cut(cols: list[_Column], rows: np.ndarray, w: int, whole: list[float]):
+    """The best cut of a node for ``w`` workers: ``(left_mask, w_left, left_pred, right_pred)`` or None."""
+    best = None
+    for j, c in enumerate(cols):  # loop over QIs; the work per QI is vectorized
+        codes = c.codes[rows]
+        u, cnt = np.unique(codes, return_counts=True)
+        if len(u) < 2:
+            continue
+        rep = _ratio(_span(c, u) if c.numeric else float(len(u)), whole[j])
+        key = (-rep, -len(u), j)
+        if best is None or key < best[0]:
+            best = (key, c, codes, u, cnt)
+    if best is None:
+        return None
+    _, c, codes, u, cnt = best
+    n = len(rows)
+    left_rows = np.cumsum(cnt)[:-1]
+    miss = np.abs(left_rows - n * (w // 2) / w)  # distance to the floor(w/2)/w quantile
+    i = int(np.flatnonzero(miss == miss.min())[-1])  # on a tie the larger left side, as "rank <= median"
+    w_left = w // 2
+    left, right = c.cut(int(u[i]), int(u[i + 1]))
+    return codes <= u[i], w_left, left, right
+
+
+def _mondrian(cols: list[_Column], n: int, workers: int, whole: list[float]):
+    """Fig. 5, cutting a node for ``w`` workers at its ``floor(w/2)/w`` quantile."""
+    out = []
+    stack = [(np.arange(n), workers, "", ())]
+    while stack:  # depth first, left before right: fragments come out left to right
+        rows, w, path, preds = stack.pop()
+        cut = _choose_cut(cols, rows, w, whole) if w > 1 else None
+        if cut is None:
+            out.append((rows, path, preds))
+            continue
+        mask, w_left, left, right = cut
+        stack.append((rows[~mask], w - w_left, path + "1", preds + (right,)))
+        stack.append((rows[mask], w_left, path + "0", preds + (left,)))
+    return out
+
+
+def _estimates(sample_rows: np.ndarray, total: int, n: int) -> np.ndarray:
+    """Scale sample counts to ``total`` rows, largest remainder first, summing to ``total``."""
+    if n == 0:
+        out = np.zeros(len(sample_rows), np.int64)
+        out[0] = total
+        return out
+    exact = sample_rows.astype(np.float64) * total / n
+    base = np.floor(exact).astype(np.int64)
+    extra = total - int(base.sum())
+    if extra > 0:
+        base[np.argsort(-(exact - base), kind="stable")[:extra]] += 1
+    return base
+
+
+def plan_fragments(
+    sample: pa.Table,
+    spec: AnonymizationSpec,
+    workers: int,
+    strategy: str = "mondrian",
+    total_rows: int | None = None,
+    stats: Mapping[str, ColumnStats] | None = None,
+) -> Plan:
+    """Plan the fragments of a source from a sample of it.
+
+    Args:
+        sample: rows sampled from the source (at least the QI columns, with
+            the source's types).
+        spec: the quasi-identifiers (their hierarchies and generalizations
+            fix the order of their values).
+        workers: the number of fragments wanted, W >= 1.
+        strategy: ``mondrian`` (Fig. 5, balanced for any W) or ``quantile`` (Fig. 4).
+        total_rows: the source's row count, to scale ``estimated_rows``; the
+            sample's row count when omitted.
+        stats: dataset-wide :class:`~sqlanon.engine.ColumnStats` per QI for
+            Eq. 1 (``range`` for interval columns, ``n_distinct`` otherwise);
+            the sample's own when omitted. Ignored by ``quantile``.
+
+    Returns:
+        A :class:`Plan` of **at most** W fragments: fewer when the sample has
+        too few distinct values (a node whose QIs all have one value in the
+        sample cannot be cut; ``quantile`` makes at most as many fragments as
+        its attribute has distinct values), and one fragment with no
+        predicates for an empty sample or W = 1.
+
+    Raises:
+        ConfigError: bad ``workers``, ``strategy`` or ``total_rows``, or
+            ``stats`` misses a QI.
+        InputError: the sample lacks a QI column.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
+    workers = int(workers)
+    if strategy not in STRATEGIES:
+        raise ConfigError(
+            f"unknown fragmentation strategy {strategy!r}{suggest(str(strategy), STRATEGIES)}; "
+            f"choose one of {', '.join(STRATEGIES)}"
+        )
+    if total_rows is not None and (isinstance(total_rows, bool) or not isinstance(total_rows, (int, np.integer)) or total_rows < 0):
+        raise ConfigError(f"total_rows must be an integer >= 0, got {total_rows!r}")
+    names = sample.column_names
+    for q in spec.quasi_identifiers:
+        if q.name not in names:
+            raise InputError(f"column {q.name!r} is not in the sample{suggest(q.name, names)}; it has: {', '.join(names)}")
+    n = sample.num_rows
+    total = n if total_rows is None else int(total_rows)
+
+    if n == 0 or workers == 1:
+        parts = [(np.arange(n), "" if strategy == "mondrian" else "0", ())]
+    else:
+        cols = [_encode(q, sample.column(q.name)) for q in spec.quasi_identifiers]
+        if strategy == "quantile":
+            parts = _quantile(cols, n, workers)
+        else:
+            if stats is not None:
+                missing = [c.name for c in cols if c.name not in stats]
+                if missing:
+                    raise ConfigError(f"no dataset statistics for quasi-identifier(s) {', '.join(map(repr, missing))}")
+                whole = [stats[c.name].range if c.numeric else float(stats[c.name].n_distinct) for c in cols]
+            else:
+                whole = []
+                for c in cols:
+                    u = np.unique(c.codes)
+                    whole.append(_span(c, u) if c.numeric else float(len(u)))
+            parts = _mondrian(cols, n, workers, whole)
+
+    sizes = np.array([len(rows) for rows, _, _ in parts], np.int64)
+    est = _estimates(sizes, total, n)
+    fragments = tuple(
+        Fragment(id=i, predicates=preds, path=path, sample_rows=int(sizes[i]), estimated_rows=int(est[i]))
+        for i, (_, path, preds) in enumerate(parts)
+    )
+    return Plan(strategy, fragments)

@@ -1,0 +1,96 @@
+"""One worker task: pull a fragment with its WHERE clause, anonymize it, write it.
+
+A task is plain data (:class:`FragmentTask`: the source, the fragment's
+clause and bound parameters, the spec, the dataset-wide statistics and where
+to write), so the same function runs in a local process pool or as a task of
+a distributed engine: no data travels with the task, only its description.
+
+Each task opens **its own DuckDB connection**, with a memory limit and a
+thread count, reads only its fragment (``SELECT * FROM source WHERE …``), runs
+the engine with the *global* statistics (so representativity and NCP mean the
+same in every fragment), writes one Parquet part file and returns a
+:class:`FragmentResult` with its metrics row.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import io
+from .config import AnonymizationSpec
+from .engine import ColumnStats, anonymize_table
+from .errors import PrivacyError
+from .metrics import Metrics
+
+
+@dataclass(frozen=True)
+class FragmentTask:
+    """Everything a worker needs, and nothing else (picklable)."""
+
+    fragment_id: int
+    where: str
+    params: tuple[Any, ...]
+    source: Any  # a FileSource or DuckDBSource
+    spec: AnonymizationSpec
+    stats: dict[str, ColumnStats]
+    part_path: str
+    drop: tuple[str, ...] = ()
+    memory_limit: str | None = None
+    threads: int | None = 1
+
+
+@dataclass(frozen=True)
+class FragmentResult:
+    """What a worker reports back.
+
+    ``status`` is ``ok``, or ``too_small`` when the fragment alone cannot
+    satisfy k or l (the coordinator then merges it with its sibling).
+    """
+
+    fragment_id: int
+    status: str
+    rows: int
+    metrics: Metrics | None = None
+    reason: str = ""
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+    pid: int = 0
+
+
+def run_fragment(task: FragmentTask) -> FragmentResult:
+    """Anonymize one fragment and write it to ``task.part_path``."""
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    con = io.connect(memory_limit=task.memory_limit, threads=task.threads)
+    try:
+        t0 = time.perf_counter()
+        task.source.attach(con)
+        table = io.read_arrow(con, task.source, task.where, list(task.params))
+        if task.drop:
+            table = table.drop_columns(list(task.drop))
+        timings["read"] = time.perf_counter() - t0
+        if table.num_rows == 0:
+            # An empty fragment (the sample saw values the source lacks, or the
+            # source changed): nothing to write, nothing to protect.
+            return FragmentResult(task.fragment_id, "ok", 0, None, seconds=time.perf_counter() - t_start, pid=os.getpid())
+        t0 = time.perf_counter()
+        try:
+            result = anonymize_table(table, task.spec, task.stats)
+        except PrivacyError as exc:
+            return FragmentResult(
+                task.fragment_id, "too_small", table.num_rows, reason=str(exc),
+                seconds=time.perf_counter() - t_start, pid=os.getpid(),
+            )
+        timings["anonymize"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        io.write_parquet(con, result.table, task.part_path)
+        timings["write"] = time.perf_counter() - t0
+    finally:
+        con.close()
+    return FragmentResult(
+        task.fragment_id, "ok", table.num_rows, result.metrics,
+        seconds=time.perf_counter() - t_start, timings=timings, pid=os.getpid(),
+    )

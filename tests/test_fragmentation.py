@@ -1,0 +1,527 @@
+"""The fragmentation planner on real DuckDB: conditions planned on a sample are
+disjoint and complete over the whole source, including rows with values the
+sample never saw, for both strategies and any number of workers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import struct
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlanon import AnonymizationSpec, ConfigError, InputError, QuasiIdentifier
+from sqlanon.engine import column_stats
+from sqlanon.fragmentation import Fragment, Plan, Predicate, merge, plan_fragments, where_sql
+from sqlanon.hierarchies import load_hierarchy
+
+HOSTILE = 'a"; DROP TABLE x; --'
+N = 20_000
+
+COUNTRIES = {
+    "cat": "World",
+    "subcats": [
+        {"cat": "Europe", "subcats": [{"cat": c, "subcats": None} for c in ("Italy", "France", "Spain", "O'Land")]},
+        {"cat": "North America", "subcats": [{"cat": c, "subcats": None} for c in ("USA", "Canada", "Greenland")]},
+        {"cat": "Asia", "subcats": [{"cat": c, "subcats": None} for c in ("China", "Japan", "India")]},
+        {"cat": "Unused", "subcats": [{"cat": c, "subcats": None} for c in ("Unused1", 'Un"used2')]},
+    ],
+}
+IN_DATA = ["Italy", "France", "Spain", "O'Land", "USA", "Canada", "China", "Japan", "India"]
+NAMES = ["O'Brien", 'a"b', "x'); DROP TABLE t; --", "Zoë", "zed", "Émile", "alpha", " space", "?", "$1"]
+
+
+@pytest.fixture(scope="module")
+def countries(tmp_path_factory):
+    path = tmp_path_factory.mktemp("h") / "countries.json"
+    path.write_text(json.dumps(COUNTRIES))
+    return load_hierarchy(path)
+
+
+def _with_nulls(rng, values, share):
+    mask = rng.random(len(values)) < share
+    return pa.array(values, mask=mask)
+
+
+@pytest.fixture(scope="module")
+def source():
+    rng = np.random.default_rng(7)
+    income = rng.normal(50_000, 15_000, N).round(2)
+    income[rng.choice(N, 20, replace=False)] = np.nan
+    names = np.array(NAMES + [f"n{i:04d}" for i in range(400)], dtype=object)[rng.integers(0, 410, N)]
+    return pa.table(
+        {
+            "id": pa.array(np.arange(N)),
+            "age": _with_nulls(rng, rng.integers(17, 91, N), 0.03),
+            "income": _with_nulls(rng, income, 0.02),
+            "birth": _with_nulls(rng, rng.integers(-5000, 15000, N).astype("datetime64[D]"), 0.02).cast(pa.date32()),
+            "ts": pa.array(rng.integers(0, 10**15, N).astype("datetime64[us]")),
+            "name": _with_nulls(rng, names, 0.05),
+            "country": _with_nulls(rng, np.array(IN_DATA, dtype=object)[rng.integers(0, len(IN_DATA), N)], 0.04),
+            HOSTILE: _with_nulls(rng, rng.integers(0, 10, N), 0.01),
+            "const": _with_nulls(rng, np.full(N, 7), 0.3),
+        }
+    )
+
+
+def extra_rows(schema: pa.Schema) -> pa.Table:
+    """Rows appended after planning: values the sample cannot have seen."""
+    rows = {
+        "id": [-1, -2, -3, -4, -5, -6],
+        "age": [-5, 1000, None, 0, 17, 90],
+        "income": [math.inf, -math.inf, math.nan, 1e300, None, -0.0],
+        "birth": [dt.date(1, 1, 1), dt.date(9999, 12, 31), None, dt.date(1970, 1, 1), dt.date(2100, 1, 1), None],
+        "ts": [dt.datetime(1, 1, 1), dt.datetime(9999, 1, 1), dt.datetime(1970, 1, 1), None, dt.datetime(2000, 1, 1), None],
+        "name": ["", "zzzz-new", "\uffff", "A", "O'Brien2", None],
+        "country": ["Greenland", "Atlantis", "Unused1", 'Un"used2', "", None],
+        HOSTILE: [-1, 100, None, 5, 0, 9],
+        "const": [8, 6, None, 7, -7, None],
+    }
+    return pa.table({f.name: pa.array(rows[f.name], f.type) for f in schema})
+
+
+@pytest.fixture(scope="module")
+def full(source):
+    return pa.concat_tables([source, extra_rows(source.schema)])
+
+
+@pytest.fixture
+def con():
+    c = duckdb.connect()
+    yield c
+    c.close()
+
+
+def sample_of(table: pa.Table, share: float, seed: int = 1) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return table.take(np.sort(rng.choice(table.num_rows, max(1, round(table.num_rows * share)), replace=False)))
+
+
+def check_partition(con, table: pa.Table, plan: Plan) -> list[int]:
+    """Every row of ``table`` satisfies exactly one fragment; return the counts."""
+    con.register("t", table)
+    try:
+        clauses = [where_sql(f.predicates) for f in plan.fragments]
+        counts = [con.execute(f"SELECT count(*) FROM t WHERE {sql}", params).fetchone()[0] for sql, params in clauses]
+        assert sum(counts) == table.num_rows
+        hits = " + ".join(f"(CASE WHEN {sql} THEN 1 ELSE 0 END)" for sql, _ in clauses)
+        params = [v for _, ps in clauses for v in ps]
+        per_row = con.execute(f"SELECT {hits} AS h, count(*) FROM t GROUP BY h", params).fetchall()
+        assert per_row == ([(1, table.num_rows)] if table.num_rows else []), per_row
+    finally:
+        con.unregister("t")
+    return counts
+
+
+def spec_of(countries, *names, k=2):
+    qis = [QuasiIdentifier(n, hierarchy=countries if n == "country" else None) for n in names]
+    return AnonymizationSpec(tuple(qis), k=k)
+
+
+ALL_QI = ("age", "income", "birth", "ts", "name", "country", HOSTILE)
+
+
+# --------------------------------------------------------------------------- disjoint and complete
+
+
+@pytest.mark.parametrize("share", [0.001, 0.01])
+@pytest.mark.parametrize("workers", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("strategy", ["quantile", "mondrian"])
+def test_fragments_disjoint_and_complete(con, source, full, countries, strategy, workers, share):
+    sample = sample_of(source, share)
+    spec = spec_of(countries, *ALL_QI)
+    plan = plan_fragments(sample, spec, workers, strategy=strategy, total_rows=source.num_rows)
+    assert plan.strategy == strategy
+    assert len(plan.fragments) == workers  # the samples have enough distinct values
+    assert [f.id for f in plan.fragments] == list(range(workers))
+    assert sum(f.sample_rows for f in plan.fragments) == sample.num_rows
+    assert sum(f.estimated_rows for f in plan.fragments) == source.num_rows
+    if workers == 1:
+        assert plan.fragments[0].predicates == () and where_sql(()) == ("TRUE", [])
+    # the planner's sample counts agree with SQL evaluated on the sample
+    assert check_partition(con, sample, plan) == [f.sample_rows for f in plan.fragments]
+    # ... and the conditions partition the whole source plus never-seen values
+    counts = check_partition(con, full, plan)
+    assert all(c > 0 for c in counts)
+
+
+def test_mondrian_with_dataset_statistics(con, source, full, countries):
+    spec = spec_of(countries, *ALL_QI)
+    stats = column_stats(source, spec)
+    plan = plan_fragments(sample_of(source, 0.01), spec, 6, stats=stats, total_rows=N)
+    assert len(plan.fragments) == 6
+    check_partition(con, full, plan)
+
+
+@pytest.mark.parametrize("strategy", ["quantile", "mondrian"])
+def test_hierarchy_cuts_use_leaf_order(con, full, source, countries, strategy):
+    spec = spec_of(countries, "country")
+    plan = plan_fragments(sample_of(source, 0.01), spec, 4, strategy=strategy)
+    ops = {p.op for f in plan.fragments for p in f.predicates}
+    assert ops <= {"in", "not_in_or_null", "not_null", "is_null"} and "in" in ops
+    for p in (p for f in plan.fragments for p in f.predicates if p.op in ("in", "not_in_or_null")):
+        # every leaf up to the cut, including leaves no row has (O'Land is in
+        # the data, Greenland only among the appended rows)
+        assert list(p.value) == countries.leaves[: len(p.value)]
+    counts = check_partition(con, full, plan)
+    assert len(counts) == 4
+
+
+def test_hierarchy_on_an_integer_column(con, tmp_path):
+    path = tmp_path / "ages.json"
+    path.write_text(json.dumps({"cat": "*", "subcats": [{"cat": str(a), "subcats": None} for a in (30, 10, 20, 40)]}))
+    h = load_hierarchy(path)
+    spec = AnonymizationSpec((QuasiIdentifier("age", hierarchy=h),), k=2)
+    table = pa.table({"age": pa.array([30, 30, 10, 10, 20, 20, 40, 40, None], pa.int32())})
+    plan = plan_fragments(table, spec, 2)
+    assert plan.fragments[0].predicates == (Predicate("age", "in", (30, 10)),)  # leaf order, typed values
+    both = pa.concat_tables([table, pa.table({"age": pa.array([99, -1, None], pa.int32())})])
+    assert check_partition(con, both, plan) == [4, 8]
+
+
+def test_null_only_cut(con, full, source, countries):
+    spec = spec_of(countries, "const")
+    plan = plan_fragments(sample_of(source, 0.01), spec, 3)
+    assert len(plan.fragments) == 2  # one value and NULL: one cut, fewer fragments than workers
+    assert [f.predicates for f in plan.fragments] == [
+        (Predicate("const", "not_null"),),
+        (Predicate("const", "is_null"),),
+    ]
+    assert check_partition(con, full, plan)[1] == full.column("const").null_count
+
+
+def test_null_goes_right_with_values(con):
+    table = pa.table({"a": pa.array([1, 1, 2, 2, None, None, 3, 3])})
+    spec = AnonymizationSpec((QuasiIdentifier("a"),), k=2)
+    plan = plan_fragments(table, spec, 2)
+    assert [f.predicates for f in plan.fragments] == [(Predicate("a", "le", 2),), (Predicate("a", "gt_or_null", 2),)]
+    assert check_partition(con, table, plan) == [4, 4]
+
+
+def test_float_zeros_and_nans_count_as_sql_does(con):
+    # Arrow hashes -0.0 apart from 0.0 and NaNs with different payloads apart;
+    # SQL compares them equal, so the planner must too or its cuts select
+    # other rows than it counted (and may leave a fragment empty).
+    other_nan = struct.unpack("d", struct.pack("Q", 0x7FF8000000000001))[0]
+    table = pa.table({"f": [-0.0, 0.0, -0.0, 0.0, 1.0, 1.0, math.nan, other_nan, math.nan, other_nan, None, None]})
+    spec = AnonymizationSpec((QuasiIdentifier("f"),), k=2)
+    for strategy in ("quantile", "mondrian"):
+        plan = plan_fragments(table, spec, 6, strategy=strategy)  # room for a cut at every boundary
+        assert [f.sample_rows for f in plan.fragments] == [4, 2, 4, 2]
+        assert check_partition(con, table, plan) == [4, 2, 4, 2]
+
+
+def test_uncuttable_sample_is_one_fragment(con, full, countries):
+    sample = pa.table({"age": [40] * 10, "name": ["x"] * 10})
+    plan = plan_fragments(sample, spec_of(countries, "age", "name"), 8, total_rows=N)
+    assert [(f.predicates, f.path, f.estimated_rows) for f in plan.fragments] == [((), "", N)]
+    assert plan.sibling_of(0) == ()
+
+
+def test_empty_sample(con, full, countries):
+    empty = full.slice(0, 0)
+    for strategy in ("quantile", "mondrian"):
+        plan = plan_fragments(empty, spec_of(countries, *ALL_QI), 4, strategy=strategy, total_rows=123)
+        assert len(plan.fragments) == 1 and plan.fragments[0].estimated_rows == 123
+        assert check_partition(con, full, plan) == [full.num_rows]
+
+
+# --------------------------------------------------------------------------- the paper's example
+
+
+@pytest.fixture
+def fig2(countries):
+    table = pa.table(
+        {
+            "Age": [25, 25, 30, 42, 50, 43, 38, 38, 38],
+            "Country": ["Italy", "Italy", "France", "Canada", "USA", "Canada", "USA", "USA", "USA"],
+        }
+    )
+    spec = AnonymizationSpec((QuasiIdentifier("Age"), QuasiIdentifier("Country", hierarchy=countries)), k=2)
+    return table, spec
+
+
+def test_paper_multidimensional_example(fig2, countries):
+    table, spec = fig2
+    plan = plan_fragments(table, spec, 4)
+    eu = ("Italy", "France")
+    # §4.2: Age <= 38 first, then Country (representativity 3/4 > 13/25) into {Italy, France} / {USA}
+    assert [f.predicates for f in plan.fragments] == [
+        (Predicate("Age", "le", 38), Predicate("Country", "in", eu)),
+        (Predicate("Age", "le", 38), Predicate("Country", "not_in_or_null", eu)),
+        (Predicate("Age", "gt_or_null", 38), Predicate("Country", "in", tuple(countries.leaves[:5]))),
+        (Predicate("Age", "gt_or_null", 38), Predicate("Country", "not_in_or_null", tuple(countries.leaves[:5]))),
+    ]
+    assert [f.path for f in plan.fragments] == ["00", "01", "10", "11"]
+    assert [f.sample_rows for f in plan.fragments] == [3, 3, 1, 2]
+
+
+def test_paper_quantile_example(fig2):
+    table, spec = fig2
+    plan = plan_fragments(table, spec, 4, strategy="quantile")
+    # Age has the most distinct values. Cuts at the distinct-value boundary
+    # nearest each quantile (2.25, 4.5, 6.75 rows): after 25, 38 and 42.
+    assert [f.predicates for f in plan.fragments] == [
+        (Predicate("Age", "le", 25),),
+        (Predicate("Age", "gt_or_null", 25), Predicate("Age", "le", 38)),
+        (Predicate("Age", "gt_or_null", 38), Predicate("Age", "le", 42)),
+        (Predicate("Age", "gt_or_null", 42),),
+    ]
+    assert [f.sample_rows for f in plan.fragments] == [2, 4, 1, 2]
+
+
+def test_statistics_change_the_attribute():
+    # x has more distinct values, so it wins the tie at representativity 1
+    # without statistics; dataset-wide ranges make y far more representative.
+    sample = pa.table({"x": list(range(10)), "y": [0, 0, 0, 0, 0, 10, 10, 10, 10, 10]})
+    spec = AnonymizationSpec((QuasiIdentifier("x"), QuasiIdentifier("y")), k=2)
+    assert plan_fragments(sample, spec, 2).fragments[0].predicates[0].column == "x"
+    full_stats = column_stats(pa.table({"x": [0, 1000], "y": [0, 10]}), spec)
+    assert plan_fragments(sample, spec, 2, stats=full_stats).fragments[0].predicates[0].column == "y"
+    with pytest.raises(ConfigError, match="statistics"):
+        plan_fragments(sample, spec, 2, stats={"x": full_stats["x"]})
+
+
+# --------------------------------------------------------------------------- balance
+
+
+@pytest.fixture(scope="module")
+def uniform():
+    rng = np.random.default_rng(3)
+    return pa.table({"x": rng.integers(0, 100_000, N), "y": rng.integers(0, 100_000, N)})
+
+
+def paper_loads(uniform, spec, workers):
+    """The paper's scheme: 2^ceil(log2 W) median fragments; 2^i - W workers take two."""
+    plan = plan_fragments(sample_of(uniform, 0.01), spec, 2 ** math.ceil(math.log2(workers)), total_rows=N)
+    sizes = [f.estimated_rows for f in plan.fragments]
+    doubled = len(sizes) - workers
+    return [sizes[2 * i] + sizes[2 * i + 1] for i in range(doubled)] + sizes[2 * doubled :]
+
+
+@pytest.mark.parametrize("workers", [3, 5, 7])
+def test_balanced_for_any_number_of_workers(con, uniform, workers):
+    spec = AnonymizationSpec((QuasiIdentifier("x"), QuasiIdentifier("y")), k=2)
+    plan = plan_fragments(sample_of(uniform, 0.01), spec, workers, total_rows=N)
+    est = [f.estimated_rows for f in plan.fragments]
+    assert len(est) == workers
+    assert max(est) / min(est) < 1.5
+    paper = paper_loads(uniform, spec, workers)
+    assert len(paper) == workers and max(paper) / min(paper) > 1.8
+    # the real fragment sizes, with a larger sample
+    real = check_partition(con, uniform, plan_fragments(sample_of(uniform, 0.05), spec, workers, total_rows=N))
+    assert max(real) / min(real) < 1.5
+
+
+# --------------------------------------------------------------------------- repair: sibling_of / merge
+
+
+@pytest.mark.parametrize("workers", [5, 8])
+def test_merge_mondrian_sibling_gives_the_parent(con, source, full, countries, workers):
+    plan = plan_fragments(sample_of(source, 0.01), spec_of(countries, *ALL_QI), workers, total_rows=N)
+    for f in plan.fragments:
+        sib = plan.sibling_of(f.id)
+        assert sib and f.id not in sib
+        group = [g for g in plan.fragments if g.id in (f.id, *sib)]
+        merged = merge(plan, (f.id, *sib))
+        parent = f.path[:-1]
+        (new,) = [g for g in merged.fragments if g.id not in {h.id for h in plan.fragments}]
+        assert new.id == workers  # a fresh id: one more than the largest
+        assert merged.fragment(new.id) is new
+        assert (new.path, new.predicates) == (parent, f.predicates[: len(parent)])
+        assert new.sample_rows == sum(g.sample_rows for g in group)
+        assert new.estimated_rows == sum(g.estimated_rows for g in group)
+        untouched = [g for g in plan.fragments if g not in group]
+        assert [g for g in merged.fragments if g is not new] == untouched  # ids and predicates unchanged
+        check_partition(con, full, merged)
+    # repairing until one fragment is left yields the root: every row; an id
+    # is never given twice
+    seen = {f.id for f in plan.fragments}
+    while len(plan.fragments) > 1:
+        last = plan.fragments[-1].id
+        plan = merge(plan, (last, *plan.sibling_of(last)))
+        new = {f.id for f in plan.fragments} - seen
+        assert len(new) == 1
+        seen |= new
+        check_partition(con, full, plan)
+    assert plan.fragments[0].predicates == () and plan.fragments[0].path == ""
+
+
+def test_merge_rejects_a_partial_subtree(source, countries):
+    plan = plan_fragments(sample_of(source, 0.01), spec_of(countries, *ALL_QI), 8)
+    assert [f.path for f in plan.fragments] == ["000", "001", "010", "011", "100", "101", "110", "111"]
+    with pytest.raises(ValueError, match="subtree"):
+        merge(plan, [1, 2])  # neighbours, but "001" and "010" are cousins
+    with pytest.raises(ValueError, match="neighbours"):
+        merge(plan, [0, 2])
+    with pytest.raises(KeyError):
+        merge(plan, [0, 99])
+    with pytest.raises(KeyError):
+        plan.sibling_of(99)
+    with pytest.raises(KeyError):
+        plan.fragment(99)
+    assert merge(plan, [3]) == plan
+
+
+def test_merge_quantile_neighbours(con, source, full, countries):
+    plan = plan_fragments(sample_of(source, 0.01), spec_of(countries, *ALL_QI), 5, strategy="quantile", total_rows=N)
+    for f in plan.fragments:
+        (nb,) = plan.sibling_of(f.id)
+        assert abs(plan.position(nb) - plan.position(f.id)) == 1
+        merged = merge(plan, [f.id, nb])
+        assert [g.id for g in merged.fragments] == [g.id if g.id not in (f.id, nb) else 5 for g in plan.fragments if g.id != max(f.id, nb)]
+        check_partition(con, full, merged)
+    # the smaller neighbour is chosen
+    mid = plan.fragments[2]
+    left, right = plan.fragments[1], plan.fragments[3]
+    expect = left.id if left.estimated_rows < right.estimated_rows else right.id
+    assert plan.sibling_of(mid.id) == (expect,)
+    while len(plan.fragments) > 1:
+        plan = merge(plan, [plan.fragments[0].id, *plan.sibling_of(plan.fragments[0].id)])
+        check_partition(con, full, plan)
+    assert plan.fragments[0].predicates == () and plan.fragments[0].path == "0-4"
+
+
+def test_quantile_sibling_is_the_smaller_neighbour():
+    frags = tuple(Fragment(i, (), str(i), 1, est) for i, est in enumerate([10, 5, 20, 30, 7, 7, 7]))
+    plan = Plan("quantile", frags)
+    assert [plan.sibling_of(i) for i in range(7)] == [(1,), (0,), (1,), (4,), (5,), (6,), (5,)]
+
+
+def test_quantile_skewed_attribute_still_gives_w_fragments(con):
+    # every quantile is nearest the boundary after the 50 zeros; the cuts
+    # move right one distinct value at a time instead of collapsing
+    table = pa.table({"x": [0] * 50 + list(range(1, 11))})
+    spec = AnonymizationSpec((QuasiIdentifier("x"),), k=2)
+    plan = plan_fragments(table, spec, 5, strategy="quantile")
+    assert [f.sample_rows for f in plan.fragments] == [50, 1, 1, 1, 7]
+    assert check_partition(con, table, plan) == [50, 1, 1, 1, 7]
+    few = plan_fragments(pa.table({"x": [3, 1, 2, 2, None]}), spec, 8, strategy="quantile")
+    assert [f.sample_rows for f in few.fragments] == [1, 2, 1, 1]  # 4 distinct values (NULL included)
+    assert few.fragments[-1].predicates == (Predicate("x", "is_null"),)
+
+
+# --------------------------------------------------------------------------- SQL safety and JSON
+
+
+def test_hostile_column_name(con, full, countries):
+    plan = plan_fragments(sample_of(full, 0.01), spec_of(countries, HOSTILE), 3)
+    assert {p.column for f in plan.fragments for p in f.predicates} == {HOSTILE}
+    sql, _ = where_sql(plan.fragments[0].predicates)
+    assert '"a""; DROP TABLE x; --"' in sql
+    assert sum(check_partition(con, full, plan)) == full.num_rows
+    assert con.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0] == 0  # nothing created or dropped
+
+
+def test_where_sql_binds_values():
+    hostile = ("x'); DROP TABLE t; --", "O'Brien", 'a"b')
+    sql, params = where_sql(
+        (Predicate("n", "in", hostile), Predicate(HOSTILE, "gt_or_null", "O'Brien"), Predicate("d", "not_null"))
+    )
+    assert params == [*hostile, "O'Brien"]
+    assert "DROP TABLE t" not in sql and "Brien" not in sql
+    assert sql.count("?") == 4
+    assert where_sql((Predicate("n", "in", ()),)) == ("FALSE", [])
+    assert where_sql((Predicate("n", "not_in_or_null", ()),)) == ("TRUE", [])
+    with pytest.raises(ConfigError, match="dialect"):
+        where_sql((), dialect="oracle")
+    with pytest.raises(TypeError):
+        where_sql(["a <= 1"])
+
+
+def test_where_sql_embeds_safely(con):
+    # the rendered condition is parenthesized, so NOT applies to all of it
+    table = pa.table({"a": [1, 2, 3, None], "b": [1, 1, 2, 2]})
+    sql, params = where_sql((Predicate("a", "gt_or_null", 1), Predicate("b", "le", 1)))
+    con.register("t", table)
+    assert con.execute(f"SELECT count(*) FROM t WHERE NOT {sql}", params).fetchone()[0] == 3
+
+
+@pytest.mark.parametrize(
+    ("op", "value"),
+    [("between", 1), ("le", None), ("le", (1, 2)), ("in", 5), ("in", (1, None)), ("is_null", 3)],
+)
+def test_predicate_validation(op, value):
+    with pytest.raises(ValueError):
+        Predicate("a", op, value)
+
+
+def test_predicate_lists_become_tuples():
+    assert Predicate("a", "in", [1, 2]).value == (1, 2)
+    hash(Predicate("a", "in", [1, 2]))
+
+
+def test_to_dict_is_json(source, countries):
+    spec = spec_of(countries, "birth", "ts", "income", "name")
+    plan = plan_fragments(sample_of(source, 0.01), spec, 5, total_rows=N)
+    doc = json.loads(json.dumps(plan.to_dict(), allow_nan=False))
+    assert doc["strategy"] == "mondrian" and doc["n_fragments"] == 5 and doc["estimated_rows"] == N
+    assert [f["id"] for f in doc["fragments"]] == [0, 1, 2, 3, 4]
+    preds = [(p, q) for f, g in zip(plan.fragments, doc["fragments"]) for p, q in zip(f.predicates, g["predicates"])]
+    assert preds
+    for p, q in preds:
+        assert (q["column"], q["op"]) == (p.column, p.op)
+        if isinstance(p.value, dt.date):
+            assert q["value"] == p.value.isoformat()
+    dates = plan_fragments(sample_of(source, 0.01), spec_of(countries, "birth"), 2).to_dict()
+    value = dates["fragments"][0]["predicates"][0]["value"]
+    assert isinstance(value, str) and dt.date.fromisoformat(value)
+    hier = plan_fragments(sample_of(source, 0.01), spec_of(countries, "country"), 2).to_dict()
+    assert isinstance(hier["fragments"][0]["predicates"][0]["value"], list)
+
+
+def test_bad_arguments(source, countries):
+    spec = spec_of(countries, "age")
+    sample = sample_of(source, 0.01)
+    for workers in (0, -1, 2.5, True):
+        with pytest.raises(ConfigError, match="workers"):
+            plan_fragments(sample, spec, workers)
+    with pytest.raises(ConfigError, match="did you mean 'quantile'"):
+        plan_fragments(sample, spec, 2, strategy="quantil")
+    with pytest.raises(ConfigError, match="total_rows"):
+        plan_fragments(sample, spec, 2, total_rows=-3)
+    with pytest.raises(InputError, match="'agee'"):
+        plan_fragments(sample, spec_of(countries, "agee"), 2)
+
+
+# --------------------------------------------------------------------------- property test
+
+_values = st.one_of(st.none(), st.integers(-3, 3))
+_texts = st.one_of(st.none(), st.sampled_from(["", "a", "B", "b", "é", "O'Brien", 'a"b', "a b", "zz"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(st.tuples(_values, _texts, st.floats(allow_nan=True, allow_infinity=True) | st.none()), min_size=1, max_size=40),
+    keep=st.lists(st.booleans(), min_size=40, max_size=40),
+    workers=st.integers(1, 9),
+    strategy=st.sampled_from(["quantile", "mondrian"]),
+)
+def test_property_disjoint_and_complete(con, rows, keep, workers, strategy):
+    table = pa.table(
+        {
+            "i": pa.array([r[0] for r in rows], pa.int64()),
+            "s": pa.array([r[1] for r in rows], pa.string()),
+            "f": pa.array([r[2] for r in rows], pa.float64()),
+        }
+    )
+    sample = table.filter(pa.array(keep[: len(rows)]))
+    spec = AnonymizationSpec((QuasiIdentifier("i"), QuasiIdentifier("s"), QuasiIdentifier("f")), k=2)
+    plan = plan_fragments(sample, spec, workers, strategy=strategy)
+    assert 1 <= len(plan.fragments) <= workers
+    assert check_partition(con, sample, plan) == [f.sample_rows for f in plan.fragments]
+    check_partition(con, table, plan)
+
+
+def test_fragment_is_plain_data():
+    f = Fragment(0, (Predicate("a", "le", 1),), "0", 3, 30)
+    assert Plan("mondrian", (f,)).to_dict()["fragments"][0] == {
+        "id": 0, "path": "0", "sample_rows": 3, "estimated_rows": 30,
+        "predicates": [{"column": "a", "op": "le", "value": 1}],
+    }

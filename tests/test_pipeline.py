@@ -1,0 +1,338 @@
+"""The coordinator/worker pipeline end to end on real DuckDB and real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import sqlanon
+from sqlanon import PrivacyError
+
+ROOT = Path(__file__).resolve().parent.parent
+QI = ["age", "zip", "day", "city"]
+
+
+def people(n: int, seed: int = 0) -> pa.Table:
+    """A table with ints, strings (hostile ones too), dates and NULLs."""
+    rng = np.random.default_rng(seed)
+    cities = np.array(["Bergamo", "Milano", "O'Brien", "x'); DROP TABLE t; --", 'a"b', "Zürich", "東京"])
+    age = rng.integers(18, 90, n).astype(object)
+    age[rng.random(n) < 0.02] = None
+    zip_ = np.char.add("2", rng.integers(1000, 9999, n).astype(str)).astype(object)
+    zip_[rng.random(n) < 0.01] = None
+    day = np.datetime64("2020-01-01") + rng.integers(0, 1000, n)
+    return pa.table(
+        {
+            "id": np.arange(n),
+            "age": pa.array(age, pa.int64()),
+            "zip": pa.array(zip_, pa.string()),
+            "day": pa.array(day.astype("datetime64[D]")),
+            "city": pa.array(cities[rng.integers(0, len(cities), n)]),
+            "disease": pa.array(rng.choice(["flu", "cold", "covid", "none"], n)),
+            "note": pa.array([f"row {i}" for i in range(n)]),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("src") / "people.parquet"
+    pq.write_table(people(20_000), path)
+    return path
+
+
+def run(src, out, **kw):
+    kw.setdefault("qi", QI)
+    kw.setdefault("k", 5)
+    kw.setdefault("l", 2)
+    kw.setdefault("sensitive", ["disease"])
+    return sqlanon.anonymize(src, out, **kw)
+
+
+def check_output(out, src_table: pa.Table, k=5, l=2, qi=QI):
+    con = duckdb.connect()
+    got = con.execute(f"SELECT * FROM read_parquet('{out}')").fetch_arrow_table()
+    assert got.num_rows == src_table.num_rows
+    # Non-QI columns unchanged: join on the row id.
+    got = got.sort_by("id")
+    for c in ("id", "disease", "note"):
+        assert got.column(c).to_pylist() == src_table.column(c).to_pylist()
+    v = sqlanon.verify(out, qi=qi, k=k, l=l, sensitive=["disease"])
+    assert v.ok and v.rows == src_table.num_rows
+    return got
+
+
+@pytest.mark.parametrize("strategy", ["mondrian", "quantile"])
+@pytest.mark.parametrize("fragments", [1, 2, 3, 5, 8])
+def test_fragments_cover_the_source_and_output_verifies(source, tmp_path, strategy, fragments):
+    out = tmp_path / "out.parquet"
+    r = run(source, out, workers=2, fragments=fragments, fragmentation=strategy, sample=0.001, seed=7)
+    src = pq.read_table(source)
+    check_output(out, src)
+    assert r.source_rows == 20_000
+    # The metrics table: one row per fragment and a total; fragment rows add up.
+    m = duckdb.sql(f"SELECT * FROM read_parquet('{r.metrics_location}')").fetch_arrow_table().to_pandas()
+    frag = m[m.kind == "fragment"]
+    assert len(frag) == len(r.plan.fragments)
+    assert frag.rows.sum() == 20_000
+    total = m[m.kind == "total"].iloc[0]
+    assert total.rows == 20_000 and total.min_class_size >= 5
+    assert total.dp == r.metrics.dp and abs(total.ncp - r.metrics.ncp) < 1e-6
+    assert abs(frag.ncp.sum() - total.ncp) < 1e-6 * max(1.0, total.ncp)
+    assert json.loads(total.plan)["strategy"] == strategy
+    # Every fragment's stored WHERE clause selects exactly its rows.
+    con = duckdb.connect()
+    for row in frag.itertuples():
+        n = con.execute(
+            f"SELECT count(*) FROM read_parquet('{source}') WHERE {row.where_clause}", json.loads(row.where_params)
+        ).fetchone()[0]
+        assert n == row.rows
+
+
+def test_values_absent_from_the_sample_and_nulls_land_once(tmp_path):
+    base = people(5_000, seed=1)
+    # Extreme and unseen values the sample (0.1%: 5 rows) cannot have seen.
+    extra = people(20, seed=2)
+    extra = extra.set_column(1, "age", pa.array([None] * 10 + [-5, 500] * 5, pa.int64()))
+    extra = extra.set_column(4, "city", pa.array(["Nowhere-" + str(i) for i in range(20)]))
+    extra = extra.set_column(0, "id", pa.array(np.arange(5_000, 5_020)))
+    full = pa.concat_tables([base, extra])
+    src = tmp_path / "src.parquet"
+    pq.write_table(full, src)
+    out = tmp_path / "out.parquet"
+    r = run(src, out, workers=2, fragments=5, sample=0.001, seed=3)
+    check_output(out, full)
+    assert r.metrics.rows == 5_020
+
+
+def test_explain_prints_the_plan_without_writing(source, tmp_path):
+    out = tmp_path / "out.parquet"
+    r = run(source, out, workers=2, fragments=3, explain=True, sample=500, seed=1)
+    assert not out.exists()
+    plan = r.explain()
+    assert plan["sample_rows"] == 500 and plan["seed"] == 1 and len(plan["fragments"]) == 3
+    assert sum(f["estimated_rows"] for f in plan["fragments"]) == pytest.approx(20_000, rel=0.01)
+    # Same seed, same plan.
+    again = run(source, out, workers=2, fragments=3, explain=True, sample=500, seed=1).explain()
+    assert [f["where"] for f in again["fragments"]] == [f["where"] for f in plan["fragments"]]
+    assert [f["params"] for f in again["fragments"]] == [f["params"] for f in plan["fragments"]]
+
+
+def test_misleading_sample_is_repaired(tmp_path):
+    # 1,000 rows but k = 300 over 8 fragments: every fragment (~125 rows) is
+    # too small on its own and must be merged with its siblings. The sensitive
+    # value also follows x, so small fragments fail l = 2 as well.
+    n = 1_000
+    t = pa.table({"id": np.arange(n), "x": np.arange(n), "s": (np.arange(n) >= 500).astype(int)})
+    src = tmp_path / "src.parquet"
+    pq.write_table(t, src)
+    out = tmp_path / "out.parquet"
+    r = sqlanon.anonymize(src, out, qi=["x"], k=300, l=2, sensitive=["s"], workers=2, fragments=8, sample=50)
+    assert r.repaired
+    v = sqlanon.verify(out, qi=["x"], k=300, l=2, sensitive=["s"])
+    assert v.ok and v.rows == n
+    m = duckdb.sql(f"SELECT * FROM read_parquet('{r.metrics_location}') WHERE kind = 'fragment'").fetch_arrow_table().to_pandas()
+    assert m.repaired.any() and m.rows.sum() == n
+
+
+def test_impossible_request_fails_and_writes_nothing(tmp_path):
+    t = pa.table({"x": np.arange(10), "s": [1] * 10})
+    src = tmp_path / "src.parquet"
+    pq.write_table(t, src)
+    out = tmp_path / "out.parquet"
+    with pytest.raises(PrivacyError, match="'s'"):
+        sqlanon.anonymize(src, out, qi=["x"], k=2, l=2, sensitive=["s"], workers=2)
+    assert not out.exists()
+    assert not list(tmp_path.glob(".out*"))
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "sqlanon.cli", *map(str, args)], capture_output=True, text=True, **kw)
+
+
+@pytest.mark.parametrize("kind", ["parquet", "csv", "glob", "duckdb", "directory"])
+def test_cli_end_to_end(tmp_path, kind):
+    t = people(3_000, seed=5)
+    args: list = []
+    if kind == "parquet":
+        src = tmp_path / "p.parquet"
+        pq.write_table(t, src)
+    elif kind == "csv":
+        src = tmp_path / "p.csv"
+        duckdb.sql("SELECT * FROM t").write_csv(str(src))
+    elif kind in ("glob", "directory"):
+        (tmp_path / "lake").mkdir()
+        for i in range(3):
+            pq.write_table(t.slice(i * 1000, 1000), tmp_path / "lake" / f"part-{i}.parquet")
+        src = tmp_path / "lake" / "*.parquet" if kind == "glob" else tmp_path / "lake"
+    else:
+        src = tmp_path / "w.duckdb"
+        con = duckdb.connect(str(src))
+        con.execute("CREATE SCHEMA hr")
+        con.execute('CREATE TABLE hr."the people" AS SELECT * FROM t')
+        con.close()
+        args = ["--table", 'hr."the people"', "--target-table", "hr.people_anon"]
+    out = src if kind == "duckdb" else tmp_path / "out.parquet"
+    p = _cli("anonymize", src, "-o", out, "--qi", ",".join(QI), "-k", 5, "-l", 2, "--sensitive", "disease",
+             "--workers", 2, "--fragments", 3, "--json", *args)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["rows"] == 3_000 and doc["fragments"] == 3 and doc["workers"] == 2
+    assert set(doc["timings"]) >= {"read", "fragmentation", "anonymize", "write", "verify", "total"}
+    if kind == "duckdb":
+        v = _cli("verify", src, "--table", "hr.people_anon", "--qi", ",".join(QI), "-k", 5, "-l", 2, "--sensitive", "disease")
+        assert v.returncode == 0, v.stderr
+        con = duckdb.connect(str(src), read_only=True)
+        assert con.execute('SELECT count(*) FROM hr."the people"').fetchone()[0] == 3_000
+        assert con.execute("SELECT count(*) FROM hr.people_anon__metrics WHERE kind = 'fragment'").fetchone()[0] == 3
+    else:
+        v = _cli("verify", out, "--qi", ",".join(QI), "-k", 5, "-l", 2, "--sensitive", "disease")
+        assert v.returncode == 0, v.stderr
+
+
+def test_config_file_and_flag_override(tmp_path, source):
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(
+        f"input: {source}\noutput: out.parquet\nqi: [age, zip, day, city]\nk: 5\nl: 2\n"
+        "sensitive: disease\nworkers: 2\nfragments: 2\n"
+    )
+    p = _cli("anonymize", "--config", cfg, "-k", 7, "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["k"] == 7 and doc["fragments"] == 2
+    assert (tmp_path / "out.parquet").exists()
+    bad = tmp_path / "bad.yml"
+    bad.write_text("input: x.parquet\nfragmentaton: quantile\n")
+    p = _cli("anonymize", "--config", bad)
+    assert p.returncode == 2
+    assert "fragmentaton" in p.stderr and "fragmentation" in p.stderr and "Traceback" not in p.stderr
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            if ppid == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        kids = _children(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def _workers(pid: int) -> list[int]:
+    """The pool's worker processes: children of the run's fork server."""
+    servers = []
+    for child in _children(pid):
+        try:
+            if b"forkserver" in Path(f"/proc/{child}/cmdline").read_bytes():
+                servers.append(child)
+        except OSError:
+            continue
+    return [w for s in servers for w in _children(s)]
+
+
+def test_killed_worker_leaves_the_previous_target_and_next_run_succeeds(tmp_path):
+    t = people(300_000, seed=9)
+    src = tmp_path / "big.parquet"
+    pq.write_table(t, src)
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"previous target")
+    args = ["anonymize", src, "-o", out, "--qi", ",".join(QI), "-k", 5, "-l", 2, "--sensitive", "disease",
+            "--workers", 2, "--fragments", 16, "--overwrite", "--quiet"]
+    proc = subprocess.Popen([sys.executable, "-m", "sqlanon.cli", *map(str, args)], stderr=subprocess.PIPE, text=True)
+    killed = False
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        parts = list(tmp_path.glob(".out.parquet.sqlanon-staging-*/parts/*.parquet"))
+        workers = _workers(proc.pid)
+        if parts and workers:
+            os.kill(workers[-1], signal.SIGKILL)
+            killed = True
+            break
+        time.sleep(0.02)
+    _, err = proc.communicate(timeout=120)
+    assert killed, "the run finished before a worker could be killed"
+    assert proc.returncode == 1, err
+    assert "worker process died" in err and "Traceback" not in err
+    assert out.read_bytes() == b"previous target"
+    assert not list(tmp_path.glob(".out.parquet.sqlanon-staging-*"))
+    p = _cli(*args)
+    assert p.returncode == 0, p.stderr
+    assert pq.read_metadata(out).num_rows == 300_000
+
+
+def test_killed_coordinator_leaves_target_and_stale_staging_is_cleaned(tmp_path):
+    t = people(300_000, seed=10)
+    src = tmp_path / "big.parquet"
+    pq.write_table(t, src)
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"previous target")
+    args = ["anonymize", src, "-o", out, "--qi", ",".join(QI), "-k", 5, "-l", 2, "--sensitive", "disease",
+            "--workers", 2, "--fragments", 16, "--overwrite", "--quiet"]
+    proc = subprocess.Popen([sys.executable, "-m", "sqlanon.cli", *map(str, args)], stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        if list(tmp_path.glob(".out.parquet.sqlanon-staging-*/parts/*.parquet")):
+            break
+        time.sleep(0.02)
+    for pid in _descendants(proc.pid):
+        os.kill(pid, signal.SIGKILL)
+    proc.kill()
+    proc.wait()
+    assert out.read_bytes() == b"previous target"
+    assert list(tmp_path.glob(".out.parquet.sqlanon-staging-*")), "expected the dead run's staging"
+    p = _cli(*args)
+    assert p.returncode == 0, p.stderr
+    assert not list(tmp_path.glob(".out.parquet.sqlanon-staging-*"))
+    assert pq.read_metadata(out).num_rows == 300_000
+
+
+def test_progress_bar_on_a_terminal_and_quiet(tmp_path, source):
+    import pty
+
+    def run_on_tty(*extra):
+        out = tmp_path / f"o{len(extra)}.parquet"
+        args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(source), "-o", str(out), "--qi", ",".join(QI),
+                "-k", "5", "-l", "2", "--sensitive", "disease", "--workers", "2", "--fragments", "4", *extra]
+        master, slave = pty.openpty()
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        proc.wait()
+        os.close(master)
+        assert proc.returncode == 0
+        return b"".join(chunks).decode()
+
+    shown = run_on_tty()
+    assert "4/4 fragments" in shown and "1/4 fragments" in shown
+    assert run_on_tty("--quiet") == ""
