@@ -1,6 +1,8 @@
 """Benchmarks behind BENCHMARKS.md.
 
     python -m examples.bench engine [--rows 1000000] [--k 5 10 20] [--repeat 3]
+    python -m examples.bench pipeline [--rows 1000000] [--repeat 3]
+    python -m examples.bench big [--rows 10000000] [--fragments 16 4]
 
 ``engine``: the Poker Hand data set (examples/poker.py, seed 0) as Parquet,
 10 QIs (s1..s5, r1..r5), sensitive ``hand``, l = 2; every run is the real CLI
@@ -78,6 +80,80 @@ def engine(rows: int, ks: list[int], repeat: int) -> None:
         )
 
 
+def copy_baseline(src: Path, out: Path) -> float:
+    """Wall time of a plain DuckDB copy of ``src``, interpreter start included."""
+    code = (
+        "import duckdb, sys; duckdb.sql(\"COPY (SELECT * FROM read_parquet('\" + sys.argv[1] + \"')) "
+        "TO '\" + sys.argv[2] + \"' (FORMAT parquet)\")"
+    )
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, str(src), str(out)], check=True)
+    return time.perf_counter() - t0
+
+
+def pipeline(rows: int, repeat: int) -> None:
+    src = poker_file(rows)
+    out_dir = Path(tempfile.mkdtemp(prefix="sqlanon-bench-"))
+    base = ["anonymize", str(src), "--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2", "--json", "--overwrite"]
+    run_cli([*base, "-o", str(out_dir / "warm.parquet"), "--workers", "2"])  # numba cache warm
+    print(f"poker {rows:,} rows as Parquet, 10 QIs, sensitive hand, k = 10, l = 2; {machine()}\n")
+    print("End to end (CLI start to published output and metrics), best of", repeat, "\n")
+    print("| run | wall s | ratio to copy | read | fragmentation | anonymize | write | verify | NCP | peak RSS MiB (coordinator) | worker peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    copy = min(copy_baseline(src, out_dir / "copy.parquet") for _ in range(repeat))
+    print(f"| DuckDB COPY | {copy:.2f} | 1.0 | | | | | | | | |")
+    for workers in (1, 2):
+        runs = [run_cli([*base, "-o", str(out_dir / "w.parquet"), "--workers", str(workers)]) for _ in range(repeat)]
+        doc, wall, rss = min(runs, key=lambda r: r[1])
+        t = doc["timings"]
+        wrss = ", ".join(f"{v:.0f}" for v in doc["worker_peak_rss_mb"].values()) or "in-process"
+        print(
+            f"| sqlanon, {workers} worker(s), {doc['fragments']} fragment(s) | {wall:.2f} | {wall / copy:.1f} | "
+            f"{t['read']:.2f} | {t['fragmentation']:.2f} | {t['anonymize']:.2f} | {t['write']:.2f} | "
+            f"{t['verify']:.2f} | {doc['ncp']:.4g} | {rss:.0f} | {wrss} |"
+        )
+    print("\nNCP of distributed runs against the single-fragment run (2 workers)\n")
+    single = run_cli([*base, "-o", str(out_dir / "one.parquet"), "--workers", "1"])[0]
+    print(f"single fragment: NCP {single['ncp']:.6g}, DP {single['dp']:.4g}\n")
+    print("| sample | strategy | fragments | NCP | NCP / single | DP | fragment rows min–max |")
+    print("|---|---|---|---|---|---|---|")
+    for sample in ("0.001", "0.0001", "0.00001"):
+        for strategy in ("mondrian", "quantile"):
+            for frags in (2, 4, 8, 10):
+                out = out_dir / f"f{frags}.parquet"
+                doc = run_cli([*base, "-o", str(out), "--workers", "2", "--fragments", str(frags),
+                               "--sample", sample, "--fragmentation", strategy])[0]
+                sizes = fragment_rows(doc["metrics_table"], doc["run_id"])
+                print(
+                    f"| {float(sample):.3%} | {strategy} | {doc['fragments']} | {doc['ncp']:.6g} | "
+                    f"{doc['ncp'] / single['ncp']:.4f} | {doc['dp']:.4g} | {min(sizes):,}–{max(sizes):,} |"
+                )
+
+
+def fragment_rows(metrics: str, run_id: str) -> list[int]:
+    import duckdb
+
+    rows = duckdb.execute(
+        "SELECT rows FROM read_parquet(?) WHERE run_id = ? AND kind = 'fragment'", [metrics, run_id]
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def big(rows: int, fragment_counts: list[int]) -> None:
+    src = poker_file(rows)
+    out_dir = Path(tempfile.mkdtemp(prefix="sqlanon-bench-"))
+    print(f"poker {rows:,} rows as Parquet, k = 10, l = 2, 2 workers; {machine()}\n")
+    print("| fragments | wall s | anonymize s | rows per fragment | worker peak RSS MiB | coordinator peak RSS MiB |")
+    print("|---|---|---|---|---|---|")
+    for frags in fragment_counts:
+        doc, wall, rss = run_cli(["anonymize", str(src), "--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2",
+                                  "--json", "--overwrite", "-o", str(out_dir / "big.parquet"), "--workers", "2",
+                                  "--fragments", str(frags)])
+        wrss = ", ".join(f"{v:.0f}" for v in doc["worker_peak_rss_mb"].values())
+        print(f"| {doc['fragments']} | {wall:.1f} | {doc['timings']['anonymize']:.1f} | ~{rows // doc['fragments']:,} | "
+              f"{wrss} | {rss:.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
@@ -85,9 +161,19 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--k", type=int, nargs="+", default=[5, 10, 20])
     p.add_argument("--repeat", type=int, default=3)
+    p = sub.add_parser("pipeline", help="coordinator + workers end to end, against a plain DuckDB copy")
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--repeat", type=int, default=3)
+    p = sub.add_parser("big", help="a large table: time and worker memory by fragment count")
+    p.add_argument("--rows", type=int, default=10_000_000)
+    p.add_argument("--fragments", type=int, nargs="+", default=[16, 4])
     args = parser.parse_args()
     if args.what == "engine":
         engine(args.rows, args.k, args.repeat)
+    elif args.what == "pipeline":
+        pipeline(args.rows, args.repeat)
+    else:
+        big(args.rows, args.fragments)
 
 
 if __name__ == "__main__":

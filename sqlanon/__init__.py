@@ -9,12 +9,24 @@ The public API mirrors the ``sqlanon`` command line:
 
 from .api import RunResult, anonymize, build_spec, verify
 from .config import AnonymizationSpec, QuasiIdentifier
-from .engine import ColumnStats, EngineResult, anonymize_table
+from .domain import ColumnStats
 from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
 from .hierarchies import Hierarchy, load_hierarchy
 from .metrics import Metrics
 
 __version__ = "0.1.0"
+
+_LAZY = {"anonymize_table": "engine", "EngineResult": "engine"}
+
+
+def __getattr__(name: str):
+    # The engine loads numba; import it on first use so the CLI and the
+    # coordinator start fast (workers load it in their own processes).
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'sqlanon' has no attribute {name!r}")
 
 __all__ = [
     "AnonymizationSpec",

@@ -22,7 +22,7 @@ import duckdb
 from . import coordinator, io
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
 from .coordinator import RunOptions, RunResult
-from .engine import resolve_generalization
+from .domain import resolve_generalization
 from .errors import ConfigError, InputError, VerificationError
 from .hierarchies import load_hierarchy
 from .verify import Verification, verify_relation

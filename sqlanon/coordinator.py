@@ -27,9 +27,9 @@ from dataclasses import dataclass, field, replace
 import duckdb
 import pyarrow as pa
 
-from . import fragmentation, io, mondrian
+from . import fragmentation, io
 from .config import AnonymizationSpec, suggest
-from .engine import ColumnStats, _as_values, resolve_generalization
+from .domain import ColumnStats, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import render
@@ -38,8 +38,11 @@ from .worker import FragmentResult, FragmentTask, run_fragment
 
 log = logging.getLogger("sqlanon")
 
-SAMPLE_BUDGET_BYTES = 256 * 2**20
-"""Default sample size: as many rows of the QI columns as fit in this budget."""
+SAMPLE_BUDGET_BYTES = 16 * 2**20
+"""Default sample size: as many rows of the QI columns as fit in this budget
+(8 bytes a value: 200,000 rows of 10 QIs). Planning needs far fewer rows than
+the data has (the paper plans on 0.001% samples); the bound keeps the
+coordinator's memory flat whatever the source's size."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ class RunResult:
     repaired: tuple[int, ...] = ()
     metrics_location: str | None = None
     source_rows: int = 0
+    worker_peak_rss_mb: dict[int, float] = field(default_factory=dict)
+    """Peak resident memory of each worker process (by pid), in MiB."""
 
     def explain(self) -> dict:
         """The plan as ``--explain`` prints it: fragments, WHERE clauses, sizes."""
@@ -131,6 +136,7 @@ class RunResult:
             seed=self.seed,
             run_id=self.run_id,
             metrics_table=self.metrics_location,
+            worker_peak_rss_mb=self.worker_peak_rss_mb,
             timings=self.timings,
         )
         return doc
@@ -173,18 +179,19 @@ def domain_stats(
     stats: dict[str, ColumnStats] = {}
     for i, qi in enumerate(spec.quasi_identifiers):
         distinct = row.column(f"d{i}")[0].as_py() + (1 if row.column(f"nulls{i}")[0].as_py() else 0)
-        lo = hi = None
-        domain = None
         kind = kinds[qi.name]
-        if kind == "interval" and row.column(f"min{i}")[0].is_valid:
-            lo, hi = (float(_as_values(pa.concat_arrays([row.column(f"{m}{i}").chunk(0)]))[0]) for m in ("min", "max"))
+        if kind == "interval":
+            lo_hi = pa.concat_arrays([row.column(f"min{i}").chunk(0), row.column(f"max{i}").chunk(0)])
+            stats[qi.name] = interval_stats(distinct, lo_hi)
+            continue
+        domain = None
         if kind in ("prefix", "hierarchy"):
             values = _distinct_values(con, source, qi.name)
             if kind == "hierarchy":
                 qi.hierarchy.leaf_codes(values.to_numpy(zero_copy_only=False), column=qi.name)
             else:
                 domain = tuple(sorted(set(values.cast(pa.string()).to_pylist())))
-        stats[qi.name] = ColumnStats(distinct, lo, hi, domain)
+        stats[qi.name] = ColumnStats(distinct, domain=domain)
     sens = {s: row.column(f"s{j}")[0].as_py() for j, s in enumerate(spec.sensitive)}
     return total, stats, sens
 
@@ -199,7 +206,7 @@ def draw_sample(
 ) -> pa.Table:
     """A repeatable sample of the QI columns, drawn by DuckDB."""
     if sample is None:
-        rows = max(1, SAMPLE_BUDGET_BYTES // (16 * len(spec.qi_names)))
+        rows = max(1, SAMPLE_BUDGET_BYTES // (8 * len(spec.qi_names)))
     elif sample <= 1:
         rows = max(1, round(total * sample))
     else:
@@ -216,11 +223,12 @@ def draw_sample(
 # ----------------------------------------------------------------------- the run
 
 
-def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads) -> FragmentTask:
+def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, compression) -> FragmentTask:
     where, params = fragmentation.where_sql(plan_fragment.predicates)
     return FragmentTask(
         fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source, spec=spec, stats=stats,
         part_path=staging.part_path(plan_fragment.id), drop=drop, memory_limit=memory, threads=threads,
+        part_compression=compression,
     )
 
 
@@ -260,7 +268,10 @@ def execute(
             fut: Future = Future()
             fut.set_result(run_fragment(task))
         else:
-            fut = pool.submit(run_fragment, task)
+            try:
+                fut = pool.submit(run_fragment, task)
+            except BrokenProcessPool as exc:
+                raise InputError(f"a worker process died before fragment {fid} could start; nothing was published") from exc
         pending[fut] = fid
 
     for f in plan.fragments:
@@ -327,6 +338,8 @@ def run(
         pool.submit(os.getpid)  # start the forkserver while the coordinator reads statistics
     else:
         # In-process run: load the compiled kernel while DuckDB reads.
+        from . import mondrian
+
         warm = threading.Thread(target=mondrian.warm_up, daemon=True)
         warm.start()
     con = io.connect()
@@ -364,7 +377,7 @@ def run(
         threads = max(1, (os.cpu_count() or 1) // workers)
 
         def make_task(frag):
-            return _task(frag, source, spec, stats, staging, drop, memory, threads)
+            return _task(frag, source, spec, stats, staging, drop, memory, threads, target.part_compression)
 
         make_task.part_path = staging.part_path
         if pool is None:
@@ -413,9 +426,12 @@ def run(
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
     timings["total"] = time.perf_counter() - t_start
+    rss: dict[int, float] = {}
+    for r in results.values():
+        rss[r.pid] = max(rss.get(r.pid, 0.0), r.peak_rss_mb)
     return RunResult(
         target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
-        tuple(repaired), location, total,
+        tuple(repaired), location, total, rss,
     )
 
 
@@ -445,6 +461,8 @@ METRICS_SCHEMA = pa.schema(
         ("gcp", pa.float64()),
         ("seconds", pa.float64()),
         ("repaired", pa.bool_()),
+        ("worker_pid", pa.int64()),
+        ("worker_peak_rss_mb", pa.float64()),
         ("k", pa.int32()),
         ("l", pa.int32()),
         ("source", pa.string()),
@@ -487,13 +505,15 @@ def _metrics_rows(run_id, started, plan, results, repaired, total, spec, options
                 rows=r.rows if r else 0, classes=m.classes if m else 0, min_class_size=m.min_class_size if m else None,
                 dp=m.dp if m else 0, ncp=m.ncp if m else 0.0, gcp=m.gcp if m else 0.0,
                 seconds=r.seconds if r else 0.0, repaired=f.id in repaired, plan=None,
+                worker_pid=r.pid if r else None, worker_peak_rss_mb=r.peak_rss_mb if r else None,
             )
         )
     rows.append(
         dict(
             common, kind="total", fragment_id=None, where_clause=None, where_params=None, rows=total.rows,
             classes=total.classes, min_class_size=total.min_class_size, dp=total.dp, ncp=total.ncp, gcp=total.gcp,
-            seconds=seconds, repaired=bool(repaired), plan=_json(plan.to_dict()),
+            seconds=seconds, repaired=bool(repaired), plan=_json(plan.to_dict()), worker_pid=None,
+            worker_peak_rss_mb=None,
         )
     )
     return pa.Table.from_pylist(rows, schema=METRICS_SCHEMA)

@@ -24,43 +24,17 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import mondrian
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
+from .domain import ColumnStats, interval_stats, normalize_floats, resolve_generalization, span_values
 from .errors import ConfigError, InputError, PrivacyError
 from .generalization import generalize_column
 from .metrics import Metrics
 
 __all__ = ["ColumnStats", "EngineResult", "anonymize_table", "column_stats", "resolve_generalization"]
-
-@dataclass(frozen=True, slots=True)
-class ColumnStats:
-    """Dataset-wide facts about one quasi-identifier.
-
-    Attributes:
-        n_distinct: distinct values, NULL counting as one value.
-        min: smallest non-NULL value in value units (``interval`` columns:
-            numbers as is, dates as days and timestamps as microseconds since
-            the epoch); ``None`` otherwise.
-        max: largest non-NULL value, as ``min``.
-        domain: the sorted distinct text forms (``prefix`` columns only).
-    """
-
-    n_distinct: int
-    min: float | None = None
-    max: float | None = None
-    domain: tuple[str, ...] | None = None
-
-    @property
-    def range(self) -> float:
-        """``max - min`` (Range(a) of Eq. 3), 0 for non-numeric columns."""
-        if self.min is None or self.max is None:
-            return 0.0
-        return float(self.max) - float(self.min)
-
 
 @dataclass(frozen=True)
 class EngineResult:
@@ -77,45 +51,6 @@ class EngineResult:
     metrics: Metrics
     class_of_row: np.ndarray
     timings: dict[str, float] = field(default_factory=dict)
-
-
-def _is_numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-
-
-def _is_temporal(t: pa.DataType) -> bool:
-    return pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t)
-
-
-def resolve_generalization(qi: QuasiIdentifier, dtype: pa.DataType) -> str:
-    """The generalization a QI of Arrow type ``dtype`` gets, checked for fit."""
-    g = qi.generalization
-    if g is None:
-        if qi.hierarchy is not None:
-            return "hierarchy"
-        return "interval" if _is_numeric(dtype) or _is_temporal(dtype) else "set"
-    if g == "interval" and not (_is_numeric(dtype) or _is_temporal(dtype)):
-        raise ConfigError(
-            f"column {qi.name!r} has type {dtype}; 'interval' needs numbers, dates or timestamps (use set or prefix)"
-        )
-    return g
-
-
-def _as_values(dictionary: pa.Array) -> np.ndarray:
-    """Float value of every dictionary entry, in value units (see ColumnStats)."""
-    t = dictionary.type
-    if pa.types.is_date32(t):
-        arr = dictionary.cast(pa.int32())
-    elif _is_temporal(t):
-        arr = dictionary.cast(pa.int64())
-    else:
-        arr = dictionary.cast(pa.float64())
-    out = arr.to_numpy(zero_copy_only=False).astype(np.float64)
-    nan = np.isnan(out)
-    if nan.any():  # NaN sorts last; give it no extra span
-        finite = out[~nan]
-        out[nan] = finite.max() if finite.size else 0.0
-    return out
 
 
 @dataclass
@@ -137,6 +72,7 @@ def _encode_qi(qi: QuasiIdentifier, col: pa.ChunkedArray, kind: str) -> _Encoded
         arr = arr.cast(arr.type.value_type)
     if kind in ("prefix", "hierarchy") and not pa.types.is_string(arr.type):
         arr = arr.cast(pa.string())
+    arr = normalize_floats(arr)
     enc = pc.dictionary_encode(arr)
     dictionary = enc.dictionary
     if kind == "hierarchy":
@@ -155,7 +91,7 @@ def _encode_qi(qi: QuasiIdentifier, col: pa.ChunkedArray, kind: str) -> _Encoded
     codes = lut[idx]
     values = None
     if kind == "interval":
-        values = _as_values(sorted_dict) if n_vals else np.zeros(0)
+        values = span_values(sorted_dict)
         values = np.append(values, values[-1] if n_vals else 0.0)  # NULL code: no extra span
     return _Encoded(
         name=qi.name, kind=kind, codes=codes, dictionary=sorted_dict, null_code=null_code,
@@ -167,8 +103,8 @@ def _local_stats(e: _Encoded) -> ColumnStats:
     if e.kind == "interval":
         n_vals = len(e.dictionary)
         if n_vals == 0:
-            return ColumnStats(e.present, None, None)
-        return ColumnStats(e.present, float(e.values[0]), float(e.values[n_vals - 1]))
+            return ColumnStats(e.present)
+        return interval_stats(e.present, e.dictionary.take(pa.array([0, n_vals - 1])))
     if e.kind == "prefix":
         return ColumnStats(e.present, domain=tuple(e.dictionary.to_pylist()))
     return ColumnStats(e.present)
@@ -198,7 +134,7 @@ def _encode_sensitive(table: pa.Table, name: str) -> tuple[np.ndarray, int]:
     arr = table.column(name).combine_chunks()
     if pa.types.is_dictionary(arr.type):
         arr = arr.cast(arr.type.value_type)
-    enc = pc.dictionary_encode(arr, null_encoding="encode")
+    enc = pc.dictionary_encode(normalize_floats(arr), null_encoding="encode")
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int32), len(enc.dictionary)
 
 
@@ -329,6 +265,8 @@ def _merge_identical(keys: list[np.ndarray], n_cls: int) -> np.ndarray:
             h = (h * np.uint64(0x100000001B3)) ^ k.astype(np.uint64)
     if len(np.unique(h)) == n_cls:
         return np.arange(n_cls, dtype=np.int64)
+    import pandas as pd  # only when two classes may share values: rare
+
     frame = pd.DataFrame({str(i): k for i, k in enumerate(keys)})
     return frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy().astype(np.int64)
 
@@ -350,9 +288,14 @@ def _assemble(
             for out_name, per_class in columns[name]:
                 names.append(out_name)
                 if pa.types.is_string(per_class.type):
-                    # Text values repeat per class: a dictionary column shares
-                    # them instead of copying a string per row.
-                    arrays.append(pa.DictionaryArray.from_arrays(idx, per_class))
+                    # A dictionary column of the distinct generalized values:
+                    # an int32 take per row instead of copying a string per row.
+                    enc = pc.dictionary_encode(per_class)
+                    if len(enc.dictionary) == 0:
+                        # All NULL. (DuckDB 1.4 crashes on an empty dictionary.)
+                        arrays.append(pa.nulls(len(idx), pa.string()))
+                    else:
+                        arrays.append(pa.DictionaryArray.from_arrays(enc.indices.take(idx), enc.dictionary))
                 else:
                     arrays.append(per_class.take(idx))
         else:

@@ -80,12 +80,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
-from .engine import ColumnStats, resolve_generalization
+from .domain import ColumnStats, normalize_floats, resolve_generalization, span_values
 from .errors import ConfigError, InputError
 from .sql.render import render
 
@@ -447,23 +446,6 @@ def _leaf_values(leaves: list[str], dtype: pa.DataType) -> list[Any]:
     return out
 
 
-def _span_values(sorted_values: pa.Array) -> np.ndarray:
-    """Float value of each code, in the engine's value units (days, ticks), NaN as the max finite."""
-    t = sorted_values.type
-    if pa.types.is_date32(t):
-        arr = sorted_values.cast(pa.int32())
-    elif pa.types.is_temporal(t):
-        arr = sorted_values.cast(pa.int64())
-    else:
-        arr = sorted_values.cast(pa.float64())
-    out = arr.to_numpy(zero_copy_only=False).astype(np.float64)
-    nan = np.isnan(out)
-    if nan.any():
-        finite = out[~nan]
-        out[nan] = finite.max() if finite.size else 0.0
-    return out
-
-
 def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray) -> _Column:
     arr = _plain(col)
     kind = resolve_generalization(qi, arr.type)
@@ -471,6 +453,8 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray) -> _Column:
         h = qi.hierarchy
         text = arr if _is_string(arr.type) else arr.cast(pa.string())
         enc = pc.dictionary_encode(text)
+        import pandas as pd  # lazily: the coordinator rarely needs it
+
         found = pd.Index(h.leaves, dtype=object).get_indexer(enc.dictionary.to_numpy(zero_copy_only=False))
         n_leaves = h.n_leaves
         lut = np.where(found < 0, n_leaves, found).astype(np.int64)  # not a leaf: after the leaves
@@ -478,11 +462,9 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray) -> _Column:
         col_out = _Column(qi.name, False, np.empty(0, np.int64), null_code,
                           leaf_values=_leaf_values(h.leaves, arr.type), n_leaves=n_leaves)
     else:
-        if pa.types.is_float32(arr.type) or pa.types.is_float64(arr.type):
-            # SQL compares -0.0 equal to 0.0 and every NaN equal to NaN; Arrow
-            # hashes them apart. One code each keeps sample counts equal to SQL's.
-            arr = pc.add(arr, pa.scalar(0.0, arr.type))  # -0.0 + 0.0 == +0.0
-            arr = pc.if_else(pc.is_nan(arr), pa.scalar(math.nan, arr.type), arr)
+        # SQL compares -0.0 equal to 0.0 and every NaN equal to NaN; Arrow
+        # hashes them apart. One code each keeps sample counts equal to SQL's.
+        arr = normalize_floats(arr)
         enc = pc.dictionary_encode(arr)
         dictionary = enc.dictionary
         order = pc.array_sort_indices(dictionary).to_numpy()
@@ -492,7 +474,7 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray) -> _Column:
         sorted_values = dictionary.take(pa.array(order, pa.int64()))
         numeric = kind == "interval"
         col_out = _Column(qi.name, numeric, np.empty(0, np.int64), null_code, sorted_values=sorted_values,
-                          span_values=_span_values(sorted_values) if numeric else None)
+                          span_values=span_values(sorted_values) if numeric else None)
     idx = enc.indices
     if idx.null_count:
         codes = np.append(lut, np.int64(null_code))[idx.fill_null(-1).to_numpy(zero_copy_only=False)]

@@ -26,6 +26,8 @@ ours for the kinds the paper leaves open):
 
 from __future__ import annotations
 
+import bisect
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -142,27 +144,32 @@ def generalize_column(
 
 
 def _prefix(e, stats, dstr, lo, hi, col, bounds):
-    """Common prefix of each class's smallest and largest text, ``*`` padded."""
+    """Common prefix of each class's smallest and largest text, ``*`` padded.
+
+    Codes follow the text order, so a class's common prefix is that of its two
+    ends. The loops below run once per *class* over Python strings (exact for
+    any character, NUL and U+10FFFF included), never per row.
+    """
     if stats.domain is None:
         raise ConfigError(f"prefix generalization of {e.name!r} needs the column's domain in its statistics")
-    strs = np.asarray(dstr.to_numpy(zero_copy_only=False), dtype=str)
-    width = max(strs.dtype.itemsize // 4, 1)
-    wide = f"U{width}"
-    a = strs[lo].astype(wide).view(np.uint32).reshape(len(lo), width)
-    b = strs[hi].astype(wide).view(np.uint32).reshape(len(hi), width)
-    neq = a != b
-    first = np.where(neq.any(axis=1), neq.argmax(axis=1), width)
-    lens = np.char.str_len(strs)
-    plen = np.minimum(first, np.minimum(lens[lo], lens[hi]))
-    kept = a.copy()
-    kept[np.arange(width)[None, :] >= plen[:, None]] = 0
-    prefix = kept.view(wide).ravel()
-    lookup = np.append(lens, 0).astype(np.int64)  # the NULL code has no text
-    maxlen = mondrian.class_max_of(col, bounds, lookup)
-    stars = np.char.multiply(np.full(len(lo), "*"), np.maximum(maxlen - plen, 0))
-    text = pa.array(np.char.add(prefix, stars), pa.string())
-    domain = np.asarray(stats.domain, dtype=str)
-    start = np.searchsorted(domain, prefix, side="left")
-    stop = np.searchsorted(domain, np.char.add(prefix, "\U0010ffff"), side="left")
-    cost = (stop - start) / max(len(domain), 1)
+    strs = dstr.to_pylist()
+    lens = np.array([len(s) for s in strs] + [0], np.int64)  # the NULL code has no text
+    maxlen = mondrian.class_max_of(col, bounds, lens)
+    prefixes = [os.path.commonprefix((strs[a], strs[b])) for a, b in zip(lo.tolist(), hi.tolist())]
+    text = pa.array(
+        [p + "*" * max(int(m) - len(p), 0) for p, m in zip(prefixes, maxlen.tolist())], pa.string()
+    )
+    domain = stats.domain
+    cost = np.array(
+        [(_prefix_end(domain, p) - bisect.bisect_left(domain, p)) for p in prefixes], np.float64
+    ) / max(len(domain), 1)
     return text, cost
+
+
+def _prefix_end(domain: tuple[str, ...], prefix: str) -> int:
+    """Index after the last value of the sorted ``domain`` that starts with ``prefix``."""
+    stem = prefix.rstrip("\U0010ffff")
+    if not stem:
+        return len(domain) if not prefix else bisect.bisect_right(domain, prefix + "\U0010ffff" * 64)
+    successor = stem[:-1] + chr(ord(stem[-1]) + 1)  # the first text after every text starting with stem
+    return bisect.bisect_left(domain, successor)

@@ -35,7 +35,6 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -114,8 +113,10 @@ class Hierarchy:
         return len(self.leaves)
 
     @cached_property
-    def _leaf_index(self) -> pd.Index:
-        """Leaf label -> leaf index lookup (built on first use)."""
+    def _leaf_index(self):
+        """Leaf label -> leaf index lookup, a ``pandas.Index`` (built on first use)."""
+        import pandas as pd
+
         return pd.Index(self.leaves, dtype=object)
 
     def leaf_codes(self, values: Any, *, column: str | None = None) -> np.ndarray:
@@ -142,6 +143,8 @@ class Hierarchy:
         """
         if isinstance(values, (pa.Array, pa.ChunkedArray)):
             return self._arrow_leaf_codes(values, column)
+        import pandas as pd  # lazily: keeps pandas out of the coordinator's start-up
+
         if not isinstance(values, (np.ndarray, pd.Series, pd.Index)):
             values = np.asarray(values, dtype=object)
         codes, uniques = pd.factorize(values, use_na_sentinel=False)

@@ -182,19 +182,21 @@ def read_arrow(con: duckdb.DuckDBPyConnection, source: Source, where: str | None
         raise InputError(f"cannot read {source.describe()!r}: {first_line(exc)}") from exc
 
 
-def write_parquet(con: duckdb.DuckDBPyConnection, table: pa.Table, path: str) -> None:
+def write_parquet(con: duckdb.DuckDBPyConnection, table: pa.Table, path: str, compression: str = "zstd") -> None:
     """Write an Arrow table to one Parquet file with DuckDB."""
-    copy_relation(con, table, path, "parquet")
+    copy_relation(con, table, path, "parquet", compression)
 
 
-def copy_relation(con: duckdb.DuckDBPyConnection, data: pa.Table | str, path: str, fmt: str) -> None:
+def copy_relation(
+    con: duckdb.DuckDBPyConnection, data: pa.Table | str, path: str, fmt: str, compression: str = "zstd"
+) -> None:
     """``COPY`` an Arrow table or an SQL relation to a file."""
     relation = data
     if isinstance(data, pa.Table):
         con.register("__sqlanon_out", data)
         relation = '"__sqlanon_out"'
     try:
-        stmt = render("copy_to.sql", relation=relation, path=path, fmt=fmt)
+        stmt = render("copy_to.sql", relation=relation, path=path, fmt=fmt, compression=compression)
         con.execute(stmt.sql, stmt.params)
     except (duckdb.Error, OSError) as exc:
         raise InputError(f"cannot write {path!r}: {first_line(exc)}") from exc
@@ -282,6 +284,8 @@ class FileTarget:
 
     path: str
     fmt: str
+    part_compression = "lz4"
+    """Parts are read once more and rewritten into the file: compress them cheaply."""
 
     def describe(self) -> str:
         return self.path
@@ -314,6 +318,8 @@ class DirectoryTarget:
     """A directory of Parquet part files, swapped in whole."""
 
     path: str
+    part_compression = "zstd"
+    """The parts are the output."""
 
     def describe(self) -> str:
         return self.path
@@ -355,6 +361,8 @@ class DuckDBTarget:
 
     path: str
     table: tuple[str, ...]
+    part_compression = "lz4"
+    """Parts are loaded into the database once: compress them cheaply."""
 
     def describe(self) -> str:
         return f"{self.path} table {'.'.join(self.table)}"

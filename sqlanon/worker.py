@@ -15,13 +15,14 @@ same in every fragment), writes one Parquet part file and returns a
 from __future__ import annotations
 
 import os
+import resource
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import io
 from .config import AnonymizationSpec
-from .engine import ColumnStats, anonymize_table
+from .domain import ColumnStats
 from .errors import PrivacyError
 from .metrics import Metrics
 
@@ -40,6 +41,7 @@ class FragmentTask:
     drop: tuple[str, ...] = ()
     memory_limit: str | None = None
     threads: int | None = 1
+    part_compression: str = "zstd"
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,14 @@ class FragmentResult:
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
     pid: int = 0
+    peak_rss_mb: float = 0.0
+    """The worker process's peak resident memory so far (ru_maxrss)."""
 
 
 def run_fragment(task: FragmentTask) -> FragmentResult:
     """Anonymize one fragment and write it to ``task.part_path``."""
+    from .engine import anonymize_table  # the kernel loads in the worker, not the coordinator
+
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     con = io.connect(memory_limit=task.memory_limit, threads=task.threads)
@@ -75,7 +81,10 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
         if table.num_rows == 0:
             # An empty fragment (the sample saw values the source lacks, or the
             # source changed): nothing to write, nothing to protect.
-            return FragmentResult(task.fragment_id, "ok", 0, None, seconds=time.perf_counter() - t_start, pid=os.getpid())
+            return FragmentResult(
+                task.fragment_id, "ok", 0, None, seconds=time.perf_counter() - t_start, pid=os.getpid(),
+                peak_rss_mb=_peak_rss_mb(),
+            )
         t0 = time.perf_counter()
         try:
             result = anonymize_table(table, task.spec, task.stats)
@@ -86,11 +95,16 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
             )
         timings["anonymize"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        io.write_parquet(con, result.table, task.part_path)
+        io.write_parquet(con, result.table, task.part_path, task.part_compression)
         timings["write"] = time.perf_counter() - t0
     finally:
         con.close()
     return FragmentResult(
         task.fragment_id, "ok", table.num_rows, result.metrics,
         seconds=time.perf_counter() - t_start, timings=timings, pid=os.getpid(),
+        peak_rss_mb=_peak_rss_mb(),
     )
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux

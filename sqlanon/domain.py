@@ -1,0 +1,132 @@
+"""Column kinds and dataset-wide statistics: the light part of the engine.
+
+The coordinator needs these without loading the kernel (numba) or pandas;
+:mod:`sqlanon.engine` re-exports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .config import QuasiIdentifier
+from .errors import ConfigError
+
+__all__ = [
+    "ColumnStats",
+    "as_float",
+    "interval_stats",
+    "is_numeric",
+    "is_temporal",
+    "normalize_floats",
+    "resolve_generalization",
+    "span_values",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnStats:
+    """Dataset-wide facts about one quasi-identifier.
+
+    Attributes:
+        n_distinct: distinct values, NULL counting as one value.
+        min: smallest non-NULL value of an ``interval`` column as a float
+            (dates in days, timestamps in their unit since the epoch), for
+            display; ``None`` otherwise.
+        max: largest non-NULL value, as ``min``.
+        domain: the sorted distinct text forms (``prefix`` columns only).
+        span: ``max - min`` (Range(a) of Eq. 3) in span units (see
+            :func:`span_values`), exact for integers, dates and timestamps.
+    """
+
+    n_distinct: int
+    min: float | None = None
+    max: float | None = None
+    domain: tuple[str, ...] | None = None
+    span: float = 0.0
+
+    @property
+    def range(self) -> float:
+        """Range(a) of Eq. 3 in span units, 0 for non-numeric columns."""
+        return self.span
+
+
+def is_numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def is_temporal(t: pa.DataType) -> bool:
+    return pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t)
+
+
+def resolve_generalization(qi: QuasiIdentifier, dtype: pa.DataType) -> str:
+    """The generalization a QI of Arrow type ``dtype`` gets, checked for fit."""
+    g = qi.generalization
+    if g is None:
+        if qi.hierarchy is not None:
+            return "hierarchy"
+        return "interval" if is_numeric(dtype) or is_temporal(dtype) else "set"
+    if g == "interval" and not (is_numeric(dtype) or is_temporal(dtype)):
+        raise ConfigError(
+            f"column {qi.name!r} has type {dtype}; 'interval' needs numbers, dates or timestamps (use set or prefix)"
+        )
+    return g
+
+
+def _integer_like(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or is_temporal(t)
+
+
+def normalize_floats(arr: pa.Array) -> pa.Array:
+    """Make ``-0.0`` and ``0.0`` (and every NaN) one value, as SQL compares them."""
+    if pa.types.is_floating(arr.type):
+        arr = pc.add(arr, pa.scalar(0.0, arr.type))  # -0.0 + 0.0 == +0.0
+        arr = pc.if_else(pc.is_nan(arr), pa.scalar(float("nan"), arr.type), arr)
+    return arr
+
+
+def span_values(sorted_values: pa.Array) -> np.ndarray:
+    """Positions of sorted distinct values on a line, for spans and their ratios.
+
+    Integers, dates and timestamps: exact int64 offsets from the first value,
+    as floats (no loss for spans below 2**53, e.g. nanosecond timestamps of
+    a century or 64-bit ids). Floats and decimals: half the value, so that the
+    difference of any two finite doubles stays finite. Only differences and
+    their ratios to :attr:`ColumnStats.span` (same units) are meaningful.
+    NaN (sorted last) gets the position of the largest number.
+    """
+    if len(sorted_values) == 0:
+        return np.zeros(0)
+    t = sorted_values.type
+    if _integer_like(t):
+        ints = sorted_values.cast(pa.int32()) if pa.types.is_date32(t) else sorted_values
+        ints = ints.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64)
+        return (ints - ints[0]).astype(np.float64)
+    out = sorted_values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False).astype(np.float64) * 0.5
+    nan = np.isnan(out)
+    if nan.any():
+        finite = out[~nan]
+        out[nan] = finite.max() if finite.size else 0.0
+    return out
+
+
+def as_float(values: pa.Array) -> np.ndarray:
+    """Values as plain floats (approximate), for display (ColumnStats.min/max)."""
+    t = values.type
+    if pa.types.is_date32(t):
+        values = values.cast(pa.int32())
+    elif is_temporal(t):
+        values = values.cast(pa.int64())
+    return values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+def interval_stats(n_distinct: int, lo_hi: pa.Array) -> ColumnStats:
+    """:class:`ColumnStats` of an interval column from its [min, max] pair."""
+    if lo_hi.null_count:
+        return ColumnStats(n_distinct)
+    lo, hi = as_float(lo_hi)
+    pos = span_values(lo_hi)
+    return ColumnStats(n_distinct, float(lo), float(hi), span=float(pos[-1] - pos[0]))
