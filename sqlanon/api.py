@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import duckdb
 
-from . import coordinator, io
+from . import coordinator, io, warehouse
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
 from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
@@ -144,21 +144,33 @@ def anonymize(
         workers=workers, fragments=fragments, fragmentation=fragmentation, sample=sample, seed=seed,
         worker_memory=worker_memory, metrics=metrics, explain=explain, progress=progress,
     )
-    source = io.open_source(input, table)
-    out = os.fspath(output)
-    if target_table is None and (source.same_path(out) or os.path.abspath(out) == os.path.abspath(source.path)):
-        raise ConfigError(f"output {out!r} is the input; write the anonymized copy elsewhere")
-    if isinstance(source, io.DuckDBSource) and target_table is not None:
-        if os.path.abspath(out) == os.path.abspath(source.path) and tuple(io.split_table_name(target_table)) == source.table:
-            raise ConfigError(f"target table {target_table!r} is the input table; write the anonymized copy elsewhere")
-    target = (
-        io.open_target(out, overwrite=overwrite, table=target_table)
-        if not explain
-        else io.FileTarget(out, "parquet")
-    )
+    src, out = os.fspath(input), os.fspath(output)
+    source = warehouse.open_source(src, table) if warehouse.is_url(src) else io.open_source(src, table)
+    _refuse_same(source, out, target_table)
+    if explain:
+        target = io.FileTarget(out, "parquet")  # never written
+    elif warehouse.is_url(out):
+        target = warehouse.open_target(out, target_table, overwrite=overwrite)
+    else:
+        target = io.open_target(out, overwrite=overwrite, table=target_table)
     return coordinator.run(
         source, target, spec, tuple(drop), options, output_qi=lambda schema: output_qi_columns(spec, schema)
     )
+
+
+def _refuse_same(source, out: str, target_table: str | None) -> None:
+    """The output must not be the input (file, DuckDB table or server table)."""
+    same = False
+    if isinstance(source, warehouse.PostgresSource):
+        if warehouse.is_url(out) and target_table is not None:
+            target = warehouse.open_target(out, target_table, overwrite=True)
+            same = target.conn.safe() == source.conn.safe() and target.table == source.table
+    elif target_table is None:
+        same = source.same_path(out) or os.path.abspath(out) == os.path.abspath(source.path)
+    elif isinstance(source, io.DuckDBSource):
+        same = os.path.abspath(out) == os.path.abspath(source.path) and tuple(io.split_table_name(target_table)) == source.table
+    if same:
+        raise ConfigError(f"output {target_table or out!r} is the input; write the anonymized copy elsewhere")
 
 
 def verify(
@@ -179,7 +191,18 @@ def verify(
         raise ConfigError(f"l = {l} needs at least one sensitive column (--sensitive)")
     if not qi:
         raise ConfigError("name the quasi-identifier columns (--qi)")
-    source = io.open_source(input, table)
+    spec_in = os.fspath(input)
+    if warehouse.is_url(spec_in):
+        source = warehouse.open_source(spec_in, table)
+        with source.conn.engine().connect() as server:
+            cols = [name for name, _ in source.server_columns()]
+            if not cols:
+                raise InputError(f"table {'.'.join(source.table)!r} does not exist in {source.conn.safe()}")
+            for c in [*qi, *sensitive]:
+                if c not in cols:
+                    raise InputError(f"column {c!r} is not in {source.describe()}{suggest(c, cols)}")
+            return verify_relation(server, source.relation, list(qi), k, l, sensitive, dialect="postgres")
+    source = io.open_source(spec_in, table)
     con = io.connect()
     try:
         source.attach(con)

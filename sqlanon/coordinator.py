@@ -109,12 +109,14 @@ class RunResult:
     source_rows: int = 0
     worker_peak_rss_mb: dict[int, float] = field(default_factory=dict)
     """Peak resident memory of each worker process (by pid), in MiB."""
+    dialect: str = "duckdb"
+    """The SQL dialect the fragments' WHERE clauses are written in."""
 
     def explain(self) -> dict:
         """The plan as ``--explain`` prints it: fragments, WHERE clauses, sizes."""
         frags = []
         for f in self.plan.fragments:
-            where, params = fragmentation.where_sql(f.predicates)
+            where, params = fragmentation.where_sql(f.predicates, self.dialect)
             frags.append(
                 dict(id=f.id, path=f.path, where=where, params=params,
                      estimated_rows=f.estimated_rows, sample_rows=f.sample_rows)
@@ -145,11 +147,12 @@ class RunResult:
 # ----------------------------------------------------------------------- statistics
 
 
+def _render(source, template: str, **context):
+    return render(template, dialect=source.dialect, inline=source.dialect != "duckdb", **context)
+
+
 def source_schema(con: duckdb.DuckDBPyConnection, source: io.Source) -> pa.Schema:
-    try:
-        return con.execute(f"SELECT * FROM {source.relation} LIMIT 0").fetch_arrow_table().schema
-    except duckdb.Error as exc:
-        raise InputError(f"cannot read {source.describe()!r}: {io.first_line(exc)}") from exc
+    return source.fetch(con, _render(source, "schema.sql", relation=source.relation)).schema
 
 
 def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...], where: str) -> None:
@@ -170,11 +173,9 @@ def domain_stats(
     """Row count, per-QI :class:`ColumnStats` and per-sensitive distinct counts, in one pass."""
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
-    q = render("domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, sensitive=list(spec.sensitive))
-    try:
-        row = con.execute(q.sql, q.params).fetch_arrow_table()
-    except duckdb.Error as exc:
-        raise InputError(f"cannot read {source.describe()!r}: {io.first_line(exc)}") from exc
+    q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval,
+                sensitive=list(spec.sensitive))
+    row = source.fetch(con, q)
     total = row.column("n_rows")[0].as_py()
     stats: dict[str, ColumnStats] = {}
     for i, qi in enumerate(spec.quasi_identifiers):
@@ -197,8 +198,8 @@ def domain_stats(
 
 
 def _distinct_values(con, source, column: str) -> pa.Array:
-    q = render("distinct_values.sql", relation=source.relation, column=column)
-    return con.execute(q.sql, q.params).fetch_arrow_table().column(0).combine_chunks()
+    q = _render(source, "distinct_values.sql", relation=source.relation, column=column)
+    return source.fetch(con, q).column(0).combine_chunks()
 
 
 def draw_sample(
@@ -211,11 +212,17 @@ def draw_sample(
         rows = max(1, round(total * sample))
     else:
         rows = int(sample)
-    q = render("sample.sql", relation=source.relation, columns=spec.qi_names, rows=min(rows, total), seed=seed, whole=rows >= total)
-    # A seeded sample is repeatable only single-threaded.
+    rows = min(rows, total)
+    q = _render(
+        source, "sample.sql", relation=source.relation, columns=spec.qi_names, rows=rows, seed=seed,
+        whole=rows >= total, pct=min(100.0, 100.0 * rows / max(total, 1)),
+    )
+    if source.dialect != "duckdb":
+        return source.fetch(con, q)  # drawn by the server
+    # A seeded DuckDB sample is repeatable only single-threaded.
     con.execute("SET threads = 1")
     try:
-        return con.execute(q.sql, q.params).fetch_arrow_table()
+        return source.fetch(con, q)
     finally:
         con.execute("RESET threads")
 
@@ -224,7 +231,7 @@ def draw_sample(
 
 
 def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, compression) -> FragmentTask:
-    where, params = fragmentation.where_sql(plan_fragment.predicates)
+    where, params = fragmentation.where_sql(plan_fragment.predicates, source.dialect)
     return FragmentTask(
         fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source, spec=spec, stats=stats,
         part_path=staging.part_path(plan_fragment.id), drop=drop, memory_limit=memory, threads=threads,
@@ -335,12 +342,16 @@ def run(
     n_fragments = options.fragments or workers
     pool = _pool(workers) if workers > 1 and not options.explain else None
     if pool is not None:
-        pool.submit(os.getpid)  # start the forkserver while the coordinator reads statistics
+        # Starting the fork server blocks until it has imported sqlanon and
+        # loaded the kernel (about a second): do it while the coordinator
+        # reads statistics and plans.
+        warm = threading.Thread(target=lambda: pool.submit(os.getpid).result(), daemon=True)
     else:
         # In-process run: load the compiled kernel while DuckDB reads.
         from . import mondrian
 
         warm = threading.Thread(target=mondrian.warm_up, daemon=True)
+    if not options.explain:
         warm.start()
     con = io.connect()
     staging = None
@@ -368,10 +379,12 @@ def run(
             timings["total"] = time.perf_counter() - t_start
             return RunResult(
                 target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
-                source_rows=total,
+                source_rows=total, dialect=source.dialect,
             )
 
         t0 = time.perf_counter()
+        if hasattr(source, "server_columns") and hasattr(target, "column_types"):
+            target.column_types = _server_types(source.server_columns(), spec, drop, output_qi(schema) if output_qi else [])
         staging = target.new_staging()
         memory = _worker_memory(options)
         threads = max(1, (os.cpu_count() or 1) // workers)
@@ -380,8 +393,7 @@ def run(
             return _task(frag, source, spec, stats, staging, drop, memory, threads, target.part_compression)
 
         make_task.part_path = staging.part_path
-        if pool is None:
-            warm.join()
+        warm.join()
         plan, results, repaired = execute(plan, make_task, options, pool)
         timings["anonymize"] = time.perf_counter() - t0
 
@@ -393,7 +405,13 @@ def run(
 
         t0 = time.perf_counter()
         qi_out = output_qi(schema) if output_qi else spec.qi_names
-        check = verify_relation(con, relation, qi_out, spec.k, spec.l, spec.sensitive)
+        server = target.verifier()
+        if server is None:
+            check = verify_relation(con, relation, qi_out, spec.k, spec.l, spec.sensitive)
+        else:
+            vcon, dialect = server
+            with vcon:
+                check = verify_relation(vcon, relation, qi_out, spec.k, spec.l, spec.sensitive, dialect=dialect)
         if not check.ok:
             raise VerificationError(f"refusing to publish {target.describe()!r}: {check.describe_failure()}")
         if check.rows != total:
@@ -417,8 +435,7 @@ def run(
         timings["write"] += time.perf_counter() - t0
     except BaseException:
         if staging is not None:
-            if isinstance(target, io.DuckDBTarget):
-                target.rollback(con)
+            target.rollback(con, staging)
             staging.discard()
         raise
     finally:
@@ -431,8 +448,25 @@ def run(
         rss[r.pid] = max(rss.get(r.pid, 0.0), r.peak_rss_mb)
     return RunResult(
         target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
-        tuple(repaired), location, total, rss,
+        tuple(repaired), location, total, rss, source.dialect,
     )
+
+
+def _server_types(columns, spec: AnonymizationSpec, drop, qi_out: list[str]) -> dict[str, str]:
+    """Server types for the target: pass-through columns keep theirs, generalized
+    QIs become text, ``_lo``/``_hi`` bounds take the QI's type."""
+    out: dict[str, str] = {}
+    for name, typ in columns:
+        if name in drop:
+            continue
+        if name in spec.qi_names:
+            if f"{name}_lo" in qi_out:
+                out[f"{name}_lo"] = out[f"{name}_hi"] = typ
+            else:
+                out[name] = "text"
+        else:
+            out[name] = typ
+    return out
 
 
 def _empty_schema(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...]) -> pa.Schema:
@@ -498,7 +532,7 @@ def _metrics_rows(run_id, started, plan, results, repaired, total, spec, options
     for f in plan.fragments:
         r = results.get(f.id)
         m = r.metrics if r else None
-        where, wparams = fragmentation.where_sql(f.predicates)
+        where, wparams = fragmentation.where_sql(f.predicates, source.dialect)
         rows.append(
             dict(
                 common, kind="fragment", fragment_id=f.id, where_clause=where, where_params=_json(wparams),

@@ -106,7 +106,9 @@ OPS = ("le", "gt_or_null", "in", "not_in_or_null", "is_null", "not_null")
 STRATEGIES = ("quantile", "mondrian")
 """Partitioning strategies of §4.1."""
 
-DIALECTS = ("duckdb",)
+DIALECTS = ("duckdb", "postgres")
+"""``duckdb`` binds values as ``?`` parameters; ``postgres`` inlines escaped
+literals, because the clause travels to the server as text (``postgres_query``)."""
 """SQL dialects :func:`where_sql` renders for (``?`` placeholders)."""
 
 _SCALAR_OPS = ("le", "gt_or_null")
@@ -353,7 +355,8 @@ def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple
     """Render a conjunction of predicates as an SQL condition and its bound parameters.
 
     Identifiers are quoted by :func:`sqlanon.sql.ident`; every value is a ``?``
-    placeholder, and the parameters are returned in placeholder order.
+    placeholder, and the parameters are returned in placeholder order (for
+    ``postgres``: an escaped literal, and no parameters).
 
     Args:
         predicates: the conjunction (a fragment's ``predicates``); ``()`` gives ``TRUE``.
@@ -377,7 +380,7 @@ def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple
     for p in preds:
         if not isinstance(p, Predicate):
             raise TypeError(f"where_sql takes Predicate objects, got {type(p).__name__}")
-    rendered = render("where.sql", predicates=preds)
+    rendered = render("where.sql", dialect=dialect, inline=dialect == "postgres", predicates=preds)
     return rendered.sql, rendered.params
 
 

@@ -43,13 +43,19 @@ STAGING_MARK = ".sqlanon-staging-"
 
 
 def connect(memory_limit: str | None = None, threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """A fresh in-memory DuckDB connection (one per process or worker)."""
+    """A fresh in-memory DuckDB connection (one per process or worker).
+
+    DuckDB's own progress bar is off: it would write to stdout, which belongs
+    to ``--json``; the CLI shows progress by fragment instead.
+    """
     config = {}
     if memory_limit:
         config["memory_limit"] = memory_limit
     if threads:
         config["threads"] = threads
-    return duckdb.connect(":memory:", config=config)
+    con = duckdb.connect(":memory:", config=config)
+    con.execute("SET enable_progress_bar = false")
+    return con
 
 
 def first_line(exc: BaseException) -> str:
@@ -73,8 +79,29 @@ def split_table_name(name: str) -> list[str]:
 # --------------------------------------------------------------------------- sources
 
 
+class DuckDBReadable:
+    """Sources that DuckDB reads itself: queries run on the worker's connection."""
+
+    dialect = "duckdb"
+
+    def fetch(self, con: duckdb.DuckDBPyConnection, stmt) -> pa.Table:
+        """Run a rendered statement over this source."""
+        try:
+            return con.execute(stmt.sql, stmt.params).fetch_arrow_table()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read {self.describe()!r}: {first_line(exc)}") from exc
+
+    def select(self, con: duckdb.DuckDBPyConnection, where: str | None = None, params=()) -> pa.Table:
+        """The rows satisfying ``where`` (a fragment's clause), as Arrow."""
+        sql = f"SELECT * FROM {self.relation}" + (f" WHERE {where}" if where else "")
+        try:
+            return con.execute(sql, list(params)).fetch_arrow_table()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read {self.describe()!r}: {first_line(exc)}") from exc
+
+
 @dataclass(frozen=True)
-class FileSource:
+class FileSource(DuckDBReadable):
     """Parquet or CSV files: one file, a glob, or a directory of part files."""
 
     path: str
@@ -105,7 +132,7 @@ class FileSource:
 
 
 @dataclass(frozen=True)
-class DuckDBSource:
+class DuckDBSource(DuckDBReadable):
     """A table in a DuckDB database file, attached read-only by every reader."""
 
     path: str
@@ -132,7 +159,7 @@ class DuckDBSource:
         return os.path.exists(other) and os.path.samefile(other, self.path)
 
 
-Source = FileSource | DuckDBSource
+Source = FileSource | DuckDBSource  # and warehouse.PostgresSource
 
 
 def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
@@ -169,17 +196,6 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
     if not os.access(spec, os.R_OK):
         raise InputError(f"input file {spec!r} is not readable")
     return FileSource(spec, fmt)
-
-
-def read_arrow(con: duckdb.DuckDBPyConnection, source: Source, where: str | None = None, params=None) -> pa.Table:
-    """Read ``source`` (optionally filtered by an SQL predicate) into Arrow."""
-    sql = f"SELECT * FROM {source.relation}"
-    if where:
-        sql += f" WHERE {where}"
-    try:
-        return con.execute(sql, params or []).fetch_arrow_table()
-    except duckdb.Error as exc:
-        raise InputError(f"cannot read {source.describe()!r}: {first_line(exc)}") from exc
 
 
 def write_parquet(con: duckdb.DuckDBPyConnection, table: pa.Table, path: str, compression: str = "zstd") -> None:
@@ -295,6 +311,13 @@ class FileTarget:
         s.parts_dir.mkdir(parents=True)
         return s
 
+    def verifier(self):
+        """Verification runs on the coordinator's DuckDB connection."""
+        return None
+
+    def rollback(self, con, staging: Staging | None = None) -> None:
+        """Nothing was published: the staging files are all there is to drop."""
+
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         """Gather the parts into the final file inside the staging area; return its relation."""
         out = str(staging.root / f"out.{self.fmt}")
@@ -328,6 +351,12 @@ class DirectoryTarget:
         s = Staging(_staging_name(Path(self.path.rstrip("/"))))
         s.parts_dir.mkdir(parents=True)
         return s
+
+    def verifier(self):
+        return None
+
+    def rollback(self, con, staging: Staging | None = None) -> None:
+        """Nothing was published: the staging files are all there is to drop."""
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         if not staging.has_parts():
@@ -371,6 +400,9 @@ class DuckDBTarget:
         s = Staging(_staging_name(Path(self.path)))
         s.parts_dir.mkdir(parents=True)
         return s
+
+    def verifier(self):
+        return None
 
     @property
     def staging_table(self) -> tuple[str, ...]:
@@ -418,7 +450,7 @@ class DuckDBTarget:
         staging.discard()
         return location
 
-    def rollback(self, con: duckdb.DuckDBPyConnection) -> None:
+    def rollback(self, con: duckdb.DuckDBPyConnection, staging: Staging | None = None) -> None:
         try:
             con.execute("ROLLBACK")
         except duckdb.Error:

@@ -73,11 +73,13 @@ def verify_relation(
     l: int = 1,  # noqa: E741
     sensitive: list[str] | tuple[str, ...] = (),
     limit: int = 20,
+    dialect: str = "duckdb",
 ) -> Verification:
     """Verify ``relation`` (an SQL relation expression) on ``con``.
 
     Args:
-        con: the DuckDB connection that can see ``relation``.
+        con: the DuckDB connection that can see ``relation``, or a SQLAlchemy
+            connection to the server that holds it (the check then runs there).
         relation: a rendered, safe relation expression (a quoted table name or
             a table function call).
         qi: the generalized quasi-identifier columns to group by.
@@ -85,23 +87,36 @@ def verify_relation(
         l: minimum distinct values of each sensitive column per group.
         sensitive: the sensitive columns.
         limit: how many violating groups to return at most.
+        dialect: the SQL dialect of ``con``.
     """
     sensitive = list(sensitive)
+    server = not isinstance(con, duckdb.DuckDBPyConnection)
+
+    def fetch(template: str, **context) -> tuple[list[str], list[tuple]]:
+        stmt = render(template, dialect=dialect, inline=server, relation=relation, qi=qi, sensitive=sensitive, **context)
+        if server:  # a SQLAlchemy connection: the check runs on the database server
+            result = con.exec_driver_sql(stmt.sql)
+            return list(result.keys()), [tuple(r) for r in result.fetchall()]
+        cur = con.execute(stmt.sql, stmt.params)
+        return [c[0] for c in cur.description], cur.fetchall()
+
     try:
-        summary = render("verify_summary.sql", relation=relation, qi=qi, sensitive=sensitive, k=k, l=l)
-        row = con.execute(summary.sql, summary.params).fetchone()
+        _, rows_ = fetch("verify_summary.sql", k=k, l=l)
+        row = rows_[0]
         violations: list[dict] = []
         classes, rows, min_size, dp, n_bad = row[0], row[1], row[2], row[3], row[4]
         mins = dict(zip(sensitive, row[5:]))
         if n_bad:
-            q = render("verify_violations.sql", relation=relation, qi=qi, sensitive=sensitive, k=k, l=l, limit=limit)
-            cur = con.execute(q.sql, q.params)
-            names = [c[0] for c in cur.description]
-            violations = [dict(zip(names, r)) for r in cur.fetchall()]
+            names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit)
+            violations = [dict(zip(names, r)) for r in bad]
     except duckdb.Error as exc:
         raise InputError(f"cannot verify: {first_line(exc)}") from exc
+    except Exception as exc:  # noqa: BLE001 - a server-side driver error: one line, no traceback
+        if not server:
+            raise
+        raise InputError(f"cannot verify on the server: {first_line(exc)}") from None
     return Verification(
-        k=k, l=l, rows=int(rows), classes=int(classes), min_class_size=int(min_size or 0), dp=int(dp),
+        k=k, l=l, rows=int(rows or 0), classes=int(classes), min_class_size=int(min_size or 0), dp=int(dp or 0),
         min_distinct={s: int(v) for s, v in mins.items() if v is not None}, violations=violations,
         n_violations=int(n_bad or 0),
     )

@@ -74,7 +74,7 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
     try:
         t0 = time.perf_counter()
         task.source.attach(con)
-        table = io.read_arrow(con, task.source, task.where, list(task.params))
+        table = task.source.select(con, task.where, task.params)
         if task.drop:
             table = table.drop_columns(list(task.drop))
         timings["read"] = time.perf_counter() - t0

@@ -19,7 +19,7 @@ from sqlanon.sql import ident, literal, render
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE_DIR = REPO / "sql_templates"
-TEMPLATES = sorted(TEMPLATE_DIR.glob("*.sql"))
+TEMPLATES = sorted(TEMPLATE_DIR.rglob("*.sql"))  # dialect overrides too
 ADULTS = REPO / "examples" / "adults.csv"
 
 # ``{{ ... }}`` expressions allowed without a quoting filter, with why:
@@ -85,9 +85,11 @@ def test_templates_exist():
     names = {p.name for p in TEMPLATES}
     assert {"copy_to.sql", "read_file.sql", "verify_summary.sql", "verify_violations.sql"} <= names
     # the templates the package loads are the files linted here
-    from sqlanon.sql.render import _ENV
+    from sqlanon.sql.render import _ENVS
 
-    assert [Path(p).resolve() for p in _ENV.loader.searchpath] == [TEMPLATE_DIR.resolve()]
+    for dialect, env in _ENVS.items():
+        paths = [Path(p).resolve() for loader in env.loader.loaders for p in loader.searchpath]
+        assert paths == [(TEMPLATE_DIR / dialect).resolve(), TEMPLATE_DIR.resolve()]
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda p: p.name)

@@ -16,6 +16,8 @@ silently rendering nothing.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -35,13 +37,29 @@ def ident(name: str | list[str] | tuple[str, ...]) -> str:
 
 
 def literal(value: Any) -> str:
-    """An escaped SQL literal, for the few places an engine cannot bind a value."""
+    """An escaped SQL literal, for the places an engine cannot bind a value
+    (DuckDB table-function arguments, SQL sent through ``postgres_query``).
+
+    Dates and timestamps become typed literals (``DATE '2020-01-31'``) that
+    DuckDB and PostgreSQL both read; strings have their quotes doubled
+    (PostgreSQL's ``standard_conforming_strings``, on by default, takes
+    backslashes literally).
+    """
     if value is None:
         return "NULL"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            raise ValueError(f"not a finite number: {value!r}")
+        return str(value)
+    if isinstance(value, dt.datetime):
+        kind = "TIMESTAMPTZ" if value.tzinfo is not None else "TIMESTAMP"
+        return f"{kind} '{value.isoformat(sep=' ')}'"
+    if isinstance(value, dt.date):
+        return f"DATE '{value.isoformat()}'"
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise ValueError(f"not a finite number: {value!r}")
@@ -60,29 +78,47 @@ class Rendered:
     params: list[Any] = field(default_factory=list)
 
 
-def _loader() -> jinja2.BaseLoader:
-    return jinja2.FileSystemLoader(str(resources.files("sqlanon.sql_templates")))
+DIALECTS = ("duckdb", "postgres")
 
 
-_ENV = jinja2.Environment(
-    loader=_loader(),
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,
-    keep_trailing_newline=False,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-_ENV.filters["ident"] = ident
-_ENV.filters["lit"] = literal
+def _environment(dialect: str) -> jinja2.Environment:
+    # A dialect's own template (sql_templates/<dialect>/x.sql) overrides the
+    # default one (sql_templates/x.sql), as dbt's adapter.dispatch does.
+    base = resources.files("sqlanon.sql_templates")
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(
+            [jinja2.FileSystemLoader(str(base / dialect)), jinja2.FileSystemLoader(str(base))]
+        ),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["ident"] = ident
+    env.filters["lit"] = literal
+    return env
 
 
-def render(template: str, **context: Any) -> Rendered:
-    """Render ``sql_templates/<template>`` with ``context``; values go through ``p()``."""
+_ENVS = {d: _environment(d) for d in DIALECTS}
+
+
+def render(template: str, *, dialect: str = "duckdb", inline: bool = False, **context: Any) -> Rendered:
+    """Render ``sql_templates/<template>`` with ``context``; values go through ``p()``.
+
+    Args:
+        template: the template file name.
+        dialect: which ``sql_templates/<dialect>/`` overrides apply.
+        inline: render values as escaped literals instead of ``?`` placeholders,
+            for SQL that must travel as text (e.g. through ``postgres_query``).
+    """
     params: list[Any] = []
 
     def p(value: Any) -> str:
+        if inline:
+            return literal(value)
         params.append(value)
         return "?"
 
-    sql = _ENV.get_template(template).render(p=p, **context)
+    sql = _ENVS[dialect].get_template(template).render(p=p, dialect=dialect, **context)
     return Rendered(sql.strip(), params)

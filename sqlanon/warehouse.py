@@ -1,0 +1,447 @@
+"""PostgreSQL sources and targets, with the heavy lifting pushed to the server.
+
+Addressing: a SQLAlchemy-style URL plus a table name, e.g.
+``postgresql://user@host:5432/db --table hr.people``. Credentials come from
+the URL, the ``PG*`` environment variables or ``~/.pgpass`` (libpq reads the
+last two itself). The password never appears in a log line, an error, the
+``--json`` document, ``--explain`` or a metrics table: everything user-facing
+goes through :meth:`Conn.safe` / :meth:`Conn.redact`.
+
+Two planes, each with the tool that is best at it:
+
+* **Data** moves through DuckDB's postgres extension (``duckdb-ext-postgres``,
+  the extension binary for the pinned DuckDB, loaded from the wheel: nothing is
+  downloaded). Statistics, the sample (``TABLESAMPLE BERNOULLI … REPEATABLE``)
+  and every fragment's ``SELECT … WHERE <clause>`` are sent as text through
+  ``postgres_query()``, so the server's planner and indexes run them and only
+  their results travel; loading the anonymized rows uses the extension's
+  binary ``COPY``. (Filters on an attached table are pushed down only partly,
+  e.g. not ``IS NULL``, hence ``postgres_query``; measured in BENCHMARKS.md.)
+* **Control** statements run through SQLAlchemy (psycopg): the advisory lock
+  that refuses a second concurrent run on the same target, the k/l
+  verification on the server, and the swap of the staging table into the
+  target together with the metrics rows, in one transaction.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import tempfile
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from .errors import ConfigError, InputError
+from .sql import ident, literal
+
+SRC = "__sqlanon_src"
+DST = "__sqlanon_dst"
+EXTRA_HINT = "pip install 'sqlanon[postgres]'"
+
+
+def is_url(spec: str) -> bool:
+    return "://" in spec
+
+
+@dataclass(frozen=True)
+class Conn:
+    """A parsed database URL; :meth:`safe` is the only form shown to people."""
+
+    url: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            u = make_url(self.url)
+        except ArgumentError as exc:
+            raise ConfigError(f"not a database URL: {self.safe()!r}") from exc
+        if u.get_backend_name() != "postgresql":
+            raise ConfigError(
+                f"unsupported database {u.get_backend_name()!r} in {self.safe()!r}: sqlanon reads and writes "
+                "postgresql:// URLs (other SQLAlchemy dialects are planned)"
+            )
+
+    @property
+    def _u(self):
+        from sqlalchemy.engine import make_url
+
+        return make_url(self.url)
+
+    @property
+    def password(self) -> str | None:
+        return self._u.password
+
+    def safe(self) -> str:
+        """The URL with its password masked."""
+        try:
+            return self._u.render_as_string(hide_password=True)
+        except Exception:  # noqa: BLE001 - an unparsable URL: show none of it
+            return "<database URL>"
+
+    def redact(self, text: str) -> str:
+        """``text`` with the password (and any libpq ``password=…``) masked."""
+        pw = self.password
+        if pw:
+            text = text.replace(pw, "***")
+        return re.sub(r"password=('(?:[^'\\]|\\.)*'|\S+)", "password=***", text)
+
+    def libpq(self) -> str:
+        """A libpq connection string (for DuckDB's ATTACH); unset parts come
+        from the ``PG*`` environment and ``.pgpass``, as libpq does."""
+        u = self._u
+        parts = {"host": u.host, "port": u.port, "dbname": u.database, "user": u.username, "password": u.password}
+        parts.update({k: v for k, v in u.query.items() if isinstance(v, str)})
+
+        def q(v) -> str:
+            return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+        return " ".join(f"{k}={q(v)}" for k, v in parts.items() if v not in (None, ""))
+
+    def engine(self):
+        """A SQLAlchemy engine on psycopg 3 (whatever driver the URL named)."""
+        from sqlalchemy import create_engine
+
+        u = self._u.set(drivername="postgresql+psycopg")
+        try:
+            import psycopg  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError(f"PostgreSQL needs psycopg: {EXTRA_HINT}") from exc
+        return create_engine(u, poolclass=_null_pool())
+
+
+def _null_pool():
+    from sqlalchemy.pool import NullPool
+
+    return NullPool
+
+
+def _extension_path() -> str:
+    try:
+        files = importlib.metadata.files("duckdb-ext-postgres") or []
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise ConfigError(f"PostgreSQL needs DuckDB's postgres extension: {EXTRA_HINT}") from exc
+    for f in files:
+        if f.name.endswith(".duckdb_extension"):
+            return str(f.locate())
+    raise ConfigError(f"the duckdb-ext-postgres package has no extension binary; reinstall it ({EXTRA_HINT})")
+
+
+def attach(con: duckdb.DuckDBPyConnection, conn: Conn, alias: str, read_only: bool) -> None:
+    """Load the postgres extension (from its wheel) and attach the database."""
+    try:
+        con.execute(f"LOAD {literal(_extension_path())}")
+        mode = ", READ_ONLY" if read_only else ""
+        con.execute(f"ATTACH {literal(conn.libpq())} AS {ident(alias)} (TYPE postgres{mode})")
+    except duckdb.Error as exc:
+        raise InputError(f"cannot connect to {conn.safe()}: {conn.redact(_first_line(exc))}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _table(name: str, option: str) -> tuple[str, str]:
+    from .io import split_table_name
+
+    if not name:
+        raise ConfigError(f"a database URL needs {option} (schema.table)")
+    parts = split_table_name(name)
+    return ("public", parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+
+
+# --------------------------------------------------------------------------- source
+
+
+@dataclass(frozen=True)
+class PostgresSource:
+    """A table on a PostgreSQL server; every query over it runs on the server."""
+
+    conn: Conn
+    table: tuple[str, str]
+    dialect = "postgres"
+
+    @property
+    def relation(self) -> str:
+        """The table as the *server* names it (schema-qualified, quoted)."""
+        return ident(list(self.table))
+
+    @property
+    def path(self) -> str:
+        return f"{self.conn.safe()} {'.'.join(self.table)}"
+
+    def describe(self) -> str:
+        return f"{self.conn.safe()} table {'.'.join(self.table)}"
+
+    def same_path(self, other: str) -> bool:
+        return False
+
+    def attach(self, con: duckdb.DuckDBPyConnection) -> None:
+        attach(con, self.conn, SRC, read_only=True)
+
+    def detach(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(f"DETACH DATABASE IF EXISTS {ident(SRC)}")
+
+    def fetch(self, con: duckdb.DuckDBPyConnection, stmt) -> pa.Table:
+        """Run a rendered (inline) statement on the server; only its result travels."""
+        if stmt.params:
+            raise ValueError("statements for the server must be rendered with inline literals")
+        try:
+            return con.execute(f"SELECT * FROM postgres_query({literal(SRC)}, ?)", [stmt.sql]).fetch_arrow_table()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+
+    def select(self, con: duckdb.DuckDBPyConnection, where: str | None = None, params=()) -> pa.Table:
+        """The fragment's rows: ``SELECT * … WHERE <clause>`` executed by the server."""
+        from .sql import Rendered
+
+        if params:
+            raise ValueError("a PostgreSQL fragment clause carries inline literals, not parameters")
+        sql = f"SELECT * FROM {self.relation}" + (f" WHERE {where}" if where else "")
+        return self.fetch(con, Rendered(sql))
+
+    def server_columns(self) -> list[tuple[str, str]]:
+        """``(name, server type)`` of every column, in order (``format_type``)."""
+        from sqlalchemy import text
+
+        try:
+            with self.conn.engine().connect() as c:
+                rows = c.execute(
+                    text(
+                        "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+                        "WHERE a.attrelid = to_regclass(:t) AND a.attnum > 0 AND NOT a.attisdropped "
+                        "ORDER BY a.attnum"
+                    ),
+                    {"t": self.relation},
+                ).fetchall()
+        except Exception as exc:  # noqa: BLE001 - driver errors vary; redact and report one line
+            raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+        return [(r[0], r[1]) for r in rows]
+
+
+def open_source(url: str, table: str | None) -> PostgresSource:
+    conn = Conn(url)
+    return PostgresSource(conn, _table(table, "--table"))
+
+
+# --------------------------------------------------------------------------- target
+
+
+@dataclass
+class PgStaging:
+    """Local part files of one run, and the server-side staging table names."""
+
+    root: Path
+    run: str
+
+    @property
+    def parts_dir(self) -> Path:
+        return self.root / "parts"
+
+    def part_path(self, fragment_id: int) -> str:
+        return str(self.parts_dir / f"part-{fragment_id:05d}.parquet")
+
+    def parts_relation(self) -> str:
+        from .io import FileSource
+
+        return FileSource(str(self.parts_dir / "*.parquet"), "parquet").relation
+
+    def has_parts(self) -> bool:
+        return any(self.parts_dir.glob("*.parquet"))
+
+    def discard(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+STAGING_SUFFIX = "__sqlanon_staging"
+
+
+@dataclass
+class PostgresTarget:
+    """A table on a PostgreSQL server, replaced in one server transaction.
+
+    Attributes:
+        column_types: server types to create the table with (``name → type``);
+            set by the coordinator from a PostgreSQL source so that columns
+            that pass through keep their exact types. Missing columns get
+            DuckDB's mapping of their Arrow type.
+    """
+
+    conn: Conn
+    table: tuple[str, str]
+    column_types: dict[str, str] = field(default_factory=dict)
+    part_compression = "lz4"
+    _lock = None
+
+    def describe(self) -> str:
+        return f"{self.conn.safe()} table {'.'.join(self.table)}"
+
+    @property
+    def path(self) -> str:
+        return self.describe()
+
+    def _staging_name(self, run: str) -> tuple[str, str]:
+        return (self.table[0], f"{self.table[1]}{STAGING_SUFFIX}_{run}")
+
+    def _metrics_name(self, where: str | None) -> tuple[str, str]:
+        if where:
+            return _table(where, "--metrics")
+        return (self.table[0], f"{self.table[1]}__metrics")
+
+    def exists(self) -> bool:
+        from sqlalchemy import text
+
+        with self._connect() as c:
+            return c.execute(text("SELECT to_regclass(:t) IS NOT NULL"), {"t": ident(list(self.table))}).scalar()
+
+    def _connect(self):
+        try:
+            return self.conn.engine().connect()
+        except Exception as exc:  # noqa: BLE001 - driver errors vary; redact and report one line
+            raise InputError(f"cannot connect to {self.conn.safe()}: {self.conn.redact(_first_line(exc))}") from None
+
+    # -- the run's lock: a second concurrent run on the same target is refused
+    def lock(self) -> None:
+        from sqlalchemy import text
+
+        key = zlib.crc32(f"sqlanon:{self.conn.safe()}:{'.'.join(self.table)}".encode()) - 2**31
+        c = self._connect()
+        got = c.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
+        c.commit()
+        if not got:
+            c.close()
+            raise InputError(f"another sqlanon run is publishing {self.describe()}; try again when it has finished")
+        self._lock = c
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # a session-level advisory lock ends with its session
+            self._lock = None
+
+    def new_staging(self) -> PgStaging:
+        self.lock()
+        self._drop_stale_staging()
+        s = PgStaging(Path(tempfile.mkdtemp(prefix="sqlanon-staging-")), uuid.uuid4().hex[:12])
+        s.parts_dir.mkdir()
+        return s
+
+    def _drop_stale_staging(self) -> None:
+        """Drop staging tables of dead runs (we hold the lock: no live run has one)."""
+        from sqlalchemy import text
+
+        like = f"{self.table[1]}{STAGING_SUFFIX}_%".replace("\\", "\\\\")
+        with self._connect() as c:
+            names = c.execute(
+                text("SELECT tablename FROM pg_tables WHERE schemaname = :s AND tablename LIKE :p"),
+                {"s": self.table[0], "p": like},
+            ).scalars().all()
+            for n in names:
+                c.execute(text(f"DROP TABLE IF EXISTS {ident([self.table[0], n])}"))
+            c.commit()
+
+    def assemble(self, con: duckdb.DuckDBPyConnection, staging: PgStaging, empty: pa.Schema | None) -> str:
+        """Bulk-load the parts into a staging table on the server (binary COPY)."""
+        from sqlalchemy import text
+
+        attach(con, self.conn, DST, read_only=False)
+        parts = staging.parts_relation() if staging.has_parts() else None
+        if parts is None:
+            con.register("__sqlanon_empty", empty.empty_table())
+            parts = '"__sqlanon_empty"'
+        cols = [d[0] for d in con.execute(f"SELECT * FROM {parts} LIMIT 0").description]
+        name = self._staging_name(staging.run)
+        local = ident([DST, *name])
+        try:
+            con.execute("CALL pg_clear_cache()")  # duckdb-postgres#160: stale catalog → silent empty writes
+            if self.column_types:
+                duck = {row[0]: row[1] for row in con.execute(f"DESCRIBE SELECT * FROM {parts}").fetchall()}
+                ddl = ", ".join(f"{ident(c)} {self.column_types.get(c) or _pg_type(duck[c])}" for c in cols)
+                with self._connect() as c:
+                    c.execute(text(f"CREATE TABLE {ident(list(name))} ({ddl})"))
+                    c.commit()
+                con.execute("CALL pg_clear_cache()")
+                collist = ", ".join(ident(c) for c in cols)
+                con.execute(f"INSERT INTO {local} ({collist}) SELECT {collist} FROM {parts}")
+            else:
+                con.execute(f"CREATE TABLE {local} AS SELECT * FROM {parts}")
+        except duckdb.Error as exc:
+            raise InputError(f"cannot write {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+        finally:
+            con.execute(f"DETACH DATABASE IF EXISTS {ident(DST)}")
+        return ident(list(name))
+
+    def verifier(self):
+        """Where the k/l check runs: a connection to the server."""
+        return self._connect(), "postgres"
+
+    def publish_with_metrics(self, con, staging: PgStaging, metrics: pa.Table, where: str | None) -> str:
+        """Swap the staging table in and append the metrics rows, in one transaction."""
+        from sqlalchemy import text
+
+        mname = self._metrics_name(where)
+        mstage = (mname[0], f"{mname[1]}{STAGING_SUFFIX}_{staging.run}")
+        attach(con, self.conn, DST, read_only=False)
+        try:
+            con.execute("CALL pg_clear_cache()")
+            con.register("__sqlanon_metrics", metrics)
+            con.execute(f'CREATE TABLE {ident([DST, *mstage])} AS SELECT * FROM "__sqlanon_metrics"')
+        except duckdb.Error as exc:
+            raise InputError(f"cannot write the metrics table: {self.conn.redact(_first_line(exc))}") from None
+        finally:
+            con.execute(f"DETACH DATABASE IF EXISTS {ident(DST)}")
+        target, stage = ident(list(self.table)), ident(list(self._staging_name(staging.run)))
+        try:
+            with self._connect() as c, c.begin():
+                c.execute(text(f"DROP TABLE IF EXISTS {target}"))
+                c.execute(text(f"ALTER TABLE {stage} RENAME TO {ident(self.table[1])}"))
+                c.execute(text(f"CREATE TABLE IF NOT EXISTS {ident(list(mname))} (LIKE {ident(list(mstage))})"))
+                c.execute(text(f"INSERT INTO {ident(list(mname))} SELECT * FROM {ident(list(mstage))}"))
+                c.execute(text(f"DROP TABLE {ident(list(mstage))}"))
+        except Exception as exc:  # noqa: BLE001 - the transaction rolled back; report one line
+            self.rollback(con, staging)
+            raise InputError(f"cannot publish {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+        staging.discard()
+        self.unlock()
+        return f"{self.conn.safe()} table {'.'.join(mname)}"
+
+    def rollback(self, con, staging: PgStaging | None = None) -> None:
+        """Drop this run's staging tables (best effort) and release the lock."""
+        from sqlalchemy import text
+
+        if staging is not None:
+            try:
+                with self._connect() as c:
+                    for name in (self._staging_name(staging.run),):
+                        c.execute(text(f"DROP TABLE IF EXISTS {ident(list(name))}"))
+                    c.commit()
+            except InputError:
+                pass  # the server is gone; the next run drops what is left
+        self.unlock()
+
+
+def _pg_type(duck: str) -> str:
+    """The PostgreSQL type for a DuckDB column type (generalized QIs are text)."""
+    return {
+        "VARCHAR": "text", "BIGINT": "bigint", "INTEGER": "integer", "SMALLINT": "smallint", "DOUBLE": "double precision",
+        "FLOAT": "real", "BOOLEAN": "boolean", "DATE": "date", "TIMESTAMP": "timestamp",
+        "TIMESTAMP WITH TIME ZONE": "timestamptz",
+    }.get(duck, "text" if duck.startswith("VARCHAR") else duck.lower().replace("decimal", "numeric"))
+
+
+def open_target(url: str, table: str | None, *, overwrite: bool) -> PostgresTarget:
+    target = PostgresTarget(Conn(url), _table(table, "--target-table"))
+    if not overwrite and target.exists():
+        raise ConfigError(f"{target.describe()} already exists; pass --overwrite to replace it")
+    return target
+
+
+__all__ = ["Conn", "PostgresSource", "PostgresTarget", "attach", "is_url", "open_source", "open_target"]
