@@ -1,21 +1,19 @@
 {# The equivalence classes of a generalized relation that break k or l. #}
-SELECT *
-FROM (
-    SELECT
-{% for c in qi %}
-        {{ c | ident }},
-{% endfor %}
-        count(*) AS "__rows"
-{% for s in sensitive %}
-        , count(DISTINCT {{ s | ident }}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("__distinct_" ~ s) | ident }}
-{% endfor %}
-    FROM {{ relation }}
-    GROUP BY {% for c in qi %}{{ c | ident }}{{ ", " if not loop.last }}{% endfor %}
+WITH
+{% include "_classes.sql" %}
 
-) AS classes
-WHERE "__rows" < {{ p(k) }}
-{% for s in sensitive %}
-    OR {{ ("__distinct_" ~ s) | ident }} < {{ p(l) }}
+SELECT
+{% for c in qi %}
+    {{ c | ident }},
 {% endfor %}
-ORDER BY "__rows"
+    n_rows AS "__rows"
+{% for s in sensitive %}
+    , {{ ("l_" ~ loop.index0) | ident }} AS {{ ("__distinct_" ~ s) | ident }}
+{% endfor %}
+FROM classes
+WHERE n_rows < {{ p(k) }}
+{% for s in sensitive %}
+    OR {{ ("l_" ~ loop.index0) | ident }} < {{ p(l) }}
+{% endfor %}
+ORDER BY n_rows
 LIMIT {{ p(limit) }}

@@ -179,12 +179,14 @@ def domain_stats(
     total = row.column("n_rows")[0].as_py()
     stats: dict[str, ColumnStats] = {}
     for i, qi in enumerate(spec.quasi_identifiers):
-        distinct = row.column(f"d{i}")[0].as_py() + (1 if row.column(f"nulls{i}")[0].as_py() else 0)
         kind = kinds[qi.name]
+        has_null = 1 if row.column(f"nulls{i}")[0].as_py() else 0
         if kind == "interval":
+            # Mondrian and NCP need only the span of an interval column.
             lo_hi = pa.concat_arrays([row.column(f"min{i}").chunk(0), row.column(f"max{i}").chunk(0)])
-            stats[qi.name] = interval_stats(distinct, lo_hi)
+            stats[qi.name] = interval_stats(0, lo_hi)
             continue
+        distinct = row.column(f"d{i}")[0].as_py() + has_null
         domain = None
         if kind in ("prefix", "hierarchy"):
             values = _distinct_values(con, source, qi.name)

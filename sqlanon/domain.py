@@ -32,7 +32,8 @@ class ColumnStats:
     """Dataset-wide facts about one quasi-identifier.
 
     Attributes:
-        n_distinct: distinct values, NULL counting as one value.
+        n_distinct: distinct values, NULL counting as one value (0 for
+            ``interval`` columns, whose statistics are their span).
         min: smallest non-NULL value of an ``interval`` column as a float
             (dates in days, timestamps in their unit since the epoch), for
             display; ``None`` otherwise.

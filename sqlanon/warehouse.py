@@ -380,8 +380,16 @@ class PostgresTarget:
         return ident(list(name))
 
     def verifier(self):
-        """Where the k/l check runs: a connection to the server."""
-        return self._connect(), "postgres"
+        """Where the k/l check runs: a connection to the server.
+
+        The check is one GROUP BY over the whole table; enough ``work_mem``
+        for this session keeps its hash aggregate in memory.
+        """
+        from sqlalchemy import text
+
+        c = self._connect()
+        c.execute(text("SET work_mem = '256MB'"))
+        return c, "postgres"
 
     def publish_with_metrics(self, con, staging: PgStaging, metrics: pa.Table, where: str | None) -> str:
         """Swap the staging table in and append the metrics rows, in one transaction."""

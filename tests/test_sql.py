@@ -65,18 +65,24 @@ def template_problems(source: str) -> list[str]:
     """What makes a template unsafe: quoted interpolation or unfiltered expressions."""
     problems = []
     code = re.sub(r"\{#.*?#\}", "", source, flags=re.S)  # comments are not rendered
+    # Two safe tags: including another template (linted on its own), and a
+    # block ``{% set name %}…{% endset %}`` whose body this lint checks like any
+    # other text; ``{{ name }}`` then repeats already-checked SQL.
+    block_sets = set(re.findall(r"\{%-?\s*set\s+(\w+)\s*-?%\}", code))
+    tags = re.sub(r'\{%-?\s*include\s+"[\w.]+\.sql"\s*-?%\}', "", code)
+    tags = re.sub(r"\{%-?\s*(set\s+\w+|endset)\s*-?%\}", "", tags)
     if "'{{" in code or '"{{' in code:
         problems.append("an expression inside a quoted SQL string: use | lit or p()")
     for m in re.finditer(r"\{\{-?(.*?)-?\}\}", code, flags=re.S):
         expr = " ".join(m.group(1).split())
-        if expr in RAW_ALLOWED:
+        if expr in RAW_ALLOWED or expr in block_sets:
             continue
         if re.fullmatch(r".+\|\s*(ident|lit)", expr) and expr.count("|") == 1:
             continue
         if re.fullmatch(r"p\([^()]*\)", expr):
             continue
         problems.append(f"unsafe expression {{{{ {expr} }}}}")
-    if re.search(r"\{%-?\s*(set|macro|include|import|extends|call|filter)\b", code):
+    if re.search(r"\{%-?\s*(set|macro|include|import|extends|call|filter)\b", tags):
         problems.append("a tag that can build SQL text outside the checked expressions")
     return problems
 
