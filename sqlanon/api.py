@@ -98,6 +98,11 @@ def anonymize(
     metrics: str | None = None,
     explain: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    executor: str = "local",
+    scheduler: str | None = None,
+    spark_master: str | None = None,
+    retries: int = 2,
+    task_timeout: float | None = None,
 ) -> RunResult:
     """Publish a k-anonymous, l-diverse copy of ``input`` at ``output``.
 
@@ -133,6 +138,11 @@ def anonymize(
         metrics: where to append the metrics table.
         explain: only plan: the result carries the plan, nothing is written.
         progress: called with ``(finished, total)`` fragments.
+        executor: ``local``, ``dask`` or ``spark`` (see :mod:`sqlanon.executors`).
+        scheduler: Dask scheduler address (default: a LocalCluster of ``workers``).
+        spark_master: Spark master URL (default: ``local[workers]``).
+        retries: reruns of a failed task on Dask or Spark.
+        task_timeout: seconds one fragment may take.
 
     Raises:
         ConfigError: bad arguments (CLI exit code 2).
@@ -142,9 +152,11 @@ def anonymize(
     spec = build_spec(qi, k, l, sensitive, hierarchies, generalization, interval_format)
     options = RunOptions(
         workers=workers, fragments=fragments, fragmentation=fragmentation, sample=sample, seed=seed,
-        worker_memory=worker_memory, metrics=metrics, explain=explain, progress=progress,
+        worker_memory=worker_memory, metrics=metrics, explain=explain, progress=progress, executor=executor,
+        scheduler=scheduler, spark_master=spark_master, retries=retries, task_timeout=task_timeout,
     )
     src, out = os.fspath(input), os.fspath(output)
+    _check_reachable(options, src, out, table)
     source = warehouse.open_source(src, table) if warehouse.is_url(src) else io.open_source(src, table)
     _refuse_same(source, out, target_table)
     if explain:
@@ -156,6 +168,26 @@ def anonymize(
     return coordinator.run(
         source, target, spec, tuple(drop), options, output_qi=lambda schema: output_qi_columns(spec, schema)
     )
+
+
+def _check_reachable(options: RunOptions, src: str, out: str, table: str | None) -> None:
+    """A remote cluster's workers read the source and write parts on other
+    hosts: local paths must be absolute (on a filesystem they all mount)."""
+    remote = (options.executor == "dask" and options.scheduler) or (
+        options.executor == "spark" and options.spark_master and not options.spark_master.startswith("local")
+    )
+    if not remote:
+        return
+    for what, path in (("input", src), ("output", out)):
+        if warehouse.is_url(path):
+            continue
+        if table is not None and what == "input":
+            raise ConfigError("a remote cluster cannot read a DuckDB file; export the table to Parquet first")
+        if not os.path.isabs(path):
+            raise ConfigError(
+                f"the {what} {path!r} is a relative local path: with --executor {options.executor} on a remote "
+                "cluster give an absolute path that every worker mounts, or a database URL"
+            )
 
 
 def _refuse_same(source, out: str, target_table: str | None) -> None:

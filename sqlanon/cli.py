@@ -17,6 +17,7 @@ import yaml
 
 from . import api
 from .config import GENERALIZATIONS, INTERVAL_FORMATS, suggest
+from .executors import EXECUTORS
 from .fragmentation import STRATEGIES
 from .errors import SqlanonError
 
@@ -209,6 +210,14 @@ def _sample(value: str | None) -> float | None:
 @click.option("--sample", help="Sample for planning: a fraction (0.001) or a row count (50000). Default: memory-bounded.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample (reproducible plans).")
 @click.option("--worker-memory", help="DuckDB memory limit per worker, e.g. 2GB (default: 80% of RAM / workers).")
+@click.option(
+    "--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+    help="Where workers run: a local process pool, Dask distributed or Spark (extras sqlanon[dask], sqlanon[spark]).",
+)
+@click.option("--scheduler", help="Dask scheduler address, e.g. tcp://host:8786 (default: a local cluster).")
+@click.option("--spark-master", help="Spark master URL (default: local[WORKERS]).")
+@click.option("--retries", type=int, default=2, show_default=True, help="Reruns of a failed task (Dask, Spark).")
+@click.option("--task-timeout", type=float, help="Seconds one fragment may take before the run fails.")
 @click.option("--metrics", help="Metrics table to append to (default: OUTPUT__metrics.parquet, or TABLE__metrics).")
 @click.option("--explain", is_flag=True, help="Print the plan (fragments, WHERE clauses, sizes) and stop.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output (only once the new one is verified).")
@@ -219,7 +228,8 @@ def _sample(value: str | None) -> float | None:
 @handle_errors
 def anonymize(
     ctx, input, output, table, target_table, qi, k, l_, sensitive, hierarchy, generalization, drop, interval_format,
-    workers, fragments, fragmentation, sample, seed, worker_memory, metrics, explain, overwrite, as_json, quiet,
+    workers, fragments, fragmentation, sample, seed, worker_memory, executor, scheduler, spark_master, retries,
+    task_timeout, metrics, explain, overwrite, as_json, quiet,
 ):
     """Anonymize INPUT into OUTPUT with distributed Mondrian.
 
@@ -258,6 +268,11 @@ def anonymize(
         metrics=metrics,
         explain=explain,
         progress=None if (explain or as_json) else _progress(quiet),
+        executor=executor,
+        scheduler=scheduler,
+        spark_master=spark_master,
+        retries=retries,
+        task_timeout=task_timeout,
     )
     if explain:
         click.echo(json.dumps(result.explain(), indent=None if as_json else 2, default=str))

@@ -14,27 +14,26 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import multiprocessing
 import os
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 
 import duckdb
 import pyarrow as pa
 
-from . import fragmentation, io
+from . import executors, fragmentation, io
 from .config import AnonymizationSpec, suggest
 from .domain import ColumnStats, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import render
 from .verify import Verification, verify_relation
-from .worker import FragmentResult, FragmentTask, run_fragment
+from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
 
 log = logging.getLogger("sqlanon")
 
@@ -61,6 +60,12 @@ class RunOptions:
         metrics: where to write the metrics table (default: next to the output).
         explain: plan only; nothing is read beyond statistics and the sample.
         progress: called with ``(finished, total)`` fragments.
+        executor: ``local`` (process pool), ``dask`` or ``spark`` (see
+            :mod:`sqlanon.executors`).
+        scheduler: the Dask scheduler address (default: a LocalCluster).
+        spark_master: the Spark master URL (default: ``local[workers]``).
+        retries: how often Dask or Spark rerun a task that failed or lost its worker.
+        task_timeout: seconds a fragment may take before the run fails.
     """
 
     workers: int | None = None
@@ -72,8 +77,26 @@ class RunOptions:
     metrics: str | None = None
     explain: bool = False
     progress: Callable[[int, int], None] | None = None
+    executor: str = "local"
+    scheduler: str | None = None
+    spark_master: str | None = None
+    retries: int = 2
+    task_timeout: float | None = None
 
     def __post_init__(self) -> None:
+        if self.executor not in executors.EXECUTORS:
+            raise ConfigError(
+                f"unknown executor {self.executor!r}{suggest(self.executor, executors.EXECUTORS)}; "
+                f"choose one of {', '.join(executors.EXECUTORS)}"
+            )
+        if self.scheduler and self.executor != "dask":
+            raise ConfigError("--scheduler goes with --executor dask")
+        if self.spark_master and self.executor != "spark":
+            raise ConfigError("--spark-master goes with --executor spark")
+        if not isinstance(self.retries, int) or self.retries < 0:
+            raise ConfigError(f"--retries must be a non-negative integer, got {self.retries!r}")
+        if self.task_timeout is not None and not self.task_timeout > 0:
+            raise ConfigError(f"--task-timeout must be a positive number of seconds, got {self.task_timeout!r}")
         if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
             raise ConfigError(f"--workers must be a positive integer, got {self.workers!r}")
         if self.fragments is not None and (not isinstance(self.fragments, int) or self.fragments < 1):
@@ -111,6 +134,7 @@ class RunResult:
     """Peak resident memory of each worker process (by pid), in MiB."""
     dialect: str = "duckdb"
     """The SQL dialect the fragments' WHERE clauses are written in."""
+    executor: str = "local"
 
     def explain(self) -> dict:
         """The plan as ``--explain`` prints it: fragments, WHERE clauses, sizes."""
@@ -134,6 +158,7 @@ class RunResult:
             fragments=len(self.plan.fragments),
             repaired_fragments=list(self.repaired),
             workers=self.workers,
+            executor=self.executor,
             sample_rows=self.sample_rows,
             seed=self.seed,
             run_id=self.run_id,
@@ -237,38 +262,34 @@ def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, co
     return FragmentTask(
         fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source, spec=spec, stats=stats,
         part_path=staging.part_path(plan_fragment.id), drop=drop, memory_limit=memory, threads=threads,
-        part_compression=compression,
+        part_compression=compression, crash_once=os.environ.get(CRASH_ONCE_ENV),
     )
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
-    # forkserver: workers fork from a clean server process that has imported
-    # sqlanon and loaded the compiled kernel once, instead of forking the
-    # coordinator (DuckDB and Arrow threads make fork unsafe) or paying a full
-    # interpreter start per worker (spawn).
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["sqlanon._preload"])
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-
-
-def _worker_memory(options: RunOptions) -> str:
-    if options.worker_memory:
-        return options.worker_memory
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return f"{max(256, int(total * 0.8 / options.n_workers / 2**20))}MB"
+def _task_resources(options: RunOptions, pool) -> tuple[str, int]:
+    """DuckDB ``memory_limit`` and ``threads`` of one task, from the executor's
+    slots, so that the tasks running at once on a host never oversubscribe it."""
+    if pool is None:
+        memory = executors.total_memory() * 0.8
+        threads = os.cpu_count() or 1
+    else:
+        memory = pool.memory_per_slot
+        threads = max(1, (os.cpu_count() or 1) // max(1, pool.host_slots))
+    return options.worker_memory or f"{max(256, int(memory / 2**20))}MB", threads
 
 
 def execute(
     plan: fragmentation.Plan,
     make_task: Callable,
     options: RunOptions,
-    pool: ProcessPoolExecutor | None,
+    pool,
 ) -> tuple[fragmentation.Plan, dict[int, FragmentResult], list[int]]:
     """Run every fragment; repair a fragment too small for k or l by merging it
     with its sibling subtree and running the merged fragment instead."""
     done: dict[int, FragmentResult] = {}
     repaired: list[int] = []
     pending: dict[Future, int] = {}
+    started: dict[Future, float] = {}
     total = len(plan.fragments)
 
     def submit(fid: int) -> None:
@@ -282,19 +303,32 @@ def execute(
             except BrokenProcessPool as exc:
                 raise InputError(f"a worker process died before fragment {fid} could start; nothing was published") from exc
         pending[fut] = fid
+        started[fut] = time.monotonic()
 
     for f in plan.fragments:
         submit(f.id)
     while pending:
-        finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+        finished, _ = wait(list(pending), timeout=_next_deadline(started, options), return_when=FIRST_COMPLETED)
+        if not finished and options.task_timeout:
+            late = min(started, key=started.get)
+            raise InputError(
+                f"fragment {pending[late]} did not finish within --task-timeout {options.task_timeout:g}s; "
+                "nothing was published"
+            )
         for fut in finished:
             fid = pending.pop(fut)
+            started.pop(fut, None)
             try:
                 res = fut.result()
             except BrokenProcessPool as exc:
                 raise InputError(f"a worker process died while anonymizing fragment {fid}; nothing was published") from exc
             except SqlanonError:
                 raise
+            except Exception as exc:  # a task failed on Dask or Spark after its retries
+                name = getattr(pool, "name", "local")
+                raise InputError(
+                    f"fragment {fid} failed on the {name} executor: {io.first_line(exc)}; nothing was published"
+                ) from exc
             current = {f.id for f in plan.fragments}
             if fid not in current:
                 _discard_part(make_task, res)  # merged away while running
@@ -321,6 +355,12 @@ def execute(
     return plan, done, repaired
 
 
+def _next_deadline(started: dict, options: RunOptions) -> float | None:
+    if not options.task_timeout or not started:
+        return None
+    return max(0.0, min(started.values()) + options.task_timeout - time.monotonic())
+
+
 def _discard_part(make_task: Callable, res: FragmentResult) -> None:
     part = make_task.part_path(res.fragment_id)
     if os.path.exists(part):
@@ -342,12 +382,16 @@ def run(
     timings: dict[str, float] = {}
     workers = options.n_workers
     n_fragments = options.fragments or workers
-    pool = _pool(workers) if workers > 1 and not options.explain else None
+    in_process = options.explain or (workers == 1 and options.executor == "local")
+    pool = None if in_process else executors.make_executor(
+        options.executor, workers, scheduler=options.scheduler, spark_master=options.spark_master,
+        retries=options.retries,
+    )
     if pool is not None:
-        # Starting the fork server blocks until it has imported sqlanon and
-        # loaded the kernel (about a second): do it while the coordinator
-        # reads statistics and plans.
-        warm = threading.Thread(target=lambda: pool.submit(os.getpid).result(), daemon=True)
+        # Starting the local pool blocks until its fork server has imported
+        # sqlanon and loaded the kernel (about a second): do it while the
+        # coordinator reads statistics and plans.
+        warm = threading.Thread(target=pool.warm, daemon=True)
     else:
         # In-process run: load the compiled kernel while DuckDB reads.
         from . import mondrian
@@ -388,8 +432,7 @@ def run(
         if hasattr(source, "server_columns") and hasattr(target, "column_types"):
             target.column_types = _server_types(source.server_columns(), spec, drop, output_qi(schema) if output_qi else [])
         staging = target.new_staging()
-        memory = _worker_memory(options)
-        threads = max(1, (os.cpu_count() or 1) // workers)
+        memory, threads = _task_resources(options, pool)
 
         def make_task(frag):
             return _task(frag, source, spec, stats, staging, drop, memory, threads, target.part_compression)
@@ -422,7 +465,9 @@ def run(
             )
         timings["verify"] = time.perf_counter() - t0
 
-        parts = [r.metrics for r in results.values() if r.metrics is not None]
+        # In fragment order, not completion order: float sums then do not
+        # depend on which worker finished first (same NCP on every executor).
+        parts = [results[fid].metrics for fid in sorted(results) if results[fid].metrics is not None]
         summed = Metrics.combine(parts)
         # Classes and DP of what was published (fragments may share generalized
         # values); NCP is per row, so the fragments' sum is exact.
@@ -443,14 +488,14 @@ def run(
     finally:
         con.close()
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown()
     timings["total"] = time.perf_counter() - t_start
     rss: dict[int, float] = {}
     for r in results.values():
         rss[r.pid] = max(rss.get(r.pid, 0.0), r.peak_rss_mb)
     return RunResult(
         target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
-        tuple(repaired), location, total, rss, source.dialect,
+        tuple(repaired), location, total, rss, source.dialect, options.executor,
     )
 
 

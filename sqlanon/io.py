@@ -111,7 +111,8 @@ class FileSource(DuckDBReadable):
     @property
     def relation(self) -> str:
         """The source as an SQL relation (a DuckDB table function call)."""
-        return render("read_file.sql", path=self.path, fmt=self.fmt, hive=self.hive).sql
+        # Absolute: a task may run in another working directory (Dask, Spark).
+        return render("read_file.sql", path=os.path.abspath(self.path), fmt=self.fmt, hive=self.hive).sql
 
     def attach(self, con: duckdb.DuckDBPyConnection) -> None:
         """Nothing to attach: files are read by the table function."""
@@ -144,7 +145,8 @@ class DuckDBSource(DuckDBReadable):
 
     def attach(self, con: duckdb.DuckDBPyConnection) -> None:
         try:
-            con.execute(f"ATTACH {render('attach.sql', path=self.path).sql} AS \"__sqlanon_src\" (READ_ONLY)")
+            path = os.path.abspath(self.path)
+            con.execute(f"ATTACH {render('attach.sql', path=path).sql} AS \"__sqlanon_src\" (READ_ONLY)")
         except duckdb.Error as exc:
             raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
 
@@ -225,6 +227,7 @@ def copy_relation(
 
 
 def _staging_name(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
     return path.with_name(f".{path.name}{STAGING_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 

@@ -42,6 +42,8 @@ class FragmentTask:
     memory_limit: str | None = None
     threads: int | None = 1
     part_compression: str = "zstd"
+    crash_once: str | None = None
+    """See :data:`CRASH_ONCE_ENV` (tests only)."""
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,30 @@ class FragmentResult:
     """The worker process's peak resident memory so far (ru_maxrss)."""
 
 
+CRASH_ONCE_ENV = "SQLANON_FAULT_CRASH_ONCE"
+"""Fault injection for the test suite: when the coordinator's environment sets
+it to a file path that does not exist yet, the first task to run creates the
+file and kills its own process mid-task (``os._exit``), as a lost worker
+would; retries then succeed. The path travels in the task (worker processes
+of a pool or cluster may predate the variable)."""
+
+
+def _maybe_crash(marker: str | None) -> None:
+    if marker:
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.close(fd)
+        os._exit(17)
+
+
 def run_fragment(task: FragmentTask) -> FragmentResult:
-    """Anonymize one fragment and write it to ``task.part_path``."""
+    """Anonymize one fragment and write it to ``task.part_path``.
+
+    Safe to retry: a rerun overwrites its own part file, so a task that a
+    cluster reruns after losing its worker never duplicates rows.
+    """
     from .engine import anonymize_table  # the kernel loads in the worker, not the coordinator
 
     t_start = time.perf_counter()
@@ -86,6 +110,7 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
                 peak_rss_mb=_peak_rss_mb(),
             )
         t0 = time.perf_counter()
+        _maybe_crash(task.crash_once)
         try:
             result = anonymize_table(table, task.spec, task.stats)
         except PrivacyError as exc:

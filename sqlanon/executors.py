@@ -1,0 +1,171 @@
+"""Where worker tasks run: a local process pool, Dask distributed, or Spark.
+
+Every executor maps :class:`~sqlanon.worker.FragmentTask` descriptions to
+:class:`~sqlanon.worker.FragmentResult` s through the same worker function,
+:func:`sqlanon.worker.run_fragment`. A task carries a WHERE clause, the spec
+and the global statistics, never rows: each task opens its own DuckDB
+connection to the source and writes its own Parquet part, so the engine only
+schedules tasks and returns metrics; no data is shuffled through it.
+
+An executor has ``submit(fn, task) -> concurrent.futures.Future``,
+``shutdown()``, and ``slots`` (tasks that run at once), from which the
+coordinator sizes each task's DuckDB ``threads`` and ``memory_limit`` so that
+N tasks × DuckDB threads never oversubscribe a host.
+
+* ``local`` (default): a process pool on this machine (fork server, see
+  :mod:`sqlanon.coordinator`).
+* ``dask``: ``--scheduler tcp://host:8786``, or a ``LocalCluster`` of
+  ``--workers`` processes when no address is given. Retries are Dask's own
+  (``retries=``): a task whose worker dies is rerun elsewhere and rewrites its
+  own part file, so a retry never duplicates rows.
+* ``spark``: ``--spark-master URL`` (default ``local[N]``); each task is a
+  one-element RDD mapped through the worker function, so Spark schedules and
+  retries it (``spark.task.maxFailures``; in local mode ``local[N,F]``).
+
+Dask and Spark are optional extras: ``pip install 'sqlanon[dask]'`` or
+``'sqlanon[spark]'``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+
+from .errors import ConfigError
+
+EXECUTORS = ("local", "dask", "spark")
+
+
+def total_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+class LocalExecutor:
+    """A process pool whose workers fork from a server that has imported sqlanon."""
+
+    name = "local"
+    remote = False
+
+    def __init__(self, workers: int) -> None:
+        # forkserver: workers fork from a clean server process that has imported
+        # sqlanon and loaded the compiled kernel once, instead of forking the
+        # coordinator (DuckDB and Arrow threads make fork unsafe) or paying a full
+        # interpreter start per worker (spawn).
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["sqlanon._preload"])
+        self.slots = workers
+        self.host_slots = workers
+        self.memory_per_slot = int(total_memory() * 0.8 / workers)
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+    def warm(self) -> None:
+        """Start the worker processes (blocks until the fork server is ready)."""
+        self._pool.submit(os.getpid).result()
+
+    def submit(self, fn, task) -> Future:
+        return self._pool.submit(fn, task)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskExecutor:
+    """Tasks on a Dask distributed cluster (or a LocalCluster)."""
+
+    name = "dask"
+
+    def __init__(self, scheduler: str | None, workers: int, retries: int) -> None:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError as exc:
+            raise ConfigError("--executor dask needs Dask distributed: pip install 'sqlanon[dask]'") from exc
+        self.remote = scheduler is not None
+        if scheduler is None:
+            self._cluster = LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                memory_limit=int(total_memory() * 0.8 / workers),
+            )
+            self._client = Client(self._cluster)
+        else:
+            self._cluster = None
+            try:
+                self._client = Client(scheduler, timeout="30s")
+            except OSError as exc:
+                raise ConfigError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+        info = self._client.scheduler_info().get("workers", {})
+        threads = [w.get("nthreads", 1) for w in info.values()] or [1]
+        memory = [w.get("memory_limit") or total_memory() for w in info.values()] or [total_memory()]
+        self.slots = max(1, sum(threads))
+        self.host_slots = max(threads)
+        self.memory_per_slot = int(min(m / t for m, t in zip(memory, threads)))
+        self._retries = retries
+        # A concurrent.futures view of the client: Dask schedules and retries.
+        self._executor = self._client.get_executor(retries=retries, pure=False)
+
+    def warm(self) -> None:
+        """Dask workers are already running."""
+
+    def submit(self, fn, task) -> Future:
+        return self._executor.submit(fn, task)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False)
+        self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+class SparkExecutor:
+    """Tasks as one-element RDDs on a Spark cluster (or ``local[N]``)."""
+
+    name = "spark"
+
+    def __init__(self, master: str | None, workers: int, retries: int) -> None:
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError as exc:
+            raise ConfigError("--executor spark needs PySpark: pip install 'sqlanon[spark]'") from exc
+        self.remote = master is not None and not master.startswith("local")
+        master = master or f"local[{workers},{retries + 1}]"
+        self._spark = (
+            SparkSession.builder.master(master)
+            .appName("sqlanon")
+            .config("spark.task.maxFailures", str(retries + 1))
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.python.worker.reuse", "true")
+            .getOrCreate()
+        )
+        sc = self._spark.sparkContext
+        sc.setLogLevel("ERROR")
+        self.slots = max(1, sc.defaultParallelism)
+        self.host_slots = self.slots if not self.remote else int(sc.getConf().get("spark.executor.cores", "1"))
+        self.memory_per_slot = int(total_memory() * 0.8 / self.slots) if not self.remote else 2**30
+        # Spark runs jobs submitted from several driver threads concurrently:
+        # one thread per slot, one single-task job per fragment.
+        self._threads = ThreadPoolExecutor(max_workers=self.slots)
+
+    def warm(self) -> None:
+        """Spark's Python workers start with the first job."""
+
+    def submit(self, fn, task) -> Future:
+        sc = self._spark.sparkContext
+        return self._threads.submit(lambda: sc.parallelize([task], 1).map(fn).collect()[0])
+
+    def shutdown(self) -> None:
+        self._threads.shutdown(wait=True, cancel_futures=True)
+        self._spark.stop()
+
+
+def make_executor(
+    name: str, workers: int, *, scheduler: str | None = None, spark_master: str | None = None, retries: int = 2
+):
+    """The executor called ``name`` (one of :data:`EXECUTORS`)."""
+    if name == "local":
+        return LocalExecutor(workers)
+    if name == "dask":
+        return DaskExecutor(scheduler, workers, retries)
+    if name == "spark":
+        return SparkExecutor(spark_master, workers, retries)
+    raise ConfigError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
