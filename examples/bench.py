@@ -4,6 +4,7 @@
     python -m examples.bench pipeline [--rows 1000000] [--repeat 3]
     python -m examples.bench big [--rows 10000000] [--fragments 16 4]
     python -m examples.bench postgres [--rows 1000000] [--url postgresql://…]
+    python -m examples.bench executors [--rows 1000000] [--fragments 8]
 
 ``engine``: the Poker Hand data set (examples/poker.py, seed 0) as Parquet,
 10 QIs (s1..s5, r1..r5), sensitive ``hand``, l = 2; every run is the real CLI
@@ -19,7 +20,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -213,6 +213,39 @@ def postgres(rows: int, url: str | None, repeat: int) -> None:
             server.stop()
 
 
+def startup(executor: str, workers: int) -> float:
+    """Seconds until an executor can run tasks (pool, cluster or Spark session up)."""
+    code = (
+        "import sys, time; from sqlanon import executors; t = time.perf_counter(); "
+        "e = executors.make_executor(sys.argv[1], int(sys.argv[2])); e.warm(); "
+        "print(time.perf_counter() - t); e.shutdown()"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, executor, str(workers)], capture_output=True, text=True)
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+def executors_bench(rows: int, fragments: int) -> None:
+    import duckdb
+
+    src = poker_file(rows)
+    out_dir = Path(tempfile.mkdtemp(prefix="sqlanon-bench-"))
+    base = ["anonymize", str(src), "--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2", "--json", "--overwrite",
+            "--fragments", str(fragments), "--seed", "1"]
+    run_cli([*base, "-o", str(out_dir / "warm.parquet"), "--workers", "2"])
+    print(f"poker {rows:,} rows, k = 10, l = 2, {fragments} fragments; {machine()}\n")
+    print("| executor | workers | start-up s | wall s | anonymize s | fragment s (mean, max) | classes | DP | NCP |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for executor, workers in (("local", 1), ("local", 2), ("dask", 2), ("spark", 2)):
+        doc, wall, _ = run_cli([*base, "-o", str(out_dir / f"{executor}.parquet"), "--workers", str(workers),
+                                "--executor", executor])
+        secs = [r[0] for r in duckdb.execute(
+            "SELECT seconds FROM read_parquet(?) WHERE run_id = ? AND kind = 'fragment'",
+            [doc["metrics_table"], doc["run_id"]]).fetchall()]
+        up = startup(executor, workers) if (executor, workers) != ("local", 1) else 0.0
+        print(f"| {executor} | {workers} | {up:.2f} | {wall:.2f} | {doc['timings']['anonymize']:.2f} | "
+              f"{sum(secs) / len(secs):.2f}, {max(secs):.2f} | {doc['classes']:,} | {doc['dp']} | {doc['ncp']!r} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
@@ -230,7 +263,13 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--url", help="an existing server (default: start a throwaway one)")
     p.add_argument("--repeat", type=int, default=3)
+    p = sub.add_parser("executors", help="local pool vs Dask vs Spark, and local scaling 1 -> 2 workers")
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--fragments", type=int, default=8)
     args = parser.parse_args()
+    if args.what == "executors":
+        executors_bench(args.rows, args.fragments)
+        return
     if args.what == "postgres":
         postgres(args.rows, args.url, args.repeat)
         return

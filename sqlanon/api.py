@@ -23,7 +23,7 @@ from . import coordinator, io, warehouse
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
 from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
-from .errors import ConfigError, InputError, VerificationError
+from .errors import ConfigError, InputError
 from .hierarchies import load_hierarchy
 from .verify import Verification, verify_relation
 
@@ -226,13 +226,14 @@ def verify(
     spec_in = os.fspath(input)
     if warehouse.is_url(spec_in):
         source = warehouse.open_source(spec_in, table)
-        with source.conn.engine().connect() as server:
-            cols = [name for name, _ in source.server_columns()]
+        cols = [name for name, _ in source.server_columns()]
+        with source.conn.connect() as server:
             if not cols:
                 raise InputError(f"table {'.'.join(source.table)!r} does not exist in {source.conn.safe()}")
             for c in [*qi, *sensitive]:
                 if c not in cols:
                     raise InputError(f"column {c!r} is not in {source.describe()}{suggest(c, cols)}")
+            server.execute("SET work_mem = '256MB'")
             return verify_relation(server, source.relation, list(qi), k, l, sensitive, dialect="postgres")
     source = io.open_source(spec_in, table)
     con = io.connect()

@@ -429,8 +429,13 @@ def run(
             )
 
         t0 = time.perf_counter()
-        if hasattr(source, "server_columns") and hasattr(target, "column_types"):
-            target.column_types = _server_types(source.server_columns(), spec, drop, output_qi(schema) if output_qi else [])
+        if hasattr(source, "server_columns"):
+            source, numeric = _exact_numeric(source, spec)
+            if hasattr(target, "column_types"):
+                target.column_types = _server_types(
+                    source.server_columns(), spec, drop, output_qi(schema) if output_qi else []
+                )
+                target.text_columns = numeric
         staging = target.new_staging()
         memory, threads = _task_resources(options, pool)
 
@@ -497,6 +502,22 @@ def run(
         target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
         tuple(repaired), location, total, rss, source.dialect, options.executor,
     )
+
+
+def _exact_numeric(source, spec: AnonymizationSpec):
+    """Pull pass-through ``numeric`` columns of a PostgreSQL source as text.
+
+    DuckDB's postgres extension reads an unconstrained ``numeric`` as DOUBLE
+    and a ``NaN`` as 0; their text is exact, and a PostgreSQL target gets the
+    server type back on the server. (In a lake target they stay text.)
+    """
+    columns = source.server_columns()
+    numeric = tuple(
+        name for name, typ in columns if typ.startswith("numeric") and name not in spec.qi_names
+    )
+    if not numeric:
+        return source, ()
+    return replace(source, text_columns=numeric, columns=tuple(name for name, _ in columns)), numeric
 
 
 def _server_types(columns, spec: AnonymizationSpec, drop, qi_out: list[str]) -> dict[str, str]:

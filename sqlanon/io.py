@@ -297,8 +297,24 @@ class Staging:
         _remove(self.root)
 
 
+class LocalStagingTarget:
+    """Targets whose staging area is a hidden directory next to them."""
+
+    def new_staging(self) -> Staging:
+        s = Staging(_staging_name(Path(self.path.rstrip("/"))))
+        s.parts_dir.mkdir(parents=True)
+        return s
+
+    def verifier(self):
+        """None: verification runs on the coordinator's DuckDB connection."""
+        return None
+
+    def rollback(self, con, staging: Staging | None = None) -> None:
+        """Nothing was published: the staging files are all there is to drop."""
+
+
 @dataclass(frozen=True)
-class FileTarget:
+class FileTarget(LocalStagingTarget):
     """A Parquet or CSV output file."""
 
     path: str
@@ -308,18 +324,6 @@ class FileTarget:
 
     def describe(self) -> str:
         return self.path
-
-    def new_staging(self) -> Staging:
-        s = Staging(_staging_name(Path(self.path)))
-        s.parts_dir.mkdir(parents=True)
-        return s
-
-    def verifier(self):
-        """Verification runs on the coordinator's DuckDB connection."""
-        return None
-
-    def rollback(self, con, staging: Staging | None = None) -> None:
-        """Nothing was published: the staging files are all there is to drop."""
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         """Gather the parts into the final file inside the staging area; return its relation."""
@@ -340,7 +344,7 @@ class FileTarget:
 
 
 @dataclass(frozen=True)
-class DirectoryTarget:
+class DirectoryTarget(LocalStagingTarget):
     """A directory of Parquet part files, swapped in whole."""
 
     path: str
@@ -349,17 +353,6 @@ class DirectoryTarget:
 
     def describe(self) -> str:
         return self.path
-
-    def new_staging(self) -> Staging:
-        s = Staging(_staging_name(Path(self.path.rstrip("/"))))
-        s.parts_dir.mkdir(parents=True)
-        return s
-
-    def verifier(self):
-        return None
-
-    def rollback(self, con, staging: Staging | None = None) -> None:
-        """Nothing was published: the staging files are all there is to drop."""
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         if not staging.has_parts():
@@ -388,7 +381,7 @@ class DirectoryTarget:
 
 
 @dataclass(frozen=True)
-class DuckDBTarget:
+class DuckDBTarget(LocalStagingTarget):
     """A table in a DuckDB database file, replaced in one transaction."""
 
     path: str
@@ -398,14 +391,6 @@ class DuckDBTarget:
 
     def describe(self) -> str:
         return f"{self.path} table {'.'.join(self.table)}"
-
-    def new_staging(self) -> Staging:
-        s = Staging(_staging_name(Path(self.path)))
-        s.parts_dir.mkdir(parents=True)
-        return s
-
-    def verifier(self):
-        return None
 
     @property
     def staging_table(self) -> tuple[str, ...]:

@@ -78,7 +78,7 @@ def verify_relation(
     """Verify ``relation`` (an SQL relation expression) on ``con``.
 
     Args:
-        con: the DuckDB connection that can see ``relation``, or a SQLAlchemy
+        con: the DuckDB connection that can see ``relation``, or a psycopg
             connection to the server that holds it (the check then runs there).
         relation: a rendered, safe relation expression (a quoted table name or
             a table function call).
@@ -94,9 +94,9 @@ def verify_relation(
 
     def fetch(template: str, **context) -> tuple[list[str], list[tuple]]:
         stmt = render(template, dialect=dialect, inline=server, relation=relation, qi=qi, sensitive=sensitive, **context)
-        if server:  # a SQLAlchemy connection: the check runs on the database server
-            result = con.exec_driver_sql(stmt.sql)
-            return list(result.keys()), [tuple(r) for r in result.fetchall()]
+        if server:  # a psycopg connection: the check runs on the database server
+            cur = con.execute(stmt.sql)  # no parameters: psycopg leaves the text alone
+            return [d.name for d in cur.description], [tuple(r) for r in cur.fetchall()]
         cur = con.execute(stmt.sql, stmt.params)
         return [c[0] for c in cur.description], cur.fetchall()
 

@@ -29,7 +29,6 @@ import importlib.metadata
 import re
 import tempfile
 import uuid
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +36,7 @@ import duckdb
 import pyarrow as pa
 
 from .errors import ConfigError, InputError
+from .io import Staging
 from .sql import ident, literal
 
 SRC = "__sqlanon_src"
@@ -104,22 +104,21 @@ class Conn:
 
         return " ".join(f"{k}={q(v)}" for k, v in parts.items() if v not in (None, ""))
 
-    def engine(self):
-        """A SQLAlchemy engine on psycopg 3 (whatever driver the URL named)."""
-        from sqlalchemy import create_engine
+    def connect(self):
+        """A psycopg connection for control statements (locks, DDL, checks).
 
-        u = self._u.set(drivername="postgresql+psycopg")
+        Statements without parameters go to the server as they are (psycopg
+        interprets no placeholders then), so a ``%`` or ``:name`` inside a
+        quoted identifier stays inert; values use ``%s`` parameters.
+        """
         try:
-            import psycopg  # noqa: F401
+            import psycopg
         except ImportError as exc:
             raise ConfigError(f"PostgreSQL needs psycopg: {EXTRA_HINT}") from exc
-        return create_engine(u, poolclass=_null_pool())
-
-
-def _null_pool():
-    from sqlalchemy.pool import NullPool
-
-    return NullPool
+        try:
+            return psycopg.connect(self.libpq())
+        except psycopg.Error as exc:
+            raise InputError(f"cannot connect to {self.safe()}: {self.redact(_first_line(exc))}") from None
 
 
 def _extension_path() -> str:
@@ -162,10 +161,19 @@ def _table(name: str, option: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class PostgresSource:
-    """A table on a PostgreSQL server; every query over it runs on the server."""
+    """A table on a PostgreSQL server; every query over it runs on the server.
+
+    Attributes:
+        text_columns: columns pulled as ``::text`` (set by the coordinator for
+            pass-through ``numeric`` columns: DuckDB would read an unconstrained
+            ``numeric`` as DOUBLE and a ``NaN`` as 0, the text is exact).
+        columns: every column, in order (needed to write the casts).
+    """
 
     conn: Conn
     table: tuple[str, str]
+    text_columns: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
     dialect = "postgres"
 
     @property
@@ -204,25 +212,28 @@ class PostgresSource:
 
         if params:
             raise ValueError("a PostgreSQL fragment clause carries inline literals, not parameters")
-        sql = f"SELECT * FROM {self.relation}" + (f" WHERE {where}" if where else "")
+        cols = "*"
+        if self.text_columns:
+            cols = ", ".join(
+                f"{ident(c)}::text AS {ident(c)}" if c in self.text_columns else ident(c) for c in self.columns
+            )
+        sql = f"SELECT {cols} FROM {self.relation}" + (f" WHERE {where}" if where else "")
         return self.fetch(con, Rendered(sql))
 
     def server_columns(self) -> list[tuple[str, str]]:
         """``(name, server type)`` of every column, in order (``format_type``)."""
-        from sqlalchemy import text
+        import psycopg
 
-        try:
-            with self.conn.engine().connect() as c:
+        with self.conn.connect() as c:
+            try:
                 rows = c.execute(
-                    text(
-                        "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
-                        "WHERE a.attrelid = to_regclass(:t) AND a.attnum > 0 AND NOT a.attisdropped "
-                        "ORDER BY a.attnum"
-                    ),
-                    {"t": self.relation},
+                    "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+                    "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
+                    "ORDER BY a.attnum",
+                    (self.relation,),
                 ).fetchall()
-        except Exception as exc:  # noqa: BLE001 - driver errors vary; redact and report one line
-            raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+            except psycopg.Error as exc:
+                raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
         return [(r[0], r[1]) for r in rows]
 
 
@@ -235,31 +246,11 @@ def open_source(url: str, table: str | None) -> PostgresSource:
 
 
 @dataclass
-class PgStaging:
-    """Local part files of one run, and the server-side staging table names."""
+class PgStaging(Staging):
+    """Local part files of one run (in a temporary directory), plus the run id
+    that names its staging tables on the server."""
 
-    root: Path
-    run: str
-
-    @property
-    def parts_dir(self) -> Path:
-        return self.root / "parts"
-
-    def part_path(self, fragment_id: int) -> str:
-        return str(self.parts_dir / f"part-{fragment_id:05d}.parquet")
-
-    def parts_relation(self) -> str:
-        from .io import FileSource
-
-        return FileSource(str(self.parts_dir / "*.parquet"), "parquet").relation
-
-    def has_parts(self) -> bool:
-        return any(self.parts_dir.glob("*.parquet"))
-
-    def discard(self) -> None:
-        import shutil
-
-        shutil.rmtree(self.root, ignore_errors=True)
+    run: str = ""
 
 
 STAGING_SUFFIX = "__sqlanon_staging"
@@ -279,6 +270,8 @@ class PostgresTarget:
     conn: Conn
     table: tuple[str, str]
     column_types: dict[str, str] = field(default_factory=dict)
+    text_columns: tuple[str, ...] = ()
+    """Columns that arrive as exact text and get their server type back on the server."""
     part_compression = "lz4"
     _lock = None
 
@@ -292,30 +285,45 @@ class PostgresTarget:
     def _staging_name(self, run: str) -> tuple[str, str]:
         return (self.table[0], f"{self.table[1]}{STAGING_SUFFIX}_{run}")
 
+    def _metrics_staging_name(self, run: str) -> tuple[str, str]:
+        # In the target's schema and under the target's staging prefix, so the
+        # stale-staging clean-up finds it whatever --metrics names.
+        return (self.table[0], f"{self.table[1]}{STAGING_SUFFIX}_{run}_metrics")
+
     def _metrics_name(self, where: str | None) -> tuple[str, str]:
         if where:
             return _table(where, "--metrics")
         return (self.table[0], f"{self.table[1]}__metrics")
 
     def exists(self) -> bool:
-        from sqlalchemy import text
-
         with self._connect() as c:
-            return c.execute(text("SELECT to_regclass(:t) IS NOT NULL"), {"t": ident(list(self.table))}).scalar()
+            return c.execute("SELECT to_regclass(%s) IS NOT NULL", (ident(list(self.table)),)).fetchone()[0]
 
     def _connect(self):
-        try:
-            return self.conn.engine().connect()
-        except Exception as exc:  # noqa: BLE001 - driver errors vary; redact and report one line
-            raise InputError(f"cannot connect to {self.conn.safe()}: {self.conn.redact(_first_line(exc))}") from None
+        return self.conn.connect()
+
+    def _run(self, sql: str, what: str) -> None:
+        """Run control statements in one transaction; a failure is one redacted line."""
+        import psycopg
+
+        with self._connect() as c:
+            try:
+                with c.transaction():
+                    for stmt in sql if isinstance(sql, list) else [sql]:
+                        c.execute(stmt)
+            except psycopg.Error as exc:
+                raise InputError(f"cannot {what} {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
 
     # -- the run's lock: a second concurrent run on the same target is refused
     def lock(self) -> None:
-        from sqlalchemy import text
-
-        key = zlib.crc32(f"sqlanon:{self.conn.safe()}:{'.'.join(self.table)}".encode()) - 2**31
         c = self._connect()
-        got = c.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
+        # The key is computed by the server from the database and the table, so
+        # every spelling of the URL (password or PGPASSWORD, driver names) takes
+        # the same lock.
+        got = c.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(current_database() || '/' || %s, 0))",
+            ("sqlanon:" + ident(list(self.table)),),
+        ).fetchone()[0]
         c.commit()
         if not got:
             c.close()
@@ -336,22 +344,20 @@ class PostgresTarget:
 
     def _drop_stale_staging(self) -> None:
         """Drop staging tables of dead runs (we hold the lock: no live run has one)."""
-        from sqlalchemy import text
-
-        like = f"{self.table[1]}{STAGING_SUFFIX}_%".replace("\\", "\\\\")
+        prefix = f"{self.table[1]}{STAGING_SUFFIX}_"
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self._connect() as c:
-            names = c.execute(
-                text("SELECT tablename FROM pg_tables WHERE schemaname = :s AND tablename LIKE :p"),
-                {"s": self.table[0], "p": like},
-            ).scalars().all()
-            for n in names:
-                c.execute(text(f"DROP TABLE IF EXISTS {ident([self.table[0], n])}"))
-            c.commit()
+            names = [
+                r[0]
+                for r in c.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename LIKE %s", (self.table[0], like)
+                ).fetchall()
+            ]
+        if names:
+            self._run([f"DROP TABLE IF EXISTS {ident([self.table[0], n])}" for n in names], "clean up")
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: PgStaging, empty: pa.Schema | None) -> str:
         """Bulk-load the parts into a staging table on the server (binary COPY)."""
-        from sqlalchemy import text
-
         attach(con, self.conn, DST, read_only=False)
         parts = staging.parts_relation() if staging.has_parts() else None
         if parts is None:
@@ -364,13 +370,25 @@ class PostgresTarget:
             con.execute("CALL pg_clear_cache()")  # duckdb-postgres#160: stale catalog → silent empty writes
             if self.column_types:
                 duck = {row[0]: row[1] for row in con.execute(f"DESCRIBE SELECT * FROM {parts}").fetchall()}
-                ddl = ", ".join(f"{ident(c)} {self.column_types.get(c) or _pg_type(duck[c])}" for c in cols)
-                with self._connect() as c:
-                    c.execute(text(f"CREATE TABLE {ident(list(name))} ({ddl})"))
-                    c.commit()
+
+                def server_type(c: str) -> str:
+                    if c in self.text_columns:
+                        return "text"  # retyped on the server below
+                    return self.column_types.get(c) or _pg_type(duck[c])
+
+                ddl = ", ".join(f"{ident(c)} {server_type(c)}" for c in cols)
+                self._run(f"CREATE TABLE {ident(list(name))} ({ddl})", "stage")
                 con.execute("CALL pg_clear_cache()")
                 collist = ", ".join(ident(c) for c in cols)
                 con.execute(f"INSERT INTO {local} ({collist}) SELECT {collist} FROM {parts}")
+                retype = [
+                    f"ALTER TABLE {ident(list(name))} ALTER COLUMN {ident(c)} TYPE {self.column_types[c]} "
+                    f"USING {ident(c)}::{self.column_types[c]}"
+                    for c in cols
+                    if c in self.text_columns and c in self.column_types
+                ]
+                if retype:
+                    self._run(retype, "stage")
             else:
                 con.execute(f"CREATE TABLE {local} AS SELECT * FROM {parts}")
         except duckdb.Error as exc:
@@ -385,18 +403,14 @@ class PostgresTarget:
         The check is one GROUP BY over the whole table; enough ``work_mem``
         for this session keeps its hash aggregate in memory.
         """
-        from sqlalchemy import text
-
         c = self._connect()
-        c.execute(text("SET work_mem = '256MB'"))
+        c.execute("SET work_mem = '256MB'")
         return c, "postgres"
 
     def publish_with_metrics(self, con, staging: PgStaging, metrics: pa.Table, where: str | None) -> str:
         """Swap the staging table in and append the metrics rows, in one transaction."""
-        from sqlalchemy import text
-
         mname = self._metrics_name(where)
-        mstage = (mname[0], f"{mname[1]}{STAGING_SUFFIX}_{staging.run}")
+        mstage = self._metrics_staging_name(staging.run)
         attach(con, self.conn, DST, read_only=False)
         try:
             con.execute("CALL pg_clear_cache()")
@@ -407,30 +421,31 @@ class PostgresTarget:
         finally:
             con.execute(f"DETACH DATABASE IF EXISTS {ident(DST)}")
         target, stage = ident(list(self.table)), ident(list(self._staging_name(staging.run)))
+        metrics_table, metrics_stage = ident(list(mname)), ident(list(mstage))
         try:
-            with self._connect() as c, c.begin():
-                c.execute(text(f"DROP TABLE IF EXISTS {target}"))
-                c.execute(text(f"ALTER TABLE {stage} RENAME TO {ident(self.table[1])}"))
-                c.execute(text(f"CREATE TABLE IF NOT EXISTS {ident(list(mname))} (LIKE {ident(list(mstage))})"))
-                c.execute(text(f"INSERT INTO {ident(list(mname))} SELECT * FROM {ident(list(mstage))}"))
-                c.execute(text(f"DROP TABLE {ident(list(mstage))}"))
-        except Exception as exc:  # noqa: BLE001 - the transaction rolled back; report one line
+            self._run(
+                [
+                    f"DROP TABLE IF EXISTS {target}",
+                    f"ALTER TABLE {stage} RENAME TO {ident(self.table[1])}",
+                    f"CREATE TABLE IF NOT EXISTS {metrics_table} (LIKE {metrics_stage})",
+                    f"INSERT INTO {metrics_table} SELECT * FROM {metrics_stage}",
+                    f"DROP TABLE {metrics_stage}",
+                ],
+                "publish",
+            )
+        except InputError:
             self.rollback(con, staging)
-            raise InputError(f"cannot publish {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+            raise
         staging.discard()
         self.unlock()
         return f"{self.conn.safe()} table {'.'.join(mname)}"
 
     def rollback(self, con, staging: PgStaging | None = None) -> None:
         """Drop this run's staging tables (best effort) and release the lock."""
-        from sqlalchemy import text
-
         if staging is not None:
+            names = (self._staging_name(staging.run), self._metrics_staging_name(staging.run))
             try:
-                with self._connect() as c:
-                    for name in (self._staging_name(staging.run),):
-                        c.execute(text(f"DROP TABLE IF EXISTS {ident(list(name))}"))
-                    c.commit()
+                self._run([f"DROP TABLE IF EXISTS {ident(list(n))}" for n in names], "clean up")
             except InputError:
                 pass  # the server is gone; the next run drops what is left
         self.unlock()

@@ -29,7 +29,6 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from sqlanon import api as sqlanon_api
 from sqlanon import coordinator as sqlanon_coordinator
 from sqlanon.cli import main
 from sqlanon.io import STAGING_MARK
