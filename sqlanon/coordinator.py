@@ -429,12 +429,11 @@ def run(
             )
 
         t0 = time.perf_counter()
-        if hasattr(source, "server_columns"):
-            source, numeric = _exact_numeric(source, spec)
-            if hasattr(target, "column_types"):
-                target.column_types = _server_types(
-                    source.server_columns(), spec, drop, output_qi(schema) if output_qi else []
-                )
+        if source.dialect == "postgres":
+            columns = source.server_columns()
+            source, numeric = _exact_numeric(source, spec, columns)
+            if getattr(target, "dialect", None) == "postgres":
+                target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [])
                 target.text_columns = numeric
         staging = target.new_staging()
         memory, threads = _task_resources(options, pool)
@@ -476,21 +475,23 @@ def run(
         summed = Metrics.combine(parts)
         # Classes and DP of what was published (fragments may share generalized
         # values); NCP is per row, so the fragments' sum is exact.
-        metrics = replace(summed, classes=check.classes, dp=check.dp, min_class_size=check.min_class_size)
+        metrics = replace(
+            summed, classes=check.classes, dp=check.dp, min_class_size=check.min_class_size,
+            achieved_l=check.achieved_l,
+        )
         t0 = time.perf_counter()
         metrics_rows = _metrics_rows(
             run_id, started, plan, results, repaired, metrics, spec, options, source, target, sample.num_rows,
             workers, time.perf_counter() - t_start,
         )
         location = target.publish_with_metrics(con, staging, metrics_rows, options.metrics)
-        staging = None
+        staging = None  # published: nothing to roll back
         timings["write"] += time.perf_counter() - t0
-    except BaseException:
+    finally:
+        # Any failure, Ctrl-C included, before publication: drop what was staged.
         if staging is not None:
             target.rollback(con, staging)
             staging.discard()
-        raise
-    finally:
         con.close()
         if pool is not None:
             pool.shutdown()
@@ -504,14 +505,13 @@ def run(
     )
 
 
-def _exact_numeric(source, spec: AnonymizationSpec):
+def _exact_numeric(source, spec: AnonymizationSpec, columns: list[tuple[str, str]]):
     """Pull pass-through ``numeric`` columns of a PostgreSQL source as text.
 
     DuckDB's postgres extension reads an unconstrained ``numeric`` as DOUBLE
     and a ``NaN`` as 0; their text is exact, and a PostgreSQL target gets the
     server type back on the server. (In a lake target they stay text.)
     """
-    columns = source.server_columns()
     numeric = tuple(
         name for name, typ in columns if typ.startswith("numeric") and name not in spec.qi_names
     )

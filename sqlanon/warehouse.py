@@ -272,6 +272,7 @@ class PostgresTarget:
     column_types: dict[str, str] = field(default_factory=dict)
     text_columns: tuple[str, ...] = ()
     """Columns that arrive as exact text and get their server type back on the server."""
+    dialect = "postgres"
     part_compression = "lz4"
     _lock = None
 
