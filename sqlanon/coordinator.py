@@ -401,6 +401,7 @@ def run(
         warm.start()
     con = io.connect()
     staging = None
+    succeeded = False
     try:
         t0 = time.perf_counter()
         source.attach(con)
@@ -487,6 +488,7 @@ def run(
         location = target.publish_with_metrics(con, staging, metrics_rows, options.metrics)
         staging = None  # published: nothing to roll back
         timings["write"] += time.perf_counter() - t0
+        succeeded = True
     finally:
         # Any failure, Ctrl-C included, before publication: drop what was staged.
         if staging is not None:
@@ -494,7 +496,7 @@ def run(
             staging.discard()
         con.close()
         if pool is not None:
-            pool.shutdown()
+            pool.shutdown(abort=not succeeded)
     timings["total"] = time.perf_counter() - t_start
     rss: dict[int, float] = {}
     for r in results.values():

@@ -8,7 +8,8 @@ connection to the source and writes its own Parquet part, so the engine only
 schedules tasks and returns metrics; no data is shuffled through it.
 
 An executor has ``submit(fn, task) -> concurrent.futures.Future``,
-``shutdown()``, and ``slots`` (tasks that run at once), from which the
+``shutdown(abort=False)`` (``abort`` kills running tasks after a failure or a
+timeout), and ``slots`` (tasks that run at once), from which the
 coordinator sizes each task's DuckDB ``threads`` and ``memory_limit`` so that
 N tasks × DuckDB threads never oversubscribe a host.
 
@@ -66,8 +67,15 @@ class LocalExecutor:
     def submit(self, fn, task) -> Future:
         return self._pool.submit(fn, task)
 
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    def shutdown(self, abort: bool = False) -> None:
+        """Stop the pool; ``abort`` (after a failure or a timeout) kills running tasks."""
+        if abort:
+            # ProcessPoolExecutor cannot cancel a running task: end its process.
+            for proc in list(getattr(self._pool, "_processes", {}).values()):
+                proc.kill()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        else:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class DaskExecutor:
@@ -109,9 +117,9 @@ class DaskExecutor:
     def submit(self, fn, task) -> Future:
         return self._executor.submit(fn, task)
 
-    def shutdown(self) -> None:
+    def shutdown(self, abort: bool = False) -> None:
         self._executor.shutdown(wait=False)
-        self._client.close()
+        self._client.close()  # cancels what is still running
         if self._cluster is not None:
             self._cluster.close()
 
@@ -153,8 +161,10 @@ class SparkExecutor:
         sc = self._spark.sparkContext
         return self._threads.submit(lambda: sc.parallelize([task], 1).map(fn).collect()[0])
 
-    def shutdown(self) -> None:
-        self._threads.shutdown(wait=True, cancel_futures=True)
+    def shutdown(self, abort: bool = False) -> None:
+        if abort:
+            self._spark.sparkContext.cancelAllJobs()
+        self._threads.shutdown(wait=not abort, cancel_futures=True)
         self._spark.stop()
 
 

@@ -101,3 +101,40 @@ def test_unknown_executor_and_misplaced_options(source, tmp_path):
         run(source, tmp_path / "o.parquet", "dusk")
     with pytest.raises(ConfigError, match="--scheduler goes with --executor dask"):
         run(source, tmp_path / "o.parquet", "local", scheduler="tcp://x:1")
+
+
+def test_task_timeout_fails_the_run_naming_the_fragment(source, tmp_path):
+    out = tmp_path / "out.parquet"
+    with pytest.raises(sqlanon.InputError, match=r"fragment \d+ did not finish within --task-timeout"):
+        run(source, out, "local", task_timeout=0.001)
+    assert not out.exists()
+
+
+def test_missing_extra_names_it(source, tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_distributed(name, *args, **kwargs):
+        if name == "distributed" or name.startswith("distributed."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_distributed)
+    with pytest.raises(ConfigError, match=r"pip install 'sqlanon\[dask\]'"):
+        run(source, tmp_path / "o.parquet", "dask")
+
+
+def test_abort_kills_a_running_task():
+    import time as _time
+
+    from sqlanon.executors import LocalExecutor
+
+    pool = LocalExecutor(1)
+    fut = pool.submit(_time.sleep, 600)
+    _time.sleep(0.5)
+    t0 = _time.monotonic()
+    pool.shutdown(abort=True)
+    assert _time.monotonic() - t0 < 10
+    with pytest.raises(Exception):
+        fut.result(timeout=10)
