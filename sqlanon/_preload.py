@@ -1,5 +1,6 @@
-"""Imported once by the worker pool's fork server (see coordinator._pool):
-workers then start with sqlanon imported and the compiled kernel loaded."""
+"""Imported once by the local worker pool's fork server
+(:class:`sqlanon.executors.LocalExecutor`): workers then start with sqlanon
+imported and the compiled kernel loaded."""
 
 from . import engine, mondrian, worker  # noqa: F401
 

@@ -159,8 +159,11 @@ def anonymize(
     _check_reachable(options, src, out, table)
     source = warehouse.open_source(src, table) if warehouse.is_url(src) else io.open_source(src, table)
     _refuse_same(source, out, target_table)
+    if metrics is not None:
+        _check_metrics(metrics, source, out, target_table)
     if explain:
-        target = io.FileTarget(out, "parquet")  # never written
+        # Never written; named safely (a URL's password must not reach the result).
+        target = io.FileTarget(warehouse.Conn(out).safe() if warehouse.is_url(out) else out, "parquet")
     elif warehouse.is_url(out):
         target = warehouse.open_target(out, target_table, overwrite=overwrite)
     else:
@@ -178,6 +181,11 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
     )
     if not remote:
         return
+    if warehouse.is_url(out):
+        raise ConfigError(
+            f"--executor {options.executor} on a remote cluster cannot stage parts for a database target "
+            "(they go to the coordinator's temporary directory); write to a shared directory instead"
+        )
     for what, path in (("input", src), ("output", out)):
         if warehouse.is_url(path):
             continue
@@ -190,15 +198,36 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
             )
 
 
+def _overlaps(a: str, b: str) -> bool:
+    """True when two local paths are the same or one lies inside the other."""
+    a, b = os.path.realpath(a.rstrip("/")), os.path.realpath(b.rstrip("/"))
+    return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
+
+
+def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> None:
+    """``--metrics`` names a new place: not the input, not the output."""
+    if warehouse.is_url(out) or target_table is not None:
+        if io.split_table_name(metrics) == list(io.split_table_name(target_table or "")):
+            raise ConfigError(f"--metrics {metrics!r} is the output table; name another table")
+        if not io.file_format(metrics):
+            return  # a table in the output database
+    elif not io.file_format(metrics):
+        raise ConfigError(f"cannot tell the format of --metrics {metrics!r}: name a .parquet or .csv file")
+    if _overlaps(metrics, out) or (
+        not isinstance(source, warehouse.PostgresSource) and _overlaps(metrics, source.root)
+    ):
+        raise ConfigError(f"--metrics {metrics!r} would overwrite the input or the output; name another file")
+
+
 def _refuse_same(source, out: str, target_table: str | None) -> None:
-    """The output must not be the input (file, DuckDB table or server table)."""
+    """The output must not be the input (file, directory, DuckDB table or server table)."""
     same = False
     if isinstance(source, warehouse.PostgresSource):
         if warehouse.is_url(out) and target_table is not None:
             target = warehouse.open_target(out, target_table, overwrite=True)
-            same = target.conn.safe() == source.conn.safe() and target.table == source.table
+            same = target.table == source.table and warehouse.same_server(source.conn, target.conn)
     elif target_table is None:
-        same = source.same_path(out) or os.path.abspath(out) == os.path.abspath(source.path)
+        same = source.same_path(out) or _overlaps(out, source.root)
     elif isinstance(source, io.DuckDBSource):
         same = os.path.abspath(out) == os.path.abspath(source.path) and tuple(io.split_table_name(target_table)) == source.table
     if same:

@@ -1,7 +1,7 @@
 """What to anonymize and how: frozen, validated specifications.
 
-The CLI, the library API and (later) YAML jobs all build these same objects;
-validation happens here, when a spec is built, never inside the kernel.
+The CLI (flags or ``--config job.yml``) and the library API build these same
+objects; validation happens here, when a spec is built, never inside the kernel.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -106,6 +107,10 @@ class RunOptions:
                 f"unknown fragmentation {self.fragmentation!r}{suggest(self.fragmentation, fragmentation.STRATEGIES)}; "
                 f"choose one of {', '.join(fragmentation.STRATEGIES)}"
             )
+        if self.worker_memory is not None and not re.fullmatch(
+            r"\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", str(self.worker_memory), re.I
+        ):
+            raise ConfigError(f"--worker-memory takes a size such as 2GB or 512MiB, got {self.worker_memory!r}")
         if self.sample is not None and not (self.sample > 0):
             raise ConfigError(f"--sample must be a fraction in (0, 1] or a row count, got {self.sample!r}")
 
@@ -188,8 +193,15 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
     for c in drop:
         if c in spec.qi_names or c in spec.sensitive:
             raise ConfigError(f"--drop names {c!r}, which is a quasi-identifier or sensitive column")
+    kept = set(names) - set(drop)
     for q in spec.quasi_identifiers:
-        resolve_generalization(q, schema.field(q.name).type)
+        if resolve_generalization(q, schema.field(q.name).type) == "interval" and spec.interval_format == "bounds":
+            for out in (f"{q.name}_lo", f"{q.name}_hi"):
+                if out in kept:
+                    raise ConfigError(
+                        f"--interval-format bounds would write column {out!r}, which the input already has; "
+                        "drop or rename it"
+                    )
 
 
 def domain_stats(
@@ -215,8 +227,8 @@ def domain_stats(
         domain = None
         if kind in ("prefix", "hierarchy"):
             values = _distinct_values(con, source, qi.name)
-            if kind == "hierarchy":
-                qi.hierarchy.leaf_codes(values.to_numpy(zero_copy_only=False), column=qi.name)
+            if kind == "hierarchy":  # as the engine matches them: by text
+                qi.hierarchy.leaf_codes(values.cast(pa.string()), column=qi.name)
             else:
                 domain = tuple(sorted(set(values.cast(pa.string()).to_pylist())))
         stats[qi.name] = ColumnStats(distinct, domain=domain)
@@ -288,9 +300,16 @@ def execute(
     with its sibling subtree and running the merged fragment instead."""
     done: dict[int, FragmentResult] = {}
     repaired: list[int] = []
-    pending: dict[Future, int] = {}
-    started: dict[Future, float] = {}
+    pending: dict[Future, int] = {}  # in submission order
+    started: dict[Future, float] = {}  # when a task could start running
+    slots = getattr(pool, "slots", 1)
     total = len(plan.fragments)
+
+    def start_clocks() -> None:
+        # The executor runs the oldest `slots` pending tasks: their clocks run.
+        now = time.monotonic()
+        for fut in list(pending)[:slots]:
+            started.setdefault(fut, now)
 
     def submit(fid: int) -> None:
         task = make_task(plan.fragment(fid))
@@ -303,14 +322,14 @@ def execute(
             except BrokenProcessPool as exc:
                 raise InputError(f"a worker process died before fragment {fid} could start; nothing was published") from exc
         pending[fut] = fid
-        started[fut] = time.monotonic()
 
     for f in plan.fragments:
         submit(f.id)
     while pending:
+        start_clocks()
         finished, _ = wait(list(pending), timeout=_next_deadline(started, options), return_when=FIRST_COMPLETED)
         if not finished and options.task_timeout:
-            late = min(started, key=started.get)
+            late = min((f for f in started if f in pending), key=started.get)
             raise InputError(
                 f"fragment {pending[late]} did not finish within --task-timeout {options.task_timeout:g}s; "
                 "nothing was published"

@@ -13,8 +13,8 @@ timeout), and ``slots`` (tasks that run at once), from which the
 coordinator sizes each task's DuckDB ``threads`` and ``memory_limit`` so that
 N tasks × DuckDB threads never oversubscribe a host.
 
-* ``local`` (default): a process pool on this machine (fork server, see
-  :mod:`sqlanon.coordinator`).
+* ``local`` (default): a process pool on this machine whose workers fork from
+  a server that has imported sqlanon (:class:`LocalExecutor`).
 * ``dask``: ``--scheduler tcp://host:8786``, or a ``LocalCluster`` of
   ``--workers`` processes when no address is given. Retries are Dask's own
   (``retries=``): a task whose worker dies is rerun elsewhere and rewrites its

@@ -86,7 +86,7 @@ import pyarrow.compute as pc
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
 from .domain import ColumnStats, normalize_floats, resolve_generalization, span_values
 from .errors import ConfigError, InputError
-from .sql.render import render
+from .sql.render import DIALECTS, render  # noqa: F401 - DIALECTS: duckdb binds ?, postgres inlines literals
 
 __all__ = [
     "DIALECTS",
@@ -106,9 +106,6 @@ OPS = ("le", "gt_or_null", "in", "not_in_or_null", "is_null", "not_null")
 STRATEGIES = ("quantile", "mondrian")
 """Partitioning strategies of §4.1."""
 
-DIALECTS = ("duckdb", "postgres")
-"""``duckdb`` binds values as ``?`` parameters; ``postgres`` inlines escaped
-literals, because the clause travels to the server as text (``postgres_query``)."""
 """SQL dialects :func:`where_sql` renders for (``?`` placeholders)."""
 
 _SCALAR_OPS = ("le", "gt_or_null")

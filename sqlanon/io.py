@@ -63,8 +63,12 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _format_of(path: str) -> str | None:
+def file_format(path: str) -> str | None:
+    """``parquet`` or ``csv`` from a path's extension, else None."""
     return FILE_FORMATS.get(Path(path.rstrip("/*")).suffix.lower())
+
+
+_format_of = file_format
 
 
 def split_table_name(name: str) -> list[str]:
@@ -107,6 +111,18 @@ class FileSource(DuckDBReadable):
     path: str
     fmt: str
     hive: bool = False
+    base: str = ""
+    """The directory named on the command line (directory sources)."""
+
+    @property
+    def root(self) -> str:
+        """The file, directory, or (for a glob) the directory before the first wildcard."""
+        if self.base:
+            return self.base
+        if any(ch in self.path for ch in "*?[") and not os.path.isfile(self.path):
+            head = re.split(r"[*?\[]", self.path, maxsplit=1)[0]
+            return os.path.dirname(head) or "."
+        return self.path
 
     @property
     def relation(self) -> str:
@@ -138,6 +154,10 @@ class DuckDBSource(DuckDBReadable):
 
     path: str
     table: tuple[str, ...]
+
+    @property
+    def root(self) -> str:
+        return self.path
 
     @property
     def relation(self) -> str:
@@ -182,7 +202,7 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
             raise InputError(f"directory {spec!r} mixes Parquet and CSV files")
         fmt = fmts.pop()
         hive = any("=" in part for f in files for part in Path(os.path.relpath(f, spec)).parts[:-1])
-        return FileSource(os.path.join(spec, "**", f"*.{'parquet' if fmt == 'parquet' else 'csv'}"), fmt, hive)
+        return FileSource(os.path.join(spec, "**", f"*.{'parquet' if fmt == 'parquet' else 'csv'}"), fmt, hive, spec)
     fmt = _format_of(spec)
     if fmt is None:
         raise ConfigError(
@@ -231,9 +251,25 @@ def _staging_name(path: Path) -> Path:
     return path.with_name(f".{path.name}{STAGING_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
+BACKUP_MARK = ".sqlanon-backup-"
+
+
+def _backup_name(path: Path) -> str:
+    return str(path.with_name(f".{path.name}{BACKUP_MARK}{os.getpid()}"))
+
+
 def remove_stale_staging(path: str | os.PathLike) -> None:
-    """Delete staging files and directories of earlier runs whose process is gone."""
+    """Delete staging files and directories of earlier runs whose process is
+    gone, and put back an output a dead run had moved aside to swap."""
     p = Path(path)
+    for backup in p.parent.glob(f".{glob.escape(p.name)}{BACKUP_MARK}*"):
+        m = re.search(re.escape(BACKUP_MARK) + r"(\d+)$", backup.name)
+        if m and int(m.group(1)) != os.getpid() and _alive(int(m.group(1))):
+            continue
+        if p.exists():
+            _remove(backup)  # the swap finished; only the clean-up was lost
+        else:
+            os.rename(backup, p)
     for stale in p.parent.glob(f".{glob.escape(p.name)}{STAGING_MARK}*"):
         m = re.search(re.escape(STAGING_MARK) + r"(\d+)-", stale.name)
         if m and int(m.group(1)) != os.getpid() and _alive(int(m.group(1))):
@@ -336,7 +372,7 @@ class FileTarget(LocalStagingTarget):
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         path = where or default_metrics_path(self.path)
-        swap = _stage_metrics_file(con, metrics, path, staging)
+        swap = _stage_metrics_file(con, metrics, path)
         os.replace(staging.root / f"out.{self.fmt}", self.path)
         swap()
         staging.discard()
@@ -361,7 +397,7 @@ class DirectoryTarget(LocalStagingTarget):
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         path = where or default_metrics_path(self.path)
-        swap = _stage_metrics_file(con, metrics, path, staging)
+        swap = _stage_metrics_file(con, metrics, path)
         self._swap_in(staging)
         swap()
         staging.discard()
@@ -371,7 +407,10 @@ class DirectoryTarget(LocalStagingTarget):
         target = self.path.rstrip("/")
         if os.path.exists(target):
             if not _exchange(str(staging.parts_dir), target):
-                old = str(_staging_name(Path(target)))
+                # No atomic exchange on this filesystem (NFS, FUSE…): keep the
+                # old output under a backup name that the next run puts back
+                # if we die between the two renames.
+                old = _backup_name(Path(target))
                 os.rename(target, old)
                 os.rename(staging.parts_dir, target)
                 _remove(old)
@@ -415,7 +454,7 @@ class DuckDBTarget(LocalStagingTarget):
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         """Swap the staging table in and append the metrics rows, in one transaction."""
         if where and _format_of(where):
-            swap = _stage_metrics_file(con, metrics, where, staging)
+            swap = _stage_metrics_file(con, metrics, where)
             location = where
         else:
             swap = None
@@ -469,23 +508,34 @@ def default_metrics_path(output: str) -> str:
     return str(p.with_name(f"{stem}__metrics.parquet"))
 
 
-def _stage_metrics_file(con, metrics: pa.Table, path: str, staging: Staging):
-    """Write the metrics file aside (previous runs' rows kept); return the swap-in step."""
+def _stage_metrics_file(con, metrics: pa.Table, path: str):
+    """Write the metrics file aside, next to its destination (same filesystem,
+    so the swap is a rename), with earlier runs' rows kept; return the swap."""
     fmt = _format_of(path)
     if fmt is None:
         raise ConfigError(f"cannot tell the format of metrics file {path!r}: name a .parquet or .csv file")
-    aside = str(staging.root / f"metrics.{fmt}")
-    if os.path.exists(path):
-        old = FileSource(path, fmt).relation
-        con.register("__sqlanon_metrics", metrics)
-        try:
-            relation = f'(SELECT * FROM {old} UNION ALL BY NAME SELECT * FROM "__sqlanon_metrics")'
-            copy_relation(con, relation, aside, fmt)
-        finally:
-            con.unregister("__sqlanon_metrics")
-    else:
-        copy_relation(con, metrics, aside, fmt)
+    remove_stale_staging(path)
+    aside = str(_staging_name(Path(path)))
+    try:
+        if os.path.exists(path):
+            old = FileSource(path, fmt).relation
+            con.register("__sqlanon_metrics", metrics)
+            try:
+                relation = f'(SELECT * FROM {old} UNION ALL BY NAME SELECT * FROM "__sqlanon_metrics")'
+                copy_relation(con, relation, aside, fmt)
+            finally:
+                con.unregister("__sqlanon_metrics")
+        else:
+            copy_relation(con, metrics, aside, fmt)
+    except BaseException:
+        _remove(aside)
+        raise
     return lambda: os.replace(aside, path)
+
+
+def write_metrics_file(con, metrics: pa.Table, path: str) -> None:
+    """Append a run's metrics rows to a .parquet or .csv file, atomically."""
+    _stage_metrics_file(con, metrics, path)()
 
 
 def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None = None) -> Target:
@@ -508,6 +558,8 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
     parent = Path(spec.rstrip("/")).parent
     if not parent.is_dir():
         raise ConfigError(f"output directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise ConfigError(f"output directory {str(parent)!r} is not writable")
     if is_dir:
         if os.path.isfile(spec.rstrip("/")):
             raise ConfigError(f"output {spec!r} is a file, not a directory")

@@ -17,7 +17,7 @@ Two planes, each with the tool that is best at it:
   their results travel; loading the anonymized rows uses the extension's
   binary ``COPY``. (Filters on an attached table are pushed down only partly,
   e.g. not ``IS NULL``, hence ``postgres_query``; measured in BENCHMARKS.md.)
-* **Control** statements run through SQLAlchemy (psycopg): the advisory lock
+* **Control** statements run on a plain psycopg connection: the advisory lock
   that refuses a second concurrent run on the same target, the k/l
   verification on the server, and the swap of the staging table into the
   target together with the metrics rows, in one transaction.
@@ -29,6 +29,7 @@ import importlib.metadata
 import re
 import tempfile
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,7 @@ import pyarrow as pa
 
 from .errors import ConfigError, InputError
 from .io import Staging
+from .io import first_line as _first_line
 from .sql import ident, literal
 
 SRC = "__sqlanon_src"
@@ -87,10 +89,12 @@ class Conn:
 
     def redact(self, text: str) -> str:
         """``text`` with the password (and any libpq ``password=…``) masked."""
+        text = re.sub(r"password=('(?:[^'\\]|\\.)*'|\S+)", "password=***", text)
+        text = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
         pw = self.password
-        if pw:
+        if pw and len(pw) >= 4:  # a 1-3 character password would garble every word
             text = text.replace(pw, "***")
-        return re.sub(r"password=('(?:[^'\\]|\\.)*'|\S+)", "password=***", text)
+        return text
 
     def libpq(self) -> str:
         """A libpq connection string (for DuckDB's ATTACH); unset parts come
@@ -121,6 +125,17 @@ class Conn:
             raise InputError(f"cannot connect to {self.safe()}: {self.redact(_first_line(exc))}") from None
 
 
+def same_server(a: Conn, b: Conn) -> bool:
+    """Whether two URLs reach the same database, as the servers see it
+    (``localhost`` vs ``127.0.0.1``, a password in the URL or in PGPASSWORD…)."""
+
+    def who(conn: Conn):
+        with conn.connect() as c:
+            return c.execute("SELECT inet_server_addr()::text, inet_server_port(), current_database()").fetchone()
+
+    return who(a) == who(b)
+
+
 def _extension_path() -> str:
     try:
         files = importlib.metadata.files("duckdb-ext-postgres") or []
@@ -140,11 +155,6 @@ def attach(con: duckdb.DuckDBPyConnection, conn: Conn, alias: str, read_only: bo
         con.execute(f"ATTACH {literal(conn.libpq())} AS {ident(alias)} (TYPE postgres{mode})")
     except duckdb.Error as exc:
         raise InputError(f"cannot connect to {conn.safe()}: {conn.redact(_first_line(exc))}") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _table(name: str, option: str) -> tuple[str, str]:
@@ -283,13 +293,19 @@ class PostgresTarget:
     def path(self) -> str:
         return self.describe()
 
+    @property
+    def _staging_prefix(self) -> str:
+        # Short and fixed-length (PostgreSQL truncates names at 63 bytes), and
+        # still particular to this target, for the stale-staging clean-up.
+        return f"{STAGING_SUFFIX}_{zlib.crc32(self.table[1].encode()):08x}_"
+
     def _staging_name(self, run: str) -> tuple[str, str]:
-        return (self.table[0], f"{self.table[1]}{STAGING_SUFFIX}_{run}")
+        return (self.table[0], f"{self._staging_prefix}{run}")
 
     def _metrics_staging_name(self, run: str) -> tuple[str, str]:
         # In the target's schema and under the target's staging prefix, so the
         # stale-staging clean-up finds it whatever --metrics names.
-        return (self.table[0], f"{self.table[1]}{STAGING_SUFFIX}_{run}_metrics")
+        return (self.table[0], f"{self._staging_prefix}{run}_m")
 
     def _metrics_name(self, where: str | None) -> tuple[str, str]:
         if where:
@@ -345,7 +361,7 @@ class PostgresTarget:
 
     def _drop_stale_staging(self) -> None:
         """Drop staging tables of dead runs (we hold the lock: no live run has one)."""
-        prefix = f"{self.table[1]}{STAGING_SUFFIX}_"
+        prefix = self._staging_prefix
         like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self._connect() as c:
             names = [
@@ -409,7 +425,20 @@ class PostgresTarget:
         return c, "postgres"
 
     def publish_with_metrics(self, con, staging: PgStaging, metrics: pa.Table, where: str | None) -> str:
-        """Swap the staging table in and append the metrics rows, in one transaction."""
+        """Swap the staging table in and append the metrics rows, in one transaction
+        (or, when ``where`` is a .parquet/.csv path, write the metrics file after it)."""
+        from .io import file_format, write_metrics_file
+
+        if where and file_format(where):
+            self._run(
+                [f"DROP TABLE IF EXISTS {ident(list(self.table))}",
+                 f"ALTER TABLE {ident(list(self._staging_name(staging.run)))} RENAME TO {ident(self.table[1])}"],
+                "publish",
+            )
+            write_metrics_file(con, metrics, where)
+            staging.discard()
+            self.unlock()
+            return where
         mname = self._metrics_name(where)
         mstage = self._metrics_staging_name(staging.run)
         attach(con, self.conn, DST, read_only=False)

@@ -604,7 +604,11 @@ def test_killed_worker_keeps_previous_target_and_next_run_succeeds(pg_url, short
     assert not list(short_tmp.glob("sqlanon-staging-*")), "the local staging parts were left behind"
     assert no_advisory_locks(pg_url)
     # A stale staging table of a dead run (e.g. a killed coordinator): the next run drops it.
-    sql(pg_url, f"CREATE TABLE {rel(schema, 'dst' + STAGING + '_deadbeef0000')} AS SELECT 1 AS x")
+    # A dead run's staging table, named as the target names its own.
+    from sqlanon.warehouse import Conn, PostgresTarget
+
+    stale = PostgresTarget(Conn(pg_url), (schema, "dst"))._staging_name("deadbeef0000")[1]
+    sql(pg_url, f"CREATE TABLE {rel(schema, stale)} AS SELECT 1 AS x")
     p = _cli(*args, env=env)
     assert p.returncode == 0, p.stderr
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst") == n

@@ -36,7 +36,7 @@ def ident(name: str | list[str] | tuple[str, ...]) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def literal(value: Any) -> str:
+def literal(value: Any, dialect: str = "duckdb") -> str:
     """An escaped SQL literal, for the places an engine cannot bind a value
     (DuckDB table-function arguments, SQL sent through ``postgres_query``).
 
@@ -67,6 +67,10 @@ def literal(value: Any) -> str:
     text = str(value)
     if "\x00" in text:
         raise ValueError("a NUL character cannot appear in an SQL literal")
+    if dialect == "postgres":
+        # An escape string reads the same whatever standard_conforming_strings
+        # says: backslashes and quotes are both escaped.
+        return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
     return "'" + text.replace("'", "''") + "'"
 
 
@@ -116,7 +120,7 @@ def render(template: str, *, dialect: str = "duckdb", inline: bool = False, **co
 
     def p(value: Any) -> str:
         if inline:
-            return literal(value)
+            return literal(value, dialect)
         params.append(value)
         return "?"
 
