@@ -421,8 +421,12 @@ def run(
     con = io.connect()
     staging = None
     succeeded = False
+    snapshot_holder = None
     try:
         t0 = time.perf_counter()
+        if hasattr(source, "export_snapshot"):
+            # One consistent view of a live table for every reader of this run.
+            source, snapshot_holder = source.export_snapshot()
         source.attach(con)
         schema = source_schema(con, source)
         check_columns(schema, spec, drop, repr(source.describe()))
@@ -514,6 +518,8 @@ def run(
             target.rollback(con, staging)
             staging.discard()
         con.close()
+        if snapshot_holder is not None:
+            snapshot_holder.close()
         if pool is not None:
             pool.shutdown(abort=not succeeded)
     timings["total"] = time.perf_counter() - t_start

@@ -30,7 +30,7 @@ import re
 import tempfile
 import uuid
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -184,6 +184,9 @@ class PostgresSource:
     table: tuple[str, str]
     text_columns: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
+    snapshot: str | None = None
+    """An exported snapshot (``pg_export_snapshot()``) every reader imports, so
+    statistics, sample and all fragments see the same data on a live table."""
     dialect = "postgres"
 
     @property
@@ -203,9 +206,43 @@ class PostgresSource:
 
     def attach(self, con: duckdb.DuckDBPyConnection) -> None:
         attach(con, self.conn, SRC, read_only=True)
+        if self.snapshot:
+            # DuckDB keeps one PostgreSQL transaction for its own transaction:
+            # import the coordinator's snapshot into it.
+            stmt = (
+                "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
+                f"SET TRANSACTION SNAPSHOT {literal(self.snapshot, 'postgres')}"
+            )
+            try:
+                con.execute("BEGIN TRANSACTION")
+                con.execute(f"CALL postgres_execute({literal(SRC)}, ?)", [stmt])
+            except duckdb.Error as exc:
+                raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
 
     def detach(self, con: duckdb.DuckDBPyConnection) -> None:
+        if self.snapshot:
+            try:
+                con.execute("COMMIT")
+            except duckdb.Error:
+                pass  # no transaction was open
         con.execute(f"DETACH DATABASE IF EXISTS {ident(SRC)}")
+
+    def export_snapshot(self):
+        """Open a repeatable-read transaction and export its snapshot.
+
+        Returns ``(source with the snapshot, connection)``; keep the connection
+        open until every reader is done (closing it ends the snapshot).
+        """
+        import psycopg
+
+        c = self.conn.connect()
+        try:
+            c.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            snap = c.execute("SELECT pg_export_snapshot()").fetchone()[0]
+        except psycopg.Error as exc:
+            c.close()
+            raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+        return replace(self, snapshot=snap), c
 
     def fetch(self, con: duckdb.DuckDBPyConnection, stmt) -> pa.Table:
         """Run a rendered (inline) statement on the server; only its result travels."""

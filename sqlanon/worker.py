@@ -99,6 +99,7 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
         t0 = time.perf_counter()
         task.source.attach(con)
         table = task.source.select(con, task.where, task.params)
+        task.source.detach(con)
         if task.drop:
             table = table.drop_columns(list(task.drop))
         timings["read"] = time.perf_counter() - t0

@@ -786,3 +786,28 @@ def test_stale_staging_cleanup_spares_other_targets(pg_url):
     sql(pg_url, f"CREATE TABLE {rel(schema, other)} AS SELECT 1 AS x")
     _run_small(pg_url, schema, target="a_b")
     assert exists(pg_url, schema, other)
+
+
+@pytest.mark.postgres
+def test_every_reader_sees_the_runs_snapshot(pg_url):
+    """Rows committed after the coordinator exported its snapshot stay invisible
+    to the readers of that run (statistics, sample and fragments agree)."""
+    import duckdb as _duckdb
+
+    from sqlanon.warehouse import Conn, PostgresSource
+
+    sql(pg_url, "DROP TABLE IF EXISTS public.snap_t")
+    sql(pg_url, "CREATE TABLE public.snap_t AS SELECT g AS x FROM generate_series(1, 100) g")
+    source, holder = PostgresSource(Conn(pg_url), ("public", "snap_t")).export_snapshot()
+    try:
+        sql(pg_url, "INSERT INTO public.snap_t SELECT g FROM generate_series(101, 150) g")
+        con = _duckdb.connect()
+        source.attach(con)
+        assert source.select(con, '"x" > 0').num_rows == 100
+        source.detach(con)
+        fresh = PostgresSource(Conn(pg_url), ("public", "snap_t"))
+        con2 = _duckdb.connect()
+        fresh.attach(con2)
+        assert fresh.select(con2, '"x" > 0').num_rows == 150
+    finally:
+        holder.close()
