@@ -17,6 +17,7 @@ import yaml
 
 from . import api
 from .config import GENERALIZATIONS, INTERVAL_FORMATS, suggest
+from .io import file_format
 from .executors import EXECUTORS
 from .fragmentation import STRATEGIES
 from .errors import SqlanonError
@@ -143,6 +144,8 @@ def _config_value(p: click.Parameter, key, val, base: str, file: str):
         items = val if isinstance(val, list) else [val]
         return tuple(str(v) for v in items)
     if p.name in PATH_KEYS and val is not None:
+        if p.name == "metrics" and not file_format(str(val)):
+            return val  # a table name in the output database, not a path
         return path(val)
     return val
 
