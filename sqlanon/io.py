@@ -516,6 +516,7 @@ def _stage_metrics_file(con, metrics: pa.Table, path: str):
         raise ConfigError(f"cannot tell the format of metrics file {path!r}: name a .parquet or .csv file")
     remove_stale_staging(path)
     aside = str(_staging_name(Path(path)))
+    written = False
     try:
         if os.path.exists(path):
             old = FileSource(path, fmt).relation
@@ -527,9 +528,10 @@ def _stage_metrics_file(con, metrics: pa.Table, path: str):
                 con.unregister("__sqlanon_metrics")
         else:
             copy_relation(con, metrics, aside, fmt)
-    except BaseException:
-        _remove(aside)
-        raise
+        written = True
+    finally:
+        if not written:  # a half-written file must not linger
+            _remove(aside)
     return lambda: os.replace(aside, path)
 
 

@@ -207,26 +207,20 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
                 if ok2 and not ok1:
                     t1, c1, ok1 = t2, c2, True
                     ok2 = False
+                # The first threshold whose cut is valid for k and for l wins.
                 chosen = -1
                 t = 0
-                if ok1:
-                    if l <= 1:
-                        chosen = c1
-                        t = t1
-                    else:
-                        good, mark = _sides_diverse(X, S, start, end, a, t1, l, s_off, stamp_l, stamp_r, mark)
-                        if good:
-                            chosen = c1
-                            t = t1
-                if chosen < 0 and ok2:
-                    if l <= 1:
-                        chosen = c2
-                        t = t2
-                    else:
-                        good, mark = _sides_diverse(X, S, start, end, a, t2, l, s_off, stamp_l, stamp_r, mark)
-                        if good:
-                            chosen = c2
-                            t = t2
+                for attempt in range(2):
+                    ok_, t_, c_ = (ok1, t1, c1) if attempt == 0 else (ok2, t2, c2)
+                    if not ok_:
+                        continue
+                    if l > 1:
+                        good, mark = _sides_diverse(X, S, start, end, a, t_, l, s_off, stamp_l, stamp_r, mark)
+                        if not good:
+                            continue
+                    chosen = c_
+                    t = t_
+                    break
                 if chosen < 0:
                     continue
                 # In-place partition of the block: rows with code <= t first.
