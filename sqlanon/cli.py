@@ -183,9 +183,12 @@ def _sample(value: str | None) -> float | None:
     help="YAML file with any of these options as keys (e.g. qi: [age, zip]); flags override it.",
 )
 @click.argument("input", metavar="INPUT", required=False)
-@click.option("-o", "--output", help="Output: a .parquet/.csv file, a directory/ of Parquet parts, or a .duckdb file.")
-@click.option("--table", help="Source table when INPUT is a DuckDB file (schema.table).")
-@click.option("--target-table", help="Output table when OUTPUT is a DuckDB file (schema.table).")
+@click.option(
+    "-o", "--output",
+    help="Output: a .parquet/.csv file, a directory/ of Parquet parts, a .duckdb file or a postgresql:// URL.",
+)
+@click.option("--table", help="Source table when INPUT is a DuckDB file or a database URL (schema.table).")
+@click.option("--target-table", help="Output table when OUTPUT is a DuckDB file or a database URL (schema.table).")
 @click.option("--qi", "qi", multiple=True, help="Quasi-identifier columns, comma-separated.")
 @click.option("-k", type=int, help="Every equivalence class has at least k rows (k >= 2).")
 @click.option("-l", "l_", type=int, default=1, show_default=True, help="Distinct sensitive values per class.")
@@ -236,8 +239,8 @@ def anonymize(
 ):
     """Anonymize INPUT into OUTPUT with distributed Mondrian.
 
-    INPUT is a Parquet/CSV file, a glob, a directory of part files, or a
-    DuckDB file with --table. The coordinator reads statistics and a sample
+    INPUT is a Parquet/CSV file, a glob, a directory of part files, a DuckDB
+    file with --table, or a postgresql:// URL with --table. The coordinator reads statistics and a sample
     through SQL, cuts the data into fragments described by WHERE clauses,
     and worker processes each pull and anonymize one fragment. Non-QI columns
     pass through unchanged. The output is verified with SQL (k and l per
@@ -298,7 +301,7 @@ def anonymize(
 @click.option("-k", type=int, required=True, help="Minimum rows per class.")
 @click.option("-l", "l_", type=int, default=1, show_default=True, help="Minimum distinct sensitive values per class.")
 @click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated.")
-@click.option("--table", help="The table, when TABLE_OR_FILE is a DuckDB file (schema.table).")
+@click.option("--table", help="The table, when TABLE_OR_FILE is a DuckDB file or a database URL (schema.table).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @debug_option
 @handle_errors
