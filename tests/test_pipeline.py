@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from procs import descendants, pool_workers  # a helper module next to the tests
 import sqlanon
 from sqlanon import PrivacyError
 
@@ -219,40 +220,6 @@ def test_config_file_and_flag_override(tmp_path, source):
     assert "fragmentaton" in p.stderr and "fragmentation" in p.stderr and "Traceback" not in p.stderr
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError):
-                continue
-            if ppid == pid:
-                out.append(int(entry.name))
-    return out
-
-
-def _descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        kids = _children(todo.pop())
-        out += kids
-        todo += kids
-    return out
-
-
-def _workers(pid: int) -> list[int]:
-    """The pool's worker processes: children of the run's fork server."""
-    servers = []
-    for child in _children(pid):
-        try:
-            if b"forkserver" in Path(f"/proc/{child}/cmdline").read_bytes():
-                servers.append(child)
-        except OSError:
-            continue
-    return [w for s in servers for w in _children(s)]
-
-
 def test_killed_worker_leaves_the_previous_target_and_next_run_succeeds(tmp_path):
     t = people(300_000, seed=9)
     src = tmp_path / "big.parquet"
@@ -266,7 +233,7 @@ def test_killed_worker_leaves_the_previous_target_and_next_run_succeeds(tmp_path
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
         parts = list(tmp_path.glob(".out.parquet.sqlanon-staging-*/parts/*.parquet"))
-        workers = _workers(proc.pid)
+        workers = pool_workers(proc.pid)
         if parts and workers:
             os.kill(workers[-1], signal.SIGKILL)
             killed = True
@@ -297,7 +264,7 @@ def test_killed_coordinator_leaves_target_and_stale_staging_is_cleaned(tmp_path)
         if list(tmp_path.glob(".out.parquet.sqlanon-staging-*/parts/*.parquet")):
             break
         time.sleep(0.02)
-    for pid in _descendants(proc.pid):
+    for pid in descendants(proc.pid):
         os.kill(pid, signal.SIGKILL)
     proc.kill()
     proc.wait()

@@ -46,6 +46,7 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg", reason='needs psycopg 3: pip install "psycopg[binary]"')
 
+from procs import pool_workers  # noqa: E402 - a helper module next to the tests
 import sqlanon  # noqa: E402
 from sqlanon import warehouse  # noqa: E402
 from sqlanon.errors import InputError  # noqa: E402
@@ -531,31 +532,6 @@ def test_pushdown_in_pg_stat_statements(pg_server, pg_url, pg_to_pg_run):
 # --------------------------------------------------------------------------- 6. faults
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError):
-                continue
-            if ppid == pid:
-                out.append(int(entry.name))
-    return out
-
-
-def _workers(pid: int) -> list[int]:
-    """The pool's worker processes: children of the run's fork server."""
-    servers = []
-    for child in _children(pid):
-        try:
-            if b"forkserver" in Path(f"/proc/{child}/cmdline").read_bytes():
-                servers.append(child)
-        except OSError:
-            continue
-    return [w for s in servers for w in _children(s)]
-
-
 PREVIOUS = [(1, "previous"), (2, "target"), (3, "rows")]
 
 
@@ -589,7 +565,7 @@ def test_killed_worker_keeps_previous_target_and_next_run_succeeds(pg_url, short
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
         parts = list(short_tmp.glob("sqlanon-staging-*/parts/*.parquet"))
-        workers = _workers(proc.pid)
+        workers = pool_workers(proc.pid)
         if parts and workers:
             os.kill(workers[-1], signal.SIGKILL)
             killed = True

@@ -1,0 +1,41 @@
+"""Finding a run's processes in /proc, for the tests that kill one mid-run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            if ppid == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``."""
+    out, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def pool_workers(pid: int) -> list[int]:
+    """The local pool's worker processes: children of the run's fork server."""
+    servers = []
+    for child in children(pid):
+        try:
+            if b"forkserver" in Path(f"/proc/{child}/cmdline").read_bytes():
+                servers.append(child)
+        except OSError:
+            continue
+    return [w for s in servers for w in children(s)]
