@@ -424,9 +424,8 @@ def run(
     snapshot_holder = None
     try:
         t0 = time.perf_counter()
-        if hasattr(source, "export_snapshot"):
-            # One consistent view of a live table for every reader of this run.
-            source, snapshot_holder = source.export_snapshot()
+        # One consistent view of a live table for every reader of this run.
+        source, snapshot_holder = source.export_snapshot()
         source.attach(con)
         schema = source_schema(con, source)
         check_columns(schema, spec, drop, repr(source.describe()))

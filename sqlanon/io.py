@@ -88,6 +88,11 @@ class DuckDBReadable:
 
     dialect = "duckdb"
 
+    def export_snapshot(self):
+        """``(source, holder)``: files have no snapshot to share (see the
+        PostgreSQL source); the source must not change during a run."""
+        return self, None
+
     def fetch(self, con: duckdb.DuckDBPyConnection, stmt) -> pa.Table:
         """Run a rendered statement over this source."""
         try:
