@@ -188,6 +188,12 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
         )
     for what, path in (("input", src), ("output", out)):
         if warehouse.is_url(path):
+            db = warehouse.Conn(path)
+            if db.backend == "sqlite" and not os.path.isabs(db._u.database or ""):
+                raise ConfigError(
+                    f"the SQLite {what} {db.safe()!r} is a relative path: with --executor {options.executor} on a "
+                    "remote cluster give an absolute path (sqlite:////abs/path.db) that every worker mounts"
+                )
             continue
         if table is not None and what == "input":
             raise ConfigError("a remote cluster cannot read a DuckDB file; export the table to Parquet first")
@@ -213,9 +219,8 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
             return  # a table in the output database
     elif not io.file_format(metrics):
         raise ConfigError(f"cannot tell the format of --metrics {metrics!r}: name a .parquet or .csv file")
-    if _overlaps(metrics, out) or (
-        not isinstance(source, warehouse.PostgresSource) and _overlaps(metrics, source.root)
-    ):
+    root = None if isinstance(source, warehouse.PostgresSource) else source.root
+    if _overlaps(metrics, out) or (root is not None and _overlaps(metrics, root)):
         raise ConfigError(f"--metrics {metrics!r} would overwrite the input or the output; name another file")
 
 
@@ -227,7 +232,7 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
             target = warehouse.open_target(out, target_table, overwrite=True)
             same = target.table == source.table and warehouse.same_server(source.conn, target.conn)
     elif target_table is None:
-        same = source.same_path(out) or _overlaps(out, source.root)
+        same = source.same_path(out) or (source.root is not None and _overlaps(out, source.root))
     elif isinstance(source, io.DuckDBSource):
         same = os.path.abspath(out) == os.path.abspath(source.path) and tuple(io.split_table_name(target_table)) == source.table
     if same:
@@ -254,6 +259,7 @@ def verify(
         raise ConfigError("name the quasi-identifier columns (--qi)")
     spec_in = os.fspath(input)
     if warehouse.is_url(spec_in):
+        warehouse.Conn(spec_in).require_postgres("the table to verify")
         source = warehouse.open_source(spec_in, table)
         cols = [name for name, _ in source.server_columns()]
         with source.conn.connect() as server:

@@ -240,7 +240,9 @@ def anonymize(
     """Anonymize INPUT into OUTPUT with distributed Mondrian.
 
     INPUT is a Parquet/CSV file, a glob, a directory of part files, a DuckDB
-    file with --table, or a postgresql:// URL with --table. The coordinator reads statistics and a sample
+    file with --table, or a database URL with --table: postgresql://…, or
+    any other SQLAlchemy URL (sqlite:///hr.db, mysql+pymysql://…; input
+    only, with that database's driver installed). The coordinator reads statistics and a sample
     through SQL, cuts the data into fragments described by WHERE clauses,
     and worker processes each pull and anonymize one fragment. Non-QI columns
     pass through unchanged. The output is verified with SQL (k and l per

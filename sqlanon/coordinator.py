@@ -33,6 +33,7 @@ from .domain import ColumnStats, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import render
+from .sql.render import is_generic
 from .verify import Verification, verify_relation
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
 
@@ -178,10 +179,13 @@ class RunResult:
 
 
 def _render(source, template: str, **context):
-    return render(template, dialect=source.dialect, inline=source.dialect != "duckdb", **context)
+    # PostgreSQL statements travel as text through postgres_query: inline literals.
+    return render(template, dialect=source.dialect, inline=source.dialect == "postgres", **context)
 
 
 def source_schema(con: duckdb.DuckDBPyConnection, source: io.Source) -> pa.Schema:
+    if is_generic(source.dialect):
+        return source.arrow_schema(con)  # reflected by SQLAlchemy (no portable LIMIT 0)
     return source.fetch(con, _render(source, "schema.sql", relation=source.relation)).schema
 
 
@@ -221,6 +225,8 @@ def domain_stats(
         if kind == "interval":
             # Mondrian and NCP need only the span of an interval column.
             lo_hi = pa.concat_arrays([row.column(f"min{i}").chunk(0), row.column(f"max{i}").chunk(0)])
+            # In the column's own type (SQLite, say, returns its dates as text).
+            lo_hi = lo_hi.cast(schema.field(qi.name).type)
             stats[qi.name] = interval_stats(0, lo_hi)
             continue
         distinct = row.column(f"d{i}")[0].as_py() + has_null
@@ -255,6 +261,10 @@ def draw_sample(
     q = _render(
         source, "sample.sql", relation=source.relation, columns=spec.qi_names, rows=rows, seed=seed,
         whole=rows >= total, pct=min(100.0, 100.0 * rows / max(total, 1)),
+        # The portable sample (other SQLAlchemy databases): its share of a 32-bit
+        # hash of the row number, and the seed's offset into that hash.
+        hash_limit=min(2**32, round(2**32 * rows / max(total, 1))),
+        hash_offset=(seed * 0x9E3779B1 + 0x7F4A7C15) % 2**32,
     )
     if source.dialect != "duckdb":
         return source.fetch(con, q)  # drawn by the server

@@ -86,7 +86,7 @@ import pyarrow.compute as pc
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
 from .domain import ColumnStats, normalize_floats, resolve_generalization, span_values
 from .errors import ConfigError, InputError
-from .sql.render import DIALECTS, render  # noqa: F401 - DIALECTS: duckdb binds ?, postgres inlines literals
+from .sql.render import DIALECTS, is_generic, render  # noqa: F401 - DIALECTS: duckdb binds ?, postgres inlines literals
 
 __all__ = [
     "DIALECTS",
@@ -371,7 +371,7 @@ def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple
     >>> where_sql(())
     ('TRUE', [])
     """
-    if dialect not in DIALECTS:
+    if dialect not in DIALECTS and not is_generic(dialect):
         raise ConfigError(f"unknown SQL dialect {dialect!r}{suggest(str(dialect), DIALECTS)}; choose one of {', '.join(DIALECTS)}")
     preds = tuple(predicates)
     for p in preds:

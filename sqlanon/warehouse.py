@@ -61,14 +61,28 @@ class Conn:
         from sqlalchemy.exc import ArgumentError
 
         try:
-            u = make_url(self.url)
+            make_url(self.url)
         except ArgumentError as exc:
             raise ConfigError(f"not a database URL: {self.safe()!r}") from exc
-        if u.get_backend_name() != "postgresql":
+
+    @property
+    def backend(self) -> str:
+        """``postgresql``, ``sqlite``, ``mysql``… (SQLAlchemy's backend name)."""
+        return self._u.get_backend_name()
+
+    @property
+    def drivername(self) -> str:
+        """``postgresql+psycopg``, ``sqlite``… (backend and driver)."""
+        return self._u.drivername
+
+    def require_postgres(self, what: str) -> "Conn":
+        """Refuse a non-PostgreSQL URL where only PostgreSQL is supported."""
+        if self.backend != "postgresql":
             raise ConfigError(
-                f"unsupported database {u.get_backend_name()!r} in {self.safe()!r}: sqlanon reads and writes "
-                "postgresql:// URLs (other SQLAlchemy dialects are planned)"
+                f"{what} must be a postgresql:// URL, not {self.backend!r} ({self.safe()}): other SQLAlchemy "
+                "databases can be read (as the input), not written or verified in place"
             )
+        return self
 
     @property
     def _u(self):
@@ -284,8 +298,14 @@ class PostgresSource:
         return [(r[0], r[1]) for r in rows]
 
 
-def open_source(url: str, table: str | None) -> PostgresSource:
+def open_source(url: str, table: str | None):
+    """A :class:`PostgresSource`, or for any other SQLAlchemy URL a
+    :class:`sqlanon.sqla.SqlAlchemySource`."""
     conn = Conn(url)
+    if conn.backend != "postgresql":
+        from . import sqla
+
+        return sqla.open_source(conn, table)
     return PostgresSource(conn, _table(table, "--table"))
 
 
@@ -540,7 +560,7 @@ def _pg_type(duck: str) -> str:
 
 
 def open_target(url: str, table: str | None, *, overwrite: bool) -> PostgresTarget:
-    target = PostgresTarget(Conn(url), _table(table, "--target-table"))
+    target = PostgresTarget(Conn(url).require_postgres("the output"), _table(table, "--target-table"))
     if not overwrite and target.exists():
         raise ConfigError(f"{target.describe()} already exists; pass --overwrite to replace it")
     return target

@@ -91,11 +91,12 @@ def test_templates_exist():
     names = {p.name for p in TEMPLATES}
     assert {"copy_to.sql", "read_file.sql", "verify_summary.sql", "verify_violations.sql"} <= names
     # the templates the package loads are the files linted here
-    from sqlanon.sql.render import _ENVS
+    from sqlanon.sql.render import DIALECTS, _env
 
-    for dialect, env in _ENVS.items():
+    for dialect, folder in [*((d, d) for d in DIALECTS), ("sqla:sqlite", "sqlalchemy")]:
+        env = _env(dialect)
         paths = [Path(p).resolve() for loader in env.loader.loaders for p in loader.searchpath]
-        assert paths == [(TEMPLATE_DIR / dialect).resolve(), TEMPLATE_DIR.resolve()]
+        assert paths == [(TEMPLATE_DIR / folder).resolve(), TEMPLATE_DIR.resolve()]
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda p: p.name)

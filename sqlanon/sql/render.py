@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -83,15 +84,56 @@ class Rendered:
 
 
 DIALECTS = ("duckdb", "postgres")
+GENERIC = "sqla:"
+"""Prefix of the other SQLAlchemy dialects: ``sqla:<drivername>``, e.g.
+``sqla:sqlite`` or ``sqla:mysql+pymysql``. Their templates come from
+``sql_templates/sqlalchemy/`` (then the defaults), identifiers are quoted
+the dialect's way and values are named binds (``:p0``) of a ``text()``."""
+
+def is_generic(dialect: str) -> bool:
+    return isinstance(dialect, str) and dialect.startswith(GENERIC) and len(dialect) > len(GENERIC)
+
+
+@functools.lru_cache(maxsize=None)
+def sqlalchemy_dialect(dialect: str):
+    """The SQLAlchemy dialect object behind ``sqla:<drivername>`` (no driver is imported)."""
+    from sqlalchemy.engine import URL
+
+    return URL.create(dialect[len(GENERIC):]).get_dialect()()
+
+
+def _generic_ident(dialect: str):
+    """Identifier quoting for a SQLAlchemy dialect, for SQL run as ``text()``:
+    the dialect's quote characters (backticks on MySQL, brackets on SQL
+    Server) with the dialect's escaping inside, and ``:`` escaped so that
+    ``text()`` never takes part of a name for a bind parameter (it also
+    doubles ``%`` itself for drivers that format with ``%``)."""
+    preparer = sqlalchemy_dialect(dialect).identifier_preparer
+    doubles_percent = "%%" in preparer.quote_identifier("%")
+
+    def quote(name: str | list[str] | tuple[str, ...]) -> str:
+        if isinstance(name, (list, tuple)):
+            if not name:
+                raise ValueError("not an identifier: an empty qualified name")
+            return ".".join(quote(part) for part in name)
+        if not isinstance(name, str) or name == "":
+            raise ValueError(f"not an identifier: {name!r}")
+        quoted = preparer.quote_identifier(name)
+        if doubles_percent:  # text() doubles them again when it compiles
+            quoted = quoted.replace("%%", "%")
+        return quoted.replace(":", "\\:")
+
+    return quote
 
 
 def _environment(dialect: str) -> jinja2.Environment:
     # A dialect's own template (sql_templates/<dialect>/x.sql) overrides the
     # default one (sql_templates/x.sql), as dbt's adapter.dispatch does.
     base = resources.files("sqlanon.sql_templates")
+    folder = "sqlalchemy" if is_generic(dialect) else dialect
     env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(
-            [jinja2.FileSystemLoader(str(base / dialect)), jinja2.FileSystemLoader(str(base))]
+            [jinja2.FileSystemLoader(str(base / folder)), jinja2.FileSystemLoader(str(base))]
         ),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
@@ -99,12 +141,21 @@ def _environment(dialect: str) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["ident"] = ident
+    env.filters["ident"] = _generic_ident(dialect) if is_generic(dialect) else ident
     env.filters["lit"] = literal
     return env
 
 
-_ENVS = {d: _environment(d) for d in DIALECTS}
+@functools.lru_cache(maxsize=None)
+def _env(dialect: str) -> jinja2.Environment:
+    if dialect not in DIALECTS and not is_generic(dialect):
+        raise ValueError(f"unknown SQL dialect {dialect!r}")
+    return _environment(dialect)
+
+
+def quote_for(dialect: str):
+    """The identifier-quoting function of ``dialect``."""
+    return _generic_ident(dialect) if is_generic(dialect) else ident
 
 
 def render(template: str, *, dialect: str = "duckdb", inline: bool = False, **context: Any) -> Rendered:
@@ -117,12 +168,15 @@ def render(template: str, *, dialect: str = "duckdb", inline: bool = False, **co
             for SQL that must travel as text (e.g. through ``postgres_query``).
     """
     params: list[Any] = []
+    generic = is_generic(dialect)
 
     def p(value: Any) -> str:
         if inline:
             return literal(value, dialect)
         params.append(value)
-        return "?"
+        # Other SQLAlchemy databases run the SQL as text(): named binds, which
+        # SQLAlchemy turns into the driver's own parameter style.
+        return f":p{len(params) - 1}" if generic else "?"
 
-    sql = _ENVS[dialect].get_template(template).render(p=p, dialect=dialect, **context)
+    sql = _env(dialect).get_template(template).render(p=p, dialect=dialect, **context)
     return Rendered(sql.strip(), params)

@@ -1,0 +1,222 @@
+"""Any other SQLAlchemy database as a source: SQLite, MySQL, SQL Server…
+
+PostgreSQL has its own path (:mod:`sqlanon.warehouse`: DuckDB's postgres
+extension, server-side ``TABLESAMPLE``, snapshots, publishing). Every other
+SQLAlchemy URL is read through SQLAlchemy and the database's own driver:
+
+* the statistics are one aggregate statement run by the database;
+* the sample is drawn by the database with a portable statement (rows
+  numbered with ``ROW_NUMBER() OVER ()``, a seeded hash of the number keeps
+  the requested share; ``sql_templates/sqlalchemy/sample.sql``);
+* each worker opens its own database connection and runs
+  ``SELECT * FROM <table> WHERE <fragment clause>``, so only its fragment
+  travels.
+
+Statements run as SQLAlchemy ``text()``: identifiers are quoted the
+dialect's way (backticks on MySQL, brackets on SQL Server, double quotes
+elsewhere) and values are named binds that SQLAlchemy hands to the driver
+in its own parameter style (:func:`sqlanon.sql.render.render`). Results are converted to Arrow
+column by column, typed from the table's reflected column types.
+
+Such a database is an input only; write the anonymized copy to Parquet, a
+DuckDB file or PostgreSQL. There is no snapshot: as with files, the table
+must not change during a run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import duckdb
+import pyarrow as pa
+
+from .errors import ConfigError, InputError
+from .io import first_line, split_table_name
+from .sql.render import GENERIC, Rendered, quote_for
+from .warehouse import Conn
+
+FETCH_ROWS = 65_536
+"""Rows per fetch: the conversion to Arrow goes chunk by chunk."""
+PROBE_ROWS = 1000
+"""Rows read to type the columns that declare no type (SQLite allows that)."""
+
+
+@dataclass(frozen=True)
+class SqlAlchemySource:
+    """A table in a database reached through SQLAlchemy.
+
+    Attributes:
+        conn: the URL (shown only through :meth:`Conn.safe`).
+        table: ``(table,)`` or ``(schema, table)``.
+        fields: every column with its Arrow type, from the reflected
+            SQLAlchemy types (set by :func:`open_source`).
+    """
+
+    conn: Conn
+    table: tuple[str, ...]
+    fields: tuple[tuple[str, pa.DataType], ...] = field(default=(), repr=False)
+
+    @property
+    def dialect(self) -> str:
+        return GENERIC + self.conn.drivername
+
+    @property
+    def relation(self) -> str:
+        return quote_for(self.dialect)(list(self.table))
+
+    @property
+    def path(self) -> str:
+        return f"{self.conn.safe()} {'.'.join(self.table)}"
+
+    @property
+    def root(self) -> str | None:
+        """The database file of a file database (SQLite), else None."""
+        db = self.conn._u.database
+        if self.conn.backend == "sqlite" and db and db != ":memory:":
+            return os.path.abspath(db)
+        return None
+
+    def describe(self) -> str:
+        return f"{self.conn.safe()} table {'.'.join(self.table)}"
+
+    def same_path(self, other: str) -> bool:
+        return self.root is not None and os.path.realpath(other) == os.path.realpath(self.root)
+
+    def export_snapshot(self):
+        """No snapshot to share across connections: the table must not change during a run."""
+        return self, None
+
+    def attach(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Nothing to attach: statements go through SQLAlchemy."""
+
+    def detach(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Nothing to detach."""
+
+    def arrow_schema(self, con: duckdb.DuckDBPyConnection) -> pa.Schema:
+        return pa.schema(list(self.fields))
+
+    def fetch(self, con: duckdb.DuckDBPyConnection, stmt: Rendered) -> pa.Table:
+        """Run a rendered statement on the database; only its result travels."""
+        return self._query(stmt.sql, stmt.params)
+
+    def select(self, con: duckdb.DuckDBPyConnection, where: str | None = None, params=()) -> pa.Table:
+        """The fragment's rows: ``SELECT * … WHERE <clause>`` run by the database."""
+        cols = ", ".join(quote_for(self.dialect)(name) for name, _ in self.fields)
+        sql = f"SELECT {cols} FROM {self.relation}" + (f" WHERE {where}" if where else "")
+        return self._query(sql, list(params))
+
+    def _query(self, sql, params: list) -> pa.Table:
+        """Run ``sql`` (text with ``:pN`` binds, or a SQLAlchemy statement) into Arrow."""
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        types = dict(self.fields)
+        try:
+            with _engine(self.conn).connect() as c:
+                stmt = text(sql) if isinstance(sql, str) else sql
+                result = c.execute(stmt, {f"p{i}": v for i, v in enumerate(params)})
+                names = list(result.keys())
+                batches = []
+                while rows := result.fetchmany(FETCH_ROWS):
+                    columns = list(zip(*rows))
+                    batches.append(pa.record_batch([_column(n, col, types.get(n)) for n, col in zip(names, columns)], names=names))
+        except SQLAlchemyError as exc:
+            raise InputError(f"cannot read {self.describe()}: {self.conn.redact(first_line(exc.orig or exc))}") from None
+        if not batches:
+            return pa.table({n: pa.array([], types.get(n) or pa.null()) for n in names})
+        return pa.Table.from_batches(_unify(batches))
+
+
+def _unify(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+    """Give every chunk one schema (an all-NULL chunk infers the null type)."""
+    schema = pa.unify_schemas([b.schema for b in batches], promote_options="permissive")
+    return [b.cast(schema) if b.schema != schema else b for b in batches]
+
+
+def _column(name: str, values: tuple, arrow_type: pa.DataType | None) -> pa.Array:
+    """One result column as Arrow, in the table's type when it is known."""
+    if arrow_type is None:
+        return pa.array(values)
+    try:
+        return pa.array(values, type=arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # e.g. SQLite keeps dates as text and decimals as floats
+        try:
+            return pa.array(values).cast(arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise InputError(f"column {name!r}: cannot read its values as {arrow_type}: {first_line(exc)}") from None
+
+
+_ENGINES: dict[str, object] = {}
+
+
+def _engine(conn: Conn):
+    """One engine per URL and process (no pool kept: a worker connects once)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    if conn.url not in _ENGINES:
+        try:
+            _ENGINES[conn.url] = create_engine(conn.url, poolclass=NullPool)
+        except ImportError as exc:
+            raise ConfigError(f"no driver for {conn.safe()}: {first_line(exc)} (install the database's DBAPI driver)") from None
+    return _ENGINES[conn.url]
+
+
+def arrow_type(sa_type) -> pa.DataType | None:
+    """The Arrow type for a reflected SQLAlchemy column type (None: unknown, inferred from the values)."""
+    from sqlalchemy import types as t
+
+    if isinstance(sa_type, t.Boolean):
+        return pa.bool_()
+    if isinstance(sa_type, t.Integer):
+        return pa.int64()
+    if isinstance(sa_type, t.Float):
+        return pa.float64()
+    if isinstance(sa_type, t.Numeric):
+        p, s = sa_type.precision, sa_type.scale
+        return pa.decimal128(p, s or 0) if p and p <= 38 else pa.float64()
+    if isinstance(sa_type, t.DateTime):
+        return pa.timestamp("us", tz="UTC" if getattr(sa_type, "timezone", False) else None)
+    if isinstance(sa_type, t.Date):
+        return pa.date32()
+    if isinstance(sa_type, t.Time):
+        return pa.time64("us")
+    if isinstance(sa_type, (t.String, t.Enum)):
+        return pa.string()
+    if isinstance(sa_type, t._Binary):
+        return pa.binary()
+    return None
+
+
+def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
+    """The table's columns are reflected now: a missing table fails before any work."""
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import NoSuchTableError, SQLAlchemyError
+
+    if not table:
+        raise ConfigError("a database URL needs --table (schema.table)")
+    parts = tuple(split_table_name(table))
+    schema, name = (None, parts[0]) if len(parts) == 1 else parts
+    try:
+        columns = inspect(_engine(conn)).get_columns(name, schema=schema)
+    except NoSuchTableError:
+        raise InputError(f"table {table!r} does not exist in {conn.safe()}") from None
+    except SQLAlchemyError as exc:
+        raise InputError(f"cannot read {conn.safe()}: {conn.redact(first_line(exc.orig or exc))}") from None
+    source = SqlAlchemySource(conn, parts)
+    known = [(c["name"], arrow_type(c["type"])) for c in columns]
+    if any(t is None for _, t in known):
+        # Columns without a declared type (SQLite allows them): type them from their values.
+        from sqlalchemy import column, select
+        from sqlalchemy import table as table_clause
+
+        stmt = select(*[column(n) for n, _ in known]).select_from(table_clause(name, schema=schema)).limit(PROBE_ROWS)
+        probe = source._query(stmt, [])
+        known = [(n, t if t is not None else _inferred(probe.column(n).type)) for n, t in known]
+    return SqlAlchemySource(conn, parts, tuple(known))
+
+
+def _inferred(t: pa.DataType) -> pa.DataType:
+    return pa.string() if pa.types.is_null(t) else t

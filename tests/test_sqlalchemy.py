@@ -1,0 +1,241 @@
+"""Other SQLAlchemy databases as the input, on a real SQLite database file.
+
+What these tests prove (sqlanon.sqla):
+
+1. end to end through the CLI in a subprocess, with worker processes, both
+   fragmentation strategies: the output is k-anonymous and l-diverse (checked
+   by ``sqlanon verify``), has every row, and the non-QI columns are the
+   source's, value for value;
+2. pushdown: the statistics, the portable sample and every fragment's
+   ``SELECT … WHERE`` are statements run by the database (captured from
+   SQLAlchemy's cursor events); no statement reads the whole table;
+3. the portable sample is repeatable for a seed and about the size asked;
+4. hostile table, column and value names; sentinel tables survive;
+5. quoting and placeholders follow the dialect (backticks and ``%(p0)s`` for
+   MySQL/pymysql, brackets for SQL Server, ``?`` for SQLite);
+6. bad input: a missing table or column is one line (exit 1); a SQLite URL
+   as the output or as the table to verify is refused (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import sqlanon
+from sqlanon import coordinator, io
+from sqlanon.fragmentation import Predicate, where_sql
+
+HOSTILE_COL = 'a"; DROP TABLE x; --'
+ODD_COL = "c:x 50%"
+HOSTILE_VALUES = ["O'Brien", "x'); DROP TABLE t; --", 'say "hi"', "50%", ":name"]
+
+
+def _cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sqlanon.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+def make_db(path: Path, table: str = "people", n: int = 3000) -> Path:
+    """id, age (some NULL), zip (text), day (a DATE column: SQLite keeps the
+    text), disease (some NULL), note (no declared type), and a hostile column."""
+    c = sqlite3.connect(path)
+    c.execute("CREATE TABLE x (keep INTEGER)")
+    c.execute("CREATE TABLE t (keep INTEGER)")
+    t = '"' + table.replace('"', '""') + '"'
+    h = '"' + HOSTILE_COL.replace('"', '""') + '"'
+    c.execute(f'CREATE TABLE {t} (id INTEGER, age INTEGER, zip TEXT, day DATE, disease TEXT, note, {h} TEXT, "{ODD_COL}" INTEGER)')
+    rows = [
+        (
+            i,
+            None if i % 97 == 0 else 18 + (i * 7919) % 70,
+            f"z{(i * 104729) % 199}",
+            f"2020-{1 + i % 12:02d}-{1 + (i * 7) % 28:02d}",
+            ["flu", "cold", "covid", "none", None][i % 5],
+            f"row {i}",
+            HOSTILE_VALUES[i % len(HOSTILE_VALUES)],
+            i % 17,
+        )
+        for i in range(n)
+    ]
+    c.executemany(f"INSERT INTO {t} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    c.commit()
+    c.close()
+    return path
+
+
+def sqlite_rows(path: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(path) as c:
+        return c.execute(sql).fetchall()
+
+
+@pytest.fixture()
+def db(tmp_path) -> Path:
+    return make_db(tmp_path / "hr.db")
+
+
+# --------------------------------------------------------------------------- 1. end to end
+
+
+@pytest.mark.parametrize("strategy", ["mondrian", "quantile"])
+def test_cli_sqlite_to_parquet(db, tmp_path, strategy):
+    out = tmp_path / "out.parquet"
+    r = _cli("anonymize", f"sqlite:///{db}", "--table", "people", "-o", out, "--qi", "age,zip,day",
+             "--sensitive", "disease", "-k", 5, "-l", 2, "--workers", 2, "--fragments", 3,
+             "--fragmentation", strategy, "--json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["rows"] == 3000 and doc["fragments"] >= 2 and doc["achieved_k"] >= 5
+    v = _cli("verify", out, "--qi", "age,zip,day", "--sensitive", "disease", "-k", 5, "-l", 2, "--json")
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert json.loads(v.stdout)["rows"] == 3000
+    # Non-QI columns, value for value (the source read by sqlite3 itself).
+    got = duckdb.execute(
+        f"SELECT id, disease, note, \"{HOSTILE_COL.replace(chr(34), chr(34) * 2)}\" FROM read_parquet(?) ORDER BY id",
+        [str(out)],
+    ).fetchall()
+    want = sqlite_rows(db, f'SELECT id, disease, note, "{HOSTILE_COL.replace(chr(34), chr(34) * 2)}" FROM people ORDER BY id')
+    assert got == want
+
+
+def test_tiny_sample_still_covers_every_row(db, tmp_path):
+    """Fragments planned on a 12-row sample: NULLs and values the sample never
+    saw still land in exactly one fragment (the published rows are all there)."""
+    out = tmp_path / "o.parquet"
+    r = sqlanon.anonymize(f"sqlite:///{db}", out, table="people", qi=["age", "zip", "day"], k=5, l=2,
+                          sensitive=["disease"], workers=1, fragments=5, sample=12, seed=3)
+    assert r.verification.rows == 3000
+    assert duckdb.execute("SELECT count(*) FROM read_parquet(?)", [str(out)]).fetchone()[0] == 3000
+
+
+# --------------------------------------------------------------------------- 2. pushdown
+
+
+def test_statistics_sample_and_fragments_run_in_the_database(db, tmp_path):
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    seen: list[tuple[str, tuple]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany):
+        seen.append((statement, tuple(parameters or ())))
+
+    event.listen(Engine, "before_cursor_execute", capture)
+    try:
+        r = sqlanon.anonymize(f"sqlite:///{db}", tmp_path / "o.parquet", table="people", qi=["age", "zip", "day"],
+                              k=5, l=2, sensitive=["disease"], workers=1, fragments=4, sample=0.2, seed=7)
+    finally:
+        event.remove(Engine, "before_cursor_execute", capture)
+    statements = [s for s, _ in seen]
+    assert any("count(DISTINCT" in s for s in statements), "statistics not computed by the database"
+    samples = [s for s in statements if "ROW_NUMBER() OVER ()" in s]
+    assert len(samples) == 1 and "4294967296" in samples[0]
+    fragments = [(s, p) for s, p in seen if s.startswith("SELECT") and " WHERE " in s and "ROW_NUMBER" not in s
+                 and "count(" not in s and "DISTINCT" not in s]
+    assert len(fragments) == len(r.plan.fragments) == 4
+    for (s, params), frag in zip(fragments, r.plan.fragments):
+        where, want = where_sql(frag.predicates, "sqla:sqlite")
+        # as the driver receives it: SQLAlchemy turned the :pN binds into sqlite3's ?
+        assert s.endswith(" WHERE " + re.sub(r":p\d+", "?", where)) and list(params) == want
+    # Nothing pulled the whole table: every full-row read has a WHERE or a LIMIT.
+    for s in statements:
+        if '"id"' in s and '"note"' in s:
+            assert " WHERE " in s or " LIMIT " in s, s
+
+
+# --------------------------------------------------------------------------- 3. the portable sample
+
+
+def test_portable_sample_is_repeatable_and_sized(db):
+    src = sqlanon.sqla.open_source(sqlanon.warehouse.Conn(f"sqlite:///{db}"), "people")
+    spec = sqlanon.build_spec(["age", "zip"], k=5)
+    con = io.connect()
+
+    def draw(seed, sample):
+        return coordinator.draw_sample(con, src, spec, 3000, sample, seed)
+
+    a, b, c = draw(1, 600), draw(1, 600), draw(2, 600)
+    assert a.equals(b) and not a.equals(c)
+    assert 450 <= a.num_rows <= 750
+    assert a.schema.field("age").type == src.arrow_schema(con).field("age").type
+    assert draw(1, 5000).num_rows == 3000  # more than the table: all of it
+
+
+# --------------------------------------------------------------------------- 4. hostile names
+
+
+def test_hostile_table_column_and_values(tmp_path):
+    db = make_db(tmp_path / "h.db", table='pe"ople; DROP TABLE x; --')
+    out = tmp_path / "o.parquet"
+    r = sqlanon.anonymize(f"sqlite:///{db}", out, table='"pe""ople; DROP TABLE x; --"',
+                          qi=["age", HOSTILE_COL, ODD_COL], k=5, l=2, sensitive=["disease"], workers=1, fragments=3)
+    assert r.verification.ok and r.verification.rows == 3000
+    assert sqlite_rows(db, "SELECT name FROM sqlite_master WHERE name IN ('x', 't') ORDER BY name") == [("t",), ("x",)]
+    values = {row[0] for row in duckdb.execute(
+        f'SELECT DISTINCT "{HOSTILE_COL.replace(chr(34), chr(34) * 2)}" FROM read_parquet(?)', [str(out)]).fetchall()}
+    assert values  # generalized, and every original value is inside one of them
+    assert all(any(v in g for g in values) for v in HOSTILE_VALUES)
+
+
+# --------------------------------------------------------------------------- 5. dialect quoting
+
+
+def test_quoting_and_binds_follow_the_dialect():
+    """Names are quoted the dialect's way, a ``:`` in a name is escaped for
+    text(), values are named binds; compiled for a driver that formats with
+    ``%``, SQLAlchemy then doubles the ``%`` and uses its placeholders."""
+    from sqlalchemy import text
+    from sqlanon.sql.render import sqlalchemy_dialect
+
+    preds = (Predicate('we"ird%`col]', "le", 5), Predicate("c:x", "in", ("it's", "b")))
+    mysql, params = where_sql(preds, "sqla:mysql+pymysql")
+    assert mysql == '(`we"ird%``col]` <= :p0 AND `c\\:x` IN (:p1, :p2))' and params == [5, "it's", "b"]
+    assert str(text(mysql).compile(dialect=sqlalchemy_dialect("sqla:mysql+pymysql"))) == (
+        '(`we"ird%%``col]` <= %s AND `c:x` IN (%s, %s))')
+    assert where_sql(preds, "sqla:mssql+pyodbc")[0] == '([we"ird%`col]]] <= :p0 AND [c\\:x] IN (:p1, :p2))'
+    assert where_sql(preds, "sqla:sqlite")[0] == '("we""ird%`col]" <= :p0 AND "c\\:x" IN (:p1, :p2))'
+
+
+# --------------------------------------------------------------------------- 6. bad input
+
+
+def test_missing_table_and_column_are_one_line(db, tmp_path):
+    r = _cli("anonymize", f"sqlite:///{db}", "--table", "nope", "-o", tmp_path / "o.parquet", "--qi", "age", "-k", 2)
+    assert r.returncode == 1 and r.stderr.strip() == f"Error: table 'nope' does not exist in sqlite:///{db}"
+    r = _cli("anonymize", f"sqlite:///{db}", "--table", "people", "-o", tmp_path / "o.parquet", "--qi", "agee", "-k", 2)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "'agee'" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "o.parquet").exists()
+
+
+def test_other_databases_are_inputs_only(db, tmp_path):
+    r = _cli("anonymize", f"sqlite:///{db}", "--table", "people", "-o", f"sqlite:///{tmp_path / 'out.db'}",
+             "--target-table", "t", "--qi", "age", "-k", 2)
+    assert r.returncode == 2 and "must be a postgresql:// URL, not 'sqlite'" in r.stderr
+    assert not (tmp_path / "out.db").exists()
+    r = _cli("verify", f"sqlite:///{db}", "--table", "people", "--qi", "age", "-k", 2)
+    assert r.returncode == 2 and "must be a postgresql:// URL" in r.stderr
+
+
+@pytest.mark.postgres
+def test_sqlite_to_postgres(db, pg_url):
+    """Another database's table published into PostgreSQL, verified on the server."""
+    psycopg = pytest.importorskip("psycopg")
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS public.from_sqlite, public.from_sqlite__metrics")
+    r = _cli("anonymize", f"sqlite:///{db}", "--table", "people", "-o", pg_url, "--target-table", "public.from_sqlite",
+             "--qi", "age,zip,day", "--sensitive", "disease", "-k", 5, "-l", 2, "--workers", 2, "--json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    v = _cli("verify", pg_url, "--table", "public.from_sqlite", "--qi", "age,zip,day", "--sensitive", "disease",
+             "-k", 5, "-l", 2, "--json")
+    assert v.returncode == 0, v.stdout + v.stderr
+    with psycopg.connect(pg_url) as c:
+        got = c.execute("SELECT id, note FROM public.from_sqlite ORDER BY id").fetchall()
+    assert got == sqlite_rows(db, "SELECT id, note FROM people ORDER BY id")
