@@ -220,21 +220,30 @@ def test_config_file_and_flag_override(tmp_path, source):
     assert "fragmentaton" in p.stderr and "fragmentation" in p.stderr and "Traceback" not in p.stderr
 
 
-def test_killed_worker_leaves_the_previous_target_and_next_run_succeeds(tmp_path):
-    t = people(300_000, seed=9)
+def _run_to_interrupt(tmp_path, seed: int) -> tuple[list, Path, subprocess.Popen]:
+    """A 300,000-row run over an existing target, 16 fragments on 2 workers:
+    long enough to interrupt once its first parts are staged."""
     src = tmp_path / "big.parquet"
-    pq.write_table(t, src)
+    pq.write_table(people(300_000, seed=seed), src)
     out = tmp_path / "out.parquet"
     out.write_bytes(b"previous target")
     args = ["anonymize", src, "-o", out, "--qi", ",".join(QI), "-k", 5, "-l", 2, "--sensitive", "disease",
             "--workers", 2, "--fragments", 16, "--overwrite", "--quiet"]
     proc = subprocess.Popen([sys.executable, "-m", "sqlanon.cli", *map(str, args)], stderr=subprocess.PIPE, text=True)
+    return args, out, proc
+
+
+def _staged_parts(tmp_path) -> list[Path]:
+    return list(tmp_path.glob(".out.parquet.sqlanon-staging-*/parts/*.parquet"))
+
+
+def test_killed_worker_leaves_the_previous_target_and_next_run_succeeds(tmp_path):
+    args, out, proc = _run_to_interrupt(tmp_path, seed=9)
     killed = False
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
-        parts = list(tmp_path.glob(".out.parquet.sqlanon-staging-*/parts/*.parquet"))
         workers = pool_workers(proc.pid)
-        if parts and workers:
+        if _staged_parts(tmp_path) and workers:
             os.kill(workers[-1], signal.SIGKILL)
             killed = True
             break
@@ -251,17 +260,10 @@ def test_killed_worker_leaves_the_previous_target_and_next_run_succeeds(tmp_path
 
 
 def test_killed_coordinator_leaves_target_and_stale_staging_is_cleaned(tmp_path):
-    t = people(300_000, seed=10)
-    src = tmp_path / "big.parquet"
-    pq.write_table(t, src)
-    out = tmp_path / "out.parquet"
-    out.write_bytes(b"previous target")
-    args = ["anonymize", src, "-o", out, "--qi", ",".join(QI), "-k", 5, "-l", 2, "--sensitive", "disease",
-            "--workers", 2, "--fragments", 16, "--overwrite", "--quiet"]
-    proc = subprocess.Popen([sys.executable, "-m", "sqlanon.cli", *map(str, args)], stderr=subprocess.PIPE)
+    args, out, proc = _run_to_interrupt(tmp_path, seed=10)
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
-        if list(tmp_path.glob(".out.parquet.sqlanon-staging-*/parts/*.parquet")):
+        if _staged_parts(tmp_path):
             break
         time.sleep(0.02)
     for pid in descendants(proc.pid):
