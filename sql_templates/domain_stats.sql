@@ -1,7 +1,10 @@
-{# Dataset-wide statistics in one aggregate pass: rows; per QI the NULL count
+{# Dataset-wide statistics in one statement: rows; per QI the NULL count
    and either min/max (interval columns: their span is all Mondrian needs) or
-   the distinct count (other columns; a DISTINCT is the costly part on a
-   server); per sensitive column the distinct count, a NULL counting as one. #}
+   the distinct count (other columns); per sensitive column the distinct
+   count, a NULL counting as one. PostgreSQL computes count(DISTINCT …) by
+   sorting (slow on text under a linguistic collation), so there each
+   distinct count is a hash GROUP BY in a scalar subquery of the same
+   statement (same snapshot; GROUP BY puts the NULLs in one group). #}
 SELECT
     count(*) AS n_rows
 {% for c in qi %}
@@ -9,11 +12,17 @@ SELECT
 {% if c in interval %}
     , min({{ c | ident }}) AS {{ ("min" ~ loop.index0) | ident }}
     , max({{ c | ident }}) AS {{ ("max" ~ loop.index0) | ident }}
+{% elif dialect == "postgres" %}
+    , (SELECT count(*) FROM (SELECT {{ c | ident }} FROM {{ relation }} WHERE {{ c | ident }} IS NOT NULL GROUP BY {{ c | ident }}) AS v) AS {{ ("d" ~ loop.index0) | ident }}
 {% else %}
     , count(DISTINCT {{ c | ident }}) AS {{ ("d" ~ loop.index0) | ident }}
 {% endif %}
 {% endfor %}
 {% for s in sensitive %}
+{% if dialect == "postgres" %}
+    , (SELECT count(*) FROM (SELECT {{ s | ident }} FROM {{ relation }} GROUP BY {{ s | ident }}) AS v) AS {{ ("s" ~ loop.index0) | ident }}
+{% else %}
     , count(DISTINCT {{ s | ident }}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
+{% endif %}
 {% endfor %}
 FROM {{ relation }}

@@ -21,20 +21,29 @@ import decimal
 import functools
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 
 import jinja2
 
 
-def ident(name: str | list[str] | tuple[str, ...]) -> str:
-    """Quote an identifier (or each part of a qualified one) for SQL."""
+def _double_quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _qualified(name: str | list[str] | tuple[str, ...], quote: Callable[[str], str]) -> str:
+    """``quote`` applied to a name, or to each part of a qualified one."""
     if isinstance(name, (list, tuple)):
         if not name:
             raise ValueError("not an identifier: an empty qualified name")
-        return ".".join(ident(part) for part in name)
+        return ".".join(_qualified(part, quote) for part in name)
     if not isinstance(name, str) or name == "":
         raise ValueError(f"not an identifier: {name!r}")
-    return '"' + name.replace('"', '""') + '"'
+    return quote(name)
+
+
+def ident(name: str | list[str] | tuple[str, ...]) -> str:
+    """Quote an identifier (or each part of a qualified one) for SQL."""
+    return _qualified(name, _double_quoted)
 
 
 def literal(value: Any, dialect: str = "duckdb") -> str:
@@ -111,19 +120,13 @@ def _generic_ident(dialect: str):
     preparer = sqlalchemy_dialect(dialect).identifier_preparer
     doubles_percent = "%%" in preparer.quote_identifier("%")
 
-    def quote(name: str | list[str] | tuple[str, ...]) -> str:
-        if isinstance(name, (list, tuple)):
-            if not name:
-                raise ValueError("not an identifier: an empty qualified name")
-            return ".".join(quote(part) for part in name)
-        if not isinstance(name, str) or name == "":
-            raise ValueError(f"not an identifier: {name!r}")
+    def quote(name: str) -> str:
         quoted = preparer.quote_identifier(name)
         if doubles_percent:  # text() doubles them again when it compiles
             quoted = quoted.replace("%%", "%")
         return quoted.replace(":", "\\:")
 
-    return quote
+    return functools.partial(_qualified, quote=quote)
 
 
 def _environment(dialect: str) -> jinja2.Environment:
