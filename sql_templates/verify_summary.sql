@@ -4,11 +4,11 @@ WITH
 
 SELECT
     count(*) AS classes,
-    coalesce(sum(n_rows), 0) AS "rows",
-    min(n_rows) AS min_class_size,
-    coalesce(sum(n_rows * n_rows), 0) AS dp,
-    count(*) FILTER (WHERE n_rows < {{ p(k) }}{% for s in sensitive %} OR {{ ("l_" ~ loop.index0) | ident }} < {{ p(l) }}{% endfor %}) AS violations
+    coalesce(sum("__sqlanon_rows"), 0) AS "rows",
+    min("__sqlanon_rows") AS min_class_size,
+    coalesce(sum("__sqlanon_rows" * "__sqlanon_rows"), 0) AS dp,
+    count(*) FILTER (WHERE "__sqlanon_rows" < {{ p(k) }}{% for s in sensitive %} OR {{ ("__sqlanon_l_" ~ loop.index0) | ident }} < {{ p(l) }}{% endfor %}) AS violations
 {% for s in sensitive %}
-    , min({{ ("l_" ~ loop.index0) | ident }}) AS {{ ("l_" ~ loop.index0) | ident }}
+    , min({{ ("__sqlanon_l_" ~ loop.index0) | ident }}) AS {{ ("__sqlanon_l_" ~ loop.index0) | ident }}
 {% endfor %}
-FROM classes
+FROM "__sqlanon_classes"

@@ -6,14 +6,14 @@ SELECT
 {% for c in qi %}
     {{ c | ident }},
 {% endfor %}
-    n_rows AS "__rows"
+    "__sqlanon_rows" AS "__rows"
 {% for s in sensitive %}
-    , {{ ("l_" ~ loop.index0) | ident }} AS {{ ("__distinct_" ~ s) | ident }}
+    , {{ ("__sqlanon_l_" ~ loop.index0) | ident }} AS {{ ("__distinct_" ~ s) | ident }}
 {% endfor %}
-FROM classes
-WHERE n_rows < {{ p(k) }}
+FROM "__sqlanon_classes"
+WHERE "__sqlanon_rows" < {{ p(k) }}
 {% for s in sensitive %}
-    OR {{ ("l_" ~ loop.index0) | ident }} < {{ p(l) }}
+    OR {{ ("__sqlanon_l_" ~ loop.index0) | ident }} < {{ p(l) }}
 {% endfor %}
-ORDER BY n_rows
+ORDER BY "__sqlanon_rows"
 LIMIT {{ p(limit) }}

@@ -305,3 +305,13 @@ def test_progress_bar_on_a_terminal_and_quiet(tmp_path, source):
     shown = run_on_tty()
     assert "4/4 fragments" in shown and "1/4 fragments" in shown
     assert run_on_tty("--quiet") == ""
+
+
+def test_reserved_column_prefix_is_refused(tmp_path):
+    """The verification's own columns and CTEs are named __sqlanon_…: a QI so
+    named is refused by name (exit 2), nothing is written."""
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"__sqlanon_rows": [1, 2, 3] * 4, "s": ["a", "b"] * 6}), src)
+    p = _cli("anonymize", src, "-o", tmp_path / "o.parquet", "--qi", "__sqlanon_rows", "-k", 2)
+    assert p.returncode == 2 and "'__sqlanon_rows'" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.parquet").exists()
