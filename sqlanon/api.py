@@ -189,7 +189,7 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
     for what, path in (("input", src), ("output", out)):
         if warehouse.is_url(path):
             db = warehouse.Conn(path)
-            if db.backend == "sqlite" and not os.path.isabs(db._u.database or ""):
+            if db.backend == "sqlite" and not os.path.isabs(db.database or ""):
                 raise ConfigError(
                     f"the SQLite {what} {db.safe()!r} is a relative path: with --executor {options.executor} on a "
                     "remote cluster give an absolute path (sqlite:////abs/path.db) that every worker mounts"

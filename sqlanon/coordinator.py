@@ -178,6 +178,10 @@ class RunResult:
 # ----------------------------------------------------------------------- statistics
 
 
+RESERVED_PREFIX = "__sqlanon_"
+"""The SQL sqlanon writes names its helper columns and CTEs with this prefix."""
+
+
 def _render(source, template: str, **context):
     # PostgreSQL statements travel as text through postgres_query: inline literals.
     return render(template, dialect=source.dialect, inline=source.dialect == "postgres", **context)
@@ -191,6 +195,9 @@ def source_schema(con: duckdb.DuckDBPyConnection, source: io.Source) -> pa.Schem
 
 def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...], where: str) -> None:
     names = schema.names
+    for c in [*spec.qi_names, *spec.sensitive]:
+        if c.startswith(RESERVED_PREFIX):
+            raise ConfigError(f"column {c!r}: names starting with {RESERVED_PREFIX!r} are sqlanon's own; rename it")
     for c in [*spec.qi_names, *spec.sensitive, *drop]:
         if c not in names:
             raise InputError(f"column {c!r} is not in {where}{suggest(c, names)}; it has: {', '.join(names)}")
@@ -224,15 +231,16 @@ def domain_stats(
         has_null = 1 if row.column(f"nulls{i}")[0].as_py() else 0
         if kind == "interval":
             # Mondrian and NCP need only the span of an interval column.
-            lo_hi = pa.concat_arrays([row.column(f"min{i}").chunk(0), row.column(f"max{i}").chunk(0)])
-            # In the column's own type (SQLite, say, returns its dates as text).
-            lo_hi = lo_hi.cast(schema.field(qi.name).type)
+            # In the column's own type (SQLite, say, returns dates as text, and
+            # an int min with a float max from a NUMERIC column).
+            field = schema.field(qi.name)
+            lo_hi = pa.concat_arrays([_as_type(row.column(f"{m}{i}").chunk(0), field) for m in ("min", "max")])
             stats[qi.name] = interval_stats(0, lo_hi)
             continue
         distinct = row.column(f"d{i}")[0].as_py() + has_null
         domain = None
         if kind in ("prefix", "hierarchy"):
-            values = _distinct_values(con, source, qi.name)
+            values = _distinct_values(con, source, qi.name, schema.field(qi.name))
             if kind == "hierarchy":  # as the engine matches them: by text
                 qi.hierarchy.leaf_codes(values.cast(pa.string()), column=qi.name)
             else:
@@ -242,15 +250,46 @@ def domain_stats(
     return total, stats, sens
 
 
-def _distinct_values(con, source, column: str) -> pa.Array:
+def _distinct_values(con, source, column: str, field: pa.Field) -> pa.Array:
     q = _render(source, "distinct_values.sql", relation=source.relation, column=column)
-    return source.fetch(con, q).column(0).combine_chunks()
+    return _as_type(source.fetch(con, q).column(0).combine_chunks(), field)
+
+
+def _as_type(values: pa.Array, field: pa.Field) -> pa.Array:
+    """Values a database returned, in their column's type (a no-op for DuckDB
+    and PostgreSQL; SQLite returns dates as text, say)."""
+    if values.type == field.type:
+        return values
+    try:
+        return values.cast(field.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InputError(f"column {field.name!r}: cannot read its values as {field.type}: {io.first_line(exc)}") from None
+
+
+def _portable_sample_hash(seed: int, rows: int, total: int) -> dict[str, int]:
+    """The constants of the portable sample (sql_templates/sqlalchemy/sample.sql):
+    a row is kept when ``((rn mod 2^32) * multiplier + offset) mod 2^32 < limit``.
+    The multiplier is odd (a permutation of 32-bit values) and below 2^31 (the
+    product fits a signed 64-bit integer); both it and the offset come from the
+    seed through splitmix64, so another seed keeps other rows, not the same
+    rows moved by one."""
+    h = (seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E5F5) % 2**64
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) % 2**64
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) % 2**64
+    h ^= h >> 31
+    return {
+        "hash_multiplier": (h % 2**30) | 2**30 | 1,
+        "hash_offset": (h >> 32) % 2**32,
+        "hash_limit": min(2**32, round(2**32 * rows / max(total, 1))),
+    }
 
 
 def draw_sample(
-    con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, total: int, sample: float | None, seed: int
+    con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema, total: int,
+    sample: float | None, seed: int,
 ) -> pa.Table:
-    """A repeatable sample of the QI columns, drawn by DuckDB."""
+    """A repeatable sample of the QI columns, drawn where the data lives
+    (DuckDB, or the database server), in the columns' own types."""
     if sample is None:
         rows = max(1, SAMPLE_BUDGET_BYTES // (8 * len(spec.qi_names)))
     elif sample <= 1:
@@ -261,13 +300,12 @@ def draw_sample(
     q = _render(
         source, "sample.sql", relation=source.relation, columns=spec.qi_names, rows=rows, seed=seed,
         whole=rows >= total, pct=min(100.0, 100.0 * rows / max(total, 1)),
-        # The portable sample (other SQLAlchemy databases): its share of a 32-bit
-        # hash of the row number, and the seed's offset into that hash.
-        hash_limit=min(2**32, round(2**32 * rows / max(total, 1))),
-        hash_offset=(seed * 0x9E3779B1 + 0x7F4A7C15) % 2**32,
+        **_portable_sample_hash(seed, rows, total),
     )
     if source.dialect != "duckdb":
-        return source.fetch(con, q)  # drawn by the server
+        sample = source.fetch(con, q)  # drawn by the server
+        return pa.table([_as_type(sample.column(c).combine_chunks(), schema.field(c)) for c in spec.qi_names],
+                        names=spec.qi_names)
     # A seeded DuckDB sample is repeatable only single-threaded.
     con.execute("SET threads = 1")
     try:
@@ -450,7 +488,7 @@ def run(
         timings["read"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        sample = draw_sample(con, source, spec, total, options.sample, options.seed)
+        sample = draw_sample(con, source, spec, schema, total, options.sample, options.seed)
         plan = fragmentation.plan_fragments(sample, spec, n_fragments, options.fragmentation, total_rows=total, stats=stats)
         timings["fragmentation"] = time.perf_counter() - t0
         log.info("plan: %d fragments from a sample of %d rows", len(plan.fragments), sample.num_rows)

@@ -351,13 +351,14 @@ def _common_prefix(paths: list[str]) -> str:
 def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple[str, list[Any]]:
     """Render a conjunction of predicates as an SQL condition and its bound parameters.
 
-    Identifiers are quoted by :func:`sqlanon.sql.ident`; every value is a ``?``
-    placeholder, and the parameters are returned in placeholder order (for
-    ``postgres``: an escaped literal, and no parameters).
+    Identifiers are quoted the dialect's way; every value is a placeholder
+    (``?``; ``:p0``, ``:p1``… for another SQLAlchemy database) and the
+    parameters are returned in placeholder order (for ``postgres``: an
+    escaped literal, and no parameters).
 
     Args:
         predicates: the conjunction (a fragment's ``predicates``); ``()`` gives ``TRUE``.
-        dialect: one of :data:`DIALECTS`.
+        dialect: one of :data:`DIALECTS`, or ``sqla:<drivername>``.
 
     Returns:
         ``(sql, params)``.
@@ -372,7 +373,7 @@ def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple
     ('TRUE', [])
     """
     if dialect not in DIALECTS and not is_generic(dialect):
-        raise ConfigError(f"unknown SQL dialect {dialect!r}{suggest(str(dialect), DIALECTS)}; choose one of {', '.join(DIALECTS)}")
+        raise ConfigError(f"unknown SQL dialect {dialect!r}{suggest(str(dialect), DIALECTS)}; choose one of {', '.join(DIALECTS)} or sqla:<drivername>")
     preds = tuple(predicates)
     for p in preds:
         if not isinstance(p, Predicate):

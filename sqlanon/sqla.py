@@ -72,7 +72,7 @@ class SqlAlchemySource:
     @property
     def root(self) -> str | None:
         """The database file of a file database (SQLite), else None."""
-        db = self.conn._u.database
+        db = self.conn.database
         if self.conn.backend == "sqlite" and db and db != ":memory:":
             return os.path.abspath(db)
         return None
@@ -97,21 +97,23 @@ class SqlAlchemySource:
         return pa.schema(list(self.fields))
 
     def fetch(self, con: duckdb.DuckDBPyConnection, stmt: Rendered) -> pa.Table:
-        """Run a rendered statement on the database; only its result travels."""
-        return self._query(stmt.sql, stmt.params)
+        """Run a rendered statement on the database; only its result travels.
+        Result types are the driver's (the caller casts what it needs)."""
+        return self._query(stmt.sql, stmt.params, {})
 
     def select(self, con: duckdb.DuckDBPyConnection, where: str | None = None, params=()) -> pa.Table:
-        """The fragment's rows: ``SELECT * … WHERE <clause>`` run by the database."""
+        """The fragment's rows: ``SELECT * … WHERE <clause>`` run by the database,
+        in the table's column types."""
         cols = ", ".join(quote_for(self.dialect)(name) for name, _ in self.fields)
         sql = f"SELECT {cols} FROM {self.relation}" + (f" WHERE {where}" if where else "")
-        return self._query(sql, list(params))
+        return self._query(sql, list(params), dict(self.fields))
 
-    def _query(self, sql, params: list) -> pa.Table:
-        """Run ``sql`` (text with ``:pN`` binds, or a SQLAlchemy statement) into Arrow."""
+    def _query(self, sql, params: list, types: dict[str, pa.DataType]) -> pa.Table:
+        """Run ``sql`` (text with ``:pN`` binds, or a SQLAlchemy statement) into
+        Arrow; result columns named in ``types`` get that type."""
         from sqlalchemy import text
         from sqlalchemy.exc import SQLAlchemyError
 
-        types = dict(self.fields)
         try:
             with _engine(self.conn).connect() as c:
                 stmt = text(sql) if isinstance(sql, str) else sql
@@ -122,7 +124,7 @@ class SqlAlchemySource:
                     columns = list(zip(*rows))
                     batches.append(pa.record_batch([_column(n, col, types.get(n)) for n, col in zip(names, columns)], names=names))
         except SQLAlchemyError as exc:
-            raise InputError(f"cannot read {self.describe()}: {self.conn.redact(first_line(exc.orig or exc))}") from None
+            raise InputError(f"cannot read {self.describe()}: {self.conn.redact(first_line(_cause(exc)))}") from None
         if not batches:
             return pa.table({n: pa.array([], types.get(n) or pa.null()) for n in names})
         return pa.Table.from_batches(_unify(batches))
@@ -134,18 +136,23 @@ def _unify(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
     return [b.cast(schema) if b.schema != schema else b for b in batches]
 
 
+def _cause(exc: Exception) -> BaseException:
+    """The driver's own error behind a SQLAlchemy one, when there is one."""
+    return getattr(exc, "orig", None) or exc
+
+
 def _column(name: str, values: tuple, arrow_type: pa.DataType | None) -> pa.Array:
-    """One result column as Arrow, in the table's type when it is known."""
-    if arrow_type is None:
-        return pa.array(values)
+    """One result column as Arrow, in ``arrow_type`` when it is given."""
     try:
-        return pa.array(values, type=arrow_type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        # e.g. SQLite keeps dates as text and decimals as floats
+        if arrow_type is None:
+            return pa.array(values)
         try:
-            return pa.array(values).cast(arrow_type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-            raise InputError(f"column {name!r}: cannot read its values as {arrow_type}: {first_line(exc)}") from None
+            return pa.array(values, type=arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return pa.array(values).cast(arrow_type)  # SQLite keeps dates as text
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError) as exc:
+        want = f" as {arrow_type}" if arrow_type is not None else ""
+        raise InputError(f"column {name!r}: cannot read its values{want}: {first_line(exc)}") from None
 
 
 _ENGINES: dict[str, object] = {}
@@ -164,25 +171,31 @@ def _engine(conn: Conn):
     return _ENGINES[conn.url]
 
 
-def arrow_type(sa_type) -> pa.DataType | None:
-    """The Arrow type for a reflected SQLAlchemy column type (None: unknown, inferred from the values)."""
+def arrow_type(sa_type, backend: str) -> pa.DataType | None:
+    """The Arrow type for a reflected SQLAlchemy column type (None: unknown,
+    inferred from the values).
+
+    Exact numbers stay exact: a DECIMAL of at most 38 digits is ``decimal128``,
+    a wider or unbounded one is read as text. SQLite stores NUMERIC values as
+    integers or floats (so: float64) and TIME as text (kept as text).
+    """
     from sqlalchemy import types as t
 
     if isinstance(sa_type, t.Boolean):
         return pa.bool_()
     if isinstance(sa_type, t.Integer):
         return pa.int64()
-    if isinstance(sa_type, t.Float):
+    if isinstance(sa_type, t.Float) or (isinstance(sa_type, t.Numeric) and backend == "sqlite"):
         return pa.float64()
     if isinstance(sa_type, t.Numeric):
         p, s = sa_type.precision, sa_type.scale
-        return pa.decimal128(p, s or 0) if p and p <= 38 else pa.float64()
+        return pa.decimal128(p, s or 0) if p and p <= 38 else pa.string()
     if isinstance(sa_type, t.DateTime):
         return pa.timestamp("us", tz="UTC" if getattr(sa_type, "timezone", False) else None)
     if isinstance(sa_type, t.Date):
         return pa.date32()
     if isinstance(sa_type, t.Time):
-        return pa.time64("us")
+        return pa.string() if backend == "sqlite" else pa.time64("us")
     if isinstance(sa_type, (t.String, t.Enum)):
         return pa.string()
     if isinstance(sa_type, t._Binary):
@@ -204,16 +217,16 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
     except NoSuchTableError:
         raise InputError(f"table {table!r} does not exist in {conn.safe()}") from None
     except SQLAlchemyError as exc:
-        raise InputError(f"cannot read {conn.safe()}: {conn.redact(first_line(exc.orig or exc))}") from None
+        raise InputError(f"cannot read {conn.safe()}: {conn.redact(first_line(_cause(exc)))}") from None
     source = SqlAlchemySource(conn, parts)
-    known = [(c["name"], arrow_type(c["type"])) for c in columns]
+    known = [(c["name"], arrow_type(c["type"], conn.backend)) for c in columns]
     if any(t is None for _, t in known):
         # Columns without a declared type (SQLite allows them): type them from their values.
         from sqlalchemy import column, select
         from sqlalchemy import table as table_clause
 
         stmt = select(*[column(n) for n, _ in known]).select_from(table_clause(name, schema=schema)).limit(PROBE_ROWS)
-        probe = source._query(stmt, [])
+        probe = source._query(stmt, [], {})
         known = [(n, t if t is not None else _inferred(probe.column(n).type)) for n, t in known]
     return SqlAlchemySource(conn, parts, tuple(known))
 

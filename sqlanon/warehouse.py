@@ -32,6 +32,7 @@ import uuid
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -40,6 +41,9 @@ from .errors import ConfigError, InputError
 from .io import Staging
 from .io import first_line as _first_line
 from .sql import ident, literal
+
+if TYPE_CHECKING:
+    from . import sqla
 
 SRC = "__sqlanon_src"
 DST = "__sqlanon_dst"
@@ -69,6 +73,11 @@ class Conn:
     def backend(self) -> str:
         """``postgresql``, ``sqlite``, ``mysql``… (SQLAlchemy's backend name)."""
         return self._u.get_backend_name()
+
+    @property
+    def database(self) -> str | None:
+        """The URL's database part (a file path for SQLite)."""
+        return self._u.database
 
     @property
     def drivername(self) -> str:
@@ -298,7 +307,7 @@ class PostgresSource:
         return [(r[0], r[1]) for r in rows]
 
 
-def open_source(url: str, table: str | None):
+def open_source(url: str, table: str | None) -> "PostgresSource | sqla.SqlAlchemySource":
     """A :class:`PostgresSource`, or for any other SQLAlchemy URL a
     :class:`sqlanon.sqla.SqlAlchemySource`."""
     conn = Conn(url)

@@ -11,8 +11,10 @@ What these tests prove (sqlanon.sqla):
    SQLAlchemy's cursor events); no statement reads the whole table;
 3. the portable sample is repeatable for a seed and about the size asked;
 4. hostile table, column and value names; sentinel tables survive;
-5. quoting and placeholders follow the dialect (backticks and ``%(p0)s`` for
-   MySQL/pymysql, brackets for SQL Server, ``?`` for SQLite);
+5. quoting and binds follow the dialect (backticks, and ``%s`` once
+   SQLAlchemy compiles for pymysql; brackets for SQL Server; ``?`` for SQLite);
+   SQLite's loose types (NUMERIC, TIME as text) and column names that clash
+   with the statistics' aliases;
 6. bad input: a missing table or column is one line (exit 1); a SQLite URL
    as the output or as the table to verify is refused (exit 2).
 """
@@ -30,7 +32,7 @@ import duckdb
 import pytest
 
 import sqlanon
-from sqlanon import coordinator, io
+from sqlanon import coordinator, io, sqla, warehouse
 from sqlanon.fragmentation import Predicate, where_sql
 
 HOSTILE_COL = 'a"; DROP TABLE x; --'
@@ -108,12 +110,12 @@ def test_cli_sqlite_to_parquet(db, tmp_path, strategy):
 
 def test_tiny_sample_still_covers_every_row(db, tmp_path):
     """Fragments planned on a 12-row sample: NULLs and values the sample never
-    saw still land in exactly one fragment (the published rows are all there)."""
+    saw still land in exactly one fragment (every row published, once)."""
     out = tmp_path / "o.parquet"
     r = sqlanon.anonymize(f"sqlite:///{db}", out, table="people", qi=["age", "zip", "day"], k=5, l=2,
                           sensitive=["disease"], workers=1, fragments=5, sample=12, seed=3)
-    assert r.verification.rows == 3000
-    assert duckdb.execute("SELECT count(*) FROM read_parquet(?)", [str(out)]).fetchone()[0] == 3000
+    assert r.verification.rows == 3000 and len(r.plan.fragments) >= 3
+    assert duckdb.execute("SELECT count(*), count(DISTINCT id) FROM read_parquet(?)", [str(out)]).fetchone() == (3000, 3000)
 
 
 # --------------------------------------------------------------------------- 2. pushdown
@@ -155,18 +157,27 @@ def test_statistics_sample_and_fragments_run_in_the_database(db, tmp_path):
 
 
 def test_portable_sample_is_repeatable_and_sized(db):
-    src = sqlanon.sqla.open_source(sqlanon.warehouse.Conn(f"sqlite:///{db}"), "people")
-    spec = sqlanon.build_spec(["age", "zip"], k=5)
+    src = sqla.open_source(warehouse.Conn(f"sqlite:///{db}"), "people")
+    spec = sqlanon.build_spec(["id", "zip"], k=5)
     con = io.connect()
+    schema = src.arrow_schema(con)
 
     def draw(seed, sample):
-        return coordinator.draw_sample(con, src, spec, 3000, sample, seed)
+        return coordinator.draw_sample(con, src, spec, schema, 3000, sample, seed)
 
-    a, b, c = draw(1, 600), draw(1, 600), draw(2, 600)
-    assert a.equals(b) and not a.equals(c)
-    assert 450 <= a.num_rows <= 750
-    assert a.schema.field("age").type == src.arrow_schema(con).field("age").type
-    assert draw(1, 5000).num_rows == 3000  # more than the table: all of it
+    try:
+        a, b, c = draw(1, 600), draw(1, 600), draw(2, 600)
+        assert a.equals(b)
+        assert 450 <= a.num_rows <= 750 and 450 <= c.num_rows <= 750
+        # Another seed keeps other rows (about 20 % of them again, as two
+        # independent 20 % samples would), not the same rows shifted by one.
+        ids_a, ids_c = set(a.column("id").to_pylist()), set(c.column("id").to_pylist())
+        assert len(ids_a & ids_c) < 0.4 * len(ids_a)
+        assert len(ids_a & {i + 1 for i in ids_c}) < 0.4 * len(ids_a)
+        assert a.schema.field("id").type == schema.field("id").type
+        assert draw(1, 5000).num_rows == 3000  # more than the table: all of it
+    finally:
+        con.close()
 
 
 # --------------------------------------------------------------------------- 4. hostile names
@@ -174,15 +185,36 @@ def test_portable_sample_is_repeatable_and_sized(db):
 
 def test_hostile_table_column_and_values(tmp_path):
     db = make_db(tmp_path / "h.db", table='pe"ople; DROP TABLE x; --')
-    out = tmp_path / "o.parquet"
-    r = sqlanon.anonymize(f"sqlite:///{db}", out, table='"pe""ople; DROP TABLE x; --"',
-                          qi=["age", HOSTILE_COL, ODD_COL], k=5, l=2, sensitive=["disease"], workers=1, fragments=3)
-    assert r.verification.ok and r.verification.rows == 3000
+    table = '"pe""ople; DROP TABLE x; --"'
+    for qi, cut_on in (([HOSTILE_COL, "age"], HOSTILE_COL), ([ODD_COL, "age"], ODD_COL)):
+        out = tmp_path / "o.parquet"
+        r = sqlanon.anonymize(f"sqlite:///{db}", out, table=table, qi=qi, k=5, l=2, sensitive=["disease"],
+                              workers=1, fragments=3, overwrite=True)  # mondrian: cuts on several QIs
+        assert r.verification.ok and r.verification.rows == 3000
+        cuts = [p for f in r.plan.fragments for p in f.predicates if p.column == cut_on]
+        assert cuts, f"no fragment was cut on {cut_on!r}"
+        if cut_on == HOSTILE_COL:  # the hostile values were bound in a cut
+            values = {v for p in cuts for v in (p.value if isinstance(p.value, tuple) else (p.value,))}
+            assert values & set(HOSTILE_VALUES)
     assert sqlite_rows(db, "SELECT name FROM sqlite_master WHERE name IN ('x', 't') ORDER BY name") == [("t",), ("x",)]
-    values = {row[0] for row in duckdb.execute(
-        f'SELECT DISTINCT "{HOSTILE_COL.replace(chr(34), chr(34) * 2)}" FROM read_parquet(?)', [str(out)]).fetchall()}
-    assert values  # generalized, and every original value is inside one of them
-    assert all(any(v in g for g in values) for v in HOSTILE_VALUES)
+
+
+def test_loose_sqlite_types_and_clashing_names(tmp_path):
+    """NUMERIC(10,2) as a QI (SQLite stores floats), TIME kept as text, and
+    columns named like the statistics' aliases (n_rows, min0, d1)."""
+    db = tmp_path / "t.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE pay (n_rows INTEGER, salary NUMERIC(10,2), at TIME, min0 TEXT, d1 TEXT, dept TEXT)")
+        c.executemany("INSERT INTO pay VALUES (?, ?, ?, ?, ?, ?)", [
+            (i % 40, (i * 37) % 500 + (0.5 if i % 2 else 0), f"{i % 24:02d}:{i % 60:02d}:00", f"m{i}",
+             f"z{i % 30}", ["a", "b", "c"][i % 3]) for i in range(2000)])
+    out = tmp_path / "o.parquet"
+    r = sqlanon.anonymize(f"sqlite:///{db}", out, table="pay", qi=["n_rows", "salary", "d1"], k=5, l=2,
+                          sensitive=["dept"], workers=1, fragments=4)
+    assert r.verification.ok and r.verification.rows == 2000
+    assert {p.column for f in r.plan.fragments for p in f.predicates} & {"salary", "n_rows"}
+    got = duckdb.execute("SELECT \"at\", min0 FROM read_parquet(?) ORDER BY min0", [str(out)]).fetchall()
+    assert got == sqlite_rows(db, "SELECT at, min0 FROM pay ORDER BY min0")
 
 
 # --------------------------------------------------------------------------- 5. dialect quoting

@@ -6,9 +6,11 @@ Two rules make the templates injection-proof:
   doubles embedded quote characters (a column named ``a"; DROP TABLE x; --``
   is just a column); dotted names are passed as lists and quoted part by part;
 * values only enter through ``p(value)``, which appends the value to the bound
-  parameter list and emits a ``?`` placeholder; where an engine cannot bind
-  (a file path inside ``COPY … TO``), the ``lit`` filter emits a properly
-  escaped string literal.
+  parameter list and emits a placeholder (``?`` for DuckDB, a named ``:p0``
+  for other SQLAlchemy databases, whose SQL runs as ``text()``); where an
+  engine cannot bind (a file path inside ``COPY … TO``, SQL sent through
+  ``postgres_query``), the ``lit`` filter or ``inline`` emits a properly
+  escaped literal.
 
 ``StrictUndefined`` turns a missing template variable into an error instead of
 silently rendering nothing.
@@ -99,7 +101,9 @@ GENERIC = "sqla:"
 ``sql_templates/sqlalchemy/`` (then the defaults), identifiers are quoted
 the dialect's way and values are named binds (``:p0``) of a ``text()``."""
 
+
 def is_generic(dialect: str) -> bool:
+    """Whether ``dialect`` names another SQLAlchemy database (``sqla:<drivername>``)."""
     return isinstance(dialect, str) and dialect.startswith(GENERIC) and len(dialect) > len(GENERIC)
 
 
@@ -166,8 +170,10 @@ def render(template: str, *, dialect: str = "duckdb", inline: bool = False, **co
 
     Args:
         template: the template file name.
-        dialect: which ``sql_templates/<dialect>/`` overrides apply.
-        inline: render values as escaped literals instead of ``?`` placeholders,
+        dialect: ``duckdb``, ``postgres`` or ``sqla:<drivername>``: which
+            overrides apply (``sql_templates/<dialect>/``, ``sqlalchemy/`` for
+            the last), how identifiers are quoted and how values are bound.
+        inline: render values as escaped literals instead of placeholders,
             for SQL that must travel as text (e.g. through ``postgres_query``).
     """
     params: list[Any] = []
