@@ -242,10 +242,10 @@ def anonymize(
     INPUT is a Parquet/CSV file, a glob, a directory of part files, a DuckDB
     file with --table, or a database URL with --table: postgresql://…, or
     any other SQLAlchemy URL (sqlite:///hr.db, mysql+pymysql://…; input
-    only, with that database's driver installed). The coordinator reads statistics and a sample
-    through SQL, cuts the data into fragments described by WHERE clauses,
-    and worker processes each pull and anonymize one fragment. Non-QI columns
-    pass through unchanged. The output is verified with SQL (k and l per
+    only, with that database's driver installed). The coordinator reads
+    statistics and a sample through SQL, cuts the data into fragments
+    described by WHERE clauses, and worker processes each pull and anonymize
+    one fragment. Non-QI columns pass through unchanged. The output is verified with SQL (k and l per
     class) before it is swapped in; on any error nothing is published and an
     existing output is left as it was. A metrics table (one row per fragment
     and a total) is appended next to the output.

@@ -179,7 +179,8 @@ class RunResult:
 
 
 RESERVED_PREFIX = "__sqlanon_"
-"""The SQL sqlanon writes names its helper columns and CTEs with this prefix."""
+"""sqlanon's own SQL names its helper columns and CTEs with this prefix, so a
+user's column must not start with it."""
 
 
 def _render(source, template: str, **context):

@@ -131,9 +131,13 @@ class SqlAlchemySource:
 
 
 def _unify(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
-    """Give every chunk one schema (an all-NULL chunk infers the null type)."""
-    schema = pa.unify_schemas([b.schema for b in batches], promote_options="permissive")
-    return [b.cast(schema) if b.schema != schema else b for b in batches]
+    """Give every chunk one schema (an all-NULL chunk infers the null type,
+    an untyped SQLite column may give ints in one chunk and floats in the next)."""
+    try:
+        schema = pa.unify_schemas([b.schema for b in batches], promote_options="permissive")
+        return [b.cast(schema) if b.schema != schema else b for b in batches]
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InputError(f"the database returned values of mixed types: {first_line(exc)}") from None
 
 
 def _cause(exc: Exception) -> BaseException:
