@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
+from typing import Callable
 
 
 def children(pid: int) -> list[int]:
@@ -39,3 +43,16 @@ def pool_workers(pid: int) -> list[int]:
         except OSError:
             continue
     return [w for s in servers for w in children(s)]
+
+
+def kill_a_worker_when(proc, ready: Callable[[], bool], timeout: float = 60) -> bool:
+    """SIGKILL one pool worker of the run ``proc`` (a Popen) as soon as
+    ``ready()`` holds; False if the run ended or ``timeout`` passed first."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        workers = pool_workers(proc.pid)
+        if workers and ready():
+            os.kill(workers[-1], signal.SIGKILL)
+            return True
+        time.sleep(0.02)
+    return False

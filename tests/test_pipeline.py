@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from procs import descendants, pool_workers  # a helper module next to the tests
+from procs import descendants, kill_a_worker_when  # a helper module next to the tests
 import sqlanon
 from sqlanon import PrivacyError
 
@@ -239,15 +239,7 @@ def _staged_parts(tmp_path) -> list[Path]:
 
 def test_killed_worker_leaves_the_previous_target_and_next_run_succeeds(tmp_path):
     args, out, proc = _run_to_interrupt(tmp_path, seed=9)
-    killed = False
-    deadline = time.time() + 60
-    while time.time() < deadline and proc.poll() is None:
-        workers = pool_workers(proc.pid)
-        if _staged_parts(tmp_path) and workers:
-            os.kill(workers[-1], signal.SIGKILL)
-            killed = True
-            break
-        time.sleep(0.02)
+    killed = kill_a_worker_when(proc, lambda: bool(_staged_parts(tmp_path)))
     _, err = proc.communicate(timeout=120)
     assert killed, "the run finished before a worker could be killed"
     assert proc.returncode == 1, err

@@ -30,7 +30,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,7 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg", reason='needs psycopg 3: pip install "psycopg[binary]"')
 
-from procs import pool_workers  # noqa: E402 - a helper module next to the tests
+from procs import kill_a_worker_when  # noqa: E402 - a helper module next to the tests
 import sqlanon  # noqa: E402
 from sqlanon import warehouse  # noqa: E402
 from sqlanon.errors import InputError  # noqa: E402
@@ -561,16 +560,7 @@ def test_killed_worker_keeps_previous_target_and_next_run_succeeds(pg_url, short
             *PEOPLE_ARGS, "--workers", 2, "--fragments", 16, "--sample", "0.05", "--overwrite", "--quiet"]
     env = {"TMPDIR": str(short_tmp)}
     proc = _popen(*args, env=env)
-    killed = False
-    deadline = time.time() + 60
-    while time.time() < deadline and proc.poll() is None:
-        parts = list(short_tmp.glob("sqlanon-staging-*/parts/*.parquet"))
-        workers = pool_workers(proc.pid)
-        if parts and workers:
-            os.kill(workers[-1], signal.SIGKILL)
-            killed = True
-            break
-        time.sleep(0.02)
+    killed = kill_a_worker_when(proc, lambda: any(short_tmp.glob("sqlanon-staging-*/parts/*.parquet")))
     _, err = proc.communicate(timeout=120)
     assert killed, "the run finished before a worker could be killed"
     assert proc.returncode == 1, err
