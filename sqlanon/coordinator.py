@@ -33,7 +33,6 @@ from .domain import ColumnStats, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import render
-from .sql.render import is_generic
 from .verify import Verification, verify_relation
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
 
@@ -186,12 +185,6 @@ user's column must not start with it."""
 def _render(source, template: str, **context):
     # PostgreSQL statements travel as text through postgres_query: inline literals.
     return render(template, dialect=source.dialect, inline=source.dialect == "postgres", **context)
-
-
-def source_schema(con: duckdb.DuckDBPyConnection, source: io.Source) -> pa.Schema:
-    if is_generic(source.dialect):
-        return source.arrow_schema(con)  # reflected by SQLAlchemy (no portable LIMIT 0)
-    return source.fetch(con, _render(source, "schema.sql", relation=source.relation)).schema
 
 
 def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...], where: str) -> None:
@@ -476,7 +469,7 @@ def run(
         # One consistent view of a live table for every reader of this run.
         source, snapshot_holder = source.export_snapshot()
         source.attach(con)
-        schema = source_schema(con, source)
+        schema = source.arrow_schema(con)
         check_columns(schema, spec, drop, repr(source.describe()))
         total, stats, sens_distinct = domain_stats(con, source, spec, schema)
         if total == 0:

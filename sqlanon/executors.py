@@ -29,11 +29,15 @@ Dask and Spark are optional extras: ``pip install 'sqlanon[dask]'`` or
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 from .errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "dask", "spark")
 
@@ -61,8 +65,17 @@ class LocalExecutor:
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 
     def warm(self) -> None:
-        """Start the worker processes (blocks until the fork server is ready)."""
-        self._pool.submit(os.getpid).result()
+        """Start the worker processes (blocks until the fork server is ready).
+
+        Runs in a thread while the coordinator reads. If the run fails first
+        and shuts the pool down, or the pool cannot start, there is nothing
+        to report here: the run has its error already, or its first task
+        submission reports the broken pool as a one-line error.
+        """
+        try:
+            self._pool.submit(os.getpid).result()
+        except (BrokenProcessPool, CancelledError, RuntimeError):
+            log.debug("worker pool warm-up ended early (the pool was shut down or broke)")
 
     def submit(self, fn, task) -> Future:
         return self._pool.submit(fn, task)

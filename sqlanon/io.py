@@ -93,6 +93,10 @@ class DuckDBReadable:
         PostgreSQL source); the source must not change during a run."""
         return self, None
 
+    def arrow_schema(self, con: duckdb.DuckDBPyConnection) -> pa.Schema:
+        """Column names and types, from a query that reads no rows."""
+        return self.fetch(con, render("schema.sql", relation=self.relation)).schema
+
     def fetch(self, con: duckdb.DuckDBPyConnection, stmt) -> pa.Table:
         """Run a rendered statement over this source."""
         try:

@@ -94,6 +94,7 @@ class SqlAlchemySource:
         """Nothing to detach."""
 
     def arrow_schema(self, con: duckdb.DuckDBPyConnection) -> pa.Schema:
+        """Column names and types, as reflected when the source was opened."""
         return pa.schema(list(self.fields))
 
     def fetch(self, con: duckdb.DuckDBPyConnection, stmt: Rendered) -> pa.Table:

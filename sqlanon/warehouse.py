@@ -40,7 +40,7 @@ import pyarrow as pa
 from .errors import ConfigError, InputError
 from .io import Staging
 from .io import first_line as _first_line
-from .sql import ident, literal
+from .sql import ident, literal, render
 
 if TYPE_CHECKING:
     from . import sqla
@@ -266,6 +266,10 @@ class PostgresSource:
             c.close()
             raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
         return replace(self, snapshot=snap), c
+
+    def arrow_schema(self, con: duckdb.DuckDBPyConnection) -> pa.Schema:
+        """Column names and types as DuckDB reads them, from a query that reads no rows."""
+        return self.fetch(con, render("schema.sql", dialect="postgres", inline=True, relation=self.relation)).schema
 
     def fetch(self, con: duckdb.DuckDBPyConnection, stmt) -> pa.Table:
         """Run a rendered (inline) statement on the server; only its result travels."""
