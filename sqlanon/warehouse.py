@@ -25,7 +25,10 @@ Two planes, each with the tool that is best at it:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import itertools
+import logging
 import re
 import tempfile
 import uuid
@@ -44,6 +47,8 @@ from .sql import ident, literal, render
 
 if TYPE_CHECKING:
     from . import sqla
+
+log = logging.getLogger("sqlanon")
 
 SRC = "__sqlanon_src"
 DST = "__sqlanon_dst"
@@ -389,17 +394,71 @@ class PostgresTarget:
     def _connect(self):
         return self.conn.connect()
 
-    def _run(self, sql: str, what: str) -> None:
-        """Run control statements in one transaction; a failure is one redacted line."""
+    @contextlib.contextmanager
+    def _transaction(self, what: str):
+        """A connection in one transaction; a server error is one redacted line."""
         import psycopg
 
         with self._connect() as c:
             try:
                 with c.transaction():
-                    for stmt in sql if isinstance(sql, list) else [sql]:
-                        c.execute(stmt)
+                    yield c
             except psycopg.Error as exc:
                 raise InputError(f"cannot {what} {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+
+    def _run(self, sql: str | list[str], what: str) -> None:
+        """Run control statements in one transaction."""
+        with self._transaction(what) as c:
+            for stmt in sql if isinstance(sql, list) else [sql]:
+                c.execute(stmt)
+
+    def _replace(self, c, stage: str) -> None:
+        """Put the staging table in the target's place, inside the publishing
+        transaction ``c``, keeping what users attached to the old table.
+
+        * Views or indexes on the old table, and the same columns (names and
+          types, in order) in the new one: the old table is refilled in place
+          (``TRUNCATE`` + ``INSERT``), so the views, indexes, grants, comments
+          and triggers stay as they are.
+        * Otherwise the staging table is renamed into the target's place and
+          gets the old table's grants (table and column) and comments;
+          indexes whose columns changed are dropped with it (a warning names
+          them). Views on a table whose columns change cannot be kept: the
+          run fails, naming them, and the old table stays.
+        """
+        target = ident(list(self.table))
+        rename = f"ALTER TABLE {stage} RENAME TO {ident(self.table[1])}"
+        if c.execute("SELECT to_regclass(%s) IS NULL", (target,)).fetchone()[0]:
+            c.execute(rename)
+            return
+        c.execute(f"LOCK TABLE {target} IN ACCESS EXCLUSIVE MODE")
+        plan = render("replace_plan.sql", dialect="postgres", inline=True, old=target, new=stage)
+        views, indexes, old_columns, new_columns = c.execute(plan.sql).fetchone()
+        same = old_columns == new_columns
+        if (views or indexes) and same:
+            log.info("refilling %s in place: %s depend on it", self.describe(), ", ".join(views + indexes))
+            staged = c.execute(f"SELECT count(*) FROM {stage}").fetchone()[0]
+            c.execute(f"TRUNCATE {target}")
+            inserted = c.execute(f"INSERT INTO {target} SELECT * FROM {stage}").rowcount
+            if inserted != staged:  # e.g. a trigger on the table that skips rows
+                raise InputError(f"cannot replace {self.describe()}: {inserted} of {staged} rows went in "
+                                 "(a trigger on the table?); the old table is kept")
+            c.execute(f"DROP TABLE {stage}")
+            return
+        if views:
+            changed = next(
+                (f"{a or '(none)'} -> {b or '(none)'}" for a, b in itertools.zip_longest(old_columns, new_columns)
+                 if a != b), "")
+            raise InputError(
+                f"cannot replace {self.describe()}: view(s) {', '.join(views)} depend on it and its columns "
+                f"change ({changed}); drop or redefine the views, or publish to another table")
+        if indexes:
+            log.warning("%s: index(es) %s are not carried over (the table's columns change)",
+                        self.describe(), ", ".join(indexes))
+        keep = [r[0] for r in c.execute(
+            render("carry_over.sql", dialect="postgres", inline=True, old=target, new=stage).sql).fetchall()]
+        for stmt in [*keep, f"DROP TABLE {target}", rename]:
+            c.execute(stmt)
 
     # -- the run's lock: a second concurrent run on the same target is refused
     def lock(self) -> None:
@@ -510,11 +569,8 @@ class PostgresTarget:
         from .io import file_format, write_metrics_file
 
         if where and file_format(where):
-            self._run(
-                [f"DROP TABLE IF EXISTS {ident(list(self.table))}",
-                 f"ALTER TABLE {ident(list(self._staging_name(staging.run)))} RENAME TO {ident(self.table[1])}"],
-                "publish",
-            )
+            with self._transaction("publish") as c:
+                self._replace(c, ident(list(self._staging_name(staging.run))))
             self._detach(con)
             write_metrics_file(con, metrics, where)
             staging.discard()
@@ -531,19 +587,15 @@ class PostgresTarget:
             raise InputError(f"cannot write the metrics table: {self.conn.redact(_first_line(exc))}") from None
         finally:
             self._detach(con)
-        target, stage = ident(list(self.table)), ident(list(self._staging_name(staging.run)))
+        stage = ident(list(self._staging_name(staging.run)))
         metrics_table, metrics_stage = ident(list(mname)), ident(list(mstage))
         try:
-            self._run(
-                [
-                    f"DROP TABLE IF EXISTS {target}",
-                    f"ALTER TABLE {stage} RENAME TO {ident(self.table[1])}",
-                    f"CREATE TABLE IF NOT EXISTS {metrics_table} (LIKE {metrics_stage})",
-                    f"INSERT INTO {metrics_table} SELECT * FROM {metrics_stage}",
-                    f"DROP TABLE {metrics_stage}",
-                ],
-                "publish",
-            )
+            with self._transaction("publish") as c:
+                self._replace(c, stage)
+                for stmt in (f"CREATE TABLE IF NOT EXISTS {metrics_table} (LIKE {metrics_stage})",
+                             f"INSERT INTO {metrics_table} SELECT * FROM {metrics_stage}",
+                             f"DROP TABLE {metrics_stage}"):
+                    c.execute(stmt)
         except InputError:
             self.rollback(con, staging)
             raise

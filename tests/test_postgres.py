@@ -18,7 +18,9 @@ all``, a password-protected role. What these tests prove:
    fragment's ``WHERE`` clause reach the server (its statement log);
 6. faults: a killed worker, a failing publish, a concurrent run: the previous
    target survives, staging is cleaned up, the next run succeeds;
-7. ``--overwrite`` is needed to replace a table.
+7. ``--overwrite`` is needed to replace a table;
+8. and it keeps the old table's grants and comments, refills it in place when
+   views or indexes depend on it, and refuses to break views.
 
 The regression tests at the end pin library bugs found while writing this
 file (all fixed).
@@ -632,7 +634,7 @@ def test_concurrent_run_on_the_same_target_is_refused(pg_url):
         blocked = False
         while time.time() < deadline and first.poll() is None:
             blocked = scalar(pg_url, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                     "AND query LIKE %s", [f"DROP TABLE IF EXISTS {q(schema)}.\"dst\"%"]) > 0
+                                     "AND query LIKE %s", [f"LOCK TABLE {q(schema)}.\"dst\"%"]) > 0
             if blocked:
                 break
             time.sleep(0.05)
@@ -679,6 +681,117 @@ def test_overwrite_is_needed_to_replace_a_table(pg_url):
                 f"{q(schema)}.src", *PEOPLE_ARGS, "--overwrite")
     assert same.returncode == 2 and "is the input" in one_error_line(same.stderr)
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.src") == 2_000
+
+
+# --------------------------------------------------------------------------- 8. what --overwrite keeps
+
+
+def _role(url: str, name: str) -> None:
+    sql(url, f"DO $$BEGIN CREATE ROLE {q(name)}; EXCEPTION WHEN duplicate_object THEN NULL; END$$")
+
+
+def _replace_people(url: str, schema: str) -> subprocess.CompletedProcess:
+    return _cli("anonymize", url, "--table", f"{q(schema)}.src", "-o", url, "--target-table", f"{q(schema)}.dst",
+                *PEOPLE_ARGS, "--workers", 1, "--overwrite", "--quiet")
+
+
+def test_overwrite_keeps_grants_and_comments(pg_url):
+    schema, reader, clerk = "kee p", "sqlanon reader", "sqlanon 'clerk"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 2_000)
+    _previous_target(pg_url, schema, "dst")  # (id, x): the columns change, so the new table is swapped in
+    dst = rel(schema, "dst")
+    for role in (reader, clerk):
+        _role(pg_url, role)
+    sql(pg_url, f"GRANT SELECT ON {dst} TO {q(reader)}")
+    sql(pg_url, f"GRANT SELECT, INSERT ON {dst} TO {q(clerk)} WITH GRANT OPTION")
+    sql(pg_url, f"GRANT UPDATE (id), UPDATE (x) ON {dst} TO {q(reader)}")  # x is gone from the new table
+    sql(pg_url, f"COMMENT ON TABLE {dst} IS 'people, anonymized nightly; it''s HR''s'")
+    sql(pg_url, f"COMMENT ON COLUMN {dst}.id IS 'person id'")
+    sql(pg_url, f"COMMENT ON COLUMN {dst}.x IS 'gone'")
+    sql(pg_url, f"CREATE INDEX dst_x ON {dst} (x)")
+    before = scalar(pg_url, "SELECT to_regclass(%s)::oid", [dst])
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 0, p.stderr
+    assert "index(es)" in p.stderr and "dst_x" in p.stderr and "not carried over" in p.stderr
+    assert scalar(pg_url, "SELECT to_regclass(%s)::oid", [dst]) != before, "expected a swap"
+    assert server_types(pg_url, schema, "dst")["age"] == "text"
+    assert scalar(pg_url, f"SELECT count(*) FROM {dst}") == 2_000
+
+    def has(role: str, privilege: str) -> bool:
+        return scalar(pg_url, "SELECT has_table_privilege(%s, %s, %s)", [role, dst, privilege])
+
+    assert has(reader, "SELECT") and not has(reader, "INSERT")
+    assert has(clerk, "INSERT WITH GRANT OPTION") and has(clerk, "SELECT WITH GRANT OPTION")
+    assert not has(clerk, "DELETE")
+    column = "SELECT has_column_privilege(%s, %s, %s, 'UPDATE')"
+    assert scalar(pg_url, column, [reader, dst, "id"]) and not scalar(pg_url, column, [reader, dst, "note"])
+    assert scalar(pg_url, "SELECT obj_description(to_regclass(%s), 'pg_class')", [dst]) == \
+        "people, anonymized nightly; it's HR's"
+    comments = dict(sql(pg_url, "SELECT attname, col_description(attrelid, attnum) FROM pg_attribute "
+                                "WHERE attrelid = to_regclass(%s) AND attnum > 0", [dst]))
+    assert comments["id"] == "person id" and comments["age"] is None
+    assert not staging_left(pg_url, schema)
+
+
+def test_overwrite_refills_a_table_that_views_and_indexes_depend_on(pg_url):
+    schema = "vie w"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 2_000)
+    dst = rel(schema, "dst")
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 0, p.stderr
+    sql(pg_url, f"CREATE VIEW {rel(schema, 'by disease')} AS SELECT disease, count(*) AS n FROM {dst} GROUP BY 1")
+    sql(pg_url, f"CREATE INDEX dst_id ON {dst} (id)")
+    _role(pg_url, "sqlanon reader")
+    sql(pg_url, f"GRANT SELECT ON {dst} TO \"sqlanon reader\"")
+    before = scalar(pg_url, "SELECT to_regclass(%s)::oid", [dst])
+    sql(pg_url, f"DELETE FROM {rel(schema, 'src')} WHERE id > 1500")
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 0, p.stderr
+    assert scalar(pg_url, "SELECT to_regclass(%s)::oid", [dst]) == before, "expected the table refilled in place"
+    assert scalar(pg_url, f"SELECT count(*) FROM {dst}") == 1_500
+    assert scalar(pg_url, f"SELECT sum(n) FROM {rel(schema, 'by disease')}") == 1_500
+    assert scalar(pg_url, "SELECT to_regclass(%s) IS NOT NULL", [rel(schema, "dst_id")])
+    assert scalar(pg_url, "SELECT has_table_privilege('sqlanon reader', %s, 'SELECT')", [dst])
+    v = verify_cli(pg_url, f"{q(schema)}.dst")
+    assert v.returncode == 0 and json.loads(v.stdout)["rows"] == 1_500, v.stdout + v.stderr
+    assert scalar(pg_url, f"SELECT count(DISTINCT run_id) FROM {rel(schema, 'dst__metrics')}") == 2
+    assert not staging_left(pg_url, schema)
+
+
+def test_a_refill_that_loses_rows_keeps_the_old_table(pg_url):
+    schema = "trig ger"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 1_000)
+    dst = rel(schema, "dst")
+    assert _replace_people(pg_url, schema).returncode == 0
+    sql(pg_url, f"CREATE INDEX ON {dst} (id)")  # makes the next run refill in place
+    sql(pg_url, f"""CREATE FUNCTION {rel(schema, 'skip')}() RETURNS trigger LANGUAGE plpgsql AS
+                    $$BEGIN IF NEW.id % 10 = 0 THEN RETURN NULL; END IF; RETURN NEW; END$$""")
+    sql(pg_url, f"CREATE TRIGGER skip BEFORE INSERT ON {dst} FOR EACH ROW EXECUTE FUNCTION {rel(schema, 'skip')}()")
+    before = sql(pg_url, f"SELECT * FROM {dst} ORDER BY id")
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 1, p.stderr
+    assert "900 of 1000 rows went in" in one_error_line(p.stderr)
+    assert sql(pg_url, f"SELECT * FROM {dst} ORDER BY id") == before
+    assert not staging_left(pg_url, schema)
+
+
+def test_overwrite_will_not_break_views_when_the_columns_change(pg_url):
+    schema = "vie w2"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 1_000)
+    _previous_target(pg_url, schema, "dst")
+    sql(pg_url, f"CREATE VIEW {rel(schema, 'xs')} AS SELECT x FROM {rel(schema, 'dst')}")
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 1, p.stderr
+    line = one_error_line(p.stderr)
+    assert "view(s)" in line and "xs" in line and "x text -> " in line, line
+    assert _rows(pg_url, schema, "dst") == PREVIOUS
+    assert scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'xs')}") == 3
+    assert not staging_left(pg_url, schema)
+    assert no_advisory_locks(pg_url)
 
 
 # --------------------------------------------------------------------------- regression tests of library bugs found here (all fixed)
