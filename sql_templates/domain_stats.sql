@@ -4,7 +4,8 @@
    count, a NULL counting as one. PostgreSQL computes count(DISTINCT …) by
    sorting (slow on text under a linguistic collation), so there each
    distinct count is a hash GROUP BY in a scalar subquery of the same
-   statement (same snapshot; GROUP BY puts the NULLs in one group). #}
+   statement (same snapshot; GROUP BY puts the NULLs in one group).
+   The checksums (_checksum.sql) of the `checksum` columns in the same pass. #}
 SELECT
     count(*) AS n_rows
 {% for c in qi %}
@@ -25,4 +26,5 @@ SELECT
     , count(DISTINCT {{ s | ident }}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
 {% endif %}
 {% endfor %}
+{% include "_checksum.sql" %}
 FROM {{ relation }}

@@ -11,6 +11,7 @@ worker (:mod:`sqlanon.worker`) that pulls only its rows.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -33,7 +34,7 @@ from .domain import ColumnStats, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import render
-from .verify import Verification, verify_relation
+from .verify import Checksums, Verification, column_checksums, verify_relation
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
 
 log = logging.getLogger("sqlanon")
@@ -210,13 +211,15 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
 
 
 def domain_stats(
-    con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema
-) -> tuple[int, dict[str, ColumnStats], dict[str, int]]:
-    """Row count, per-QI :class:`ColumnStats` and per-sensitive distinct counts, in one pass."""
+    con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema,
+    checksum: list[str] | tuple[str, ...] = (),
+) -> tuple[int, dict[str, ColumnStats], dict[str, int], Checksums]:
+    """Row count, per-QI :class:`ColumnStats`, per-sensitive distinct counts and
+    the checksum of each ``checksum`` column (``_checksum.sql``), in one pass."""
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval,
-                sensitive=list(spec.sensitive))
+                sensitive=list(spec.sensitive), checksum=list(checksum))
     row = source.fetch(con, q)
     total = row.column("n_rows")[0].as_py()
     stats: dict[str, ColumnStats] = {}
@@ -241,7 +244,24 @@ def domain_stats(
                 domain = tuple(sorted(set(values.cast(pa.string()).to_pylist())))
         stats[qi.name] = ColumnStats(distinct, domain=domain)
     sens = {s: row.column(f"s{j}")[0].as_py() for j, s in enumerate(spec.sensitive)}
-    return total, stats, sens
+    sums = Checksums.from_row(row.column_names, [c[0].as_py() for c in row.columns], list(checksum))
+    return total, stats, sens, sums
+
+
+def _checksum_dialect(source, target) -> str | None:
+    """Where the pass-through columns of the input and the output can be
+    compared value for value (by checksums, ``_checksum.sql``): within one
+    engine. DuckDB for lakes and DuckDB files; PostgreSQL for a table to a
+    table on the same server. Across engines values print and hash
+    differently: there the row count is what is checked."""
+    dialect = getattr(target, "dialect", None)
+    if source.dialect != dialect:
+        return None
+    if dialect == "postgres":
+        from .warehouse import same_server
+
+        return dialect if same_server(source.conn, target.conn) else None
+    return dialect if dialect == "duckdb" else None
 
 
 def _distinct_values(con, source, column: str, field: pa.Field) -> pa.Array:
@@ -316,7 +336,7 @@ def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, co
     return FragmentTask(
         fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source, spec=spec, stats=stats,
         part_path=staging.part_path(plan_fragment.id), drop=drop, memory_limit=memory, threads=threads,
-        part_compression=compression, crash_once=os.environ.get(CRASH_ONCE_ENV),
+        part_compression=compression, as_text=tuple(staging.as_text), crash_once=os.environ.get(CRASH_ONCE_ENV),
     )
 
 
@@ -471,7 +491,12 @@ def run(
         source.attach(con)
         schema = source.arrow_schema(con)
         check_columns(schema, spec, drop, repr(source.describe()))
-        total, stats, sens_distinct = domain_stats(con, source, spec, schema)
+        passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
+        compare_on = _checksum_dialect(source, target) if passthrough else None
+        total, stats, sens_distinct, in_sums = domain_stats(
+            con, source, spec, schema, passthrough if compare_on == "duckdb" else ())
+        if compare_on == "postgres":  # in the run's snapshot, on the server
+            in_sums = column_checksums(snapshot_holder, source.relation, passthrough, "postgres")
         if total == 0:
             raise InputError(f"the input {source.describe()!r} has no rows")
         if total < spec.k:
@@ -501,6 +526,9 @@ def run(
                 target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [])
                 target.text_columns = numeric
         staging = target.new_staging()
+        out_schema = _empty_schema(schema, spec, drop)
+        if target.exact_parts:
+            staging.as_text = {f.name: "INTERVAL" for f in out_schema if pa.types.is_interval(f.type)}
         memory, threads = _task_resources(options, pool)
 
         def make_task(frag):
@@ -513,25 +541,32 @@ def run(
 
         t0 = time.perf_counter()
         source.detach(con)
-        out_schema = _empty_schema(schema, spec, drop)
         relation = target.assemble(con, staging, out_schema)
         timings["write"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         qi_out = output_qi(schema) if output_qi else spec.qi_names
         server = target.verifier()
-        if server is None:
-            check = verify_relation(con, relation, qi_out, spec.k, spec.l, spec.sensitive)
-        else:
-            vcon, dialect = server
-            with vcon:
-                check = verify_relation(vcon, relation, qi_out, spec.k, spec.l, spec.sensitive, dialect=dialect)
-        if not check.ok:
-            raise VerificationError(f"refusing to publish {target.describe()!r}: {check.describe_failure()}")
-        if check.rows != total:
-            raise VerificationError(
-                f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
-            )
+        vcon, dialect = server if server is not None else (con, "duckdb")
+        with contextlib.closing(vcon) if server is not None else contextlib.nullcontext():
+            check = verify_relation(vcon, relation, qi_out, spec.k, spec.l, spec.sensitive, dialect=dialect)
+            if not check.ok:
+                raise VerificationError(f"refusing to publish {target.describe()!r}: {check.describe_failure()}")
+            if check.rows != total:
+                raise VerificationError(
+                    f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
+                )
+            if compare_on:
+                out_sums = column_checksums(vcon, target.typed_relation(staging, relation), passthrough, dialect)
+                changed = in_sums.differences(out_sums)
+                if changed:
+                    raise VerificationError(
+                        f"refusing to publish {target.describe()!r}: the pass-through values of "
+                        f"{', '.join(changed)} did not come through unchanged (their checksums differ from the "
+                        "input's); if the column's type cannot travel exactly (TIME WITH TIME ZONE, UHUGEINT, BIT; an "
+                        "INTERVAL into Parquet), --drop it or cast it to text in a view"
+                    )
+                log.info("pass-through columns unchanged (checksums of %d column(s) match)", len(passthrough))
         timings["verify"] = time.perf_counter() - t0
 
         # In fragment order, not completion order: float sums then do not

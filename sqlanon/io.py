@@ -28,7 +28,7 @@ import os
 import re
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -229,13 +229,16 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
     return FileSource(spec, fmt)
 
 
-def write_parquet(con: duckdb.DuckDBPyConnection, table: pa.Table, path: str, compression: str = "zstd") -> None:
-    """Write an Arrow table to one Parquet file with DuckDB."""
-    copy_relation(con, table, path, "parquet", compression)
+def write_parquet(
+    con: duckdb.DuckDBPyConnection, table: pa.Table, path: str, compression: str = "zstd", as_text: tuple[str, ...] = ()
+) -> None:
+    """Write an Arrow table to one Parquet file with DuckDB (the ``as_text`` columns as text)."""
+    copy_relation(con, table, path, "parquet", compression, as_text)
 
 
 def copy_relation(
-    con: duckdb.DuckDBPyConnection, data: pa.Table | str, path: str, fmt: str, compression: str = "zstd"
+    con: duckdb.DuckDBPyConnection, data: pa.Table | str, path: str, fmt: str, compression: str = "zstd",
+    as_text: tuple[str, ...] = (),
 ) -> None:
     """``COPY`` an Arrow table or an SQL relation to a file."""
     relation = data
@@ -243,7 +246,7 @@ def copy_relation(
         con.register("__sqlanon_out", data)
         relation = '"__sqlanon_out"'
     try:
-        stmt = render("copy_to.sql", relation=relation, path=path, fmt=fmt, compression=compression)
+        stmt = render("copy_to.sql", relation=relation, path=path, fmt=fmt, compression=compression, as_text=as_text)
         con.execute(stmt.sql, stmt.params)
     except (duckdb.Error, OSError) as exc:
         raise InputError(f"cannot write {path!r}: {first_line(exc)}") from exc
@@ -324,6 +327,13 @@ class Staging:
     """Where workers write their part files for one run, and its clean-up."""
 
     root: Path
+    created: list[str] = field(default_factory=list)
+    """Files this run created outside the staging area (a new DuckDB
+    database), removed again if the run fails."""
+    as_text: dict[str, str] = field(default_factory=dict)
+    """Columns the parts hold as text, because Parquet cannot hold their
+    values exactly (an INTERVAL keeps milliseconds in 32 bits): name → the
+    DuckDB type :meth:`parts_relation` casts them back to."""
 
     @property
     def parts_dir(self) -> Path:
@@ -333,7 +343,11 @@ class Staging:
         return str(self.parts_dir / f"part-{fragment_id:05d}.parquet")
 
     def parts_relation(self) -> str:
-        return FileSource(str(self.parts_dir / "*.parquet"), "parquet").relation
+        relation = FileSource(str(self.parts_dir / "*.parquet"), "parquet").relation
+        if not self.as_text:
+            return relation
+        back = ", ".join(f"CAST({ident(c)} AS {t}) AS {ident(c)}" for c, t in self.as_text.items())
+        return f"(SELECT * REPLACE ({back}) FROM {relation})"
 
     def has_parts(self) -> bool:
         return any(self.parts_dir.glob("*.parquet"))
@@ -344,6 +358,17 @@ class Staging:
 
 class LocalStagingTarget:
     """Targets whose staging area is a hidden directory next to them."""
+
+    dialect = "duckdb"
+    """The engine that reads the output back (verification, checksums)."""
+    exact_parts = False
+    """Whether the parts are only a way to the output (a table, a CSV file):
+    then they must hold every value exactly (:attr:`Staging.as_text`). The
+    parts of a Parquet output hold what the output will."""
+
+    def typed_relation(self, staging: Staging, relation: str) -> str:
+        """What the output's values are compared on: the output itself."""
+        return relation
 
     def new_staging(self) -> Staging:
         s = Staging(_staging_name(Path(self.path.rstrip("/"))))
@@ -378,6 +403,17 @@ class FileTarget(LocalStagingTarget):
         else:
             copy_relation(con, empty.empty_table(), out, self.fmt)
         return FileSource(out, self.fmt).relation
+
+    @property
+    def exact_parts(self) -> bool:
+        return self.fmt == "csv"
+
+    def typed_relation(self, staging: Staging, relation: str) -> str:
+        """A CSV file is read back with guessed types ("007" as 7): its values
+        are compared on the typed parts it was written from."""
+        if self.fmt == "csv" and staging.has_parts():
+            return staging.parts_relation()
+        return relation
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         path = where or default_metrics_path(self.path)
@@ -434,6 +470,7 @@ class DuckDBTarget(LocalStagingTarget):
 
     path: str
     table: tuple[str, ...]
+    exact_parts = True
     part_compression = "lz4"
     """Parts are loaded into the database once: compress them cheaply."""
 
@@ -446,6 +483,8 @@ class DuckDBTarget(LocalStagingTarget):
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         """Load the parts into a staging table inside an open transaction."""
+        if not os.path.exists(self.path):
+            staging.created += [self.path, self.path + ".wal"]
         try:
             con.execute(f"ATTACH {render('attach.sql', path=self.path).sql} AS \"__sqlanon_dst\"")
             con.execute("BEGIN TRANSACTION")
@@ -487,10 +526,14 @@ class DuckDBTarget(LocalStagingTarget):
         return location
 
     def rollback(self, con: duckdb.DuckDBPyConnection, staging: Staging | None = None) -> None:
-        try:
-            con.execute("ROLLBACK")
-        except duckdb.Error:
-            pass  # no transaction was open
+        """Roll the open transaction back; a database file the run created goes too."""
+        for stmt in ("ROLLBACK", 'DETACH DATABASE IF EXISTS "__sqlanon_dst"'):
+            try:
+                con.execute(stmt)
+            except duckdb.Error:
+                pass  # no transaction was open / nothing attached
+        for path in staging.created if staging is not None else ():
+            _remove(path)
 
     def exists(self) -> bool:
         if not os.path.exists(self.path):

@@ -65,6 +65,68 @@ class Verification:
         }
 
 
+def _fetch(con, template: str, dialect: str, **context) -> tuple[list[str], list[tuple]]:
+    """Column names and rows of a rendered template, on DuckDB or on the server."""
+    if not isinstance(con, duckdb.DuckDBPyConnection):  # a psycopg connection: it runs on the server
+        stmt = render(template, dialect=dialect, inline=True, **context)
+        cur = con.execute(stmt.sql)  # no parameters: psycopg leaves the text alone
+        return [d.name for d in cur.description], [tuple(r) for r in cur.fetchall()]
+    stmt = render(template, dialect=dialect, **context)
+    cur = con.execute(stmt.sql, stmt.params)
+    return [c[0] for c in cur.description], cur.fetchall()
+
+
+CANONICAL_TEXT = (
+    "SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, MDY'", "SET IntervalStyle = 'postgres'",
+    "SET extra_float_digits = 3", "SET bytea_output = 'hex'", "SET lc_monetary = 'C'",
+)
+"""PostgreSQL settings that fix how values print as text, for checksums that
+two sessions (the input's and the output's) must compute alike."""
+
+
+@dataclass(frozen=True)
+class Checksums:
+    """Checksums of a relation's pass-through columns (``sql_templates/_checksum.sql``)."""
+
+    columns: dict[str, str | None]
+    """Per column: its values as a multiset."""
+    rows: str | None = None
+    """Each row's values of all the columns together (two or more columns)."""
+
+    @classmethod
+    def from_row(cls, names: list[str], values: list, columns: list[str]) -> "Checksums":
+        """From a result row of ``_checksum.sql`` (``names`` and ``values``)."""
+        got = dict(zip(names, values))
+        return cls({c: got[f"__sqlanon_h{i}"] for i, c in enumerate(columns)}, got.get("__sqlanon_hrow"))
+
+    def differences(self, other: "Checksums") -> list[str]:
+        """What differs from ``other``, as the columns' names (or "their rows")."""
+        changed = [repr(c) for c, v in self.columns.items() if other.columns.get(c) != v]
+        if not changed and self.rows != other.rows:
+            changed.append("their rows (values moved between rows)")
+        return changed
+
+
+def column_checksums(con, relation: str, columns: list[str], dialect: str = "duckdb") -> Checksums:
+    """The checksums of ``columns`` of ``relation``, in one statement.
+
+    ``con`` is a DuckDB connection or a psycopg connection (then its session's
+    text output settings are pinned first: :data:`CANONICAL_TEXT`).
+    """
+    server = not isinstance(con, duckdb.DuckDBPyConnection)
+    try:
+        for stmt in CANONICAL_TEXT if server else ():
+            con.execute(stmt)
+        names, rows = _fetch(con, "checksum.sql", dialect, relation=relation, checksum=columns)
+    except duckdb.Error as exc:
+        raise InputError(f"cannot compare the pass-through columns: {first_line(exc)}") from exc
+    except Exception as exc:  # noqa: BLE001 - a server-side driver error: one line, no traceback
+        if not server:
+            raise
+        raise InputError(f"cannot compare the pass-through columns on the server: {first_line(exc)}") from None
+    return Checksums.from_row(names, list(rows[0]), columns)
+
+
 def verify_relation(
     con: duckdb.DuckDBPyConnection,
     relation: str,
@@ -93,12 +155,7 @@ def verify_relation(
     server = not isinstance(con, duckdb.DuckDBPyConnection)
 
     def fetch(template: str, **context) -> tuple[list[str], list[tuple]]:
-        stmt = render(template, dialect=dialect, inline=server, relation=relation, qi=qi, sensitive=sensitive, **context)
-        if server:  # a psycopg connection: the check runs on the database server
-            cur = con.execute(stmt.sql)  # no parameters: psycopg leaves the text alone
-            return [d.name for d in cur.description], [tuple(r) for r in cur.fetchall()]
-        cur = con.execute(stmt.sql, stmt.params)
-        return [c[0] for c in cur.description], cur.fetchall()
+        return _fetch(con, template, dialect, relation=relation, qi=qi, sensitive=sensitive, **context)
 
     try:
         _, rows_ = fetch("verify_summary.sql", k=k, l=l)

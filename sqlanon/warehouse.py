@@ -358,6 +358,7 @@ class PostgresTarget:
     text_columns: tuple[str, ...] = ()
     """Columns that arrive as exact text and get their server type back on the server."""
     dialect = "postgres"
+    exact_parts = True
     part_compression = "lz4"
     _lock = None
 
@@ -552,6 +553,10 @@ class PostgresTarget:
             con.execute(f"DETACH DATABASE IF EXISTS {ident(DST)}")
         except duckdb.Error:
             pass  # the connection is already closed or the database gone
+
+    def typed_relation(self, staging: PgStaging, relation: str) -> str:
+        """What the output's values are compared on: the staging table."""
+        return relation
 
     def verifier(self):
         """Where the k/l check runs: a connection to the server.

@@ -42,6 +42,8 @@ class FragmentTask:
     memory_limit: str | None = None
     threads: int | None = 1
     part_compression: str = "zstd"
+    as_text: tuple[str, ...] = ()
+    """Columns to write to the part as text (:attr:`sqlanon.io.Staging.as_text`)."""
     crash_once: str | None = None
     """See :data:`CRASH_ONCE_ENV` (tests only)."""
 
@@ -121,7 +123,7 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
             )
         timings["anonymize"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        io.write_parquet(con, result.table, task.part_path, task.part_compression)
+        io.write_parquet(con, result.table, task.part_path, task.part_compression, task.as_text)
         timings["write"] = time.perf_counter() - t0
     finally:
         con.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import decimal
 import json
 import os
 import signal
@@ -307,3 +309,96 @@ def test_reserved_column_prefix_is_refused(tmp_path):
     p = _cli("anonymize", src, "-o", tmp_path / "o.parquet", "--qi", "__sqlanon_rows", "-k", 2)
     assert p.returncode == 2 and "'__sqlanon_rows'" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.parquet").exists()
+
+
+# --------------------------------------------------------------------------- pass-through checksums
+
+
+def _tampering(monkeypatch, how: str) -> None:
+    """Make the engine damage its output's pass-through columns, as a bug would."""
+    from sqlanon import engine
+
+    real = engine.anonymize_table
+
+    def anonymize_table(table, spec, stats):
+        result = real(table, spec, stats)
+        out = result.table
+        if how == "value":  # one note changes
+            notes = out.column("note").to_pylist()
+            notes[0] = notes[0] + " "
+            out = out.set_column(out.schema.get_field_index("note"), "note", pa.array(notes))
+        else:  # two ids trade places: every column keeps its values, two rows do not
+            ids = out.column("id").to_pylist()
+            ids[0], ids[1] = ids[1], ids[0]
+            out = out.set_column(out.schema.get_field_index("id"), "id", pa.array(ids, out.schema.field("id").type))
+        return dataclasses.replace(result, table=out)
+
+    monkeypatch.setattr(engine, "anonymize_table", anonymize_table)
+
+
+@pytest.mark.parametrize("how, named", [("value", "'note'"), ("rows", "their rows")])
+@pytest.mark.parametrize("out_name", ["o.parquet", "o.csv", "o.duckdb"])
+def test_pass_through_values_are_compared_with_the_input(tmp_path, source, monkeypatch, how, named, out_name):
+    """The input's pass-through columns are checksummed in the statistics pass
+    and the output's after writing; a difference refuses to publish."""
+    _tampering(monkeypatch, how)
+    out = tmp_path / out_name
+    extra = {"target_table": "people"} if out_name.endswith(".duckdb") else {}
+    with pytest.raises(sqlanon.VerificationError, match="did not come through unchanged") as err:
+        run(source, out, workers=1, **extra)  # in this process, where the engine is patched
+    assert named in str(err.value)
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == []  # no staging left
+
+
+def test_checksums_agree_on_every_lake_type(tmp_path, caplog):
+    """No false alarm: pass-through columns of many types, through Parquet,
+    CSV (strings that look like numbers), a directory and a DuckDB table."""
+    n = 400
+    i = np.arange(n)
+    floats = (i / 7).astype(float)
+    floats[:3] = [np.nan, -0.0, np.inf]
+    table = pa.table({
+        "age": pa.array(18 + i % 50),
+        "disease": pa.array(np.array(["flu", "cold", "covid"])[i % 3]),
+        "code": pa.array([f"{v:03d}" if v % 9 else None for v in i]),  # "007": CSV reads it back as 7
+        "f": pa.array(floats),
+        "dec": pa.array([decimal.Decimal(int(v)) / 100 for v in i], pa.decimal128(12, 2)),
+        "ts": pa.array((np.datetime64("2020-03-29T01:30:00", "us") + i * 3_600_000_001).astype("datetime64[us]")),
+        "tz": pa.array(np.datetime64("2020-03-29T01:30:00", "us") + i, pa.timestamp("us", tz="Europe/Rome")),
+        "flag": pa.array(i % 2 == 0),
+        "blob": pa.array([bytes([v % 256, 0, 255]) for v in i]),
+        "tags": pa.array([[int(v), None] for v in i], pa.list_(pa.int64())),
+        "pt": pa.array([{"x": int(v), "y": "é"} for v in i]),
+    })
+    src = tmp_path / "src.parquet"
+    pq.write_table(table, src)
+    caplog.set_level("INFO", logger="sqlanon")
+    for name, extra in [("o.parquet", {}), ("o.csv", {}), ("odir/", {}), ("o.duckdb", {"target_table": "t"})]:
+        caplog.clear()
+        r = run(src, tmp_path / name, qi=["age"], workers=2, fragments=3, **extra)
+        assert r.metrics.rows == n
+        assert "pass-through columns unchanged (checksums of 10 column(s) match)" in caplog.text, name
+
+
+def test_intervals_travel_exactly_or_not_at_all(tmp_path):
+    """Parquet keeps an INTERVAL's time in 32-bit milliseconds: the parts on
+    the way to a table or a CSV file carry intervals as text, exactly; into
+    a Parquet output the checksums refuse what it would change."""
+    db = tmp_path / "src.duckdb"
+    with duckdb.connect(str(db)) as con:  # up to 600 days and 666 hours + 1 us per row
+        con.execute("""CREATE TABLE t AS SELECT g AS id, 18 + g % 50 AS age,
+                       (['flu', 'cold', 'covid'])[1 + g % 3] AS disease,
+                       to_days(g::INT) + to_microseconds(g * 4000000001) AS iv FROM range(1, 601) r(g)""")
+        want = con.execute("SELECT id, iv FROM t ORDER BY id").fetchall()
+    run(db, tmp_path / "o.duckdb", table="t", target_table="t", qi=["age"], workers=2, fragments=2)
+    run(db, tmp_path / "o.csv", table="t", qi=["age"], workers=2, fragments=2)
+    with duckdb.connect(str(tmp_path / "o.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT id, iv FROM t ORDER BY id").fetchall() == want
+        assert dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                "WHERE table_name = 't'").fetchall())["iv"] == "INTERVAL"
+    got = duckdb.sql(f"SELECT id, iv::INTERVAL FROM read_csv('{tmp_path / 'o.csv'}') ORDER BY id").fetchall()
+    assert got == want
+    with pytest.raises(sqlanon.VerificationError, match="'iv' did not come through unchanged.*INTERVAL into Parquet"):
+        run(db, tmp_path / "o.parquet", table="t", qi=["age"], workers=1)
+    assert not (tmp_path / "o.parquet").exists()
