@@ -5,6 +5,7 @@
     python -m examples.bench big [--rows 10000000] [--fragments 16 4]
     python -m examples.bench postgres [--rows 1000000] [--url postgresql://…]
     python -m examples.bench executors [--rows 1000000] [--fragments 8]
+    python -m examples.bench checksums [--rows 1000000] [--url postgresql://…]
 
 ``engine``: the Poker Hand data set (examples/poker.py, seed 0) as Parquet,
 10 QIs (s1..s5, r1..r5), sensitive ``hand``, l = 2; every run is the real CLI
@@ -157,30 +158,86 @@ def big(rows: int, fragment_counts: list[int]) -> None:
               f"{wrss} | {rss:.0f} |")
 
 
+def pg_server(url: str | None):
+    """``(server, url)``: ``url``, or a throwaway server as the test suite starts one."""
+    if url is not None:
+        return None, url
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from pg_server import PgServer
+
+    server = PgServer.start()
+    return server, server.url_with_password(server.password)
+
+
+def load_poker(url: str, rows: int) -> str:
+    """Load poker into table ``poker`` on the server (dropping earlier tables); return a libpq URL."""
+    import duckdb
+    import psycopg
+
+    from sqlanon.warehouse import Conn, attach
+
+    dsn = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS poker, poker_copy, poker_anon, poker_anon__metrics")
+    con = duckdb.connect()
+    attach(con, Conn(url), "pg", read_only=False)
+    con.execute(f"CREATE TABLE pg.public.poker AS SELECT * FROM read_parquet('{poker_file(rows)}')")
+    con.close()
+    return dsn
+
+
+def checksums(rows: int, url: str | None, repeat: int) -> None:
+    """What the pass-through checksums cost (poker: one pass-through column, hand), median of ``repeat``."""
+    import statistics
+
+    import psycopg
+
+    import sqlanon
+    from sqlanon import coordinator, io
+    from sqlanon.verify import column_checksums
+
+    def median_s(f) -> float:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    src = io.open_source(str(poker_file(rows)))
+    spec = sqlanon.build_spec(QI.split(","), k=10, l=2, sensitive=["hand"])
+    con = io.connect()
+    src.attach(con)
+    schema = src.arrow_schema(con)
+    print(f"poker {rows:,} rows, median of {repeat}; {machine()}\n")
+    print("| where | step | seconds |")
+    print("|---|---|---|")
+    without = median_s(lambda: coordinator.domain_stats(con, src, spec, schema))
+    with_sum = median_s(lambda: coordinator.domain_stats(con, src, spec, schema, ["hand"]))
+    alone = median_s(lambda: column_checksums(con, src.relation, ["hand"]))
+    print(f"| Parquet, DuckDB | statistics pass without / with the input's checksum | {without:.3f} / {with_sum:.3f} |")
+    print(f"| Parquet, DuckDB | the output's checksum (a separate scan) | {alone:.3f} |")
+    server, url = pg_server(url)
+    try:
+        dsn = load_poker(url, rows)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("VACUUM ANALYZE poker")
+            count = median_s(lambda: c.execute("SELECT count(*) FROM poker").fetchone())
+            one = median_s(lambda: column_checksums(c, "poker", ["hand"], "postgres"))
+        print(f"| PostgreSQL | `count(*)`, for scale | {count:.3f} |")
+        print(f"| PostgreSQL | one checksum (run twice: input in its snapshot, output) | {one:.3f} |")
+    finally:
+        if server is not None:
+            server.stop()
+
+
 def postgres(rows: int, url: str | None, repeat: int) -> None:
     """Poker in PostgreSQL → anonymized table in PostgreSQL, against COPY out + COPY in."""
     import psycopg
 
-    server = None
-    if url is None:  # a throwaway server, as the test suite starts one
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-        from pg_server import PgServer
-
-        server = PgServer.start()
-        url = server.url_with_password(server.password)
+    server, url = pg_server(url)
     try:
-        dsn = url.replace("postgresql+psycopg://", "postgresql://")
-        src = poker_file(rows)
-        with psycopg.connect(dsn, autocommit=True) as c:
-            c.execute("DROP TABLE IF EXISTS poker, poker_copy, poker_anon, poker_anon__metrics")
-        import duckdb
-
-        from sqlanon.warehouse import Conn, attach
-
-        con = duckdb.connect()
-        attach(con, Conn(url), "pg", read_only=False)
-        con.execute(f"CREATE TABLE pg.public.poker AS SELECT * FROM read_parquet('{src}')")
-        con.close()
+        dsn = load_poker(url, rows)
 
         def fresh_copy_table() -> None:
             with psycopg.connect(dsn, autocommit=True) as c:
@@ -294,6 +351,10 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--url", help="an existing server (default: start a throwaway one)")
     p.add_argument("--repeat", type=int, default=3)
+    p = sub.add_parser("checksums", help="what comparing the pass-through columns with the input costs")
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--url", help="an existing server (default: start a throwaway one)")
+    p.add_argument("--repeat", type=int, default=7)
     p = sub.add_parser("executors", help="local pool vs Dask vs Spark, and local scaling 1 -> 2 workers")
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--fragments", type=int, default=8)
@@ -303,6 +364,9 @@ def main() -> None:
         return
     if args.what == "postgres":
         postgres(args.rows, args.url, args.repeat)
+        return
+    if args.what == "checksums":
+        checksums(args.rows, args.url, args.repeat)
         return
     if args.what == "engine":
         engine(args.rows, args.k, args.repeat)
