@@ -9,11 +9,12 @@ same values (they form one, larger, group: still safe).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import duckdb
 
-from .errors import InputError
+from .errors import InputError, SqlanonError
 from .io import first_line
 from .sql import render
 
@@ -65,6 +66,21 @@ class Verification:
         }
 
 
+@contextlib.contextmanager
+def _one_line_errors(what: str, server: bool):
+    """A DuckDB error, or the server's driver error, as one line: ``cannot <what>[ on the server]: …``."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        raise InputError(f"cannot {what}: {first_line(exc)}") from exc
+    except SqlanonError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a server-side driver error: one line, no traceback
+        if not server:
+            raise
+        raise InputError(f"cannot {what} on the server: {first_line(exc)}") from None
+
+
 def _fetch(con, template: str, dialect: str, **context) -> tuple[list[str], list[tuple]]:
     """Column names and rows of a rendered template, on DuckDB or on the server."""
     if not isinstance(con, duckdb.DuckDBPyConnection):  # a psycopg connection: it runs on the server
@@ -114,16 +130,10 @@ def column_checksums(con, relation: str, columns: list[str], dialect: str = "duc
     text output settings are pinned first: :data:`CANONICAL_TEXT`).
     """
     server = not isinstance(con, duckdb.DuckDBPyConnection)
-    try:
+    with _one_line_errors("compare the pass-through columns", server):
         for stmt in CANONICAL_TEXT if server else ():
             con.execute(stmt)
         names, rows = _fetch(con, "checksum.sql", dialect, relation=relation, checksum=columns)
-    except duckdb.Error as exc:
-        raise InputError(f"cannot compare the pass-through columns: {first_line(exc)}") from exc
-    except Exception as exc:  # noqa: BLE001 - a server-side driver error: one line, no traceback
-        if not server:
-            raise
-        raise InputError(f"cannot compare the pass-through columns on the server: {first_line(exc)}") from None
     return Checksums.from_row(names, list(rows[0]), columns)
 
 
@@ -157,7 +167,7 @@ def verify_relation(
     def fetch(template: str, **context) -> tuple[list[str], list[tuple]]:
         return _fetch(con, template, dialect, relation=relation, qi=qi, sensitive=sensitive, **context)
 
-    try:
+    with _one_line_errors("verify", server):
         _, rows_ = fetch("verify_summary.sql", k=k, l=l)
         row = rows_[0]
         violations: list[dict] = []
@@ -166,12 +176,6 @@ def verify_relation(
         if n_bad:
             names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit)
             violations = [dict(zip(names, r)) for r in bad]
-    except duckdb.Error as exc:
-        raise InputError(f"cannot verify: {first_line(exc)}") from exc
-    except Exception as exc:  # noqa: BLE001 - a server-side driver error: one line, no traceback
-        if not server:
-            raise
-        raise InputError(f"cannot verify on the server: {first_line(exc)}") from None
     return Verification(
         k=k, l=l, rows=int(rows or 0), classes=int(classes), min_class_size=int(min_size or 0), dp=int(dp or 0),
         min_distinct={s: int(v) for s, v in mins.items() if v is not None}, violations=violations,
