@@ -141,6 +141,9 @@ class RunResult:
     dialect: str = "duckdb"
     """The SQL dialect the fragments' WHERE clauses are written in."""
     executor: str = "local"
+    pass_through_checked: bool = False
+    """Whether the pass-through columns were compared with the input by
+    checksums (within one engine), not by the row count alone."""
 
     def explain(self) -> dict:
         """The plan as ``--explain`` prints it: fragments, WHERE clauses, sizes."""
@@ -170,6 +173,7 @@ class RunResult:
             run_id=self.run_id,
             metrics_table=self.metrics_location,
             worker_peak_rss_mb=self.worker_peak_rss_mb,
+            pass_through_checked=self.pass_through_checked,
             timings=self.timings,
         )
         return doc
@@ -604,7 +608,7 @@ def run(
         rss[r.pid] = max(rss.get(r.pid, 0.0), r.peak_rss_mb)
     return RunResult(
         target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
-        tuple(repaired), location, total, rss, source.dialect, options.executor,
+        tuple(repaired), location, total, rss, source.dialect, options.executor, compare_on is not None,
     )
 
 

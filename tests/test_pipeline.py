@@ -377,7 +377,7 @@ def test_checksums_agree_on_every_lake_type(tmp_path, caplog):
     for name, extra in [("o.parquet", {}), ("o.csv", {}), ("odir/", {}), ("o.duckdb", {"target_table": "t"})]:
         caplog.clear()
         r = run(src, tmp_path / name, qi=["age"], workers=2, fragments=3, **extra)
-        assert r.metrics.rows == n
+        assert r.metrics.rows == n and r.pass_through_checked
         assert "pass-through columns unchanged (checksums of 10 column(s) match)" in caplog.text, name
 
 

@@ -200,6 +200,7 @@ def test_cli_lake_to_postgres_quantile(pg_url, tmp_path):
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["rows"] == n and doc["fragments"] == 4
+    assert doc["pass_through_checked"] is False  # lake -> PostgreSQL: the row count only
     assert scalar(pg_url, f'SELECT count(*) FROM {target}') == n
     # k and l checked by the server, through the CLI; and a stricter k fails.
     v = verify_cli(pg_url, target, "age,city,day")
@@ -237,6 +238,7 @@ def test_cli_postgres_to_postgres_mondrian(pg_url, pg_to_pg_run):
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["rows"] == PG2PG_ROWS and doc["fragments"] == 3 and doc["seed"] == 3
+    assert doc["pass_through_checked"] is True
     assert doc["sample_rows"] == pytest.approx(PG2PG_ROWS * 0.05, rel=0.3)
     target = f"{q(PG2PG_SCHEMA)}.people_anon"
     assert scalar(pg_url, f"SELECT count(*) FROM {target}") == PG2PG_ROWS
