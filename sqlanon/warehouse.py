@@ -155,11 +155,14 @@ class Conn:
 
 def same_server(a: Conn, b: Conn) -> bool:
     """Whether two URLs reach the same database, as the servers see it
-    (``localhost`` vs ``127.0.0.1``, a password in the URL or in PGPASSWORD…)."""
+    (``localhost`` vs ``127.0.0.1``, a password in the URL or in PGPASSWORD…).
+    The server's start time tells two servers apart where address and port
+    cannot (both NULL over a unix socket)."""
 
     def who(conn: Conn):
         with conn.connect() as c:
-            return c.execute("SELECT inet_server_addr()::text, inet_server_port(), current_database()").fetchone()
+            return c.execute("SELECT inet_server_addr()::text, inet_server_port(), current_database(), "
+                             "pg_postmaster_start_time()").fetchone()
 
     return who(a) == who(b)
 
