@@ -194,7 +194,7 @@ def checksums(rows: int, url: str | None, repeat: int) -> None:
 
     import sqlanon
     from sqlanon import coordinator, io
-    from sqlanon.verify import column_checksums
+    from sqlanon.verification import column_checksums
 
     def median_s(f) -> float:
         times = []

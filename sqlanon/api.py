@@ -25,7 +25,7 @@ from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
 from .errors import ConfigError, InputError
 from .hierarchies import load_hierarchy
-from .verify import Verification, verify_relation
+from .verification import Verification, verify_relation
 
 log = logging.getLogger("sqlanon")
 
@@ -248,7 +248,7 @@ def verify(
     sensitive: Sequence[str] = (),
     table: str | None = None,
 ) -> Verification:
-    """Check that a generalized file is k-anonymous and l-diverse (see :mod:`sqlanon.verify`)."""
+    """Check that a generalized file is k-anonymous and l-diverse (see :mod:`sqlanon.verification`)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ConfigError(f"k must be a positive integer, got {k!r}")
     if isinstance(l, bool) or not isinstance(l, int) or l < 1:

@@ -15,12 +15,14 @@ import sys
 import click
 import yaml
 
-from . import api
-from .config import GENERALIZATIONS, INTERVAL_FORMATS, suggest
-from .io import file_format
-from .executors import EXECUTORS
-from .fragmentation import STRATEGIES
+from . import executors
+from .config import GENERALIZATIONS, INTERVAL_FORMATS, STRATEGIES, file_format, suggest
 from .errors import SqlanonError
+from .executors import EXECUTORS
+
+# sqlanon.api (DuckDB, Arrow, numpy) is imported inside the commands, after
+# `anonymize` has started the worker pool's fork server: the two then load
+# in parallel (see executors.start_local_server).
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -253,6 +255,10 @@ def anonymize(
     for name, value in (("INPUT", input), ("-o", output), ("--qi", qi), ("-k", k)):
         if not value:
             raise click.UsageError(f"Missing '{name}' (give it on the command line or in --config).", ctx)
+    if executor == "local" and not executors.in_process(executor, workers, explain):
+        executors.start_local_server()
+    from . import api
+
     result = api.anonymize(
         input,
         output,
@@ -314,6 +320,8 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
     k rows and l distinct values of each sensitive column, 1 otherwise (and
     lists the violating groups).
     """
+    from . import api
+
     check = api.verify(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive), table=table)
     if as_json:
         click.echo(json.dumps(check.to_dict(), default=str))

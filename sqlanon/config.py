@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError
@@ -25,6 +26,16 @@ GENERALIZATIONS = ("interval", "set", "prefix", "hierarchy")
 """
 
 INTERVAL_FORMATS = ("text", "bounds")
+
+STRATEGIES = ("quantile", "mondrian")
+"""How the coordinator cuts the domain into fragments (paper §4.1)."""
+
+FILE_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+
+
+def file_format(path: str) -> str | None:
+    """``parquet`` or ``csv`` from a path's extension, else None."""
+    return FILE_FORMATS.get(PurePath(path.rstrip("/*")).suffix.lower())
 
 
 def suggest(word: str, choices) -> str:

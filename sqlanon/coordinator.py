@@ -34,7 +34,7 @@ from .domain import ColumnStats, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import render
-from .verify import Checksums, Verification, column_checksums, verify_relation
+from .verification import Checksums, Verification, column_checksums, verify_relation
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
 
 log = logging.getLogger("sqlanon")
@@ -117,7 +117,7 @@ class RunOptions:
 
     @property
     def n_workers(self) -> int:
-        return self.workers or os.cpu_count() or 1
+        return self.workers or executors.default_workers()
 
 
 @dataclass(frozen=True)
@@ -467,7 +467,7 @@ def run(
     timings: dict[str, float] = {}
     workers = options.n_workers
     n_fragments = options.fragments or workers
-    in_process = options.explain or (workers == 1 and options.executor == "local")
+    in_process = executors.in_process(options.executor, workers, options.explain)
     pool = None if in_process else executors.make_executor(
         options.executor, workers, scheduler=options.scheduler, spark_master=options.spark_master,
         retries=options.retries,

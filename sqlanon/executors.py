@@ -46,6 +46,42 @@ def total_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def default_workers() -> int:
+    """``--workers`` when not given: one per CPU."""
+    return os.cpu_count() or 1
+
+
+def in_process(executor: str, workers: int | None, explain: bool = False) -> bool:
+    """Whether a run needs no executor: ``--explain``, or one local worker
+    (the coordinator then anonymizes the single fragment itself)."""
+    return explain or (executor == "local" and (workers or default_workers()) == 1)
+
+
+def _forkserver_context():
+    # forkserver: workers fork from a clean server process that has imported
+    # sqlanon and loaded the compiled kernel once, instead of forking the
+    # coordinator (DuckDB and Arrow threads make fork unsafe) or paying a full
+    # interpreter start per worker (spawn).
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["sqlanon._preload"])
+    return ctx
+
+
+def start_local_server() -> None:
+    """Start the local pool's fork server now, without waiting for it.
+
+    It needs about a second to import sqlanon and load the compiled kernel.
+    The CLI calls this before it imports the coordinator (DuckDB, Arrow,
+    numpy), so the two load on two cores at once; the :class:`LocalExecutor`
+    of the run then finds the server running (or ready soon) and forks its
+    workers from it.
+    """
+    from multiprocessing import forkserver
+
+    _forkserver_context()
+    forkserver.ensure_running()
+
+
 class LocalExecutor:
     """A process pool whose workers fork from a server that has imported sqlanon."""
 
@@ -53,12 +89,7 @@ class LocalExecutor:
     remote = False
 
     def __init__(self, workers: int) -> None:
-        # forkserver: workers fork from a clean server process that has imported
-        # sqlanon and loaded the compiled kernel once, instead of forking the
-        # coordinator (DuckDB and Arrow threads make fork unsafe) or paying a full
-        # interpreter start per worker (spawn).
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["sqlanon._preload"])
+        ctx = _forkserver_context()
         self.slots = workers
         self.host_slots = workers
         self.memory_per_slot = int(total_memory() * 0.8 / workers)

@@ -83,7 +83,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .config import AnonymizationSpec, QuasiIdentifier, suggest
+from .config import STRATEGIES, AnonymizationSpec, QuasiIdentifier, suggest
 from .domain import ColumnStats, normalize_floats, resolve_generalization, span_values
 from .errors import ConfigError, InputError
 from .sql.render import DIALECTS, is_generic, render  # noqa: F401 - DIALECTS: duckdb binds ?, postgres inlines literals
@@ -102,11 +102,6 @@ __all__ = [
 
 OPS = ("le", "gt_or_null", "in", "not_in_or_null", "is_null", "not_null")
 """The closed set of predicate operators (see :class:`Predicate`)."""
-
-STRATEGIES = ("quantile", "mondrian")
-"""Partitioning strategies of §4.1."""
-
-"""SQL dialects :func:`where_sql` renders for (``?`` placeholders)."""
 
 _SCALAR_OPS = ("le", "gt_or_null")
 _SET_OPS = ("in", "not_in_or_null")

@@ -34,10 +34,10 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from .config import FILE_FORMATS, file_format
 from .errors import ConfigError, InputError
 from .sql import ident, render
 
-FILE_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
 STAGING_MARK = ".sqlanon-staging-"
 
@@ -61,11 +61,6 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def file_format(path: str) -> str | None:
-    """``parquet`` or ``csv`` from a path's extension, else None."""
-    return FILE_FORMATS.get(Path(path.rstrip("/*")).suffix.lower())
 
 
 _format_of = file_format

@@ -32,7 +32,7 @@ from click.testing import CliRunner
 from sqlanon import coordinator as sqlanon_coordinator
 from sqlanon.cli import main
 from sqlanon.io import STAGING_MARK
-from sqlanon.verify import Verification
+from sqlanon.verification import Verification
 
 REPO = Path(__file__).resolve().parents[1]
 ADULTS = REPO / "examples" / "adults.csv"

@@ -37,7 +37,7 @@ from sqlanon.config import AnonymizationSpec, QuasiIdentifier
 from sqlanon.engine import anonymize_table, column_stats
 from sqlanon.errors import ConfigError, InputError, PrivacyError
 from sqlanon.metrics import Metrics
-from sqlanon.verify import verify_relation
+from sqlanon.verification import verify_relation
 
 NULL_SUFFIX = " or NULL"
 
