@@ -2,6 +2,20 @@
 (:class:`sqlanon.executors.LocalExecutor`): workers then start with sqlanon
 imported and the compiled kernel loaded."""
 
+import atexit
+import os
+
+import pandas  # noqa: F401
+
 from . import engine, mondrian, worker  # noqa: F401
 
+# pandas too: pyarrow and DuckDB import it on their first conversion (they
+# probe for it), which would cost every worker process ~0.2 s of its first task.
 mondrian.warm_up()
+
+# The fork server ends when the coordinator does. Skip the interpreter's
+# teardown (numba and llvmlite take ~0.2 s): until it has exited, the server
+# still holds the stdout and stderr it inherited, and whoever reads the CLI's
+# output to the end (a pipe, a scheduler, subprocess.run) would wait for it.
+# Workers fork from the server but end with os._exit and never run this.
+atexit.register(os._exit, 0)
