@@ -215,7 +215,11 @@ def _sample(value: str | None) -> float | None:
     "--fragmentation", type=click.Choice(STRATEGIES), default="mondrian", show_default=True,
     help="mondrian: recursive median cuts (paper Fig. 5); quantile: W quantiles of one column (Fig. 4).",
 )
-@click.option("--sample", help="Sample for planning: a fraction (0.001) or a row count (50000). Default: memory-bounded.")
+@click.option(
+    "--sample",
+    help="Sample for planning: a fraction (0.001) or a row count (50000). "
+    "Default: 2,000 rows per fragment, at least 20,000, at most 16 MiB of QI values.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample (reproducible plans).")
 @click.option("--worker-memory", help="DuckDB memory limit per worker, e.g. 2GB (default: 80% of RAM / workers).")
 @click.option(

@@ -39,11 +39,25 @@ from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
 
 log = logging.getLogger("sqlanon")
 
+SAMPLE_ROWS_PER_FRAGMENT = 2_000
+SAMPLE_MIN_ROWS = 20_000
 SAMPLE_BUDGET_BYTES = 16 * 2**20
-"""Default sample size: as many rows of the QI columns as fit in this budget
-(8 bytes a value: 200,000 rows of 10 QIs). Planning needs far fewer rows than
-the data has (the paper plans on 0.001% samples); the bound keeps the
-coordinator's memory flat whatever the source's size."""
+
+
+def default_sample_rows(n_qi: int, n_fragments: int) -> int:
+    """The sample's size when ``--sample`` is not given.
+
+    2,000 rows per fragment, at least 20,000: enough to place each cut within
+    about 1% of the fragment's rows (a share estimated from n rows errs by
+    ~1/sqrt(n)); the paper plans on 0.001% samples with almost no loss of
+    utility (BENCHMARKS.md). Capped by :data:`SAMPLE_BUDGET_BYTES` of QI
+    values (8 bytes a value: 200,000 rows of 10 QIs), so the coordinator's
+    memory stays flat whatever the source's size and the fragment count.
+    A bigger sample costs time, not only memory: DuckDB's reservoir draws
+    200,000 rows in ~0.3 s, 20,000 in ~0.05 s.
+    """
+    cap = max(1, SAMPLE_BUDGET_BYTES // (8 * max(1, n_qi)))
+    return min(cap, max(SAMPLE_MIN_ROWS, SAMPLE_ROWS_PER_FRAGMENT * n_fragments))
 
 
 @dataclass(frozen=True)
@@ -55,7 +69,7 @@ class RunOptions:
         fragments: fragments to cut (default: ``workers``).
         fragmentation: ``mondrian`` (Fig. 5) or ``quantile`` (Fig. 4).
         sample: a fraction (``0 < x <= 1``) or a row count (``> 1``); default:
-            the rows whose QI columns fit in :data:`SAMPLE_BUDGET_BYTES`.
+            :func:`default_sample_rows`.
         seed: the sample's seed (``REPEATABLE``).
         worker_memory: DuckDB ``memory_limit`` of each worker (e.g. ``2GB``);
             default: 80% of RAM split between the workers.
@@ -304,12 +318,12 @@ def _portable_sample_hash(seed: int, rows: int, total: int) -> dict[str, int]:
 
 def draw_sample(
     con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema, total: int,
-    sample: float | None, seed: int,
+    sample: float | None, seed: int, n_fragments: int = 1,
 ) -> pa.Table:
     """A repeatable sample of the QI columns, drawn where the data lives
     (DuckDB, or the database server), in the columns' own types."""
     if sample is None:
-        rows = max(1, SAMPLE_BUDGET_BYTES // (8 * len(spec.qi_names)))
+        rows = default_sample_rows(len(spec.qi_names), n_fragments)
     elif sample <= 1:
         rows = max(1, round(total * sample))
     else:
@@ -511,7 +525,7 @@ def run(
         timings["read"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        sample = draw_sample(con, source, spec, schema, total, options.sample, options.seed)
+        sample = draw_sample(con, source, spec, schema, total, options.sample, options.seed, n_fragments)
         plan = fragmentation.plan_fragments(sample, spec, n_fragments, options.fragmentation, total_rows=total, stats=stats)
         timings["fragmentation"] = time.perf_counter() - t0
         log.info("plan: %d fragments from a sample of %d rows", len(plan.fragments), sample.num_rows)

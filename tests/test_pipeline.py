@@ -132,6 +132,18 @@ def test_explain_prints_the_plan_without_writing(source, tmp_path):
     assert [f["params"] for f in again["fragments"]] == [f["params"] for f in plan["fragments"]]
 
 
+def test_default_sample_grows_with_the_fragments_within_its_memory_cap(source, tmp_path):
+    from sqlanon.coordinator import default_sample_rows
+
+    assert default_sample_rows(n_qi=10, n_fragments=2) == 20_000
+    assert default_sample_rows(n_qi=10, n_fragments=40) == 80_000
+    assert default_sample_rows(n_qi=10, n_fragments=1_000) == 16 * 2**20 // 80  # the cap: 16 MiB of QI values
+    assert default_sample_rows(n_qi=1, n_fragments=1_000) == 2_000_000
+    # A source smaller than the default is sampled whole.
+    plan = run(source, tmp_path / "out.parquet", workers=2, fragments=3, explain=True).explain()
+    assert plan["sample_rows"] == plan["source_rows"] == 20_000
+
+
 def test_misleading_sample_is_repaired(tmp_path):
     # 1,000 rows but k = 300 over 8 fragments: every fragment (~125 rows) is
     # too small on its own and must be merged with its siblings. The sensitive
