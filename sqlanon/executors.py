@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -94,6 +95,9 @@ class LocalExecutor:
         self.host_slots = workers
         self.memory_per_slot = int(total_memory() * 0.8 / workers)
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        self._settled = threading.Event()
+        """Clear while :meth:`warm` waits for the first worker to start."""
+        self._settled.set()
 
     def warm(self) -> None:
         """Start the worker processes (blocks until the fork server is ready).
@@ -103,16 +107,33 @@ class LocalExecutor:
         to report here: the run has its error already, or its first task
         submission reports the broken pool as a one-line error.
         """
+        self._settled.clear()
         try:
             self._pool.submit(os.getpid).result()
         except (BrokenProcessPool, CancelledError, RuntimeError):
             log.debug("worker pool warm-up ended early (the pool was shut down or broke)")
+        finally:
+            self._settled.set()
 
     def submit(self, fn, task) -> Future:
         return self._pool.submit(fn, task)
 
     def shutdown(self, abort: bool = False) -> None:
         """Stop the pool; ``abort`` (after a failure or a timeout) kills running tasks."""
+        if abort and not self._settled.is_set():
+            # A run that failed while the fork server was still loading: the
+            # pool's own shutdown would wait for the server (~1 s) to fork the
+            # first worker. Leave that to a thread; if the process ends first,
+            # the server ends with it (sqlanon/_preload.py).
+            threading.Thread(target=self._stop_when_settled, daemon=True).start()
+            return
+        self._stop(abort)
+
+    def _stop_when_settled(self) -> None:
+        self._settled.wait()
+        self._stop(abort=True)
+
+    def _stop(self, abort: bool) -> None:
         if abort:
             # ProcessPoolExecutor cannot cancel a running task: end its process.
             for proc in list(getattr(self._pool, "_processes", {}).values()):
