@@ -6,6 +6,7 @@
     python -m examples.bench postgres [--rows 1000000] [--url postgresql://…]
     python -m examples.bench executors [--rows 1000000] [--fragments 8]
     python -m examples.bench checksums [--rows 1000000] [--url postgresql://…]
+    python -m examples.bench compare REV [--workers 2] [--repeat 8] [--url postgresql://…]
 
 ``engine``: the Poker Hand data set (examples/poker.py, seed 0) as Parquet,
 10 QIs (s1..s5, r1..r5), sensitive ``hand``, l = 2; every run is the real CLI
@@ -43,9 +44,13 @@ def poker_file(rows: int) -> Path:
     return path
 
 
-def run_cli(args: list[str]) -> tuple[dict, float, float]:
-    """Run ``sqlanon`` in a child; return its JSON, wall seconds and peak RSS (MiB)."""
-    cmd = [sys.executable, "-c", "import resource, sys; from sqlanon.cli import main; "
+def run_cli(args: list[str], tree: str | None = None) -> tuple[dict, float, float]:
+    """Run ``sqlanon`` in a child; return its JSON, wall seconds and peak RSS (MiB).
+
+    ``tree``: run the sqlanon of that source tree (a checkout) instead of the installed one.
+    """
+    path = f"sys.path.insert(0, {tree!r}); " if tree else ""
+    cmd = [sys.executable, "-c", f"import resource, sys; {path}from sqlanon.cli import main; "
            "sys.argv = ['sqlanon'] + sys.argv[1:]\n"
            "try:\n    main()\nfinally:\n"
            "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)", *args]
@@ -123,10 +128,14 @@ def pipeline(rows: int, repeat: int) -> None:
     print("|---|---|---|---|---|---|---|")
     for sample in ("0.001", "0.0001", "0.00001"):
         for strategy in ("mondrian", "quantile"):
+            planned = set()
             for frags in (2, 4, 8, 10):
                 out = out_dir / f"f{frags}.parquet"
                 doc = run_cli([*base, "-o", str(out), "--workers", "2", "--fragments", str(frags),
                                "--sample", sample, "--fragmentation", strategy])[0]
+                if doc["fragments"] in planned:
+                    continue  # a tiny sample caps the fragments: the same plan as the row above
+                planned.add(doc["fragments"])
                 sizes = fragment_rows(doc["metrics_table"], doc["run_id"])
                 print(
                     f"| {float(sample):.3%} | {strategy} | {doc['fragments']} | {doc['ncp']:.6g} | "
@@ -186,6 +195,69 @@ def load_poker(url: str, rows: int) -> str:
     return dsn
 
 
+def settle(dsn: str) -> None:
+    """Before each timed run on the server: vacuum and analyze what the last
+    run wrote and checkpoint, so autovacuum and the checkpointer do not take
+    the two cores in the middle of the next run (outside the timings)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for table in ("poker", "poker_copy", "poker_anon"):
+            if c.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is not None:
+                c.execute(f"VACUUM ANALYZE {table}")
+        try:
+            c.execute("CHECKPOINT")
+        except psycopg.errors.InsufficientPrivilege:
+            pass  # --url with a role that may not checkpoint
+
+
+def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None) -> None:
+    """Revision ``rev`` against this tree, end to end, runs alternating in one session.
+
+    The machine's speed drifts by ~30 % over minutes; alternating the two
+    versions run by run and taking medians keeps that drift out of the
+    difference. ``--url``: PostgreSQL table to table (poker loaded there);
+    otherwise Parquet to Parquet.
+    """
+    import statistics
+
+    repo = Path(__file__).resolve().parent.parent
+    old = Path(tempfile.mkdtemp(prefix="sqlanon-compare-")) / "tree"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(old), rev], check=True)
+    out_dir = Path(tempfile.mkdtemp(prefix="sqlanon-bench-"))
+    try:
+        if url is None:
+            dsn = None
+            base = ["anonymize", str(poker_file(rows)), "-o", str(out_dir / "out.parquet")]
+        else:
+            dsn = load_poker(url, rows)
+            base = ["anonymize", url, "--table", "public.poker", "-o", url, "--target-table", "public.poker_anon"]
+        base += ["--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2", "--json", "--overwrite",
+                 "--workers", str(workers)]
+        trees = {rev: str(old), "this tree": str(repo)}
+        for tree in trees.values():
+            run_cli(base, tree)  # warm: each tree compiles and caches its own kernel
+        runs: dict[str, list[dict]] = {name: [] for name in trees}
+        for _ in range(repeat):
+            for name, tree in trees.items():
+                if dsn:
+                    settle(dsn)
+                doc, wall, _ = run_cli(base, tree)
+                runs[name].append({"wall": wall, **doc["timings"]})
+        phases = ["wall", "read", "fragmentation", "anonymize", "write", "verify"]
+        where = "PostgreSQL → PostgreSQL" if dsn else "Parquet → Parquet"
+        print(f"poker {rows:,} rows, {where}, {workers} worker(s), k = 10, l = 2; median of {repeat} "
+              f"alternating runs; {machine()}\n")
+        print("| version | " + " | ".join(f"{p} s" for p in phases) + " | min wall s |")
+        print("|---|" + "---|" * (len(phases) + 1))
+        for name, rs in runs.items():
+            cells = " | ".join(f"{statistics.median(r[p] for r in rs):.2f}" for p in phases)
+            print(f"| {name} | {cells} | {min(r['wall'] for r in rs):.2f} |")
+    finally:
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(old)], check=False)
+        shutil.rmtree(out_dir, ignore_errors=True)
+
+
 def checksums(rows: int, url: str | None, repeat: int) -> None:
     """What the pass-through checksums cost (poker: one pass-through column, hand), median of ``repeat``."""
     import statistics
@@ -239,21 +311,8 @@ def postgres(rows: int, url: str | None, repeat: int) -> None:
     try:
         dsn = load_poker(url, rows)
 
-        def settle() -> None:
-            """Before each timed run: vacuum and analyze what the last run wrote
-            and checkpoint, so autovacuum and the checkpointer do not steal the
-            two cores in the middle of the next run (outside the timings)."""
-            with psycopg.connect(dsn, autocommit=True) as c:
-                for table in ("poker", "poker_copy", "poker_anon"):
-                    if c.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is not None:
-                        c.execute(f"VACUUM ANALYZE {table}")
-                try:
-                    c.execute("CHECKPOINT")
-                except psycopg.errors.InsufficientPrivilege:
-                    pass  # --url with a role that may not checkpoint
-
         def fresh_copy_table() -> None:
-            settle()
+            settle(dsn)
             with psycopg.connect(dsn, autocommit=True) as c:
                 c.execute("DROP TABLE IF EXISTS poker_copy")
                 c.execute("CREATE TABLE poker_copy (LIKE poker)")
@@ -298,7 +357,7 @@ def postgres(rows: int, url: str | None, repeat: int) -> None:
         run_cli(base)  # warm: numba cache, extension load
 
         def timed_run():
-            settle()
+            settle(dsn)
             return run_cli(base)
 
         runs = [timed_run() for _ in range(repeat)]
@@ -377,7 +436,16 @@ def main() -> None:
     p = sub.add_parser("executors", help="local pool vs Dask vs Spark, and local scaling 1 -> 2 workers")
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--fragments", type=int, default=8)
+    p = sub.add_parser("compare", help="a git revision against this tree, runs alternating, medians")
+    p.add_argument("rev", help="the revision to compare with, e.g. HEAD~3 or a commit")
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=8)
+    p.add_argument("--url", help="PostgreSQL table to table on this server (default: Parquet files)")
     args = parser.parse_args()
+    if args.what == "compare":
+        compare(args.rev, args.rows, args.workers, args.repeat, args.url)
+        return
     if args.what == "executors":
         executors_bench(args.rows, args.fragments)
         return
