@@ -27,16 +27,17 @@ def _leave_with_the_coordinator(parent: int) -> None:
 _watch = threading.Thread(target=_leave_with_the_coordinator, args=(os.getppid(),), daemon=True)
 _watch.start()
 
-import pandas  # noqa: E402,F401
+try:
+    # pandas too: pyarrow and DuckDB import it on their first conversion (they
+    # probe for it), which would cost every worker process ~0.2 s of its first task.
+    import pandas  # noqa: F401
 
-from . import engine, mondrian, worker  # noqa: E402,F401
+    from . import engine, mondrian, worker  # noqa: F401
 
-# pandas too: pyarrow and DuckDB import it on their first conversion (they
-# probe for it), which would cost every worker process ~0.2 s of its first task.
-mondrian.warm_up()
-
-_loaded.set()
-_watch.join()  # no thread left when the server forks workers
+    mondrian.warm_up()
+finally:
+    _loaded.set()
+    _watch.join()  # no thread left when the server forks workers
 
 # Workers fork from the server but end with os._exit and never run this.
 atexit.register(os._exit, 0)
