@@ -261,37 +261,43 @@ def anonymize(
             raise click.UsageError(f"Missing '{name}' (give it on the command line or in --config).", ctx)
     if executor == "local" and not executors.in_process(executor, workers, explain):
         executors.start_local_server()
-    from . import api
+    try:
+        from . import api
 
-    result = api.anonymize(
-        input,
-        output,
-        qi=_split(qi),
-        k=k,
-        l=l_,
-        sensitive=_split(sensitive),
-        hierarchies=_pairs(hierarchy, "--hierarchy"),
-        generalization=_pairs(generalization, "--generalization"),
-        drop=_split(drop),
-        overwrite=overwrite,
-        interval_format=interval_format,
-        table=table,
-        target_table=target_table,
-        workers=workers,
-        fragments=fragments,
-        fragmentation=fragmentation,
-        sample=_sample(sample),
-        seed=seed,
-        worker_memory=worker_memory,
-        metrics=metrics,
-        explain=explain,
-        progress=None if (explain or as_json) else _progress(quiet),
-        executor=executor,
-        scheduler=scheduler,
-        spark_master=spark_master,
-        retries=retries,
-        task_timeout=task_timeout,
-    )
+        result = api.anonymize(
+            input,
+            output,
+            qi=_split(qi),
+            k=k,
+            l=l_,
+            sensitive=_split(sensitive),
+            hierarchies=_pairs(hierarchy, "--hierarchy"),
+            generalization=_pairs(generalization, "--generalization"),
+            drop=_split(drop),
+            overwrite=overwrite,
+            interval_format=interval_format,
+            table=table,
+            target_table=target_table,
+            workers=workers,
+            fragments=fragments,
+            fragmentation=fragmentation,
+            sample=_sample(sample),
+            seed=seed,
+            worker_memory=worker_memory,
+            metrics=metrics,
+            explain=explain,
+            progress=None if (explain or as_json) else _progress(quiet),
+            executor=executor,
+            scheduler=scheduler,
+            spark_master=spark_master,
+            retries=retries,
+            task_timeout=task_timeout,
+        )
+    except BaseException:
+        # The run failed, perhaps before the fork server had even loaded: stop
+        # it now rather than let it hold our stdout/stderr for another second.
+        executors.stop_local_server()
+        raise
     if explain:
         click.echo(json.dumps(result.explain(), indent=None if as_json else 2, default=str))
         return

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import threading
+import signal
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -68,6 +68,10 @@ def _forkserver_context():
     return ctx
 
 
+_own_server = False
+"""Whether this process started the fork server itself (the CLI does)."""
+
+
 def start_local_server() -> None:
     """Start the local pool's fork server now, without waiting for it.
 
@@ -77,10 +81,32 @@ def start_local_server() -> None:
     of the run then finds the server running (or ready soon) and forks its
     workers from it.
     """
+    global _own_server
     from multiprocessing import forkserver
 
     _forkserver_context()
     forkserver.ensure_running()
+    _own_server = True
+
+
+def stop_local_server() -> None:
+    """End the fork server that :func:`start_local_server` started, at once.
+
+    For a run that failed: the server may still be loading (~1 s), and until
+    it exits it holds the CLI's stdout and stderr, so whoever reads them to
+    the end would wait for it; a worker start in flight then fails instead of
+    waiting for it. The next pool in this process starts a new server.
+    """
+    if not _own_server:
+        return
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public handle
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # already gone; multiprocessing reaps it on its next start
 
 
 class LocalExecutor:
@@ -95,9 +121,7 @@ class LocalExecutor:
         self.host_slots = workers
         self.memory_per_slot = int(total_memory() * 0.8 / workers)
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-        self._settled = threading.Event()
-        """Clear while :meth:`warm` waits for the first worker to start."""
-        self._settled.set()
+        self._warming = False
 
     def warm(self) -> None:
         """Start the worker processes (blocks until the fork server is ready).
@@ -107,33 +131,24 @@ class LocalExecutor:
         to report here: the run has its error already, or its first task
         submission reports the broken pool as a one-line error.
         """
-        self._settled.clear()
+        self._warming = True
         try:
             self._pool.submit(os.getpid).result()
-        except (BrokenProcessPool, CancelledError, RuntimeError):
+        except (BrokenProcessPool, CancelledError, RuntimeError, OSError, EOFError):
+            # EOFError, OSError: the fork server was stopped while it started a worker.
             log.debug("worker pool warm-up ended early (the pool was shut down or broke)")
         finally:
-            self._settled.set()
+            self._warming = False
 
     def submit(self, fn, task) -> Future:
         return self._pool.submit(fn, task)
 
     def shutdown(self, abort: bool = False) -> None:
         """Stop the pool; ``abort`` (after a failure or a timeout) kills running tasks."""
-        if abort and not self._settled.is_set():
+        if abort and self._warming:
             # A run that failed while the fork server was still loading: the
-            # pool's own shutdown would wait for the server (~1 s) to fork the
-            # first worker. Leave that to a thread; if the process ends first,
-            # the server ends with it (sqlanon/_preload.py).
-            threading.Thread(target=self._stop_when_settled, daemon=True).start()
-            return
-        self._stop(abort)
-
-    def _stop_when_settled(self) -> None:
-        self._settled.wait()
-        self._stop(abort=True)
-
-    def _stop(self, abort: bool) -> None:
+            # pool's shutdown would wait for it (~1 s) to fork the first worker.
+            stop_local_server()
         if abort:
             # ProcessPoolExecutor cannot cancel a running task: end its process.
             for proc in list(getattr(self._pool, "_processes", {}).values()):
