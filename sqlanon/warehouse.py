@@ -64,15 +64,25 @@ class Conn:
     """A parsed database URL; :meth:`safe` is the only form shown to people."""
 
     url: str = field(repr=False)
+    _libpq: str = field(init=False, repr=False, compare=False, default="")
+    """:meth:`libpq`, worked out once: the Conn travels to the workers in
+    their tasks, and parsing there would import SQLAlchemy (~0.2 s) in each."""
 
     def __post_init__(self) -> None:
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 
         try:
-            make_url(self.url)
+            u = make_url(self.url)
         except ArgumentError as exc:
             raise ConfigError(f"not a database URL: {self.safe()!r}") from exc
+        parts = {"host": u.host, "port": u.port, "dbname": u.database, "user": u.username, "password": u.password}
+        parts.update({k: v for k, v in u.query.items() if isinstance(v, str)})
+
+        def q(v) -> str:
+            return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+        object.__setattr__(self, "_libpq", " ".join(f"{k}={q(v)}" for k, v in parts.items() if v not in (None, "")))
 
     @property
     def backend(self) -> str:
@@ -127,14 +137,7 @@ class Conn:
     def libpq(self) -> str:
         """A libpq connection string (for DuckDB's ATTACH); unset parts come
         from the ``PG*`` environment and ``.pgpass``, as libpq does."""
-        u = self._u
-        parts = {"host": u.host, "port": u.port, "dbname": u.database, "user": u.username, "password": u.password}
-        parts.update({k: v for k, v in u.query.items() if isinstance(v, str)})
-
-        def q(v) -> str:
-            return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-        return " ".join(f"{k}={q(v)}" for k, v in parts.items() if v not in (None, ""))
+        return self._libpq
 
     def connect(self):
         """A psycopg connection for control statements (locks, DDL, checks).
