@@ -47,15 +47,22 @@ def poker_file(rows: int) -> Path:
 def run_cli(args: list[str], tree: str | None = None) -> tuple[dict, float, float]:
     """Run ``sqlanon`` in a child; return its JSON, wall seconds and peak RSS (MiB).
 
-    ``tree``: run the sqlanon of that source tree (a checkout) instead of the installed one.
+    ``tree``: run the sqlanon of that source tree (a checkout) instead of the
+    installed one. The child runs in that tree, with it first on PYTHONPATH:
+    the worker pool's fork server is a fresh ``python -c`` interpreter that
+    imports sqlanon by itself (its sys.path starts with the working
+    directory; Python 3.11's forkserver ignores the parent's sys.path), and
+    would otherwise run another tree's workers.
     """
-    path = f"sys.path.insert(0, {tree!r}); " if tree else ""
-    cmd = [sys.executable, "-c", f"import resource, sys; {path}from sqlanon.cli import main; "
+    cmd = [sys.executable, "-c", "import resource, sys; from sqlanon.cli import main; "
            "sys.argv = ['sqlanon'] + sys.argv[1:]\n"
            "try:\n    main()\nfinally:\n"
            "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)", *args]
+    env = None
+    if tree:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tree, os.environ.get("PYTHONPATH")]))}
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"sqlanon failed: {proc.stderr.strip()}")
