@@ -261,6 +261,7 @@ def anonymize(
             raise click.UsageError(f"Missing '{name}' (give it on the command line or in --config).", ctx)
     if executor == "local" and not executors.in_process(executor, workers, explain):
         executors.start_local_server()
+    finished = False
     try:
         from . import api
 
@@ -293,11 +294,12 @@ def anonymize(
             retries=retries,
             task_timeout=task_timeout,
         )
-    except BaseException:
-        # The run failed, perhaps before the fork server had even loaded: stop
-        # it now rather than let it hold our stdout/stderr for another second.
-        executors.stop_local_server()
-        raise
+        finished = True
+    finally:
+        if not finished:
+            # The run failed, perhaps before the fork server had even loaded:
+            # stop it now rather than let it hold our stdout/stderr a second more.
+            executors.stop_local_server()
     if explain:
         click.echo(json.dumps(result.explain(), indent=None if as_json else 2, default=str))
         return
