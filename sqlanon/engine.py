@@ -291,11 +291,13 @@ def _assemble(
                     # A dictionary column of the distinct generalized values:
                     # an int32 take per row instead of copying a string per row.
                     enc = pc.dictionary_encode(per_class)
-                    if len(enc.dictionary) == 0:
-                        # All NULL. (DuckDB 1.4 crashes on an empty dictionary.)
-                        arrays.append(pa.nulls(len(idx), pa.string()))
-                    else:
-                        arrays.append(pa.DictionaryArray.from_arrays(enc.indices.take(idx), enc.dictionary))
+                    dictionary = enc.dictionary
+                    if len(dictionary) == 0:
+                        # All NULL. The column stays a dictionary, as in every
+                        # other fragment, but DuckDB 1.4 crashes on an empty
+                        # one: give it one value that no row uses.
+                        dictionary = pa.array([""], pa.string())
+                    arrays.append(pa.DictionaryArray.from_arrays(enc.indices.take(idx), dictionary))
                 else:
                     arrays.append(per_class.take(idx))
         else:

@@ -632,6 +632,22 @@ def test_all_null_qi_column(fmt):
     assert res.metrics.classes == 4
 
 
+def test_all_null_fragment_keeps_the_column_type(tmp_path):
+    """A fragment whose QI is all NULL has the same output schema as the
+    others (found by test_fragment_metrics_combine), and DuckDB writes it."""
+    t = pa.table({"a": [1, 2, 3, 4, None, None, None, None], "b": [1, 2, 3, 4, 5, 6, 7, 8]})
+    spec = AnonymizationSpec((QuasiIdentifier("a"), QuasiIdentifier("b")), k=2)
+    stats = column_stats(t, spec)
+    parts = [anonymize_table(t.slice(0, 4), spec, stats=stats).table, anonymize_table(t.slice(4), spec, stats=stats).table]
+    assert parts[0].schema == parts[1].schema
+    out = pa.concat_tables(parts)
+    assert _decode(out.column("a")).to_pylist()[4:] == [None] * 4
+    con = duckdb.connect()
+    con.register("out", parts[1])
+    con.execute(f"COPY (SELECT * FROM out) TO '{tmp_path / 'p.parquet'}' (FORMAT parquet)")
+    assert con.execute(f"SELECT count(*), count(a) FROM '{tmp_path / 'p.parquet'}'").fetchone() == (4, 0)
+
+
 def test_all_null_text_qi_column():
     t = pa.table({"a": pa.nulls(6, pa.string()), "b": ["x", "y", "z", "x", "y", "z"]})
     res = _run(t, [QuasiIdentifier("a", "prefix"), QuasiIdentifier("b")], k=3)
