@@ -284,6 +284,42 @@ def test_killed_coordinator_leaves_target_and_stale_staging_is_cleaned(tmp_path)
     assert pq.read_metadata(out).num_rows == 300_000
 
 
+def test_failed_run_stops_the_fork_server_it_started(tmp_path):
+    """The CLI starts the pool's fork server before anything can fail; a run
+    that fails stops it, rather than leave it loading (and holding the CLI's
+    stdout/stderr) after the CLI has exited."""
+    from procs import children
+
+    def state(pid: int) -> str | None:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return None  # gone
+
+    missing = tmp_path / "no_such_file.parquet"
+    args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(missing), "-o", str(tmp_path / "o.parquet"),
+            "--qi", "age", "-k", "5", "--workers", "2"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    servers: set[int] = set()
+    while proc.poll() is None:
+        for pid in children(proc.pid):
+            try:
+                if b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    servers.add(pid)
+            except OSError:
+                continue
+        time.sleep(0.005)
+    # Right as the CLI has exited, before reading its output to the end
+    # (which would wait for a server left running). A server left alone only
+    # ends once the CLI has (it then sees its pipe close), so anything but
+    # killed (gone, or a zombie not yet reaped) means it was left running.
+    states = [state(pid) for pid in servers]
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "no_such_file" in err and len(err.strip().splitlines()) == 1, err
+    assert servers, "the CLI did not start the fork server before the run failed"
+    assert all(s in (None, "Z") for s in states), states
+
+
 def test_progress_bar_on_a_terminal_and_quiet(tmp_path, source):
     import pty
 
