@@ -262,6 +262,7 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None) -> 
             print(f"| {name} | {cells} | {min(r['wall'] for r in rs):.2f} |")
     finally:
         subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(old)], check=False)
+        shutil.rmtree(old.parent, ignore_errors=True)
         shutil.rmtree(out_dir, ignore_errors=True)
 
 
