@@ -9,13 +9,14 @@ import os
 # probe for it), which would cost every worker process ~0.2 s of its first task.
 import pandas  # noqa: F401
 
-from . import engine, mondrian, worker  # noqa: F401
+from . import engine, kernel, worker  # noqa: F401
 
-mondrian.warm_up()
+kernel.load()
 
 # The fork server ends when the coordinator does. Skip the interpreter's
-# teardown (numba and llvmlite take ~0.2 s): until it has exited, the server
-# still holds the stdout and stderr it inherited, and whoever reads the CLI's
-# output to the end (a pipe, a scheduler, subprocess.run) would wait for it.
+# teardown (with numba's JIT loaded, numba and llvmlite take ~0.2 s): until
+# it has exited, the server still holds the stdout and stderr it inherited,
+# and whoever reads the CLI's output to the end (a pipe, a scheduler,
+# subprocess.run) would wait for it.
 # Workers fork from the server but end with os._exit and never run this.
 atexit.register(os._exit, 0)

@@ -492,10 +492,11 @@ def run(
         # coordinator reads statistics and plans.
         warm = threading.Thread(target=pool.warm, daemon=True)
     else:
-        # In-process run: load the compiled kernel while DuckDB reads.
-        from . import mondrian
+        # In-process run: load the compiled kernel while DuckDB reads (on the
+        # first run: compile it).
+        from . import kernel
 
-        warm = threading.Thread(target=mondrian.warm_up, daemon=True)
+        warm = threading.Thread(target=kernel.load, daemon=True)
     if not options.explain:
         warm.start()
     con = io.connect()

@@ -7,8 +7,8 @@ Steps, all vectorized (no Python loop over rows):
    dictionary: numbers, dates and timestamps by value, hierarchy columns by
    the hierarchy's leaf order, ``prefix`` columns by their text, other values
    by value. A NULL is a value of its own, ranked after every other value.
-2. **Cut** the code matrix into equivalence classes with the numba kernel of
-   :mod:`sqlanon.mondrian`.
+2. **Cut** the code matrix into equivalence classes with the kernel of
+   :mod:`sqlanon.mondrian` (compiled once, see :mod:`sqlanon.kernel`).
 3. **Generalize** each class per QI from its code range (interval, hierarchy
    LCA, prefix) or code set (set), computed per class, then spread to the rows
    with one ``take``.
@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import mondrian
+from . import kernel
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
 from .domain import ColumnStats, interval_stats, normalize_floats, resolve_generalization, span_values
 from .errors import ConfigError, InputError, PrivacyError
@@ -208,7 +208,7 @@ def anonymize_table(
     timings["encode"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    perm, bounds = mondrian.partition(X, S, spec.k, spec.l, is_cat, values, v_off, gspan, c_off, s_off)
+    perm, bounds = kernel.partition(X, S, spec.k, spec.l, is_cat, values, v_off, gspan, c_off, s_off)
     sizes = np.diff(bounds)
     n_cls = len(sizes)
     class_of_row = np.empty(n, np.int32)
@@ -217,7 +217,7 @@ def anonymize_table(
 
     t0 = time.perf_counter()
     null_codes = np.array([e.null_code for e in enc], np.int64)
-    lo, hi, has_null = mondrian.class_ranges(X, bounds, null_codes)
+    lo, hi, has_null = kernel.class_ranges(X, bounds, null_codes)
     columns: dict[str, list[tuple[str, pa.Array]]] = {}
     ncp_by_attr: dict[str, float] = {}
     keys = []
@@ -238,7 +238,7 @@ def anonymize_table(
     if n_groups == n_cls:
         row_group = class_of_row
         achieved_l = (
-            min(int(mondrian.count_distinct(S[:, j].copy(), bounds, sens[j][1]).min()) for j in range(len(sens)))
+            min(int(kernel.count_distinct(S[:, j], bounds, sens[j][1]).min()) for j in range(len(sens)))
             if sens
             else None
         )

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import mondrian
+from . import kernel
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def generalize_column(
         text = pa.array(h.names, pa.string()).take(pa.array(node))
         cost = h.leaves_under(node) / h.n_leaves
     elif e.kind == "set":
-        offsets, codes = mondrian.class_distinct(col, bounds, e.n_codes, e.null_code)
+        offsets, codes = kernel.class_distinct(col, bounds, e.n_codes, e.null_code)
         members = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), dstr.take(pa.array(codes)))
         text = pc.if_else(pa.array(single), lo_s, _wrap("{", pc.binary_join(members, ", "), "}"))
         cost = np.diff(offsets) / max(stats.n_distinct, 1)
@@ -154,7 +154,7 @@ def _prefix(e, stats, dstr, lo, hi, col, bounds):
         raise ConfigError(f"prefix generalization of {e.name!r} needs the column's domain in its statistics")
     strs = dstr.to_pylist()
     lens = np.array([len(s) for s in strs] + [0], np.int64)  # the NULL code has no text
-    maxlen = mondrian.class_max_of(col, bounds, lens)
+    maxlen = kernel.class_max_of(col, bounds, lens)
     prefixes = [os.path.commonprefix((strs[a], strs[b])) for a, b in zip(lo.tolist(), hi.tolist())]
     text = pa.array(
         [p + "*" * max(int(m) - len(p), 0) for p, m in zip(prefixes, maxlen.tolist())], pa.string()

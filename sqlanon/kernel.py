@@ -1,0 +1,239 @@
+"""The Mondrian kernel as the engine calls it: compiled once, loaded in milliseconds.
+
+:mod:`sqlanon.mondrian` holds the kernel's source (numba). Loading it through
+numba's JIT cache costs about a second in every process (importing numba and
+building its typing context), which is most of a worker's start-up. So the
+first process that needs the kernel compiles it *ahead of time* with
+``numba.pycc`` into a small extension module (about 10 s, once per kernel
+version); every later process imports that module, which needs numpy only.
+
+Where the compiled module lives: ``$SQLANON_CACHE_DIR`` if set, else the
+package's ``__pycache__`` (next to numba's own cache), else
+``$XDG_CACHE_HOME/sqlanon`` (``~/.cache/sqlanon``) when the package directory is
+read-only. Its file name carries a hash of the kernel source, the signatures,
+and the numba/numpy/Python versions, so a change to any of them compiles anew.
+Concurrent processes (a worker pool's first run) take a file lock: one
+compiles, the others wait and load its result.
+
+If the ahead-of-time build fails (no C compiler, a numba without ``pycc``), a
+marker file records why, a warning says so once, and the kernel runs through
+numba's JIT instead: same results, a second more per process.
+``SQLANON_KERNEL=jit`` forces the JIT.
+
+Both paths compile the same functions of :mod:`sqlanon.mondrian`; the wrappers
+below pin the argument types (the compiled module takes exactly these) for
+both, and the test suite checks that they give identical partitions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["partition", "class_ranges", "count_distinct", "class_distinct", "class_max_of", "load"]
+
+log = logging.getLogger("sqlanon")
+
+_MODULE = "_mondrian_aot"
+_SOURCE = Path(__file__).with_name("mondrian.py")
+
+# Exported functions and their one signature each (numba type strings). The
+# code matrices are C-contiguous; a single column may be a strided view.
+_X = "i4[:, ::1]"
+SIGNATURES = {
+    "partition": f"Tuple((i8[::1], i8[::1]))({_X}, {_X}, i8, i8, b1[::1], f8[::1], i8[::1], f8[::1], i8[::1], i8[::1])",
+    "class_ranges": f"Tuple((i8[:, ::1], i8[:, ::1], b1[:, ::1]))({_X}, i8[::1], i8[::1])",
+    "count_distinct": "i8[::1](i4[:], i8[::1], i8)",
+    "class_distinct": "Tuple((i8[::1], i8[::1]))(i4[:], i8[::1], i8, i8)",
+    "class_max_of": "i8[::1](i4[:], i8[::1], i8[::1])",
+}
+
+_impl = None
+_impl_lock = threading.Lock()
+
+
+def load():
+    """The kernel implementation (compiled module or numba JIT), loaded once per process."""
+    global _impl
+    if _impl is None:
+        with _impl_lock:
+            if _impl is None:
+                impl = _load()
+                if impl.__name__ == "sqlanon.mondrian":
+                    impl.warm_up()  # compile or load numba's cache now, not inside the first task
+                _impl = impl
+    return _impl
+
+
+def _codes(a: np.ndarray, name: str) -> np.ndarray:
+    """A code matrix the kernel reorders in place: must be int32 and C-contiguous (no copy)."""
+    if a.dtype != np.int32 or a.ndim != 2 or not a.flags.c_contiguous:
+        raise TypeError(f"{name} must be a C-contiguous 2-D int32 array")
+    return a
+
+
+def _i8(a) -> np.ndarray:
+    return np.ascontiguousarray(a, np.int64)
+
+
+def _col(a: np.ndarray) -> np.ndarray:
+    return a if a.dtype == np.int32 else a.astype(np.int32)
+
+
+def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
+    """:func:`sqlanon.mondrian.partition`: reorders ``X`` and ``S`` in place, returns ``(perm, bounds)``."""
+    return load().partition(
+        _codes(X, "X"), _codes(S, "S"), int(k), int(l), np.ascontiguousarray(is_cat, np.bool_),
+        np.ascontiguousarray(values, np.float64), _i8(v_off), np.ascontiguousarray(global_span, np.float64),
+        _i8(c_off), _i8(s_off),
+    )
+
+
+def class_ranges(X, bounds, null_code):
+    """:func:`sqlanon.mondrian.class_ranges`: per class and column, min/max code and NULL presence."""
+    return load().class_ranges(_codes(X, "X"), _i8(bounds), _i8(null_code))
+
+
+def count_distinct(col, bounds, dom):
+    """:func:`sqlanon.mondrian.count_distinct`: distinct codes per class."""
+    return load().count_distinct(_col(col), _i8(bounds), int(dom))
+
+
+def class_distinct(col, bounds, dom, skip):
+    """:func:`sqlanon.mondrian.class_distinct`: sorted distinct codes per class."""
+    return load().class_distinct(_col(col), _i8(bounds), int(dom), int(skip))
+
+
+def class_max_of(col, bounds, lookup):
+    """:func:`sqlanon.mondrian.class_max_of`: per class, the maximum of ``lookup[code]``."""
+    return load().class_max_of(_col(col), _i8(bounds), _i8(lookup))
+
+
+def _load():
+    if os.environ.get("SQLANON_KERNEL", "auto") == "jit":
+        return _jit()
+    key = cache_key()
+    dirs = cache_dirs()
+    for d in dirs:
+        module = _try_import(d / _file_name(key))
+        if module is not None:
+            return module
+        if (d / f"{_MODULE}-{key}.failed").exists():
+            log.info("the kernel could not be compiled ahead of time before; using numba's JIT")
+            return _jit()
+    for d in dirs:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            lock = open(d / f"{_MODULE}.lock", "a")
+        except OSError:
+            continue  # read-only: try the next place
+        with lock:
+            _flock(lock)
+            path = d / _file_name(key)
+            module = _try_import(path)  # another process may have built it while this one waited
+            if module is not None:
+                return module
+            try:
+                _build(d, path)
+            except Exception as exc:  # noqa: BLE001 - any failure leaves the JIT as the way
+                why = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                marker = d / f"{_MODULE}-{key}.failed"
+                with contextlib.suppress(OSError):
+                    marker.write_text(why + "\n")
+                log.warning(
+                    "could not compile the Mondrian kernel ahead of time (%s); using numba's JIT,"
+                    " about a second more per process (delete %s to try again)", why, marker,
+                )
+                return _jit()
+            return _import(path)
+    return _jit()
+
+
+def _try_import(path: Path):
+    """The compiled module at ``path``, or None if there is none or it does not load."""
+    if not path.exists():
+        return None
+    try:
+        return _import(path)
+    except ImportError as exc:  # e.g. truncated by a full disk: compiled again (under the lock)
+        log.warning("ignoring the compiled kernel %s (%s)", path, exc)
+        return None
+
+
+def cache_key() -> str:
+    """Hash of everything the compiled module depends on (16 hex digits)."""
+    h = hashlib.sha256(_SOURCE.read_bytes())
+    h.update(repr(sorted(SIGNATURES.items())).encode())
+    h.update(importlib.metadata.version("numba").encode())
+    h.update(np.__version__.encode())
+    h.update(sys.implementation.cache_tag.encode())
+    return h.hexdigest()[:16]
+
+
+def cache_dirs() -> list[Path]:
+    """Where the compiled module is looked for and built, in order."""
+    if os.environ.get("SQLANON_CACHE_DIR"):
+        return [Path(os.environ["SQLANON_CACHE_DIR"])]
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sqlanon"
+    return [Path(__file__).parent / "__pycache__", user]
+
+
+def _file_name(key: str) -> str:
+    return f"{_MODULE}-{key}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+
+
+def _import(path: Path):
+    spec = importlib.util.spec_from_file_location(f"sqlanon.{_MODULE}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"not an extension module: {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _jit():
+    from . import mondrian
+
+    return mondrian
+
+
+def _flock(f) -> None:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: two first runs may both compile; os.replace keeps one
+        return
+    fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+
+
+def _build(directory: Path, path: Path) -> None:
+    """Compile :mod:`sqlanon.mondrian` into ``path`` (written aside, then renamed into place)."""
+    log.info("compiling the Mondrian kernel (once; about 10 s)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pycc is "pending deprecation" since numba 0.57
+        from numba.pycc import CC
+    from . import mondrian
+
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
+    try:
+        cc = CC(_MODULE)
+        cc.output_dir = str(work)
+        cc.verbose = False
+        for name, signature in SIGNATURES.items():
+            cc.export(name, signature)(getattr(mondrian, name).py_func)
+        cc.compile()
+        os.replace(work / cc.output_file, path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,122 @@
+"""The kernel loader (sqlanon.kernel): the ahead-of-time module, its cache, the JIT fallback."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sqlanon import kernel, mondrian
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _inputs(seed: int):
+    """Random kernel inputs shaped as the engine builds them (NULL code = domain size)."""
+    rng = np.random.default_rng(seed)
+    n, d, n_sens = int(rng.integers(1, 3000)), int(rng.integers(1, 6)), int(rng.integers(0, 3))
+    dom = rng.integers(1, 40, d)
+    X = np.column_stack([rng.integers(0, dm + 1, n) for dm in dom]).astype(np.int32)
+    sdom = rng.integers(2, 8, n_sens)
+    S = np.column_stack([rng.integers(0, dm, n) for dm in sdom]).astype(np.int32) if n_sens else np.empty((n, 0), np.int32)
+    is_cat = rng.random(d) < 0.5
+    vals = [np.sort(rng.normal(size=dm + 1)) for dm in dom]
+    values = np.concatenate(vals)
+    v_off = np.concatenate([[0], np.cumsum([len(v) for v in vals])])[:-1].astype(np.int64)
+    gspan = np.where(is_cat, dom, [v[-2] - v[0] + 1 for v in vals]).astype(np.float64)
+    c_off = np.concatenate([[0], np.cumsum(dom + 1)]).astype(np.int64)
+    s_off = np.concatenate([[0], np.cumsum(sdom + 1)]).astype(np.int64)
+    k, l = int(rng.integers(1, 20)), int(rng.integers(1, 3))
+    return X, S, k, l, is_cat, values, v_off, gspan, c_off, s_off, dom
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_compiled_module_matches_the_jit(seed):
+    """What ships (the ahead-of-time module) cuts and summarizes exactly as numba's JIT does."""
+    aot = kernel.load()
+    assert aot.__name__ == "sqlanon._mondrian_aot", "the kernel should load compiled ahead of time here"
+    X, S, k, l, is_cat, values, v_off, gspan, c_off, s_off, dom = _inputs(seed)
+    X2, S2 = X.copy(), S.copy()
+    perm, bounds = kernel.partition(X, S, k, l, is_cat, values, v_off, gspan, c_off, s_off)
+    perm2, bounds2 = mondrian.partition(X2, S2, k, l, is_cat, values, v_off, gspan, c_off, s_off)
+    np.testing.assert_array_equal(perm, perm2)
+    np.testing.assert_array_equal(bounds, bounds2)
+    np.testing.assert_array_equal(X, X2)  # both reorder in place, identically
+    null = dom.astype(np.int64)
+    for got, want in zip(kernel.class_ranges(X, bounds, null), mondrian.class_ranges(X2, bounds2, null)):
+        np.testing.assert_array_equal(got, want)
+    for a in range(X.shape[1]):
+        col = X[:, a]  # a strided view, as the engine passes it
+        np.testing.assert_array_equal(
+            kernel.count_distinct(col, bounds, dom[a]), mondrian.count_distinct(col, bounds, dom[a])
+        )
+        for got, want in zip(
+            kernel.class_distinct(col, bounds, dom[a], dom[a]), mondrian.class_distinct(col, bounds, dom[a], dom[a])
+        ):
+            np.testing.assert_array_equal(got, want)
+        lookup = np.arange(dom[a] + 1, dtype=np.int64)[::-1].copy()
+        np.testing.assert_array_equal(
+            kernel.class_max_of(col, bounds, lookup), mondrian.class_max_of(col, bounds, lookup)
+        )
+
+
+def test_a_failed_build_falls_back_to_the_jit_once(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("SQLANON_CACHE_DIR", str(tmp_path))
+
+    def no_compiler(directory, path):
+        raise RuntimeError("no C compiler\nsecond line")
+
+    monkeypatch.setattr(kernel, "_build", no_compiler)
+    with caplog.at_level(logging.INFO, logger="sqlanon"):
+        assert kernel._load() is mondrian
+    marker = tmp_path / f"_mondrian_aot-{kernel.cache_key()}.failed"
+    assert marker.read_text() == "RuntimeError: no C compiler\n"
+    assert f"delete {marker} to try again" in caplog.text
+
+    def must_not_build(directory, path):
+        pytest.fail("a recorded failure must not be compiled again in every process")
+
+    monkeypatch.setattr(kernel, "_build", must_not_build)
+    assert kernel._load() is mondrian
+    monkeypatch.setenv("SQLANON_KERNEL", "jit")
+    monkeypatch.setenv("SQLANON_CACHE_DIR", str(tmp_path / "unused"))
+    assert kernel._load() is mondrian
+    assert not (tmp_path / "unused").exists()
+
+
+def test_the_key_follows_the_kernel_source(tmp_path, monkeypatch):
+    key = kernel.cache_key()
+    changed = tmp_path / "mondrian.py"
+    changed.write_bytes(kernel._SOURCE.read_bytes() + b"\n# changed\n")
+    monkeypatch.setattr(kernel, "_SOURCE", changed)
+    assert kernel.cache_key() != key
+
+
+def test_concurrent_first_runs_compile_once_and_replace_a_broken_module(tmp_path):
+    """Two processes start with a broken module in the cache: one compiles, the other waits and loads it."""
+    broken = tmp_path / kernel._file_name(kernel.cache_key())
+    broken.write_bytes(b"not an ELF file")
+    env = {**os.environ, "SQLANON_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    env.pop("SQLANON_KERNEL", None)
+    code = (
+        "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stderr)\n"
+        "from sqlanon import kernel\n"
+        "print(kernel.load().__name__, 'numba' in sys.modules)\n"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    stderr = "".join(err for _, err in outs)
+    assert stderr.count("compiling the Mondrian kernel") == 1, stderr
+    assert stderr.count("ignoring the compiled kernel") >= 1, stderr
+    # The waiting process loaded the new module without importing numba.
+    assert sorted(out for out, _ in outs) == ["sqlanon._mondrian_aot False\n", "sqlanon._mondrian_aot True\n"], outs
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([broken.name, "_mondrian_aot.lock"])
