@@ -177,7 +177,13 @@ def cache_key() -> str:
     """Hash of everything the compiled module depends on (16 hex digits)."""
     h = hashlib.sha256(_SOURCE.read_bytes())
     h.update(repr(sorted(SIGNATURES.items())).encode())
-    h.update(importlib.metadata.version("numba").encode())
+    try:
+        numba_version = importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:  # installed without its metadata
+        import numba
+
+        numba_version = numba.__version__
+    h.update(numba_version.encode())
     h.update(np.__version__.encode())
     h.update(sys.implementation.cache_tag.encode())
     return h.hexdigest()[:16]
