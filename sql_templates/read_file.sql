@@ -1,7 +1,8 @@
-{# A file source as a relation. Paths are escaped literals: DuckDB table
-   functions take constant arguments. #}
+{# A file source as a relation: a list of paths or globs. Paths are escaped
+   literals: DuckDB table functions take constant arguments. #}
+{% set files %}[{% for p in paths %}{{ p | lit }}{{ ", " if not loop.last }}{% endfor %}]{% endset %}
 {% if fmt == "parquet" %}
-read_parquet({{ path | lit }}, hive_partitioning = {{ hive | lit }}, union_by_name = true)
+read_parquet({{ files }}, hive_partitioning = {{ hive | lit }}, union_by_name = true)
 {% else %}
-read_csv({{ path | lit }}, header = true, hive_partitioning = {{ hive | lit }}, union_by_name = true)
+read_csv({{ files }}, header = true, hive_partitioning = {{ hive | lit }}, union_by_name = true)
 {% endif %}

@@ -213,9 +213,16 @@ def _overlaps(a: str, b: str) -> bool:
 def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> None:
     """``--metrics`` names a new place: not the input, not the output."""
     if warehouse.is_url(out) or target_table is not None:
-        if io.split_table_name(metrics) == list(io.split_table_name(target_table or "")):
-            raise ConfigError(f"--metrics {metrics!r} is the output table; name another table")
+        if io.file_format(metrics) is None and not warehouse.is_url(out):  # a table in the output DuckDB file
+            mkey = io.duckdb_table_key(io.DuckDBTarget(out, tuple(io.split_table_name(target_table))).metrics_table(metrics))
+            if mkey == io.duckdb_table_key(io.split_table_name(target_table)):
+                raise ConfigError(f"--metrics {metrics!r} is the output table; name another table")
+            if isinstance(source, io.DuckDBSource) and source.same_path(out) and mkey == io.duckdb_table_key(source.table):
+                raise ConfigError(f"--metrics {metrics!r} is the input table; name another table")
+            return
         if not io.file_format(metrics):
+            if target_table and warehouse._table(metrics, "--metrics") == warehouse._table(target_table, "--target-table"):
+                raise ConfigError(f"--metrics {metrics!r} is the output table; name another table")
             return  # a table in the output database
     elif not io.file_format(metrics):
         raise ConfigError(f"cannot tell the format of --metrics {metrics!r}: name a .parquet or .csv file")
@@ -232,9 +239,19 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
             target = warehouse.open_target(out, target_table, overwrite=True)
             same = target.table == source.table and warehouse.same_server(source.conn, target.conn)
     elif target_table is None:
-        same = source.same_path(out) or (source.root is not None and _overlaps(out, source.root))
+        same = source.same_path(out)
+        if not same and source.root is not None and _overlaps(out, source.root):
+            glob_source = isinstance(source, io.FileSource) and not source.base and source.root != source.path
+            if not glob_source:
+                raise ConfigError(f"output {out!r} is the input; write the anonymized copy elsewhere")
+            raise ConfigError(
+                f"output {out!r} lies under {source.root!r}, where the input {source.describe()!r} reads "
+                "(a later run could read it back); write the anonymized copy elsewhere"
+            )
     elif isinstance(source, io.DuckDBSource):
-        same = os.path.abspath(out) == os.path.abspath(source.path) and tuple(io.split_table_name(target_table)) == source.table
+        same = source.same_path(out) and io.duckdb_table_key(io.split_table_name(target_table)) == io.duckdb_table_key(
+            source.table
+        )
     if same:
         raise ConfigError(f"output {target_table or out!r} is the input; write the anonymized copy elsewhere")
 

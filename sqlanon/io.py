@@ -28,7 +28,8 @@ import os
 import re
 import shutil
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -75,6 +76,12 @@ def split_table_name(name: str) -> list[str]:
     return out
 
 
+def duckdb_table_key(table: Sequence[str]) -> tuple[str, str]:
+    """A table name as DuckDB resolves it: schema ``main`` by default, case-insensitive."""
+    schema = table[0] if len(table) == 2 else "main"
+    return schema.lower(), table[-1].lower()
+
+
 # --------------------------------------------------------------------------- sources
 
 
@@ -117,6 +124,8 @@ class FileSource(DuckDBReadable):
     hive: bool = False
     base: str = ""
     """The directory named on the command line (directory sources)."""
+    globs: tuple[str, ...] = ()
+    """What DuckDB reads when not ``path`` alone (a directory: one glob per file extension found)."""
 
     @property
     def root(self) -> str:
@@ -132,7 +141,8 @@ class FileSource(DuckDBReadable):
     def relation(self) -> str:
         """The source as an SQL relation (a DuckDB table function call)."""
         # Absolute: a task may run in another working directory (Dask, Spark).
-        return render("read_file.sql", path=os.path.abspath(self.path), fmt=self.fmt, hive=self.hive).sql
+        paths = [os.path.abspath(p) for p in self.globs or (self.path,)]
+        return render("read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive).sql
 
     def attach(self, con: duckdb.DuckDBPyConnection) -> None:
         """Nothing to attach: files are read by the table function."""
@@ -141,12 +151,12 @@ class FileSource(DuckDBReadable):
         """Nothing to detach."""
 
     def describe(self) -> str:
-        return self.path
+        return self.base or self.path
 
     def same_path(self, other: str) -> bool:
         try:
             return os.path.exists(other) and any(
-                os.path.samefile(other, p) for p in glob.glob(self.path, recursive=True)
+                os.path.samefile(other, p) for g in self.globs or (self.path,) for p in glob.glob(g, recursive=True)
             )
         except OSError:
             return False
@@ -196,6 +206,7 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
             raise ConfigError(f"{spec!r} is a DuckDB database: name the table with --table")
         if not os.path.isfile(spec):
             raise InputError(f"DuckDB file {spec!r} does not exist")
+        _check_duckdb_file(spec, "--table")
         return DuckDBSource(spec, tuple(split_table_name(table)))
     if os.path.isdir(spec):
         files = [f for f in glob.glob(os.path.join(glob.escape(spec), "**", "*"), recursive=True) if _format_of(f)]
@@ -204,9 +215,11 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         fmts = {_format_of(f) for f in files}
         if len(fmts) > 1:
             raise InputError(f"directory {spec!r} mixes Parquet and CSV files")
-        fmt = fmts.pop()
-        hive = any("=" in part for f in files for part in Path(os.path.relpath(f, spec)).parts[:-1])
-        return FileSource(os.path.join(spec, "**", f"*.{'parquet' if fmt == 'parquet' else 'csv'}"), fmt, hive, spec)
+        # One glob per extension as spelled (.parquet, .pq, .PARQUET...): DuckDB
+        # must read every file listed here, not only those of one spelling.
+        exts = sorted({os.path.splitext(f)[1] for f in files})
+        globs = tuple(os.path.join(glob.escape(spec), "**", f"*{glob.escape(e)}") for e in exts)
+        return FileSource(globs[0], fmts.pop(), _hive(files, spec), spec, globs)
     fmt = _format_of(spec)
     if fmt is None:
         raise ConfigError(
@@ -214,14 +227,36 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
             "or a .duckdb file with --table"
         )
     if any(ch in spec for ch in "*?[") and not os.path.isfile(spec):
-        if not glob.glob(spec, recursive=True):
+        files = glob.glob(spec, recursive=True)
+        if not files:
             raise InputError(f"no file matches {spec!r}")
-        return FileSource(spec, fmt)
+        source = FileSource(spec, fmt)
+        return replace(source, hive=_hive(files, source.root))
     if not os.path.isfile(spec):
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
         raise InputError(f"input file {spec!r} is not readable")
     return FileSource(spec, fmt)
+
+
+def _hive(files: list[str], root: str) -> bool:
+    """Hive partitioning (``key=value`` directories below ``root``) in any of ``files``."""
+    return any("=" in part for f in files for part in Path(os.path.relpath(f, root)).parts[:-1])
+
+
+def _check_duckdb_file(path: str, option: str) -> None:
+    """``path`` must be a DuckDB database (its header says so): not a Parquet or SQLite file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        raise InputError(f"cannot open DuckDB file {path!r}: {exc.strerror}") from exc
+    if head.startswith(b"SQLite format 3\0"):
+        raise ConfigError(f"{path!r} is a SQLite database: name it as a URL, sqlite:///{os.path.abspath(path)}")
+    if head[8:12] != b"DUCK":
+        raise ConfigError(
+            f"{path!r} is not a DuckDB database: {option} names a table in a DuckDB file (or behind a database URL)"
+        )
 
 
 def write_parquet(
@@ -476,6 +511,13 @@ class DuckDBTarget(LocalStagingTarget):
     def staging_table(self) -> tuple[str, ...]:
         return (*self.table[:-1], f"{self.table[-1]}__sqlanon_staging")
 
+    def metrics_table(self, where: str | None) -> tuple[str, ...]:
+        """``--metrics`` as a table: ``schema.name`` as given, a bare name in the target's schema."""
+        if not where:
+            return (*self.table[:-1], f"{self.table[-1]}__metrics")
+        parts = split_table_name(where)
+        return tuple(parts) if len(parts) == 2 else (*self.table[:-1], parts[0])
+
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         """Load the parts into a staging table inside an open transaction."""
         if not os.path.exists(self.path):
@@ -501,7 +543,7 @@ class DuckDBTarget(LocalStagingTarget):
             location = where
         else:
             swap = None
-            mtable = (*self.table[:-1], where or f"{self.table[-1]}__metrics")
+            mtable = self.metrics_table(where)
             location = f"{self.path} table {'.'.join(mtable)}"
         target = ident(["__sqlanon_dst", *self.table])
         try:
@@ -595,6 +637,13 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             raise ConfigError(f"{spec!r} is a DuckDB database: name the output table with --target-table")
         if not Path(spec).parent.is_dir():
             raise ConfigError(f"output directory {str(Path(spec).parent)!r} does not exist")
+        if os.path.isfile(spec) and os.path.getsize(spec) > 0:
+            _check_duckdb_file(spec, "--target-table")
+        elif not spec.lower().endswith(DUCKDB_SUFFIXES):
+            raise ConfigError(
+                f"--target-table writes into a DuckDB file: name a .duckdb, .ddb or .db output "
+                f"(or a database URL), not {spec!r}"
+            )
         target = DuckDBTarget(spec, tuple(split_table_name(table)))
         if not overwrite and target.exists():
             raise ConfigError(f"table {'.'.join(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")

@@ -110,3 +110,122 @@ def test_unwritable_output_directory(tmp_path, monkeypatch):
     monkeypatch.setattr(sio.os, "access", lambda p, mode: False if mode == os.W_OK else real(p, mode))
     with pytest.raises(ConfigError, match="not writable"):
         sqlanon.anonymize(REPO / "examples" / "adults.csv", tmp_path / "o.parquet", qi=["age"], k=5)
+
+
+# ---------------------------------------------------------------- names that resolve to the same thing
+
+
+@pytest.fixture
+def people_db(tmp_path):
+    import duckdb
+
+    db = tmp_path / "v.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE people AS SELECT i AS id, i % 50 AS age FROM range(500) t(i)")
+    con.execute("CREATE TABLE report AS SELECT 'precious' AS x")
+    con.close()
+    return db
+
+
+def _tables(db) -> dict[str, list]:
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        names = [r[0] for r in con.execute("SELECT table_schema || '.' || table_name FROM information_schema.tables").fetchall()]
+        return {
+            n: con.execute(f"SELECT count(*), list(CAST(COLUMNS(*) AS VARCHAR) ORDER BY ALL) FROM {n}").fetchall()
+            for n in sorted(names)
+        }
+    finally:
+        con.close()
+
+
+def test_a_duckdb_input_table_is_not_an_output_under_another_spelling(people_db, tmp_path):
+    """DuckDB resolves main.people, PEOPLE and "People" to the table people: each is the input."""
+    before = _tables(people_db)
+    link = tmp_path / "link.duckdb"
+    link.symlink_to(people_db)
+    for out, name in ((people_db, "main.people"), (people_db, "PEOPLE"), (people_db, '"People"'), (link, "people")):
+        with pytest.raises(ConfigError, match="is the input"):
+            sqlanon.anonymize(people_db, out, table="people", target_table=name, qi=["age"], k=5, workers=1, overwrite=True)
+    with pytest.raises(ConfigError, match="is the input table"):
+        sqlanon.anonymize(people_db, people_db, table="people", target_table="anon", metrics="MAIN.People", qi=["age"], k=5, workers=1)
+    assert _tables(people_db) == before
+
+
+def test_an_existing_duckdb_table_in_another_case_needs_overwrite(people_db):
+    before = _tables(people_db)
+    with pytest.raises(ConfigError, match="already exists"):
+        sqlanon.anonymize(people_db, people_db, table="people", target_table="REPORT", qi=["age"], k=5, workers=1)
+    assert _tables(people_db) == before
+
+
+def test_metrics_table_in_another_schema_of_a_duckdb_target(people_db, tmp_path):
+    import duckdb
+
+    out = tmp_path / "m.duckdb"
+    con = duckdb.connect(str(out))
+    con.execute("CREATE SCHEMA audit; CREATE SCHEMA hr")
+    con.close()
+    r = sqlanon.anonymize(people_db, out, table="people", target_table="hr.anon", metrics="audit.runs", qi=["age"], k=5, workers=1)
+    assert r.metrics_location == f"{out} table audit.runs"
+    tables = _tables(out)
+    assert "audit.runs" in tables and "hr.anon" in tables and not any("." in n.split(".", 1)[1] for n in tables)
+
+
+def test_target_table_needs_a_duckdb_file(lake, tmp_path, people_db):
+    out = tmp_path / "tt.parquet"
+    with pytest.raises(ConfigError, match="--target-table writes into a DuckDB file"):
+        sqlanon.anonymize(lake, out, target_table="t", qi=["x"], k=5, workers=1)
+    assert not out.exists()
+    existing = tmp_path / "data.parquet"
+    pq.write_table(pa.table({"x": [1]}), existing)
+    with pytest.raises(ConfigError, match="is not a DuckDB database"):
+        sqlanon.anonymize(lake, existing, target_table="t", qi=["x"], k=5, workers=1, overwrite=True)
+    with pytest.raises(ConfigError, match="is not a DuckDB database: --table"):
+        sqlanon.anonymize(existing, tmp_path / "o.parquet", table="t", qi=["x"], k=2, workers=1)
+
+
+def test_a_sqlite_file_gets_a_url_hint(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "hr.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE people (x INTEGER)")
+    with pytest.raises(ConfigError, match=r"is a SQLite database: name it as a URL, sqlite:///"):
+        sqlanon.anonymize(db, tmp_path / "o.parquet", table="people", qi=["x"], k=2, workers=1)
+
+
+def test_a_directory_input_reads_every_spelling_of_its_extension(tmp_path):
+    d = tmp_path / "mix"
+    d.mkdir()
+    t = pa.table({"id": np.arange(300), "x": np.arange(300) % 30})
+    for name in ("a.parquet", "b.pq", "c.PARQUET"):
+        pq.write_table(t, d / name)
+    r = sqlanon.anonymize(d, tmp_path / "o.parquet", qi=["x"], k=5, workers=1)
+    assert r.metrics.rows == 900 and pq.read_table(tmp_path / "o.parquet").num_rows == 900
+    only_pq = tmp_path / "pq"
+    only_pq.mkdir()
+    pq.write_table(t, only_pq / "part.pq")
+    assert sqlanon.anonymize(only_pq, tmp_path / "o2.parquet", qi=["x"], k=5, workers=1).metrics.rows == 300
+
+
+def test_a_glob_over_hive_partitions_keeps_the_partition_columns(tmp_path):
+    import duckdb
+
+    hive = tmp_path / "hive"
+    duckdb.sql(
+        f"COPY (SELECT i AS id, i % 30 AS x, ['a', 'b', 'c'][1 + i % 3] AS cat FROM range(300) t(i)) "
+        f"TO '{hive}' (FORMAT parquet, PARTITION_BY (cat))"
+    )
+    out = tmp_path / "o.parquet"
+    sqlanon.anonymize(f"{hive}/*/*.parquet", out, qi=["x"], k=5, workers=2)
+    got = pq.read_table(out)
+    assert "cat" in got.column_names
+    assert sorted(got.column("cat").to_pylist()) == sorted(["a", "b", "c"][i % 3] for i in range(300))
+
+
+def test_an_output_under_a_glob_input_says_why(lake):
+    with pytest.raises(ConfigError, match="lies under .* where the input .* reads"):
+        sqlanon.anonymize(f"{lake}/part-*.parquet", lake / "anon.csv", qi=["x"], k=5)
