@@ -4,5 +4,5 @@
 {% if fmt == "parquet" %}
 read_parquet({{ files }}, hive_partitioning = {{ hive | lit }}, union_by_name = true)
 {% else %}
-read_csv({{ files }}, header = true, hive_partitioning = {{ hive | lit }}, union_by_name = true)
+read_csv({{ files }}, header = true, hive_partitioning = {{ hive | lit }}, union_by_name = true{% if as_text %}, all_varchar = true{% endif %})
 {% endif %}

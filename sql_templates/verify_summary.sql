@@ -6,6 +6,7 @@ SELECT
     count(*) AS classes,
     coalesce(sum("__sqlanon_rows"), 0) AS "rows",
     min("__sqlanon_rows") AS min_class_size,
+    max("__sqlanon_rows") AS max_class_size,
     coalesce(sum("__sqlanon_rows" * "__sqlanon_rows"), 0) AS dp,
     count(*) FILTER (WHERE "__sqlanon_rows" < {{ p(k) }}{% for s in sensitive %} OR {{ ("__sqlanon_l_" ~ loop.index0) | ident }} < {{ p(l) }}{% endfor %}) AS violations
 {% for s in sensitive %}

@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -30,7 +31,7 @@ import pyarrow as pa
 
 from . import executors, fragmentation, io
 from .config import AnonymizationSpec, suggest
-from .domain import ColumnStats, interval_stats, resolve_generalization
+from .domain import ColumnStats, check_type, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import render
@@ -126,8 +127,11 @@ class RunOptions:
             r"\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", str(self.worker_memory), re.I
         ):
             raise ConfigError(f"--worker-memory takes a size such as 2GB or 512MiB, got {self.worker_memory!r}")
-        if self.sample is not None and not (self.sample > 0):
+        if self.sample is not None and not (0 < self.sample < math.inf):
             raise ConfigError(f"--sample must be a fraction in (0, 1] or a row count, got {self.sample!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            # DuckDB's REPEATABLE takes an unsigned 32-bit seed.
+            raise ConfigError(f"--seed must be an integer from 0 to {2**32 - 1}, got {self.seed!r}")
 
     @property
     def n_workers(self) -> int:
@@ -217,6 +221,10 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
     for c in drop:
         if c in spec.qi_names or c in spec.sensitive:
             raise ConfigError(f"--drop names {c!r}, which is a quasi-identifier or sensitive column")
+    for c in spec.qi_names:
+        check_type(c, schema.field(c).type, "quasi-identifier")
+    for c in spec.sensitive:
+        check_type(c, schema.field(c).type, "sensitive column")
     kept = set(names) - set(drop)
     for q in spec.quasi_identifiers:
         if resolve_generalization(q, schema.field(q.name).type) == "interval" and spec.interval_format == "bounds":
@@ -250,7 +258,7 @@ def domain_stats(
             # an int min with a float max from a NUMERIC column).
             field = schema.field(qi.name)
             lo_hi = pa.concat_arrays([_as_type(row.column(f"{m}{i}").chunk(0), field) for m in ("min", "max")])
-            stats[qi.name] = interval_stats(0, lo_hi)
+            stats[qi.name] = interval_stats(0, lo_hi, qi.name)
             continue
         distinct = row.column(f"d{i}")[0].as_py() + has_null
         domain = None
@@ -596,7 +604,7 @@ def run(
         # values); NCP is per row, so the fragments' sum is exact.
         metrics = replace(
             summed, classes=check.classes, dp=check.dp, min_class_size=check.min_class_size,
-            achieved_l=check.achieved_l,
+            max_class_size=check.max_class_size, achieved_l=check.achieved_l,
         )
         t0 = time.perf_counter()
         metrics_rows = _metrics_rows(

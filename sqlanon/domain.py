@@ -6,6 +6,8 @@ The coordinator needs these without loading the kernel (numba) or pandas;
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +79,20 @@ def resolve_generalization(qi: QuasiIdentifier, dtype: pa.DataType) -> str:
     return g
 
 
+def check_type(name: str, dtype: pa.DataType, role: str) -> None:
+    """Refuse a quasi-identifier or sensitive column whose values cannot be
+    compared or grouped: nested values, and intervals as QIs (no order)."""
+    if pa.types.is_dictionary(dtype):
+        dtype = dtype.value_type
+    nested = pa.types.is_nested(dtype)
+    if nested or (role == "quasi-identifier" and pa.types.is_interval(dtype)):
+        what = "nested values" if nested else "intervals, which have no order"
+        raise ConfigError(
+            f"column {name!r} has type {dtype} ({what}) and cannot be a {role}: "
+            "cast it to text or numbers in a view, or leave it out"
+        )
+
+
 def _integer_like(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or is_temporal(t)
 
@@ -124,10 +140,15 @@ def as_float(values: pa.Array) -> np.ndarray:
     return values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False).astype(np.float64)
 
 
-def interval_stats(n_distinct: int, lo_hi: pa.Array) -> ColumnStats:
-    """:class:`ColumnStats` of an interval column from its [min, max] pair."""
+def interval_stats(n_distinct: int, lo_hi: pa.Array, name: str = "") -> ColumnStats:
+    """:class:`ColumnStats` of an interval column ``name`` from its [min, max] pair."""
     if lo_hi.null_count:
         return ColumnStats(n_distinct)
     lo, hi = as_float(lo_hi)
+    if math.isinf(lo) or math.isinf(hi):
+        raise ConfigError(
+            f"column {name!r} holds infinite values, which no interval can span: filter them out or make them "
+            f"NULL in a view, or generalize it as a set (--generalization {name}=set)"
+        )
     pos = span_values(lo_hi)
     return ColumnStats(n_distinct, float(lo), float(hi), span=float(pos[-1] - pos[0]))

@@ -29,7 +29,9 @@ import pyarrow.compute as pc
 
 from . import kernel
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
-from .domain import ColumnStats, interval_stats, normalize_floats, resolve_generalization, span_values
+from .domain import (
+    ColumnStats, check_type, interval_stats, normalize_floats, resolve_generalization, span_values,
+)
 from .errors import ConfigError, InputError, PrivacyError
 from .generalization import generalize_column
 from .metrics import Metrics
@@ -104,7 +106,7 @@ def _local_stats(e: _Encoded) -> ColumnStats:
         n_vals = len(e.dictionary)
         if n_vals == 0:
             return ColumnStats(e.present)
-        return interval_stats(e.present, e.dictionary.take(pa.array([0, n_vals - 1])))
+        return interval_stats(e.present, e.dictionary.take(pa.array([0, n_vals - 1])), e.name)
     if e.kind == "prefix":
         return ColumnStats(e.present, domain=tuple(e.dictionary.to_pylist()))
     return ColumnStats(e.present)
@@ -120,6 +122,10 @@ def _check_columns(table: pa.Table, spec: AnonymizationSpec) -> None:
     for c in [*spec.qi_names, *spec.sensitive]:
         if c not in names:
             raise InputError(f"column {c!r} is not in the input{suggest(c, names)}; it has: {', '.join(names)}")
+    for c in spec.qi_names:
+        check_type(c, table.schema.field(c).type, "quasi-identifier")
+    for c in spec.sensitive:
+        check_type(c, table.schema.field(c).type, "sensitive column")
 
 
 def _encode_all(table: pa.Table, spec: AnonymizationSpec) -> list[_Encoded]:

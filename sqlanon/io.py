@@ -126,6 +126,9 @@ class FileSource(DuckDBReadable):
     """The directory named on the command line (directory sources)."""
     globs: tuple[str, ...] = ()
     """What DuckDB reads when not ``path`` alone (a directory: one glob per file extension found)."""
+    as_text: bool = False
+    """CSV: read every column as the text written (no type guessing), as the
+    k/l check of a CSV output must: "1.0" and "1.00" are two values there."""
 
     @property
     def root(self) -> str:
@@ -142,7 +145,7 @@ class FileSource(DuckDBReadable):
         """The source as an SQL relation (a DuckDB table function call)."""
         # Absolute: a task may run in another working directory (Dask, Spark).
         paths = [os.path.abspath(p) for p in self.globs or (self.path,)]
-        return render("read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive).sql
+        return render("read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text).sql
 
     def attach(self, con: duckdb.DuckDBPyConnection) -> None:
         """Nothing to attach: files are read by the table function."""
@@ -432,7 +435,7 @@ class FileTarget(LocalStagingTarget):
             copy_relation(con, f"(SELECT * FROM {staging.parts_relation()})", out, self.fmt)
         else:
             copy_relation(con, empty.empty_table(), out, self.fmt)
-        return FileSource(out, self.fmt).relation
+        return FileSource(out, self.fmt, as_text=True).relation
 
     @property
     def exact_parts(self) -> bool:

@@ -29,6 +29,7 @@ class Verification:
     classes: int
     min_class_size: int
     dp: int
+    max_class_size: int = 0
     min_distinct: dict[str, int] = field(default_factory=dict)
     violations: list[dict] = field(default_factory=list)
     """The first violating classes (at most ``limit`` of :func:`verify_relation`)."""
@@ -59,6 +60,7 @@ class Verification:
             "rows": self.rows,
             "classes": self.classes,
             "min_class_size": self.min_class_size,
+            "max_class_size": self.max_class_size,
             "dp": self.dp,
             "min_distinct": self.min_distinct,
             "n_violations": self.n_violations,
@@ -171,13 +173,14 @@ def verify_relation(
         _, rows_ = fetch("verify_summary.sql", k=k, l=l)
         row = rows_[0]
         violations: list[dict] = []
-        classes, rows, min_size, dp, n_bad = row[0], row[1], row[2], row[3], row[4]
-        mins = dict(zip(sensitive, row[5:]))
+        classes, rows, min_size, max_size, dp, n_bad = row[:6]
+        mins = dict(zip(sensitive, row[6:]))
         if n_bad:
             names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit)
             violations = [dict(zip(names, r)) for r in bad]
     return Verification(
         k=k, l=l, rows=int(rows or 0), classes=int(classes), min_class_size=int(min_size or 0), dp=int(dp or 0),
+        max_class_size=int(max_size or 0),
         min_distinct={s: int(v) for s, v in mins.items() if v is not None}, violations=violations,
         n_violations=int(n_bad or 0),
     )

@@ -219,11 +219,17 @@ def test_adult_end_to_end_subprocess(tmp_path, adults_df, workers):
         assert lo <= orig <= hi, (orig, gen)
 
 
-def test_module_invocation_prints_human_summary(tmp_path):
+@pytest.mark.parametrize("module", ["sqlanon.cli", "sqlanon"])
+def test_module_invocation_prints_human_summary(tmp_path, module):
+    """``python -m sqlanon`` too, with a worker pool (whose fork server imports
+    the main module: it must not run the command a second time)."""
     out = tmp_path / "a.csv"
-    proc = run_subprocess("anonymize", ADULTS, "-o", out, "--qi", "age,sex", "-k", "25")
+    proc = run_subprocess(
+        "anonymize", ADULTS, "-o", out, "--qi", "age,sex", "-k", "25", "--workers", "2",
+        exe=[sys.executable, "-m", module],
+    )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(f"wrote {out}")
+    assert proc.stdout.startswith(f"wrote {out}") and proc.stdout.count("wrote") == 1
     assert f"{ADULT_ROWS} rows" in proc.stdout
     assert out.exists()
 
@@ -395,7 +401,12 @@ def inputs(tmp_path) -> dict[str, Path]:
     )
     corrupt = d / "corrupt.parquet"
     corrupt.write_bytes(os.urandom(4096))
-    return {"header_only": header_only, "empty_parquet": empty_parquet, "corrupt": corrupt}
+    odd = d / "odd.parquet"  # types that cannot be QIs or sensitive; an infinite double
+    duckdb.sql(
+        "COPY (SELECT i AS id, i % 5 AS x, [i, i + 1] AS lst, {'a': i} AS st, to_seconds(i % 3) AS iv, "
+        f"CASE WHEN i = 0 THEN 'inf'::DOUBLE ELSE i END AS f FROM range(40) t(i)) TO '{odd}'"
+    )
+    return {"header_only": header_only, "empty_parquet": empty_parquet, "corrupt": corrupt, "odd": odd}
 
 
 MALFORMED_HIERARCHY_BUG = (
@@ -437,6 +448,12 @@ ERROR_CASES = [
     ("nonexistent-input", ["--qi", "age", "-k", "2"], "/no/such/file.csv", 1, [re.escape("/no/such/file.csv")]),
     ("unknown-input-format", ["--qi", "age", "-k", "2"], str(REPO / "pyproject.toml"), 2, [r"pyproject\.toml"]),
     ("bounds-clash", ["--qi", "age", "-k", "10", "--interval-format", "bounds"], "clash", 2, [r"'age_lo'"]),
+    ("qi-list", ["--qi", "x,lst", "-k", "2"], "odd", 2, [r"'lst'", r"nested values", r"quasi-identifier"]),
+    ("sensitive-struct", ["--qi", "x", "-k", "2", "-l", "2", "--sensitive", "st"], "odd", 2,
+     [r"'st'", r"nested values", r"sensitive"]),
+    ("qi-interval", ["--qi", "iv", "-k", "2"], "odd", 2, [r"'iv'", r"no order"]),
+    ("qi-infinite", ["--qi", "f", "-k", "2"], "odd", 2, [r"'f'", r"infinite", r"--generalization f=set"]),
+    ("sample-infinite", ["--qi", "age", "-k", "10", "--sample", "inf"], None, 2, [r"--sample", r"inf"]),
     pytest.param(
         "malformed-hierarchy", ["--qi", "age,race", "-k", "10", "--hierarchy", "race"], None, 2,
         [r"--hierarchy", r"'race'"],
@@ -485,8 +502,11 @@ def test_bad_input(case_id, args, source, code, patterns, inputs, out_dir, tmp_p
         (["-k", "10"], r"'--qi'"),
         (["--qi", "age", "-k", "10", "--interval-format", "bonds"], r"bonds"),
         (["--qi", "age", "-k", "10", "--no-such-option"], r"--no-such-option"),
+        (["--qi", "age", "-k", "10", "--seed", "-1"], r"--seed"),
+        (["--qi", "age", "-k", "10", "--seed", "4294967296"], r"--seed"),
     ],
-    ids=["k-not-int", "k-missing", "qi-missing", "bad-interval-format", "unknown-option"],
+    ids=["k-not-int", "k-missing", "qi-missing", "bad-interval-format", "unknown-option", "seed-negative",
+         "seed-too-large"],
 )
 def test_click_usage_errors(out_dir, args, pattern):
     out = out_dir / "o.parquet"

@@ -450,3 +450,25 @@ def test_intervals_travel_exactly_or_not_at_all(tmp_path):
     with pytest.raises(sqlanon.VerificationError, match="'iv' did not come through unchanged.*INTERVAL into Parquet"):
         run(db, tmp_path / "o.parquet", table="t", qi=["age"], workers=1)
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_class_sizes_are_those_of_the_published_classes(tmp_path):
+    """Fragments can generalize to the same values (one published class): the
+    summary's class count, DP and min/max sizes are the output's, not the fragments' sums."""
+    out = tmp_path / "adults.parquet"
+    repo = Path(__file__).resolve().parents[1]
+    h = repo / "hierarchies" / "adult"
+    r = sqlanon.anonymize(
+        repo / "examples" / "adults.csv", out, qi=["age", "marital-status", "sex"], sensitive=["income"], k=10, l=2,
+        hierarchies={"age": h / "age.csv", "marital-status": h / "marital-status.csv"}, workers=2, fragments=6,
+    )
+    qi = '"age", "marital-status", "sex"'
+    sizes = duckdb.sql(f"SELECT count(*) AS n FROM '{out}' GROUP BY {qi}").fetchnumpy()["n"]
+    fragment_classes = duckdb.sql(
+        f"SELECT sum(classes) FROM '{tmp_path / 'adults__metrics.parquet'}' WHERE kind = 'fragment'"
+    ).fetchone()[0]
+    assert fragment_classes > len(sizes), "the data should make fragments share a published class"
+    assert (r.metrics.classes, r.metrics.min_class_size, r.metrics.max_class_size) == (
+        len(sizes), sizes.min(), sizes.max()
+    )
+    assert r.metrics.dp == int((sizes.astype(np.int64) ** 2).sum())

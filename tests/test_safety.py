@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv  # noqa: F401 - pa.csv
 import pyarrow.parquet as pq
 import pytest
 
@@ -229,3 +230,30 @@ def test_a_glob_over_hive_partitions_keeps_the_partition_columns(tmp_path):
 def test_an_output_under_a_glob_input_says_why(lake):
     with pytest.raises(ConfigError, match="lies under .* where the input .* reads"):
         sqlanon.anonymize(f"{lake}/part-*.parquet", lake / "anon.csv", qi=["x"], k=5)
+
+
+def test_a_csv_output_is_checked_on_the_text_it_holds(tmp_path):
+    """'1.0' and '1.00' are two sensitive values in the source and in the CSV
+    written; reading the CSV back with guessed types made them one number and
+    refused a valid output."""
+    src = tmp_path / "sens.parquet"
+    pq.write_table(pa.table({"id": np.arange(100), "age": np.arange(100) % 10,
+                             "diag": ["1.0" if i % 2 == 0 else "1.00" for i in range(100)]}), src)
+    out = tmp_path / "out.csv"
+    r = sqlanon.anonymize(src, out, qi=["age"], sensitive=["diag"], k=2, l=2, workers=1)
+    assert r.verification.ok and r.metrics.rows == 100 and r.verification.min_distinct == {"diag": 2}
+    assert sorted(set(pa.csv.read_csv(out, convert_options=pa.csv.ConvertOptions(
+        column_types={"diag": pa.string()})).column("diag").to_pylist())) == ["1.0", "1.00"]
+
+
+def test_library_checks_seed_and_types_like_the_cli(lake, tmp_path):
+    for seed in (-1, 2**32, True):
+        with pytest.raises(ConfigError, match="--seed"):
+            sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["x"], k=5, seed=seed)
+    t = pa.table({"x": [[1], [2], [3], [4]], "y": [1, 2, 3, 4]})
+    with pytest.raises(ConfigError, match="'x' has type list"):
+        sqlanon.anonymize_table(t, sqlanon.AnonymizationSpec((sqlanon.QuasiIdentifier("x"),), k=2))
+    inf = pa.table({"f": [1.0, 2.0, float("inf"), 4.0]})
+    with pytest.raises(ConfigError, match="'f' holds infinite values"):
+        sqlanon.anonymize_table(inf, sqlanon.AnonymizationSpec((sqlanon.QuasiIdentifier("f"),), k=2))
+    assert not (tmp_path / "o.parquet").exists()
