@@ -32,7 +32,10 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import select
 import signal
+import threading
+import time
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -109,6 +112,39 @@ def stop_local_server() -> None:
             pass  # already gone; multiprocessing reaps it on its next start
 
 
+def exit_with(pid: int) -> None:
+    """Worker initializer: end this process when the coordinator ``pid`` ends.
+
+    A worker forks from the fork server and holds both ends of its task
+    queue, so after a coordinator killed outright (``kill -9``, the OOM
+    killer) it would wait for tasks forever, and keep the server (and any
+    pipe the CLI's output went to) alive. A thread waits on the
+    coordinator's pidfd (Linux 5.3+; elsewhere it polls once a second).
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):  # no pidfd here
+
+        def wait() -> None:
+            while True:
+                time.sleep(1)
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    os._exit(1)
+                except PermissionError:
+                    pass
+    else:
+
+        def wait() -> None:
+            select.select([fd], [], [])
+            os._exit(1)
+
+    threading.Thread(target=wait, daemon=True, name="sqlanon-exit-with-coordinator").start()
+
+
 class LocalExecutor:
     """A process pool whose workers fork from a server that has imported sqlanon."""
 
@@ -120,7 +156,9 @@ class LocalExecutor:
         self.slots = workers
         self.host_slots = workers
         self.memory_per_slot = int(total_memory() * 0.8 / workers)
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        self._pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=exit_with, initargs=(os.getpid(),)
+        )
         self._warming = False
 
     def warm(self) -> None:

@@ -6,7 +6,6 @@ import dataclasses
 import decimal
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -272,10 +271,16 @@ def test_killed_coordinator_leaves_target_and_stale_staging_is_cleaned(tmp_path)
         if _staged_parts(tmp_path):
             break
         time.sleep(0.02)
-    for pid in descendants(proc.pid):
-        os.kill(pid, signal.SIGKILL)
-    proc.kill()
+    left = descendants(proc.pid)
+    assert left, "expected the run's fork server and workers"
+    proc.kill()  # the coordinator only, as the OOM killer would
     proc.wait()
+    # Its workers and fork server follow it (they would otherwise wait on
+    # their task queue forever); a zombie is a process that has ended.
+    deadline = time.time() + 10
+    while time.time() < deadline and any(_state(pid) not in (None, "Z") for pid in left):
+        time.sleep(0.05)
+    assert all(_state(pid) in (None, "Z") for pid in left), [(pid, _state(pid)) for pid in left]
     assert out.read_bytes() == b"previous target"
     assert list(tmp_path.glob(".out.parquet.sqlanon-staging-*")), "expected the dead run's staging"
     p = _cli(*args)
@@ -284,17 +289,19 @@ def test_killed_coordinator_leaves_target_and_stale_staging_is_cleaned(tmp_path)
     assert pq.read_metadata(out).num_rows == 300_000
 
 
+def _state(pid: int) -> str | None:
+    """A process's state letter (``Z``: ended, not yet reaped), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
 def test_failed_run_stops_the_fork_server_it_started(tmp_path):
     """The CLI starts the pool's fork server before anything can fail; a run
     that fails stops it, rather than leave it loading (and holding the CLI's
     stdout/stderr) after the CLI has exited."""
     from procs import children
-
-    def state(pid: int) -> str | None:
-        try:
-            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return None  # gone
 
     missing = tmp_path / "no_such_file.parquet"
     args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(missing), "-o", str(tmp_path / "o.parquet"),
@@ -313,7 +320,7 @@ def test_failed_run_stops_the_fork_server_it_started(tmp_path):
     # (which would wait for a server left running). A server left alone only
     # ends once the CLI has (it then sees its pipe close), so anything but
     # killed (gone, or a zombie not yet reaped) means it was left running.
-    states = [state(pid) for pid in servers]
+    states = [_state(pid) for pid in servers]
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "no_such_file" in err and len(err.strip().splitlines()) == 1, err
     assert servers, "the CLI did not start the fork server before the run failed"
