@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import duckdb
 
-from . import coordinator, io, warehouse
+from . import coordinator, interrupts, io, warehouse
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
 from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
@@ -168,9 +168,10 @@ def anonymize(
         target = warehouse.open_target(out, target_table, overwrite=overwrite)
     else:
         target = io.open_target(out, overwrite=overwrite, table=target_table)
-    return coordinator.run(
-        source, target, spec, tuple(drop), options, output_qi=lambda schema: output_qi_columns(spec, schema)
-    )
+    with interrupts.watching():  # a Ctrl-C that DuckDB consumes still stops the run before it publishes
+        return coordinator.run(
+            source, target, spec, tuple(drop), options, output_qi=lambda schema: output_qi_columns(spec, schema)
+        )
 
 
 def _check_reachable(options: RunOptions, src: str, out: str, table: str | None) -> None:

@@ -15,7 +15,7 @@ import sys
 import click
 import yaml
 
-from . import executors
+from . import executors, interrupts
 from .config import GENERALIZATIONS, INTERVAL_FORMATS, STRATEGIES, file_format, suggest
 from .errors import SqlanonError
 from .executors import EXECUTORS
@@ -52,20 +52,22 @@ def handle_errors(fn):
     def wrapper(*args, **kwargs):
         debug = kwargs.pop("debug", False)
         try:
-            return fn(*args, **kwargs)
-        except SqlanonError as exc:
-            if debug:
-                raise
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(exc.exit_code)
+            with interrupts.watching():
+                return fn(*args, **kwargs)
         except click.ClickException:
             raise  # click prints usage errors itself (exit code 2)
-        except KeyboardInterrupt:
-            click.echo("Interrupted; nothing was published.", err=True)
-            sys.exit(130)
-        except Exception as exc:  # an unexpected failure: still one line, unless --debug
+        except (KeyboardInterrupt, Exception) as exc:
+            if interrupts.received() or isinstance(exc, KeyboardInterrupt):
+                # Whatever the failure looks like (DuckDB reports a Ctrl-C as
+                # "Query interrupted"; an import cut short fails as ImportError).
+                click.echo("Interrupted; nothing was published.", err=True)
+                sys.exit(130)
             if debug:
                 raise
+            if isinstance(exc, SqlanonError):
+                click.echo(f"Error: {exc}", err=True)
+                sys.exit(exc.exit_code)
+            # An unexpected failure: still one line, unless --debug.
             click.echo(f"Error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for details", err=True)
             sys.exit(1)
 
@@ -295,6 +297,8 @@ def anonymize(
             task_timeout=task_timeout,
         )
         finished = True
+        if interrupts.received():  # during publishing, which runs to its end
+            click.echo("Interrupted while publishing: the output and its metrics were published first.", err=True)
     finally:
         if not finished:
             # The run failed, perhaps before the fork server had even loaded:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 import duckdb
 import pyarrow as pa
 
-from . import executors, fragmentation, io
+from . import executors, fragmentation, interrupts, io
 from .config import AnonymizationSpec, suggest
 from .domain import ColumnStats, check_type, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
@@ -564,6 +564,7 @@ def run(
         make_task.part_path = staging.part_path
         warm.join()
         plan, results, repaired = execute(plan, make_task, options, pool)
+        interrupts.check()
         timings["anonymize"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -611,8 +612,11 @@ def run(
             run_id, started, plan, results, repaired, metrics, spec, options, source, target, sample.num_rows,
             workers, time.perf_counter() - t_start,
         )
-        location = target.publish_with_metrics(con, staging, metrics_rows, options.metrics)
-        staging = None  # published: nothing to roll back
+        # The point of no return: refused after a Ctrl-C (even one DuckDB
+        # swallowed), and not cut short by one (output and metrics together).
+        with interrupts.deferred():
+            location = target.publish_with_metrics(con, staging, metrics_rows, options.metrics)
+            staging = None  # published: nothing to roll back
         timings["write"] += time.perf_counter() - t0
         succeeded = True
     finally:

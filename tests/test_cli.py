@@ -17,8 +17,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -382,6 +384,52 @@ def test_interrupt_publishes_nothing(out_dir, monkeypatch):
     assert r.exit_code == 130
     assert "Traceback" not in r.stderr
     assert snapshot(out_dir) == {}
+
+
+@pytest.mark.parametrize("how", ["swallowed", "as-duckdb-reports-it"])
+def test_an_interrupt_that_does_not_surface_still_publishes_nothing(out_dir, monkeypatch, how):
+    """DuckDB reports a Ctrl-C during a query as RuntimeError("Query
+    interrupted"), consuming the KeyboardInterrupt, and code may swallow one;
+    neither may go on to publish. Both end as an interrupt: exit 130, nothing
+    written. (The SIGINT is real; the query it interrupts is stood in for, as
+    a real one does not always start before the signal on a busy machine.)"""
+    real = sqlanon_coordinator.verify_relation
+
+    def verify_with_ctrl_c(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            if how == "as-duckdb-reports-it":
+                raise RuntimeError("Query interrupted") from None
+            # swallowed, e.g. by a retry loop or a clean-up that catches too much
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sqlanon_coordinator, "verify_relation", verify_with_ctrl_c)
+    out = out_dir / "o.parquet"
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10", "--workers", "1")
+    assert r.exit_code == 130, r.stderr
+    assert r.stderr.strip() == "Interrupted; nothing was published."
+    assert snapshot(out_dir) == {}
+
+
+def test_an_interrupt_while_publishing_lets_it_finish(out_dir, monkeypatch):
+    """The swap and the metrics are one step: a Ctrl-C inside it is noted, not obeyed."""
+    from sqlanon import io as sqlanon_io
+
+    real = sqlanon_io.FileTarget.publish_with_metrics
+
+    def publish_with_ctrl_c(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the handler runs in here
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(sqlanon_io.FileTarget, "publish_with_metrics", publish_with_ctrl_c)
+    out = out_dir / "o.parquet"
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10", "--workers", "1")
+    assert r.exit_code == 0, r.stderr
+    assert "published first" in r.stderr
+    assert pq.read_metadata(out).num_rows == ADULT_ROWS and (out_dir / "o__metrics.parquet").exists()
 
 
 # --------------------------------------------------------------------------- 5. bad input
