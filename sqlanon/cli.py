@@ -199,7 +199,8 @@ def _sample(value: str | None) -> float | None:
 @click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated (needed for -l > 1).")
 @click.option(
     "--hierarchy", multiple=True, metavar="COL=FILE",
-    help="Generalization hierarchy of a QI column (JSON tree or CSV levels; see hierarchies/README.md).",
+    help=("Generalization hierarchy of a QI column: a JSON tree {\"cat\": name, \"subcats\": [...]} or ARX-style "
+          "CSV levels (one row per leaf: value;level1;level2;...)."),
 )
 @click.option(
     "--generalization", multiple=True, metavar="COL=KIND",
