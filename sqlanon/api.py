@@ -215,14 +215,16 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
     """``--metrics`` names a new place: not the input, not the output."""
     if warehouse.is_url(out) or target_table is not None:
         if io.file_format(metrics) is None and not warehouse.is_url(out):  # a table in the output DuckDB file
-            mkey = io.duckdb_table_key(io.DuckDBTarget(out, tuple(io.split_table_name(target_table))).metrics_table(metrics))
-            if mkey == io.duckdb_table_key(io.split_table_name(target_table)):
+            target = io.DuckDBTarget(out, tuple(io.split_table_name(target_table)))
+            mkey = io.duckdb_table_key(target.metrics_table(metrics))
+            if mkey == io.duckdb_table_key(target.table):
                 raise ConfigError(f"--metrics {metrics!r} is the output table; name another table")
-            if isinstance(source, io.DuckDBSource) and source.same_path(out) and mkey == io.duckdb_table_key(source.table):
+            same_file = isinstance(source, io.DuckDBSource) and source.same_path(out)
+            if same_file and mkey == io.duckdb_table_key(source.table):
                 raise ConfigError(f"--metrics {metrics!r} is the input table; name another table")
             return
         if not io.file_format(metrics):
-            if target_table and warehouse._table(metrics, "--metrics") == warehouse._table(target_table, "--target-table"):
+            if target_table and warehouse._table(metrics, "--metrics") == warehouse._table(target_table, "--table"):
                 raise ConfigError(f"--metrics {metrics!r} is the output table; name another table")
             return  # a table in the output database
     elif not io.file_format(metrics):
