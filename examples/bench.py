@@ -231,6 +231,9 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None) -> 
     repo = Path(__file__).resolve().parent.parent
     old = Path(tempfile.mkdtemp(prefix="sqlanon-compare-")) / "tree"
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(old), rev], check=True)
+    # The editable install maps sqlanon.sql_templates to this tree's
+    # sql_templates/; inside the checkout, a link makes it find its own.
+    (old / "sqlanon" / "sql_templates").symlink_to(Path("..") / "sql_templates")
     out_dir = Path(tempfile.mkdtemp(prefix="sqlanon-bench-"))
     try:
         if url is None:
