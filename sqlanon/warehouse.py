@@ -116,12 +116,17 @@ class Conn:
 
     @property
     def password(self) -> str | None:
-        return self._u.password
+        """The password, from the URL's user part or its ``?password=`` parameter."""
+        u = self._u
+        return u.password or u.query.get("password")
 
     def safe(self) -> str:
-        """The URL with its password masked."""
+        """The URL with its password masked (the user part's and a ``?password=``)."""
         try:
-            return self._u.render_as_string(hide_password=True)
+            u = self._u
+            if "password" in u.query:
+                u = u.update_query_dict({"password": "***"})
+            return u.render_as_string(hide_password=True).replace("password=%2A%2A%2A", "password=***")
         except Exception:  # noqa: BLE001 - an unparsable URL: show none of it
             return "<database URL>"
 

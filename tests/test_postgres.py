@@ -987,3 +987,21 @@ def test_server_statistics_match_duckdbs(pg_url, tmp_path):
     assert got[0] == got[1]
     assert got[0][2]["disease"] == 5  # four diseases and NULL
     assert got[0][1]["zip"].n_distinct == 200  # 199 zips and NULL
+
+
+def test_password_as_a_url_parameter_never_leaks(pg_server, pg_url, pw_schema):
+    """libpq reads ?password= too; it was shown unmasked in the summary, --json and the metrics table."""
+    managed_only(pg_server)
+    pw = pg_server.password
+    url = pg_url.replace(":" + pw + "@", "@") + ("&" if "?" in pg_url else "?") + f"password={pw}"
+    args = ["anonymize", url, "--table", "pw.src", "-o", url, *PEOPLE_ARGS, "--workers", 2, "--fragments", 2]
+    env = {"PGPASSWORD": "", "PGPASSFILE": "/nonexistent"}
+    runs = [_cli("-vv", *args, "--target-table", "pw.qdst", "--json", env=env),
+            _cli(*args, "--target-table", "pw.qdst2", env=env)]
+    for p in runs:
+        assert p.returncode == 0, p.stderr
+        assert pw not in p.stdout + p.stderr
+    assert "password=***" in json.loads(runs[0].stdout)["output"]
+    for table in ("qdst__metrics", "qdst2__metrics"):
+        rows = [r[0] for r in sql(pg_url, f"SELECT m::text FROM pw.{q(table)} m")]
+        assert rows and all(pw not in r for r in rows)

@@ -77,6 +77,12 @@ def test_redaction():
     assert "hunter22" not in c.redact(text)
     short = Conn("postgresql://bob:a@h/db")
     assert short.redact("cannot connect: password=a") == "cannot connect: password=***"
+    # libpq also takes the password as a URL parameter: masked in the URL shown
+    # (outputs, --json, metrics tables) and in any text.
+    q = Conn("postgresql://bob@h:5432/db?sslmode=disable&password=hunter22")
+    assert q.password == "hunter22"
+    assert q.safe() == "postgresql://bob@h:5432/db?password=***&sslmode=disable"
+    assert "hunter22" not in q.redact(f"cannot connect to {q.url}: hunter22 rejected")
 
 
 def test_usage_errors_before_any_work(lake, tmp_path):
