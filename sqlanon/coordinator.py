@@ -270,7 +270,10 @@ def domain_stats(
                 domain = tuple(sorted(set(values.cast(pa.string()).to_pylist())))
         stats[qi.name] = ColumnStats(distinct, domain=domain)
     sens = {s: row.column(f"s{j}")[0].as_py() for j, s in enumerate(spec.sensitive)}
-    sums = Checksums.from_row(row.column_names, [c[0].as_py() for c in row.columns], list(checksum))
+    # Only the checksum columns as Python values: a min/max of a date column
+    # may be 'infinity' or BC, which Python's dates cannot hold.
+    names = [n for n in row.column_names if n.startswith("__sqlanon_h")]
+    sums = Checksums.from_row(names, [row.column(n)[0].as_py() for n in names], list(checksum))
     return total, stats, sens, sums
 
 
@@ -624,6 +627,13 @@ def run(
         if staging is not None:
             target.rollback(con, staging)
             staging.discard()
+        if not succeeded:
+            # End the source's transaction here, where a server that has gone
+            # away is an error: left to close(), DuckDB's postgres extension
+            # would fail its ROLLBACK in a destructor and abort the process.
+            for stmt in ("ROLLBACK", 'DETACH DATABASE IF EXISTS "__sqlanon_src"'):  # io's and warehouse's alias
+                with contextlib.suppress(duckdb.Error):
+                    con.execute(stmt)
         con.close()
         if snapshot_holder is not None:
             snapshot_holder.close()

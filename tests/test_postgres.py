@@ -1005,3 +1005,33 @@ def test_password_as_a_url_parameter_never_leaks(pg_server, pg_url, pw_schema):
     for table in ("qdst__metrics", "qdst2__metrics"):
         rows = [r[0] for r in sql(pg_url, f"SELECT m::text FROM pw.{q(table)} m")]
         assert rows and all(pw not in r for r in rows)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_server_that_stops_mid_run_is_an_error_not_a_crash(pg_server, tmp_path, workers):
+    """DuckDB's postgres extension rolled back the snapshot transaction in a
+    destructor when the connection was gone, which aborted the process (exit
+    134, a C++ message); the coordinator now ends it itself: one line, exit 1."""
+    managed_only(pg_server)  # this test stops a server: its own, started here
+    from pg_server import PgServer
+
+    own = PgServer.start(password="st0p-me-pw")
+    try:
+        sql(own.url, "CREATE TABLE small AS SELECT g AS id, 20 + g % 40 AS age, (ARRAY['a','b','c'])[1 + g % 3] AS s"
+                     " FROM generate_series(1, 3000) g")
+        sql(own.url, "CREATE VIEW slow AS SELECT * FROM small WHERE pg_sleep(0.002) IS NOT NULL")  # ~6 s a read
+        out = tmp_path / "o.parquet"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sqlanon", "anonymize", own.url, "--table", "slow", "-o", str(out), "--qi", "age",
+             "--sensitive", "s", "-k", "5", "-l", "2", "--workers", str(workers), "--quiet"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
+        )
+        time.sleep(3)
+        own.stop()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        own.stop()
+    assert proc.returncode == 1, err
+    assert "terminate called" not in err and "Traceback" not in err
+    assert err.startswith("Error: cannot read") and "st0p-me-pw" not in err
+    assert not out.exists()
