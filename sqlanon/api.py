@@ -229,6 +229,9 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
             return  # a table in the output database
     elif not io.file_format(metrics):
         raise ConfigError(f"cannot tell the format of --metrics {metrics!r}: name a .parquet or .csv file")
+    parent = os.path.dirname(os.path.abspath(metrics))
+    if not os.path.isdir(parent):
+        raise ConfigError(f"--metrics {metrics!r}: directory {parent!r} does not exist")
     root = None if isinstance(source, warehouse.PostgresSource) else source.root
     if _overlaps(metrics, out) or (root is not None and _overlaps(metrics, root)):
         raise ConfigError(f"--metrics {metrics!r} would overwrite the input or the output; name another file")

@@ -113,7 +113,8 @@ def stop_local_server() -> None:
 
 
 def exit_with(pid: int) -> None:
-    """Worker initializer: end this process when the coordinator ``pid`` ends.
+    """Worker initializer: end this process when the coordinator ``pid`` ends
+    (and leave Ctrl-C to the coordinator).
 
     A worker forks from the fork server and holds both ends of its task
     queue, so after a coordinator killed outright (``kill -9``, the OOM
@@ -121,6 +122,9 @@ def exit_with(pid: int) -> None:
     pipe the CLI's output went to) alive. A thread waits on the
     coordinator's pidfd (Linux 5.3+; elsewhere it polls once a second).
     """
+    # Ctrl-C is the coordinator's to handle (it stops the pool); a worker
+    # interrupted while idle would only print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:

@@ -450,7 +450,7 @@ class FileTarget(LocalStagingTarget):
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         path = where or default_metrics_path(self.path)
-        swap = _stage_metrics_file(con, metrics, path)
+        swap = stage_metrics_file(con, metrics, path)
         os.replace(staging.root / f"out.{self.fmt}", self.path)
         swap()
         staging.discard()
@@ -475,7 +475,7 @@ class DirectoryTarget(LocalStagingTarget):
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         path = where or default_metrics_path(self.path)
-        swap = _stage_metrics_file(con, metrics, path)
+        swap = stage_metrics_file(con, metrics, path)
         self._swap_in(staging)
         swap()
         staging.discard()
@@ -542,7 +542,7 @@ class DuckDBTarget(LocalStagingTarget):
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         """Swap the staging table in and append the metrics rows, in one transaction."""
         if where and _format_of(where):
-            swap = _stage_metrics_file(con, metrics, where)
+            swap = stage_metrics_file(con, metrics, where)
             location = where
         else:
             swap = None
@@ -600,7 +600,7 @@ def default_metrics_path(output: str) -> str:
     return str(p.with_name(f"{stem}__metrics.parquet"))
 
 
-def _stage_metrics_file(con, metrics: pa.Table, path: str):
+def stage_metrics_file(con, metrics: pa.Table, path: str):
     """Write the metrics file aside, next to its destination (same filesystem,
     so the swap is a rename), with earlier runs' rows kept; return the swap."""
     fmt = _format_of(path)
@@ -625,11 +625,6 @@ def _stage_metrics_file(con, metrics: pa.Table, path: str):
         if not written:  # a half-written file must not linger
             _remove(aside)
     return lambda: os.replace(aside, path)
-
-
-def write_metrics_file(con, metrics: pa.Table, path: str) -> None:
-    """Append a run's metrics rows to a .parquet or .csv file, atomically."""
-    _stage_metrics_file(con, metrics, path)()
 
 
 def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None = None) -> Target:

@@ -496,7 +496,7 @@ class PostgresTarget:
     def new_staging(self) -> PgStaging:
         self.lock()
         self._drop_stale_staging()
-        s = PgStaging(Path(tempfile.mkdtemp(prefix="sqlanon-staging-")), uuid.uuid4().hex[:12])
+        s = PgStaging(Path(tempfile.mkdtemp(prefix="sqlanon-staging-")), run=uuid.uuid4().hex[:12])
         s.parts_dir.mkdir()
         return s
 
@@ -581,14 +581,18 @@ class PostgresTarget:
 
     def publish_with_metrics(self, con, staging: PgStaging, metrics: pa.Table, where: str | None) -> str:
         """Swap the staging table in and append the metrics rows, in one transaction
-        (or, when ``where`` is a .parquet/.csv path, write the metrics file after it)."""
-        from .io import file_format, write_metrics_file
+        (or, when ``where`` is a .parquet/.csv path, swap in the metrics file,
+        written aside before the transaction, right after it)."""
+        from .io import file_format, stage_metrics_file
 
         if where and file_format(where):
+            # Written first: a metrics file that cannot be written fails the
+            # run before the table is replaced, not after.
+            swap_metrics = stage_metrics_file(con, metrics, where)
             with self._transaction("publish") as c:
                 self._replace(c, ident(list(self._staging_name(staging.run))))
             self._detach(con)
-            write_metrics_file(con, metrics, where)
+            swap_metrics()
             staging.discard()
             self.unlock()
             return where

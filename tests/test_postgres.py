@@ -1035,3 +1035,11 @@ def test_a_server_that_stops_mid_run_is_an_error_not_a_crash(pg_server, tmp_path
     assert "terminate called" not in err and "Traceback" not in err
     assert err.startswith("Error: cannot read") and "st0p-me-pw" not in err
     assert not out.exists()
+
+
+def test_a_metrics_file_that_cannot_be_written_publishes_nothing(pg_url, pw_schema, tmp_path):
+    """The table was swapped in and only then the metrics file failed (exit 1, table published)."""
+    p = _cli("anonymize", pg_url, "--table", "pw.src", "-o", pg_url, "--target-table", "pw.m_never", *PEOPLE_ARGS,
+             "--metrics", str(tmp_path / "no" / "dir" / "m.parquet"))
+    assert p.returncode == 2 and "does not exist" in one_error_line(p.stderr)
+    assert not exists(pg_url, "pw", "m_never")

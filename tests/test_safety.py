@@ -262,4 +262,11 @@ def test_library_checks_seed_and_types_like_the_cli(lake, tmp_path):
     inf = pa.table({"f": [1.0, 2.0, float("inf"), 4.0]})
     with pytest.raises(ConfigError, match="'f' holds infinite values"):
         sqlanon.anonymize_table(inf, sqlanon.AnonymizationSpec((sqlanon.QuasiIdentifier("f"),), k=2))
+    import duckdb
+
+    dates = tmp_path / "dates.parquet"  # 'infinity' as DuckDB (and PostgreSQL through it) hands it over
+    duckdb.sql(f"COPY (SELECT i, CASE WHEN i = 3 THEN 'infinity'::DATE ELSE DATE '2000-01-01' + i::INT END AS d "
+               f"FROM range(20) t(i)) TO '{dates}'")
+    with pytest.raises(ConfigError, match="'d' holds infinite dates"):
+        sqlanon.anonymize(dates, tmp_path / "o.parquet", qi=["d"], k=5, workers=1)
     assert not (tmp_path / "o.parquet").exists()
