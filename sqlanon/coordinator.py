@@ -34,7 +34,7 @@ from .config import AnonymizationSpec, suggest
 from .domain import ColumnStats, check_type, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
-from .sql import render
+from .sql import ident, render
 from .verification import Checksums, Verification, column_checksums, verify_relation
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
 
@@ -521,6 +521,9 @@ def run(
         source.attach(con)
         schema = source.arrow_schema(con)
         check_columns(schema, spec, drop, repr(source.describe()))
+        columns = source.server_columns() if source.dialect == "postgres" else []
+        if columns:
+            _check_numeric_qis(source, spec, columns, snapshot_holder)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
         compare_on = _checksum_dialect(source, target) if passthrough else None
         total, stats, sens_distinct, in_sums = domain_stats(
@@ -550,7 +553,6 @@ def run(
 
         t0 = time.perf_counter()
         if source.dialect == "postgres":
-            columns = source.server_columns()
             source, numeric = _exact_numeric(source, spec, columns)
             if getattr(target, "dialect", None) == "postgres":
                 target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [])
@@ -647,6 +649,33 @@ def run(
         target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
         tuple(repaired), location, total, rss, source.dialect, options.executor, compare_on is not None,
     )
+
+
+def _check_numeric_qis(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], server) -> None:
+    """A PostgreSQL ``numeric`` QI must reach the engine exactly.
+
+    DuckDB's postgres extension reads ``numeric(p, s)`` with p <= 38 as an
+    exact DECIMAL, but an unconstrained ``numeric`` (or p > 38) as DOUBLE, and
+    a ``NaN`` as 0: published intervals would then miss true values, and a
+    NaN would be published as 0. Refused by name, with the view to write.
+    """
+    types = dict(columns)
+    for name in spec.qi_names:
+        typ = types.get(name, "")
+        if not typ.startswith("numeric"):
+            continue
+        m = re.fullmatch(r"numeric\((\d+),(\d+)\)", typ)
+        if m is None or int(m.group(1)) > 38:
+            raise ConfigError(
+                f"quasi-identifier {name!r} is {typ} on the server, which reaches sqlanon as a rounded double: "
+                f"cast it in a view to numeric(p,s) with p <= 38 (exact) or to double precision"
+            )
+        nan = server.execute(f"SELECT count(*) FROM {source.relation} WHERE {ident(name)} = 'NaN'").fetchone()[0]
+        if nan:
+            raise ConfigError(
+                f"quasi-identifier {name!r} holds {nan} NaN value(s), which reach sqlanon as 0: "
+                f"make them NULL in a view (NULLIF({ident(name)}, 'NaN'))"
+            )
 
 
 def _exact_numeric(source, spec: AnonymizationSpec, columns: list[tuple[str, str]]):

@@ -922,6 +922,24 @@ def test_numeric_nan_survives(pg_url, numeric_run):
     assert scalar(pg_url, f"SELECT count(*) FROM {s}.dst WHERE money = 'NaN'") == 120
 
 
+def test_numeric_qis_reach_the_engine_exactly_or_are_refused(pg_url, numeric_run):
+    """DuckDB reads an unconstrained numeric as a double and NaN as 0: as QIs
+    they published intervals missing the true value and NaN as 0. numeric(p,s)
+    (p <= 38) is exact and its intervals contain every value; the others are
+    refused by name with the view to write."""
+    s = q(numeric_run)
+    with pytest.raises(sqlanon.ConfigError, match=r"'big' is numeric on the server.*numeric\(p,s\)"):
+        _run_small(pg_url, numeric_run, qi=("big",), target="never")
+    with pytest.raises(sqlanon.ConfigError, match=r"'money' holds 120 NaN value\(s\).*NULLIF"):
+        _run_small(pg_url, numeric_run, qi=("money",), target="never")
+    assert not exists(pg_url, numeric_run, "never")
+    sql(pg_url, f"CREATE VIEW {s}.thirds AS SELECT id, age, disease, (id / 3.0)::numeric(20,10) AS third FROM {s}.src")
+    sqlanon.anonymize(pg_url, pg_url, table=f"{s}.thirds", target_table=f"{s}.thirds_anon", qi=["third"], k=5, l=2,
+                      sensitive=["disease"], workers=1, overwrite=True, interval_format="bounds")
+    assert scalar(pg_url, f"SELECT count(*) FROM {s}.thirds a JOIN {s}.thirds_anon b USING (id) "
+                          "WHERE a.third < b.third_lo OR a.third > b.third_hi OR b.third_lo IS NULL") == 0
+
+
 def test_stale_staging_cleanup_spares_other_targets(pg_url):
     schema = "like s"
     _small_source(pg_url, schema, "")
