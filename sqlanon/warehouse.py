@@ -368,6 +368,9 @@ class PostgresTarget:
     column_types: dict[str, str] = field(default_factory=dict)
     text_columns: tuple[str, ...] = ()
     """Columns that arrive as exact text and get their server type back on the server."""
+    overwrite: bool = True
+    """Whether an existing table may be replaced; checked again when publishing
+    (the table may have been created, by hand or another run, meanwhile)."""
     dialect = "postgres"
     exact_parts = True
     part_compression = "lz4"
@@ -443,6 +446,10 @@ class PostgresTarget:
         if c.execute("SELECT to_regclass(%s) IS NULL", (target,)).fetchone()[0]:
             c.execute(rename)
             return
+        if not self.overwrite:
+            raise ConfigError(
+                f"{self.describe()} was created while this run was working; pass --overwrite to replace it"
+            )
         c.execute(f"LOCK TABLE {target} IN ACCESS EXCLUSIVE MODE")
         plan = render("replace_plan.sql", dialect="postgres", inline=True, old=target, new=stage)
         views, indexes, old_columns, new_columns = c.execute(plan.sql).fetchone()
@@ -645,7 +652,8 @@ def _pg_type(duck: str) -> str:
 
 
 def open_target(url: str, table: str | None, *, overwrite: bool) -> PostgresTarget:
-    target = PostgresTarget(Conn(url).require_postgres("the output"), _table(table, "--target-table"))
+    conn = Conn(url).require_postgres("the output")
+    target = PostgresTarget(conn, _table(table, "--target-table"), overwrite=overwrite)
     if not overwrite and target.exists():
         raise ConfigError(f"{target.describe()} already exists; pass --overwrite to replace it")
     return target

@@ -940,6 +940,27 @@ def test_numeric_qis_reach_the_engine_exactly_or_are_refused(pg_url, numeric_run
                           "WHERE a.third < b.third_lo OR a.third > b.third_hi OR b.third_lo IS NULL") == 0
 
 
+def test_a_table_created_during_a_run_is_not_replaced_without_overwrite(pg_url, monkeypatch):
+    """The existence check ran only at start: a table created meanwhile (by
+    hand, or by another run that published first) was silently replaced."""
+    from sqlanon import coordinator
+
+    schema = "appears"
+    _small_source(pg_url, schema, "")
+    real = coordinator.verify_relation
+
+    def verify_while_someone_creates_the_target(*args, **kwargs):
+        sql(pg_url, f"CREATE TABLE {q(schema)}.dst AS SELECT 'precious' AS x")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(coordinator, "verify_relation", verify_while_someone_creates_the_target)
+    with pytest.raises(sqlanon.ConfigError, match="was created while this run was working; pass --overwrite"):
+        sqlanon.anonymize(pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst", qi=["age"], k=5,
+                          l=2, sensitive=["disease"], workers=1)
+    assert [r[0] for r in sql(pg_url, f"SELECT x FROM {q(schema)}.dst")] == ["precious"]
+    assert not [r for r in sql(pg_url, "SELECT relname FROM pg_class WHERE relname LIKE '%%sqlanon_staging%%'")]
+
+
 def test_stale_staging_cleanup_spares_other_targets(pg_url):
     schema = "like s"
     _small_source(pg_url, schema, "")
