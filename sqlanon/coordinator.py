@@ -343,6 +343,7 @@ def draw_sample(
     q = _render(
         source, "sample.sql", relation=source.relation, columns=spec.qi_names, rows=rows, seed=seed,
         whole=rows >= total, pct=min(100.0, 100.0 * rows / max(total, 1)),
+        samplable=source.samplable() if source.dialect == "postgres" and rows < total else True,
         **_portable_sample_hash(seed, rows, total),
     )
     if source.dialect != "duckdb":

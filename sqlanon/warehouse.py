@@ -310,6 +310,17 @@ class PostgresSource:
         sql = f"SELECT {cols} FROM {self.relation}" + (f" WHERE {where}" if where else "")
         return self.fetch(con, Rendered(sql))
 
+    def samplable(self) -> bool:
+        """Whether ``TABLESAMPLE`` applies: a table, materialized view or partitioned table (not a view)."""
+        import psycopg
+
+        with self.conn.connect() as c:
+            try:
+                kind = c.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", (self.relation,)).fetchone()
+            except psycopg.Error as exc:
+                raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+        return kind is not None and kind[0] in ("r", "m", "p")
+
     def server_columns(self) -> list[tuple[str, str]]:
         """``(name, server type)`` of every column, in order (``format_type``)."""
         import psycopg
