@@ -554,7 +554,7 @@ def run(
 
         t0 = time.perf_counter()
         if source.dialect == "postgres":
-            source, numeric = _exact_numeric(source, spec, columns)
+            source, numeric = _exact_numeric(source, spec, columns, drop)
             if getattr(target, "dialect", None) == "postgres":
                 target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [])
                 target.text_columns = numeric
@@ -679,19 +679,23 @@ def _check_numeric_qis(source, spec: AnonymizationSpec, columns: list[tuple[str,
             )
 
 
-def _exact_numeric(source, spec: AnonymizationSpec, columns: list[tuple[str, str]]):
-    """Pull pass-through ``numeric`` columns of a PostgreSQL source as text.
+def _exact_numeric(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], drop: tuple[str, ...] = ()):
+    """Pull pass-through ``numeric`` columns of a PostgreSQL source as text,
+    and leave ``--drop`` columns out of the workers' SELECT.
 
     DuckDB's postgres extension reads an unconstrained ``numeric`` as DOUBLE
     and a ``NaN`` as 0; their text is exact, and a PostgreSQL target gets the
-    server type back on the server. (In a lake target they stay text.)
+    server type back on the server. (In a lake target they stay text.) A
+    dropped column is never read (DuckDB may not read it at all: a 2-D array).
     """
     numeric = tuple(
-        name for name, typ in columns if typ.startswith("numeric") and name not in spec.qi_names
+        name for name, typ in columns
+        if typ.startswith("numeric") and name not in spec.qi_names and name not in drop
     )
-    if not numeric:
+    if not numeric and not drop:
         return source, ()
-    return replace(source, text_columns=numeric, columns=tuple(name for name, _ in columns)), numeric
+    kept = tuple(name for name, _ in columns if name not in drop)
+    return replace(source, text_columns=numeric, columns=kept), numeric
 
 
 def _server_types(columns, spec: AnonymizationSpec, drop, qi_out: list[str]) -> dict[str, str]:

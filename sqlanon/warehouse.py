@@ -216,7 +216,8 @@ class PostgresSource:
         text_columns: columns pulled as ``::text`` (set by the coordinator for
             pass-through ``numeric`` columns: DuckDB would read an unconstrained
             ``numeric`` as DOUBLE and a ``NaN`` as 0, the text is exact).
-        columns: every column, in order (needed to write the casts).
+        columns: the columns to pull, in order (set with the casts, or to
+            leave ``--drop`` columns out); empty: all of them.
     """
 
     conn: Conn
@@ -303,7 +304,7 @@ class PostgresSource:
         if params:
             raise ValueError("a PostgreSQL fragment clause carries inline literals, not parameters")
         cols = "*"
-        if self.text_columns:
+        if self.columns:  # exact text for some columns, or some left out (--drop)
             cols = ", ".join(
                 f"{ident(c)}::text AS {ident(c)}" if c in self.text_columns else ident(c) for c in self.columns
             )

@@ -102,8 +102,8 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
         task.source.attach(con)
         table = task.source.select(con, task.where, task.params)
         task.source.detach(con)
-        if task.drop:
-            table = table.drop_columns(list(task.drop))
+        if task.drop:  # those the source did not leave out itself
+            table = table.drop_columns([c for c in task.drop if c in table.column_names])
         timings["read"] = time.perf_counter() - t0
         if table.num_rows == 0:
             # An empty fragment (the sample saw values the source lacks, or the

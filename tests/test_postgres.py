@@ -976,6 +976,17 @@ def test_a_view_is_sampled_without_tablesample(pg_url):
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst") == 300
 
 
+def test_drop_leaves_an_unreadable_column_unread(pg_url, tmp_path):
+    """DuckDB cannot read a 2-D array; --drop is the README's advice for such
+    columns, but the workers still pulled SELECT * and failed."""
+    schema = "dropped"
+    _small_source(pg_url, schema, ", ARRAY[['a', 'b'], ['c', 'd']] AS grid")
+    out = tmp_path / "o.parquet"
+    sqlanon.anonymize(pg_url, out, table=f"{q(schema)}.src", qi=["age"], k=5, l=2, sensitive=["disease"],
+                      drop=["grid"], workers=2, fragments=2)
+    assert pq.read_table(out).column_names == ["id", "age", "disease"] and pq.read_metadata(out).num_rows == 600
+
+
 def test_stale_staging_cleanup_spares_other_targets(pg_url):
     schema = "like s"
     _small_source(pg_url, schema, "")
