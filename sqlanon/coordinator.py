@@ -525,6 +525,7 @@ def run(
         columns = source.server_columns() if source.dialect == "postgres" else []
         if columns:
             _check_numeric_qis(source, spec, columns, snapshot_holder)
+            _check_cross_engine_types(columns, spec, drop, target)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
         compare_on = _checksum_dialect(source, target) if passthrough else None
         total, stats, sens_distinct, in_sums = domain_stats(
@@ -676,6 +677,29 @@ def _check_numeric_qis(source, spec: AnonymizationSpec, columns: list[tuple[str,
             raise ConfigError(
                 f"quasi-identifier {name!r} holds {nan} NaN value(s), which reach sqlanon as 0: "
                 f"make them NULL in a view (NULLIF({ident(name)}, 'NaN'))"
+            )
+
+
+def _check_cross_engine_types(columns: list[tuple[str, str]], spec: AnonymizationSpec, drop, target) -> None:
+    """Pass-through types that cannot reach a file exactly from PostgreSQL.
+
+    Between engines no checksum compares the values (only the row count), so
+    what DuckDB's postgres extension would change on the way is refused by
+    name up front: ``time with time zone`` loses its offset; an ``interval``
+    in a Parquet file keeps milliseconds only. (A PostgreSQL target gets the
+    server's own types back, and its checksums compare the values.)
+    """
+    if getattr(target, "dialect", None) == "postgres":
+        return
+    parquet = getattr(target, "fmt", "parquet") == "parquet" and not getattr(target, "exact_parts", False)
+    for name, typ in columns:
+        if name in spec.qi_names or name in drop:
+            continue
+        if typ.startswith("time with time zone") or (parquet and typ.startswith("interval")):
+            where = "a file" if typ.startswith("time with") else "a Parquet file"
+            raise ConfigError(
+                f"column {name!r} is {typ} on the server, which cannot reach {where} exactly: "
+                f"--drop it or cast it to text in a view"
             )
 
 

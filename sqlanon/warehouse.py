@@ -323,13 +323,19 @@ class PostgresSource:
         return kind is not None and kind[0] in ("r", "m", "p")
 
     def server_columns(self) -> list[tuple[str, str]]:
-        """``(name, server type)`` of every column, in order (``format_type``)."""
+        """``(name, server type)`` of every column, in order (``format_type``;
+        a domain over numeric as its base type)."""
         import psycopg
 
         with self.conn.connect() as c:
             try:
+                # A domain over numeric as numeric: DuckDB reads it like its
+                # base type (as a double when unconstrained), so it must be
+                # treated as one (pulled as text; in a table, of the base type).
                 rows = c.execute(
-                    "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+                    "SELECT a.attname, CASE WHEN t.typtype = 'd' AND t.typbasetype = 'numeric'::regtype "
+                    "THEN format_type(t.typbasetype, t.typtypmod) ELSE format_type(a.atttypid, a.atttypmod) END "
+                    "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
                     "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
                     "ORDER BY a.attnum",
                     (self.relation,),

@@ -46,6 +46,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv  # noqa: F401 - pa.csv
 import pyarrow.parquet as pq
 import pytest
 
@@ -985,6 +986,33 @@ def test_drop_leaves_an_unreadable_column_unread(pg_url, tmp_path):
     sqlanon.anonymize(pg_url, out, table=f"{q(schema)}.src", qi=["age"], k=5, l=2, sensitive=["disease"],
                       drop=["grid"], workers=2, fragments=2)
     assert pq.read_table(out).column_names == ["id", "age", "disease"] and pq.read_metadata(out).num_rows == 600
+
+
+def test_pass_through_types_that_cannot_reach_a_file_are_refused_by_name(pg_url, tmp_path):
+    """PG -> file runs compare only row counts: a TIMETZ lost its offset and an
+    interval its microseconds in Parquet, silently. A numeric domain was read
+    as a double (NaN as 0) into a file and could not be published to PG at all."""
+    schema = "crosstypes"
+    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_amount CASCADE; CREATE DOMAIN public.sqlanon_amount AS numeric")
+    _small_source(pg_url, schema, f", TIMETZ '12:00:00.123456+02' AS ttz, g * interval '1 microsecond' AS iv, "
+                                  f"(CASE WHEN g % 10 = 0 THEN 'NaN' ELSE g * 123456789.123456789123 END)"
+                                  f"::public.sqlanon_amount AS dm")
+    run = dict(table=f"{q(schema)}.src", qi=["age"], k=5, l=2, sensitive=["disease"], workers=1)
+    with pytest.raises(sqlanon.ConfigError, match=r"'ttz' is time with time zone .* --drop it"):
+        sqlanon.anonymize(pg_url, tmp_path / "a.parquet", **run)
+    with pytest.raises(sqlanon.ConfigError, match=r"'iv' is interval .* a Parquet file"):
+        sqlanon.anonymize(pg_url, tmp_path / "b.parquet", drop=["ttz"], **run)
+    assert not list(tmp_path.iterdir())
+    csv = tmp_path / "c.csv"  # a CSV holds the interval exactly (as text)
+    sqlanon.anonymize(pg_url, csv, drop=["ttz"], **run)
+    got = {r["id"]: r for r in pa.csv.read_csv(csv, convert_options=pa.csv.ConvertOptions(
+        column_types={"dm": pa.string(), "iv": pa.string()})).to_pylist()}
+    assert got[1]["iv"] == "00:00:00.000001" and got[10]["dm"] == "NaN"
+    assert got[3]["dm"] == scalar(pg_url, f"SELECT dm::text FROM {q(schema)}.src WHERE id = 3")
+    # PG -> PG: checksummed (a TIMETZ still cannot travel: refused there by its checksum)
+    sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.dst", drop=["ttz"], **run)
+    assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.src a JOIN {q(schema)}.dst b USING (id) "
+                          "WHERE a.dm::text = b.dm::text AND a.iv = b.iv") == 600
 
 
 def test_stale_staging_cleanup_spares_other_targets(pg_url):
