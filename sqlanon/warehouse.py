@@ -368,6 +368,8 @@ class PgStaging(Staging):
 
 
 STAGING_SUFFIX = "__sqlanon_staging"
+PUBLISH_LOCK_TIMEOUT = "2min"
+"""How long publishing waits for other sessions' locks on the target table."""
 
 
 @dataclass
@@ -421,8 +423,13 @@ class PostgresTarget:
         return (self.table[0], f"{self.table[1]}__metrics")
 
     def exists(self) -> bool:
+        """Whether the target table exists (a view or other relation there is an error)."""
         with self._connect() as c:
-            return c.execute("SELECT to_regclass(%s) IS NOT NULL", (ident(list(self.table)),)).fetchone()[0]
+            kind = c.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)",
+                             (ident(list(self.table)),)).fetchone()
+        if kind is not None and kind[0] not in ("r", "p"):
+            raise ConfigError(f"{self.describe()} is not a table (a view?); name a table as --target-table")
+        return kind is not None
 
     def _connect(self):
         return self.conn.connect()
@@ -461,9 +468,16 @@ class PostgresTarget:
         """
         target = ident(list(self.table))
         rename = f"ALTER TABLE {stage} RENAME TO {ident(self.table[1])}"
-        if c.execute("SELECT to_regclass(%s) IS NULL", (target,)).fetchone()[0]:
+        # Publishing waits for sessions that read the old table, but not for
+        # ever (a Ctrl-C is deferred while publishing): then the run fails
+        # with the server's "lock timeout" and the old table stays.
+        c.execute(f"SET LOCAL lock_timeout = {literal(PUBLISH_LOCK_TIMEOUT, 'postgres')}")
+        kind = c.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", (target,)).fetchone()
+        if kind is None:
             c.execute(rename)
             return
+        if kind[0] not in ("r", "p"):
+            raise ConfigError(f"{self.describe()} is not a table (a view?); name a table as --target-table")
         if not self.overwrite:
             raise ConfigError(
                 f"{self.describe()} was created while this run was working; pass --overwrite to replace it"
@@ -672,7 +686,7 @@ def _pg_type(duck: str) -> str:
 def open_target(url: str, table: str | None, *, overwrite: bool) -> PostgresTarget:
     conn = Conn(url).require_postgres("the output")
     target = PostgresTarget(conn, _table(table, "--target-table"), overwrite=overwrite)
-    if not overwrite and target.exists():
+    if target.exists() and not overwrite:
         raise ConfigError(f"{target.describe()} already exists; pass --overwrite to replace it")
     return target
 

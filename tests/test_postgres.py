@@ -1015,6 +1015,31 @@ def test_pass_through_types_that_cannot_reach_a_file_are_refused_by_name(pg_url,
                           "WHERE a.dm::text = b.dm::text AND a.iv = b.iv") == 600
 
 
+def test_a_view_as_the_target_is_refused_and_publishing_waits_for_locks_in_bounds(pg_url, monkeypatch):
+    """A view over the source as the target deadlocked the run with its own
+    snapshot; any session holding the target made publishing wait for ever."""
+    import psycopg
+
+    schema = "locked"
+    _small_source(pg_url, schema, "")
+    sql(pg_url, f"CREATE VIEW {q(schema)}.v AS SELECT * FROM {q(schema)}.src")
+    with pytest.raises(sqlanon.ConfigError, match="is not a table"):
+        _run_small(pg_url, schema, target="v")
+    _run_small(pg_url, schema)  # publishes locked.dst
+    before = scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst")
+    monkeypatch.setattr(warehouse, "PUBLISH_LOCK_TIMEOUT", "1s")
+    with psycopg.connect(warehouse.Conn(pg_url).libpq()) as reader:
+        # Ends itself after 20 s, so that a run that waits for ever fails this test instead of hanging it.
+        reader.execute("SET idle_in_transaction_session_timeout = '20s'")
+        reader.execute(f"SELECT count(*) FROM {q(schema)}.dst").fetchone()  # holds its lock: a transaction is open
+        t0 = time.perf_counter()
+        with pytest.raises(sqlanon.InputError, match="lock timeout"):
+            _run_small(pg_url, schema)
+        assert time.perf_counter() - t0 < 15
+        reader.rollback()
+    assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst") == before
+
+
 def test_stale_staging_cleanup_spares_other_targets(pg_url):
     schema = "like s"
     _small_source(pg_url, schema, "")
