@@ -242,8 +242,9 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
     same = False
     if isinstance(source, warehouse.PostgresSource):
         if warehouse.is_url(out) and target_table is not None:
-            target = warehouse.open_target(out, target_table, overwrite=True)
-            same = target.table == source.table and warehouse.same_server(source.conn, target.conn)
+            table = warehouse._table(target_table, "--target-table")  # no server round trip for this
+            out_conn = warehouse.Conn(out).require_postgres("the output")
+            same = table == source.table and warehouse.same_server(source.conn, out_conn)
     elif target_table is None:
         same = source.same_path(out)
         if not same and source.root is not None and _overlaps(out, source.root):
