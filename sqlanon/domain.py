@@ -145,20 +145,18 @@ def interval_stats(n_distinct: int, lo_hi: pa.Array, name: str = "") -> ColumnSt
     if lo_hi.null_count:
         return ColumnStats(n_distinct)
     t = lo_hi.type
-    if pa.types.is_date32(t) or pa.types.is_timestamp(t) or pa.types.is_date64(t):
-        # DuckDB (and PostgreSQL through it) hands 'infinity' over as the
-        # type's largest integer: no interval can span it.
+    temporal = pa.types.is_date32(t) or pa.types.is_timestamp(t) or pa.types.is_date64(t)
+    infinite = False
+    if temporal:
+        # DuckDB (and PostgreSQL through it) hands 'infinity' over as the type's largest integer.
         ints = lo_hi.cast(pa.int32() if pa.types.is_date32(t) else pa.int64()).to_pylist()
-        if max(abs(v) for v in ints) >= (2**31 - 1 if pa.types.is_date32(t) else 2**63 - 1):
-            raise ConfigError(
-                f"column {name!r} holds infinite dates or timestamps, which no interval can span: filter them out "
-                f"or make them NULL in a view, or generalize it as a set (--generalization {name}=set)"
-            )
+        infinite = max(abs(v) for v in ints) >= (2**31 - 1 if pa.types.is_date32(t) else 2**63 - 1)
     lo, hi = as_float(lo_hi)
-    if math.isinf(lo) or math.isinf(hi):
+    if infinite or math.isinf(lo) or math.isinf(hi):
         raise ConfigError(
-            f"column {name!r} holds infinite values, which no interval can span: filter them out or make them "
-            f"NULL in a view, or generalize it as a set (--generalization {name}=set)"
+            f"column {name!r} holds infinite {'dates or timestamps' if temporal else 'values'}, which no interval "
+            f"can span: filter them out or make them NULL in a view, or generalize it as a set "
+            f"(--generalization {name}=set)"
         )
     pos = span_values(lo_hi)
     return ColumnStats(n_distinct, float(lo), float(hi), span=float(pos[-1] - pos[0]))
