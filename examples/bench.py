@@ -54,10 +54,13 @@ def run_cli(args: list[str], tree: str | None = None) -> tuple[dict, float, floa
     directory; Python 3.11's forkserver ignores the parent's sys.path), and
     would otherwise run another tree's workers.
     """
-    cmd = [sys.executable, "-c", "import resource, sys; from sqlanon.cli import main; "
-           "sys.argv = ['sqlanon'] + sys.argv[1:]\n"
-           "try:\n    main()\nfinally:\n"
-           "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)", *args]
+    # As the `sqlanon` script runs (sqlanon.cli.entry); the peak RSS is
+    # printed by an exit handler, which entry runs before it ends the process.
+    # (older trees, for `compare`: their click group itself).
+    cmd = [sys.executable, "-c", "import atexit, resource, sys\n"
+           "try:\n    from sqlanon.cli import entry\nexcept ImportError:\n    from sqlanon.cli import main as entry\n"
+           "atexit.register(lambda: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr))\n"
+           "entry(sys.argv[1:], 'sqlanon')", *args]
     env = None
     if tree:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tree, os.environ.get("PYTHONPATH")]))}

@@ -1,6 +1,6 @@
 """``python -m sqlanon``: the command line, as the ``sqlanon`` script runs it."""
 
-from .cli import main
+from .cli import entry
 
 if __name__ == "__main__":  # not when the worker pool's fork server imports the main module
-    main(prog_name="sqlanon")
+    entry(prog_name="sqlanon")

@@ -355,5 +355,42 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
     sys.exit(0 if check.ok else 1)
 
 
+def entry(args: list[str] | None = None, prog_name: str | None = None) -> None:
+    """The ``sqlanon`` script and ``python -m sqlanon``: :func:`main`, then a
+    quick exit.
+
+    Once the command has finished (output published, streams flushed, worker
+    pool stopped), the interpreter's own teardown only frees memory: with
+    DuckDB, Arrow, numpy and pandas loaded it takes ~0.2 s, a noticeable part
+    of a short run (BENCHMARKS.md, section 2). So the exit handlers run (logging,
+    multiprocessing, executors, temporary files) and the process then ends
+    with ``os._exit``. Threads still running (an executor that did not stop)
+    get the normal exit, which waits for them.
+    """
+    import atexit
+    import threading
+
+    try:
+        main(args=args, prog_name=prog_name)
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:  # sys.exit("message"), as Python itself reports it
+            print(exc.code, file=sys.stderr)
+            code = 1
+    if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        sys.exit(code)
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe: nothing more to say
+                pass
+        os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    entry()

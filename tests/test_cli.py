@@ -221,6 +221,26 @@ def test_adult_end_to_end_subprocess(tmp_path, adults_df, workers):
         assert lo <= orig <= hi, (orig, gen)
 
 
+@pytest.mark.parametrize(("args", "code"), [(["--version"], 0), (["anonymize", "--no-such-option"], 2)])
+def test_entry_runs_exit_handlers_and_keeps_the_exit_code(args, code):
+    """The script's quick exit (``os._exit`` after the command) still runs the
+    exit handlers, flushes what was printed and returns the command's code."""
+    script = (
+        "import atexit, sys\n"
+        "from sqlanon.cli import entry\n"
+        "atexit.register(lambda: print('exit handler ran', flush=True))\n"
+        "entry(sys.argv[1:], 'sqlanon')\n"
+        "print('not reached')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stdout.rstrip().endswith("exit handler ran") and "not reached" not in proc.stdout
+    if code == 0:
+        assert proc.stdout.startswith("sqlanon, version")
+    else:
+        assert "No such option '--no-such-option'" in proc.stderr
+
+
 @pytest.mark.parametrize("module", ["sqlanon.cli", "sqlanon"])
 def test_module_invocation_prints_human_summary(tmp_path, module):
     """``python -m sqlanon`` too, with a worker pool (whose fork server imports
