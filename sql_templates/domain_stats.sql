@@ -1,7 +1,9 @@
 {# Dataset-wide statistics in one statement: rows; per QI the NULL count
-   and either min/max (interval columns: their span is all Mondrian needs) or
-   the distinct count (other columns); per sensitive column the distinct
-   count, a NULL counting as one. PostgreSQL computes count(DISTINCT …) by
+   and either min/max (interval columns: their span is all Mondrian needs;
+   the max of a `floats` column leaves NaN out, which sorts after every
+   number, as the engine places NaN at the largest number) or the distinct
+   count (other columns); per sensitive column the distinct count, a NULL
+   counting as one. PostgreSQL computes count(DISTINCT …) by
    sorting (slow on text under a linguistic collation), so there each
    distinct count is a hash GROUP BY in a scalar subquery of the same
    statement (same snapshot; GROUP BY puts the NULLs in one group).
@@ -12,7 +14,13 @@ SELECT
     , count(*) - count({{ c | ident }}) AS {{ ("nulls" ~ loop.index0) | ident }}
 {% if c in interval %}
     , min({{ c | ident }}) AS {{ ("min" ~ loop.index0) | ident }}
+{% if c in floats and dialect == "duckdb" %}
+    , max(CASE WHEN NOT isnan({{ c | ident }}) THEN {{ c | ident }} END) AS {{ ("max" ~ loop.index0) | ident }}
+{% elif c in floats and dialect == "postgres" %}
+    , max(CASE WHEN {{ c | ident }} <> 'NaN' THEN {{ c | ident }} END) AS {{ ("max" ~ loop.index0) | ident }}
+{% else %}
     , max({{ c | ident }}) AS {{ ("max" ~ loop.index0) | ident }}
+{% endif %}
 {% elif dialect == "postgres" %}
     , (SELECT count(*) FROM (SELECT {{ c | ident }} FROM {{ relation }} WHERE {{ c | ident }} IS NOT NULL GROUP BY {{ c | ident }}) AS v) AS {{ ("d" ~ loop.index0) | ident }}
 {% else %}

@@ -244,7 +244,8 @@ def domain_stats(
     the checksum of each ``checksum`` column (``_checksum.sql``), in one pass."""
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
-    q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval,
+    floats = [c for c in interval if pa.types.is_floating(schema.field(c).type)]
+    q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 sensitive=list(spec.sensitive), checksum=list(checksum))
     row = source.fetch(con, q)
     total = row.column("n_rows")[0].as_py()

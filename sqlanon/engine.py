@@ -20,6 +20,7 @@ so a worker that sees only a fragment can pass the global ones in.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -103,10 +104,12 @@ def _encode_qi(qi: QuasiIdentifier, col: pa.ChunkedArray, kind: str) -> _Encoded
 
 def _local_stats(e: _Encoded) -> ColumnStats:
     if e.kind == "interval":
-        n_vals = len(e.dictionary)
-        if n_vals == 0:
+        last = len(e.dictionary) - 1
+        if last >= 0 and pa.types.is_floating(e.dictionary.type) and math.isnan(e.dictionary[last].as_py()):
+            last -= 1  # NaN sorts last; its position is the largest number's (span_values)
+        if last < 0:
             return ColumnStats(e.present)
-        return interval_stats(e.present, e.dictionary.take(pa.array([0, n_vals - 1])), e.name)
+        return interval_stats(e.present, e.dictionary.take(pa.array([0, last])), e.name)
     if e.kind == "prefix":
         return ColumnStats(e.present, domain=tuple(e.dictionary.to_pylist()))
     return ColumnStats(e.present)

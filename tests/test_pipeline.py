@@ -20,6 +20,7 @@ import pytest
 from procs import descendants, kill_a_worker_when  # a helper module next to the tests
 import sqlanon
 from sqlanon import PrivacyError
+from sqlanon.engine import anonymize_table, column_stats
 
 ROOT = Path(__file__).resolve().parent.parent
 QI = ["age", "zip", "day", "city"]
@@ -404,6 +405,34 @@ def test_pass_through_values_are_compared_with_the_input(tmp_path, source, monke
     assert named in str(err.value)
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == []  # no staging left
+
+
+def _nan_table(n: int = 2000) -> pa.Table:
+    rng = np.random.default_rng(3)
+    x = rng.normal(50, 10, n)
+    x[rng.choice(n, 40, replace=False)] = np.nan
+    return pa.table({"id": np.arange(n), "x": x, "age": rng.integers(20, 60, n), "disease": rng.integers(0, 5, n)})
+
+
+def test_nan_in_a_float_qi_keeps_its_span(tmp_path):
+    """NaN sorts after every number, so the dataset's max was NaN and the span
+    (Range(a) of Eq. 3) of the column NaN: every NCP came out 0. The span now
+    ends at the largest number (where the engine places NaN), in the
+    coordinator's statistics and in the engine's own alike."""
+    table = _nan_table()
+    src = tmp_path / "nan.parquet"
+    pq.write_table(table, src)
+    spec = sqlanon.AnonymizationSpec(
+        (sqlanon.QuasiIdentifier("x"), sqlanon.QuasiIdentifier("age")), k=5, l=2, sensitive=("disease",))
+    finite = np.nanmax(table.column("x").to_numpy())
+    assert column_stats(table, spec)["x"].max == finite
+    engine_only = anonymize_table(table, spec)
+    for workers in (1, 2):
+        r = run(src, tmp_path / f"o{workers}.parquet", qi=["x", "age"], workers=workers, fragments=workers)
+        assert r.metrics.ncp > 0
+        if workers == 1:  # one fragment: the engine's result, with the coordinator's statistics
+            assert r.metrics.ncp == pytest.approx(engine_only.metrics.ncp, rel=1e-12)
+            assert r.metrics.classes == engine_only.metrics.classes
 
 
 def test_checksums_agree_on_every_lake_type(tmp_path, caplog):

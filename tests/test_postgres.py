@@ -281,6 +281,25 @@ def test_api_postgres_to_parquet(pg_server, pg_url, tmp_path, strategy, lake_sch
     assert pg_server.password not in json.dumps(r.to_dict(), default=str)
 
 
+def test_nan_in_a_float_qi_on_the_server(pg_url, tmp_path):
+    """The server's statistics leave NaN out of a float QI's largest number
+    (PostgreSQL, too, sorts NaN after every number), so NCP is the same as
+    from the same rows in a Parquet file, not 0."""
+    schema = "nanqi"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"""CREATE TABLE {q(schema)}.src AS SELECT g AS id,
+        CASE WHEN g % 31 = 0 THEN 'NaN'::float8 ELSE (g * 7919 % 1000) / 10.0 END AS x,
+        20 + g % 41 AS age, g % 5 AS disease FROM generate_series(1, 2000) g""")
+    lake = tmp_path / "src.parquet"
+    rows = sql(pg_url, f"SELECT id, x, age, disease FROM {q(schema)}.src ORDER BY id")
+    pq.write_table(pa.table({c: [r[i] for r in rows] for i, c in enumerate(["id", "x", "age", "disease"])}), lake)
+    kw = dict(qi=["x", "age"], k=5, l=2, sensitive=["disease"], workers=1)
+    from_pg = sqlanon.anonymize(pg_url, tmp_path / "pg.parquet", table=f"{q(schema)}.src", **kw)
+    from_lake = sqlanon.anonymize(lake, tmp_path / "lake.parquet", **kw)
+    assert from_pg.metrics.ncp > 0
+    assert from_pg.metrics.ncp == pytest.approx(from_lake.metrics.ncp, rel=1e-12)
+
+
 # --------------------------------------------------------------------------- 2. types
 
 
