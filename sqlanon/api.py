@@ -224,8 +224,10 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
                 raise ConfigError(f"--metrics {metrics!r} is the input table; name another table")
             return
         if not io.file_format(metrics):
-            if target_table and warehouse._table(metrics, "--metrics") == warehouse._table(target_table, "--table"):
-                raise ConfigError(f"--metrics {metrics!r} is the output table; name another table")
+            if target_table:  # names resolved as the server does (an unqualified one on its search_path)
+                db = warehouse.Conn(out).require_postgres("the output")
+                if warehouse._table(metrics, "--metrics", db) == warehouse._table(target_table, "--target-table", db):
+                    raise ConfigError(f"--metrics {metrics!r} is the output table; name another table")
             return  # a table in the output database
     elif not io.file_format(metrics):
         raise ConfigError(f"cannot tell the format of --metrics {metrics!r}: name a .parquet or .csv file")
@@ -242,8 +244,8 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
     same = False
     if isinstance(source, warehouse.PostgresSource):
         if warehouse.is_url(out) and target_table is not None:
-            table = warehouse._table(target_table, "--target-table")  # no server round trip for this
             out_conn = warehouse.Conn(out).require_postgres("the output")
+            table = warehouse._table(target_table, "--target-table", out_conn)
             same = table == source.table and warehouse.same_server(source.conn, out_conn)
     elif target_table is None:
         same = source.same_path(out)

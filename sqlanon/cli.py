@@ -191,8 +191,16 @@ def _sample(value: str | None) -> float | None:
     "-o", "--output",
     help="Output: a .parquet/.csv file, a directory/ of Parquet parts, a .duckdb file or a postgresql:// URL.",
 )
-@click.option("--table", help="Source table when INPUT is a DuckDB file or a database URL (schema.table).")
-@click.option("--target-table", help="Output table when OUTPUT is a DuckDB file or a database URL (schema.table).")
+@click.option(
+    "--table",
+    help="Source table when INPUT is a DuckDB file or a database URL ([schema.]table; without a schema: DuckDB's "
+    "main, PostgreSQL's search_path).",
+)
+@click.option(
+    "--target-table",
+    help="Output table when OUTPUT is a DuckDB file or a database URL ([schema.]table, as --table; a new "
+    "PostgreSQL table goes where CREATE TABLE would put it).",
+)
 @click.option("--qi", "qi", multiple=True, help="Quasi-identifier columns, comma-separated.")
 @click.option("-k", type=int, help="Every equivalence class has at least k rows (k >= 2).")
 @click.option("-l", "l_", type=int, default=1, show_default=True, help="Distinct sensitive values per class.")

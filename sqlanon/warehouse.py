@@ -196,13 +196,30 @@ def attach(con: duckdb.DuckDBPyConnection, conn: Conn, alias: str, read_only: bo
         raise InputError(f"cannot connect to {conn.safe()}: {conn.redact(_first_line(exc))}") from None
 
 
-def _table(name: str, option: str) -> tuple[str, str]:
+def _table(name: str, option: str, conn: Conn) -> tuple[str, str]:
+    """``schema.table`` as given, or an unqualified name resolved as the
+    server would in a session of ``conn`` (its ``search_path``): the schema
+    of the first table of that name on the path, else the schema a ``CREATE
+    TABLE`` would use (``current_schema()``)."""
     from .io import split_table_name
 
     if not name:
         raise ConfigError(f"a database URL needs {option} (schema.table)")
     parts = split_table_name(name)
-    return ("public", parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    with conn.connect() as c:
+        found = c.execute(
+            "SELECT n.nspname FROM pg_class r JOIN pg_namespace n ON n.oid = r.relnamespace "
+            "WHERE r.oid = to_regclass(%s)",
+            (ident(parts[0]),),
+        ).fetchone()
+        schema = found[0] if found else c.execute("SELECT current_schema()").fetchone()[0]
+    if schema is None:
+        raise ConfigError(
+            f"{option} {name!r}: no schema on the search_path of {conn.safe()} exists; name it as schema.table"
+        )
+    return schema, parts[0]
 
 
 # --------------------------------------------------------------------------- source
@@ -353,7 +370,7 @@ def open_source(url: str, table: str | None) -> "PostgresSource | sqla.SqlAlchem
         from . import sqla
 
         return sqla.open_source(conn, table)
-    return PostgresSource(conn, _table(table, "--table"))
+    return PostgresSource(conn, _table(table, "--table", conn))
 
 
 # --------------------------------------------------------------------------- target
@@ -419,7 +436,7 @@ class PostgresTarget:
 
     def _metrics_name(self, where: str | None) -> tuple[str, str]:
         if where:
-            return _table(where, "--metrics")
+            return _table(where, "--metrics", self.conn)
         return (self.table[0], f"{self.table[1]}__metrics")
 
     def exists(self) -> bool:
@@ -685,7 +702,7 @@ def _pg_type(duck: str) -> str:
 
 def open_target(url: str, table: str | None, *, overwrite: bool) -> PostgresTarget:
     conn = Conn(url).require_postgres("the output")
-    target = PostgresTarget(conn, _table(table, "--target-table"), overwrite=overwrite)
+    target = PostgresTarget(conn, _table(table, "--target-table", conn), overwrite=overwrite)
     if target.exists() and not overwrite:
         raise ConfigError(f"{target.describe()} already exists; pass --overwrite to replace it")
     return target

@@ -374,6 +374,43 @@ HOSTILE_VALUES = ["O'Brien", "x'); DROP TABLE t; --", "back\\slash'", "\\'", "\\
                   'a"b\'', "%s %(x)s'", ":x'", "$1'", "--'", "/* c */'", "E'\\x41'"]
 
 
+def test_unqualified_names_follow_the_search_path(pg_url):
+    """An unqualified --table, --target-table or --metrics is the table the
+    server means in the URL's session: the first of that name on its
+    search_path, else where CREATE TABLE would put it (current_schema())."""
+    first, second = "sp_first", "sp_second"
+    for s in (first, second):
+        fresh_schema(pg_url, s)
+    sql(pg_url, "DROP TABLE IF EXISTS public.sp_people")
+    make_people(pg_url, "public", "sp_people", 200)
+    make_people(pg_url, second, "sp_people", 300)
+    path_url = pg_url + "?options=" + quote(f"-csearch_path={first},{second},public")
+    try:
+        p = _cli("anonymize", path_url, "--table", "sp_people", "-o", path_url, "--target-table", "sp_out",
+                 "--metrics", "sp_m", *PEOPLE_ARGS, "--workers", 2, "--json")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["rows"] == 300  # sp_second's, the first on the path
+        assert scalar(pg_url, f"SELECT count(*) FROM {rel(first, 'sp_out')}") == 300  # created in current_schema()
+        assert exists(pg_url, first, "sp_m") and not exists(pg_url, "public", "sp_out")
+        # The input named another way is still the input.
+        p = _cli("anonymize", path_url, "--table", "sp_people", "-o", path_url, "--target-table",
+                 f"{second}.sp_people", *PEOPLE_ARGS, "--overwrite")
+        assert p.returncode == 2 and "is the input" in one_error_line(p.stderr)
+        assert scalar(pg_url, f"SELECT count(*) FROM {rel(second, 'sp_people')} WHERE note LIKE 'row %'") == 300
+        # The default search_path ("$user", public): public's table.
+        p = _cli("anonymize", pg_url, "--table", "sp_people", "-o", pg_url, "--target-table", "sp_out",
+                 *PEOPLE_ARGS, "--json")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["rows"] == 200 and exists(pg_url, "public", "sp_out")
+        # No schema of the path exists: nowhere to create the table.
+        nowhere = pg_url + "?options=" + quote("-csearch_path=sp_missing")
+        p = _cli("anonymize", pg_url, "--table", "public.sp_people", "-o", nowhere, "--target-table", "sp_new",
+                 *PEOPLE_ARGS)
+        assert p.returncode == 2 and "search_path" in one_error_line(p.stderr) and "sp_new" in p.stderr
+    finally:
+        sql(pg_url, "DROP TABLE IF EXISTS public.sp_people, public.sp_out, public.sp_out__metrics")
+
+
 def test_hostile_identifiers_and_values(pg_url):
     schema, table = "we ird", 'pe"ople'
     fresh_schema(pg_url, schema)
