@@ -587,7 +587,10 @@ def run(
         with contextlib.closing(vcon) if server is not None else contextlib.nullcontext():
             check = verify_relation(vcon, relation, qi_out, spec.k, spec.l, spec.sensitive, dialect=dialect)
             if not check.ok:
-                raise VerificationError(f"refusing to publish {target.describe()!r}: {check.describe_failure()}")
+                raise VerificationError(
+                    f"refusing to publish {target.describe()!r}: {check.describe_failure()}"
+                    + _collation_hint(columns, spec)
+                )
             if check.rows != total:
                 raise VerificationError(
                     f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
@@ -651,6 +654,19 @@ def run(
     return RunResult(
         target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
         tuple(repaired), location, total, rss, source.dialect, options.executor, compare_on is not None,
+    )
+
+
+def _collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> str:
+    """Why the server's check can fail where the engine's did not: a sensitive
+    column whose collation makes different strings equal ('Flu' = 'flu')."""
+    collated = [f"{name!r} ({typ.split(' COLLATE ', 1)[1]})" for name, typ in columns
+                if name in spec.sensitive and " COLLATE " in typ]
+    if not collated:
+        return ""
+    return (
+        f"; the server counts the values of {', '.join(collated)} under that collation, the anonymizer counts "
+        "exact strings: give the run those values as the collation compares them (e.g. lower(...) in a view)"
     )
 
 

@@ -46,7 +46,8 @@ class Verification:
 
     def describe_failure(self, limit: int = 3) -> str:
         shown = "; ".join(
-            ", ".join(f"{key}={val!r}" for key, val in v.items()) for v in self.violations[:limit]
+            ", ".join(f"{key}={val!r}" if isinstance(val, str) else f"{key}={val}" for key, val in v.items())
+            for v in self.violations[:limit]
         )
         shown_n = min(limit, len(self.violations))
         more = f" (and {self.n_violations - shown_n} more)" if self.n_violations > shown_n else ""

@@ -340,23 +340,15 @@ class PostgresSource:
         return kind is not None and kind[0] in ("r", "m", "p")
 
     def server_columns(self) -> list[tuple[str, str]]:
-        """``(name, server type)`` of every column, in order (``format_type``;
-        a domain over numeric as its base type)."""
+        """``(name, server type)`` of every column, in order
+        (``postgres/server_columns.sql``: a domain over numeric as its base
+        type, a collation other than the type's own as ``COLLATE <name>``)."""
         import psycopg
 
+        stmt = render("server_columns.sql", dialect="postgres", inline=True, relation=self.relation)
         with self.conn.connect() as c:
             try:
-                # A domain over numeric as numeric: DuckDB reads it like its
-                # base type (as a double when unconstrained), so it must be
-                # treated as one (pulled as text; in a table, of the base type).
-                rows = c.execute(
-                    "SELECT a.attname, CASE WHEN t.typtype = 'd' AND t.typbasetype = 'numeric'::regtype "
-                    "THEN format_type(t.typbasetype, t.typtypmod) ELSE format_type(a.atttypid, a.atttypmod) END "
-                    "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-                    "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
-                    "ORDER BY a.attnum",
-                    (self.relation,),
-                ).fetchall()
+                rows = c.execute(stmt.sql).fetchall()
             except psycopg.Error as exc:
                 raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
         return [(r[0], r[1]) for r in rows]

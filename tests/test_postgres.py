@@ -411,6 +411,55 @@ def test_unqualified_names_follow_the_search_path(pg_url):
         sql(pg_url, "DROP TABLE IF EXISTS public.sp_people, public.sp_out, public.sp_out__metrics")
 
 
+def collations(url: str, schema: str, table: str) -> dict[str, str]:
+    """Columns whose collation is not their type's own, and that collation."""
+    return dict(sql(url, "SELECT a.attname, a.attcollation::regcollation::text FROM pg_attribute a "
+                         "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = to_regclass(%s) "
+                         "AND a.attnum > 0 AND a.attcollation <> t.typcollation", [rel(schema, table)]))
+
+
+def test_pass_through_columns_keep_their_collation(pg_url):
+    """A new target table's pass-through columns get the source's collations
+    (they compare, sort and group as before), in one run and in the next,
+    which refills the table in place under a view (same columns)."""
+    schema = "collate_keep"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 400)
+    sql(pg_url, f"""ALTER TABLE {rel(schema, 'src')} ALTER COLUMN note TYPE text COLLATE "C",
+                    ALTER COLUMN disease TYPE text COLLATE "de-x-icu" """)
+    args = ["anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table", f"{schema}.dst",
+            *PEOPLE_ARGS, "--workers", 2]
+    p = _cli(*args)
+    assert p.returncode == 0, p.stderr
+    expected = {"note": '"C"', "disease": '"de-x-icu"'}
+    assert collations(pg_url, schema, "src") == expected == collations(pg_url, schema, "dst")
+    sql(pg_url, f"CREATE VIEW {rel(schema, 'v')} AS SELECT note FROM {rel(schema, 'dst')}")
+    p = _cli("-v", *args, "--overwrite")
+    assert p.returncode == 0, p.stderr
+    assert "refilling" in p.stderr and collations(pg_url, schema, "dst") == expected
+
+
+def test_nondeterministic_sensitive_collation_is_verified_as_the_server_compares(pg_url):
+    """With a case-insensitive sensitive column, 'Flu' and 'flu' are one value
+    to the server but two to the engine. The staging table keeps the
+    collation, so the server's k/l check counts as the published table
+    would, and refuses: nothing is published (it used to publish classes
+    whose only two values were 'Flu' and 'flu', in a column without the
+    collation)."""
+    schema = "collate_ci"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE COLLATION {q(schema)}.ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)")
+    sql(pg_url, f"""CREATE TABLE {rel(schema, 'src')} AS SELECT g AS id, g AS age,
+        (CASE WHEN g > 40 THEN 'cold' WHEN g % 2 = 0 THEN 'Flu' ELSE 'flu' END)::text COLLATE {q(schema)}.ci
+        AS disease FROM generate_series(1, 80) g""")
+    p = _cli("anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table", f"{schema}.dst",
+             "--qi", "age", "-k", 2, "-l", 2, "--sensitive", "disease", "--workers", 1)
+    assert p.returncode == 1
+    line = one_error_line(p.stderr)
+    assert "refusing to publish" in line and "'disease' (collate_ci.ci) under that collation" in line
+    assert not exists(pg_url, schema, "dst") and staging_left(pg_url, schema) == set()
+
+
 def test_hostile_identifiers_and_values(pg_url):
     schema, table = "we ird", 'pe"ople'
     fresh_schema(pg_url, schema)
