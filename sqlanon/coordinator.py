@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from . import executors, fragmentation, interrupts, io
 from .config import AnonymizationSpec, suggest
-from .domain import ColumnStats, check_type, interval_stats, resolve_generalization
+from .domain import ColumnStats, as_text, check_type, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import ident, render
@@ -266,9 +266,9 @@ def domain_stats(
         if kind in ("prefix", "hierarchy"):
             values = _distinct_values(con, source, qi.name, schema.field(qi.name))
             if kind == "hierarchy":  # as the engine matches them: by text
-                qi.hierarchy.leaf_codes(values.cast(pa.string()), column=qi.name)
+                qi.hierarchy.leaf_codes(as_text(values), column=qi.name)
             else:
-                domain = tuple(sorted(set(values.cast(pa.string()).to_pylist())))
+                domain = tuple(sorted(set(as_text(values).to_pylist())))
         stats[qi.name] = ColumnStats(distinct, domain=domain)
     sens = {s: row.column(f"s{j}")[0].as_py() for j, s in enumerate(spec.sensitive)}
     # Only the checksum columns as Python values: a min/max of a date column

@@ -97,6 +97,19 @@ def _integer_like(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or is_temporal(t)
 
 
+def as_text(values: pa.Array) -> pa.Array:
+    """The values' text form, as published and as hierarchies and prefixes
+    match them. A timestamp with a time zone is written in UTC
+    (``2020-03-29 00:47:00.000000Z``): the same instant reads the same
+    whatever zone the machine (or the DuckDB session) that ran is in."""
+    t = values.type
+    if pa.types.is_string(t):
+        return values
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        values = values.cast(pa.timestamp(t.unit, "UTC"))
+    return values.cast(pa.string())
+
+
 def normalize_floats(arr: pa.Array) -> pa.Array:
     """Make ``-0.0`` and ``0.0`` (and every NaN) one value, as SQL compares them."""
     if pa.types.is_floating(arr.type):

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from . import kernel
 from .config import AnonymizationSpec, QuasiIdentifier, suggest
 from .domain import (
-    ColumnStats, check_type, interval_stats, normalize_floats, resolve_generalization, span_values,
+    ColumnStats, as_text, check_type, interval_stats, normalize_floats, resolve_generalization, span_values,
 )
 from .errors import ConfigError, InputError, PrivacyError
 from .generalization import generalize_column
@@ -73,8 +73,8 @@ def _encode_qi(qi: QuasiIdentifier, col: pa.ChunkedArray, kind: str) -> _Encoded
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if pa.types.is_dictionary(arr.type):
         arr = arr.cast(arr.type.value_type)
-    if kind in ("prefix", "hierarchy") and not pa.types.is_string(arr.type):
-        arr = arr.cast(pa.string())
+    if kind in ("prefix", "hierarchy"):
+        arr = as_text(arr)
     arr = normalize_floats(arr)
     enc = pc.dictionary_encode(arr)
     dictionary = enc.dictionary

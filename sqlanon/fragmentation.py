@@ -84,7 +84,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .config import STRATEGIES, AnonymizationSpec, QuasiIdentifier, suggest
-from .domain import ColumnStats, normalize_floats, resolve_generalization, span_values
+from .domain import ColumnStats, as_text, normalize_floats, resolve_generalization, span_values
 from .errors import ConfigError, InputError
 from .sql.render import DIALECTS, is_generic, render  # noqa: F401 - DIALECTS: duckdb binds ?, postgres inlines literals
 
@@ -435,7 +435,7 @@ def _leaf_values(leaves: list[str], dtype: pa.DataType) -> list[Any]:
     for label in leaves:  # one pass over the hierarchy, not over rows
         try:
             v = pa.scalar(label, pa.string()).cast(dtype)
-            ok = v.cast(pa.string()).as_py() == label
+            ok = as_text(pa.array([v], dtype))[0].as_py() == label
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             ok = False
         out.append(v.as_py() if ok else None)
@@ -447,7 +447,7 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray) -> _Column:
     kind = resolve_generalization(qi, arr.type)
     if kind == "hierarchy":
         h = qi.hierarchy
-        text = arr if _is_string(arr.type) else arr.cast(pa.string())
+        text = as_text(arr)
         enc = pc.dictionary_encode(text)
         import pandas as pd  # lazily: the coordinator rarely needs it
 

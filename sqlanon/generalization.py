@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import kernel
+from .domain import as_text
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def generalize_column(
     mixed = has_val & has_null
     safe_lo = np.where(has_val, lo, 0)
     safe_hi = np.where(has_val, hi, 0)
-    dstr = e.dictionary if pa.types.is_string(e.dictionary.type) else e.dictionary.cast(pa.string())
+    dstr = as_text(e.dictionary)
     missing = pa.array(~has_val)
 
     if e.kind == "interval" and interval_format == "bounds":

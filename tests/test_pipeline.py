@@ -435,6 +435,31 @@ def test_nan_in_a_float_qi_keeps_its_span(tmp_path):
             assert r.metrics.classes == engine_only.metrics.classes
 
 
+def test_timestamptz_generalizations_do_not_depend_on_the_machine_time_zone(tmp_path):
+    """The text of a generalized timestamp with a time zone used to follow the
+    zone of the machine that ran (DuckDB's session zone), so the same input
+    published different strings on two machines. It is written in UTC."""
+    n = 60
+    ts = np.datetime64("2020-03-29T01:30:00", "us") + np.arange(n) * 17 * 60_000_000
+    src = tmp_path / "tz.parquet"
+    pq.write_table(pa.table({"id": np.arange(n), "ts": pa.array(ts, pa.timestamp("us", tz="Europe/Rome")),
+                             "zone": pa.array(ts, pa.timestamp("us", tz="Asia/Tokyo"))}), src)
+    outs = []
+    for zone in ("America/New_York", "Asia/Kolkata"):
+        out = tmp_path / f"{zone.replace('/', '_')}.parquet"
+        p = subprocess.run(
+            [sys.executable, "-m", "sqlanon.cli", "anonymize", str(src), "-o", str(out), "--qi", "ts,zone", "-k", "5",
+             "--generalization", "zone=prefix", "--workers", "2", "--quiet"],
+            capture_output=True, text=True, env={**os.environ, "TZ": zone}, timeout=300,
+        )
+        assert p.returncode == 0, p.stderr
+        outs.append(pq.read_table(out).sort_by("id"))
+    assert outs[0].equals(outs[1])
+    first = outs[0].column("ts")[0].as_py()
+    assert first.startswith("[2020-03-29 01:30:00") and first.endswith("Z]"), first  # the instants are UTC ones
+    assert all(v.endswith("Z") or v.endswith("*") for v in outs[0].column("zone").to_pylist())
+
+
 def test_checksums_agree_on_every_lake_type(tmp_path, caplog):
     """No false alarm: pass-through columns of many types, through Parquet,
     CSV (strings that look like numbers), a directory and a DuckDB table."""
