@@ -131,7 +131,7 @@ def _load():
         module = _try_import(d / _file_name(key))
         if module is not None:
             return module
-        if (d / f"{_MODULE}-{key}.failed").exists():
+        if _failed_marker(d, key).exists():
             log.info("the kernel could not be compiled ahead of time before; using numba's JIT")
             return _jit()
     for d in dirs:
@@ -150,7 +150,7 @@ def _load():
                 _build(d, path)
             except Exception as exc:  # noqa: BLE001 - any failure leaves the JIT as the way
                 why = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                marker = d / f"{_MODULE}-{key}.failed"
+                marker = _failed_marker(d, key)
                 with contextlib.suppress(OSError):
                     marker.write_text(why + "\n")
                 log.warning(
@@ -160,6 +160,11 @@ def _load():
                 return _jit()
             return _import(path)
     return _jit()
+
+
+def _failed_marker(d: Path, key: str) -> Path:
+    """Where a failed ahead-of-time build is recorded (the JIT is then used)."""
+    return d / f"{_MODULE}-{key}.failed"
 
 
 def _try_import(path: Path):
