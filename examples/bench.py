@@ -47,6 +47,10 @@ def poker_file(rows: int) -> Path:
 def run_cli(args: list[str], tree: str | None = None) -> tuple[dict, float, float]:
     """Run ``sqlanon`` in a child; return its JSON, wall seconds and peak RSS (MiB).
 
+    The JSON gets one key of the bench's own, ``bench_after_output_s``: from
+    the moment its line arrived to the end of the output (the process's
+    teardown as whoever reads its output sees it).
+
     ``tree``: run the sqlanon of that source tree (a checkout) instead of the
     installed one. The child runs in that tree, with it first on PYTHONPATH:
     the worker pool's fork server is a fresh ``python -c`` interpreter that
@@ -64,13 +68,22 @@ def run_cli(args: list[str], tree: str | None = None) -> tuple[dict, float, floa
     env = None
     if tree:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tree, os.environ.get("PYTHONPATH")]))}
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"sqlanon failed: {proc.stderr.strip()}")
-    rss_kib = int(proc.stderr.strip().splitlines()[-1])
-    return json.loads(proc.stdout), wall, rss_kib / 1024
+    with tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=tree)
+        line = proc.stdout.readline()
+        t_line = time.perf_counter()
+        rest = proc.stdout.read()
+        returncode = proc.wait()
+        wall = time.perf_counter() - t0
+        err.seek(0)
+        stderr = err.read()
+    if returncode != 0:
+        raise SystemExit(f"sqlanon failed: {stderr.strip()}")
+    rss_kib = int(stderr.strip().splitlines()[-1])
+    doc = json.loads(line + rest)
+    doc["bench_after_output_s"] = wall - (t_line - t0)
+    return doc, wall, rss_kib / 1024
 
 
 def machine() -> str:
@@ -256,8 +269,8 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None) -> 
                 if dsn:
                     settle(dsn)
                 doc, wall, _ = run_cli(base, tree)
-                runs[name].append({"wall": wall, **doc["timings"]})
-        phases = ["wall", "read", "fragmentation", "anonymize", "write", "verify"]
+                runs[name].append({"wall": wall, **doc["timings"], "after output": doc["bench_after_output_s"]})
+        phases = ["wall", "read", "fragmentation", "anonymize", "write", "verify", "after output"]
         where = "PostgreSQL → PostgreSQL" if dsn else "Parquet → Parquet"
         print(f"poker {rows:,} rows, {where}, {workers} worker(s), k = 10, l = 2; median of {repeat} "
               f"alternating runs; {machine()}\n")
