@@ -1,1 +1,4 @@
-SELECT DISTINCT {{ column | ident }} FROM {{ relation }} WHERE {{ column | ident }} IS NOT NULL
+{# The distinct non-NULL values of `column` (a hierarchy's or a prefix's domain);
+   text by its bytes, as in domain_stats.sql. #}
+SELECT DISTINCT {{ column | ident }}{% if text and dialect == "postgres" %} COLLATE "C"{% elif text and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %} AS {{ column | ident }}
+FROM {{ relation }} WHERE {{ column | ident }} IS NOT NULL

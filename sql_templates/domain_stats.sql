@@ -7,6 +7,9 @@
    sorting (slow on text under a linguistic collation), so there each
    distinct count is a hash GROUP BY in a scalar subquery of the same
    statement (same snapshot; GROUP BY puts the NULLs in one group).
+   Text (`texts`) is counted by its bytes, as the engine counts it, whatever
+   the column's collation (a case-insensitive one would count 'a' and 'A'
+   as one value: NCP above 1); DuckDB counts distinct values that way anyway.
    The checksums (_checksum.sql) of the `checksum` columns in the same pass. #}
 SELECT
     count(*) AS n_rows
@@ -22,16 +25,16 @@ SELECT
     , max({{ c | ident }}) AS {{ ("max" ~ loop.index0) | ident }}
 {% endif %}
 {% elif dialect == "postgres" %}
-    , (SELECT count(*) FROM (SELECT {{ c | ident }} FROM {{ relation }} WHERE {{ c | ident }} IS NOT NULL GROUP BY {{ c | ident }}) AS v) AS {{ ("d" ~ loop.index0) | ident }}
+    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} WHERE {{ c | ident }} IS NOT NULL GROUP BY {{ c | ident }}{% if c in texts %} COLLATE "C"{% endif %}) AS v) AS {{ ("d" ~ loop.index0) | ident }}
 {% else %}
-    , count(DISTINCT {{ c | ident }}) AS {{ ("d" ~ loop.index0) | ident }}
+    , count(DISTINCT {{ c | ident }}{% if c in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) AS {{ ("d" ~ loop.index0) | ident }}
 {% endif %}
 {% endfor %}
 {% for s in sensitive %}
 {% if dialect == "postgres" %}
-    , (SELECT count(*) FROM (SELECT {{ s | ident }} FROM {{ relation }} GROUP BY {{ s | ident }}) AS v) AS {{ ("s" ~ loop.index0) | ident }}
+    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}{% if s in texts %} COLLATE "C"{% endif %}) AS v) AS {{ ("s" ~ loop.index0) | ident }}
 {% else %}
-    , count(DISTINCT {{ s | ident }}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
+    , count(DISTINCT {{ s | ident }}{% if s in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
 {% endif %}
 {% endfor %}
 {% include "_checksum.sql" %}

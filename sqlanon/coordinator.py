@@ -35,6 +35,7 @@ from .domain import ColumnStats, as_text, check_type, interval_stats, resolve_ge
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import ident, render
+from .sql.render import is_generic
 from .verification import Checksums, Verification, column_checksums, verify_relation
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
 
@@ -245,8 +246,10 @@ def domain_stats(
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
     floats = [c for c in interval if pa.types.is_floating(schema.field(c).type)]
+    texts = [c for c in [*spec.qi_names, *spec.sensitive]
+             if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
-                sensitive=list(spec.sensitive), checksum=list(checksum))
+                texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum))
     row = source.fetch(con, q)
     total = row.column("n_rows")[0].as_py()
     stats: dict[str, ColumnStats] = {}
@@ -295,7 +298,8 @@ def _checksum_dialect(source, target) -> str | None:
 
 
 def _distinct_values(con, source, column: str, field: pa.Field) -> pa.Array:
-    q = _render(source, "distinct_values.sql", relation=source.relation, column=column)
+    text = pa.types.is_string(field.type) or pa.types.is_large_string(field.type)
+    q = _render(source, "distinct_values.sql", relation=source.relation, column=column, text=text)
     return _as_type(source.fetch(con, q).column(0).combine_chunks(), field)
 
 
@@ -555,6 +559,8 @@ def run(
             )
 
         t0 = time.perf_counter()
+        if drop and is_generic(source.dialect):
+            source = source.leave_out(drop)
         if source.dialect == "postgres":
             source, numeric = _exact_numeric(source, spec, columns, drop)
             if getattr(target, "dialect", None) == "postgres":

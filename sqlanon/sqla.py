@@ -25,8 +25,10 @@ must not change during a run.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import duckdb
 import pyarrow as pa
@@ -102,6 +104,11 @@ class SqlAlchemySource:
         Result types are the driver's (the caller casts what it needs)."""
         return self._query(stmt.sql, stmt.params, {})
 
+    def leave_out(self, drop) -> "SqlAlchemySource":
+        """The source without the ``drop`` columns: they are never read (a
+        column that cannot be read can then be dropped to get past it)."""
+        return replace(self, fields=tuple(f for f in self.fields if f[0] not in drop))
+
     def select(self, con: duckdb.DuckDBPyConnection, where: str | None = None, params=()) -> pa.Table:
         """The fragment's rows: ``SELECT * … WHERE <clause>`` run by the database,
         in the table's column types."""
@@ -147,17 +154,68 @@ def _cause(exc: Exception) -> BaseException:
 
 
 def _column(name: str, values: tuple, arrow_type: pa.DataType | None) -> pa.Array:
-    """One result column as Arrow, in ``arrow_type`` when it is given."""
+    """One result column as Arrow, in ``arrow_type`` when it is given.
+
+    Values must be what the type says (:func:`_exact`): SQLite lets any
+    column hold any value, and Arrow would read 50.9 in an INTEGER column as
+    50, 2 in a BOOLEAN column as true, or a number in a DATE column as days
+    since 1970, silently.
+    """
     try:
         if arrow_type is None:
             return pa.array(values)
+        _exact(name, values, arrow_type)
         try:
             return pa.array(values, type=arrow_type)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            return pa.array(values).cast(arrow_type)  # SQLite keeps dates as text
+            return pa.array(values).cast(arrow_type)  # SQLite keeps dates as text; 0/1 as booleans
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError) as exc:
         want = f" as {arrow_type}" if arrow_type is not None else ""
         raise InputError(f"column {name!r}: cannot read its values{want}: {first_line(exc)}") from None
+
+
+def _accepted(t: pa.DataType) -> tuple[type, ...] | None:
+    """The Python values that read as ``t`` without loss (None: any)."""
+    if pa.types.is_boolean(t):
+        return (bool,)
+    if pa.types.is_integer(t):
+        return (int,)
+    if pa.types.is_floating(t):
+        return (int, float)  # an int beyond 2**53 is refused by Arrow itself
+    if pa.types.is_decimal(t):
+        return (int, decimal.Decimal)  # a Decimal that would need rounding too
+    if pa.types.is_timestamp(t):
+        return (dt.datetime, str)  # text is parsed, strictly
+    if pa.types.is_date(t):
+        return (dt.date, str)
+    if pa.types.is_time(t):
+        return (dt.time, str)
+    if pa.types.is_binary(t):
+        return (bytes, bytearray, memoryview)
+    return None  # text: any value as its text
+
+
+def _exact(name: str, values: tuple, t: pa.DataType) -> None:
+    """Refuse values that ``t`` would change (see :func:`_column`)."""
+    accepted = _accepted(t)
+    if accepted is None:
+        return
+    present = set(map(type, values))  # C speed: no Python loop over the rows
+    odd = {k for k in present - {type(None)} if not issubclass(k, accepted)}
+    if pa.types.is_boolean(t) and odd == {int} and set(values) - {None} <= {0, 1}:
+        return  # SQLite's booleans
+    if pa.types.is_integer(t) and odd == {float} and all(v.is_integer() for v in values if type(v) is float):
+        return
+    if pa.types.is_date(t) and dt.datetime in present:
+        odd.add(dt.datetime)  # a date column holding times of day
+    if odd:
+        kind = sorted(odd, key=lambda k: k.__name__)[0]
+        example = next(v for v in values if type(v) is kind and not (kind is int and v in (0, 1) and
+                                                                   pa.types.is_boolean(t)))
+        raise InputError(
+            f"column {name!r} is declared {t} but holds {kind.__name__} values such as {example!r}, which would "
+            "change on the way; read the table through a view that gives the column one type, or --drop it"
+        )
 
 
 _ENGINES: dict[str, object] = {}

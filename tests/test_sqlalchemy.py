@@ -220,6 +220,50 @@ def test_loose_sqlite_types_and_clashing_names(tmp_path):
 # --------------------------------------------------------------------------- 5. dialect quoting
 
 
+@pytest.mark.parametrize(("decl", "value", "shown"), [
+    ("INTEGER", 50.9, "float values such as 50.9"),  # Arrow would publish 50
+    ("DATE", 18000, "int values such as 18000"),  # days since 1970
+    ("DATETIME", 1600000000, "int values such as 1600000000"),  # microseconds since 1970
+    ("BOOLEAN", 2, "int values such as 2"),  # true
+])
+def test_values_that_would_change_are_refused_by_name(tmp_path, decl, value, shown):
+    """SQLite lets a column hold any value. One that its declared type would
+    change on the way (a silent truncation or reinterpretation, as a QI or
+    passing through) fails the run naming the column; nothing is written."""
+    path = tmp_path / "loose.db"
+    with sqlite3.connect(path) as c:
+        c.execute(f"CREATE TABLE t (id INTEGER, age INTEGER, odd {decl})")
+        good = {"INTEGER": 7, "DATE": "2020-01-02", "DATETIME": "2020-01-02 03:04:05", "BOOLEAN": 1}[decl]
+        c.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i, 20 + i % 30, value if i == 77 else good) for i in range(300)])
+    out = tmp_path / "o.parquet"
+    for qi in ("age", "age,odd"):
+        p = _cli("anonymize", f"sqlite:///{path}", "--table", "t", "-o", out, "--qi", qi, "-k", 5, "--workers", 2)
+        assert p.returncode == 1, p.stderr
+        assert p.stderr.startswith("Error: column 'odd'") and len(p.stderr.splitlines()) == 1, p.stderr
+        if qi == "age":  # passing through: read by the workers
+            assert shown in p.stderr, p.stderr
+        assert not out.exists()
+    # SQLite's booleans (0/1) and integral floats in an INTEGER column read exactly; --drop skips a column.
+    p = _cli("anonymize", f"sqlite:///{path}", "--table", "t", "-o", out, "--qi", "age", "-k", 5, "--drop", "odd")
+    assert p.returncode == 0, p.stderr
+    assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0] == 300
+
+
+def test_case_insensitive_columns_are_counted_by_their_bytes(tmp_path):
+    """Under COLLATE NOCASE, SQLite counts 'a' and 'A' as one value; the
+    engine publishes them apart. The statistics count bytes as the engine
+    does, so NCP stays within [0, 1] per value and a prefix's domain holds
+    both spellings."""
+    path = tmp_path / "nocase.db"
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE t (id INTEGER, name TEXT COLLATE NOCASE, code TEXT COLLATE NOCASE)")
+        c.executemany("INSERT INTO t VALUES (?, ?, ?)",
+                      [(i, "aAbB"[i % 4], ["ab1", "AB2", "ab3", "Ab4"][i % 4]) for i in range(16)])
+    r = sqlanon.anonymize(f"sqlite:///{path}", tmp_path / "o.parquet", table="t", qi=["name", "code"], k=16,
+                          generalization={"code": "prefix"}, workers=1)
+    assert r.metrics.gcp == pytest.approx(1.0)  # one class holding every value of both columns (was 2.0)
+
+
 def test_quoting_and_binds_follow_the_dialect():
     """Names are quoted the dialect's way, a ``:`` in a name is escaped for
     text(), values are named binds; compiled for a driver that formats with
