@@ -96,21 +96,41 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a key written twice in one mapping
+    (plain YAML keeps the last one, silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """``--config job.yml``: every option of the command, as YAML keys.
 
     Values become the command's defaults, so flags given on the command line
-    override them. Relative paths are relative to the YAML file.
+    override them. Relative paths are relative to the YAML file. A value of
+    the wrong kind (``k: 4.9``, ``qi:`` left empty, a list where one value
+    goes) and a key given twice (``k`` and ``-k``) are errors naming the key.
     """
     if not value:
         return value
     try:
         with open(value, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh) or {}
+            data = yaml.load(fh, Loader=_UniqueKeyLoader) or {}
     except OSError as exc:
         raise click.BadParameter(f"cannot read {value!r}: {exc.strerror}", ctx, param) from exc
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(f"{value!r} is not UTF-8 text: {exc.reason} at byte {exc.start}", ctx, param) from exc
     except yaml.YAMLError as exc:
-        raise click.BadParameter(f"{value!r} is not valid YAML: {str(exc).splitlines()[0]}", ctx, param) from exc
+        raise click.BadParameter(f"{value!r} is not valid YAML: {' '.join(str(exc).split())}", ctx, param) from exc
     if not isinstance(data, dict):
         raise click.BadParameter(f"{value!r} must hold a mapping of option names to values", ctx, param)
     keys: dict[str, click.Parameter] = {}
@@ -122,12 +142,19 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
             keys[opt.lstrip("-").replace("-", "_")] = p
     base = os.path.dirname(os.path.abspath(value))
     defaults: dict[str, object] = {}
+    given: dict[str, object] = {}
     for key, val in data.items():
         p = keys.get(str(key).replace("-", "_"))
         if p is None:
             hint = suggest(str(key), sorted(k.replace("_", "-") for k in keys))
             raise click.BadParameter(f"unknown key {key!r} in {value!r}{hint}", ctx, param)
-        defaults[p.name] = _config_value(p, key, val, base, value)
+        if p.name in given:
+            raise click.BadParameter(f"{given[p.name]!r} and {key!r} in {value!r} are the same option", ctx, param)
+        given[p.name] = key
+        try:
+            defaults[p.name] = _config_value(p, val, base)
+        except ValueError as exc:
+            raise click.BadParameter(f"{key!r} in {value!r} {exc}", ctx, param) from None
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return value
 
@@ -135,23 +162,49 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
 PATH_KEYS = {"input", "output", "metrics"}
 
 
-def _config_value(p: click.Parameter, key, val, base: str, file: str):
-    def path(x):
-        x = str(x)
+def _scalar(val, what: str = "a value") -> str:
+    """A YAML scalar as option text (a column may be named 2020)."""
+    if val is None or isinstance(val, (bool, list, dict)) or not isinstance(val, (str, int, float)):
+        raise ValueError(f"must be {what}, not {val!r}")
+    return str(val)
+
+
+def _config_value(p: click.Parameter, val, base: str):
+    """One YAML value as the option's default, checked against what the option takes."""
+
+    def path(x) -> str:
+        x = _scalar(x, "a path")
         return x if "://" in x or os.path.isabs(x) else os.path.join(base, x)
 
     if p.name in ("hierarchy", "generalization"):
-        if not isinstance(val, dict):
-            raise click.BadParameter(f"{key!r} in {file!r} must map columns to values", param_hint="--config")
-        return tuple(f"{c}={path(v) if p.name == 'hierarchy' else v}" for c, v in val.items())
+        if not isinstance(val, dict) or not val:
+            raise ValueError(f"must map columns to {'files' if p.name == 'hierarchy' else 'kinds'}, not {val!r}")
+        what = "a file" if p.name == "hierarchy" else "a kind"
+        return tuple(
+            f"{_scalar(c, 'a column')}={path(v) if p.name == 'hierarchy' else _scalar(v, what)}" for c, v in val.items()
+        )
     if getattr(p, "multiple", False):
         items = val if isinstance(val, list) else [val]
-        return tuple(str(v) for v in items)
-    if p.name in PATH_KEYS and val is not None:
-        if p.name == "metrics" and not file_format(str(val)):
-            return val  # a table name in the output database, not a path
+        if not items:
+            raise ValueError("must name at least one column")
+        return tuple(_scalar(v, "a column name (or a list of them)") for v in items)
+    if getattr(p, "is_flag", False):
+        if not isinstance(val, bool):
+            raise ValueError(f"must be true or false, not {val!r}")
+        return val
+    if isinstance(p.type, (click.types.IntParamType, click.IntRange)):
+        if isinstance(val, bool) or not isinstance(val, int):
+            raise ValueError(f"must be a whole number, not {val!r}")
+        return val
+    if isinstance(p.type, click.types.FloatParamType):
+        if isinstance(val, bool) or not isinstance(val, (int, float)):
+            raise ValueError(f"must be a number, not {val!r}")
+        return val
+    if p.name in PATH_KEYS:
+        if p.name == "metrics" and not file_format(_scalar(val)):
+            return _scalar(val)  # a table name in the output database, not a path
         return path(val)
-    return val
+    return _scalar(val)
 
 
 def _progress(quiet: bool):

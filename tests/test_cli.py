@@ -584,6 +584,45 @@ def test_click_usage_errors(out_dir, args, pattern):
     assert snapshot(out_dir) == {}
 
 
+@pytest.mark.parametrize(("body", "pattern"), [
+    ("k: 4.9", r"'k' .* must be a whole number, not 4\.9"),  # click would have run k=4
+    ("k: true", r"'k' .* must be a whole number"),
+    ("workers: 1.5", r"'workers' .* whole number"),
+    ("seed: 2024-01-01", r"'seed' .* whole number"),
+    ("k: 10\nk: 5", r"key 'k' appears twice"),  # YAML keeps the last one
+    ("interval-format: bounds\ninterval_format: text", r"'interval-format' and 'interval_format' .* same option"),
+    ("o: x.parquet", r"'output' and 'o' .* same option"),
+    ("sensitive:", r"'sensitive' .* column name"),  # was the column 'None'
+    ("sensitive: [[income, race]]", r"'sensitive' .* column name"),
+    ("drop: []", r"'drop' .* at least one column"),
+    ("overwrite: [true]", r"'overwrite' .* true or false"),
+    ("task_timeout: [1]", r"'task_timeout' .* a number"),
+    ("metrics: {a: 1}", r"'metrics' .* a value"),
+    ("hierarchy: {race: }", r"'hierarchy' .* a path"),
+    ("generalization: {age: }", r"'generalization' .* a kind"),
+    ("generalization: [age]", r"'generalization' .* map columns"),
+])
+def test_config_values_of_the_wrong_kind_are_usage_errors(tmp_path, out_dir, body, pattern):
+    """A YAML value is checked against what its option takes, by key name:
+    nothing is converted on the way (k: 4.9 used to publish k = 4), and one
+    option given twice is an error, not the last value silently."""
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"input: {ADULTS}\noutput: {out_dir / 'o.parquet'}\nqi: [age, race]\n"
+                   + ("" if body.startswith("k:") else "k: 10\n") + body + "\n")
+    r = cli("anonymize", "--config", cfg)
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert_usage_error(r.stderr, pattern)
+    assert snapshot(out_dir) == {}
+
+
+def test_config_file_that_is_not_utf8_is_a_usage_error(tmp_path, out_dir):
+    cfg = tmp_path / "job.yml"
+    cfg.write_bytes(b"input: a.csv\noutput: o\xe9.parquet\nqi: age\nk: 10\n")
+    r = cli("anonymize", "--config", cfg)
+    assert r.exit_code == 2
+    assert_usage_error(r.stderr, r"not UTF-8")
+
+
 @pytest.mark.parametrize("which", ["header_only", "empty_parquet"])
 def test_empty_input_error_names_the_file(inputs, out_dir, which):
     r = cli("anonymize", inputs[which], "-o", out_dir / "o.parquet", "--qi", "age", "-k", "2")
