@@ -442,9 +442,8 @@ def execute(
                 raise
             except Exception as exc:  # a task failed on Dask or Spark after its retries
                 name = getattr(pool, "name", "local")
-                raise InputError(
-                    f"fragment {fid} failed on the {name} executor: {io.first_line(exc)}; nothing was published"
-                ) from exc
+                why = getattr(pool, "describe_error", io.first_line)(exc)
+                raise InputError(f"fragment {fid} failed on the {name} executor: {why}; nothing was published") from exc
             current = {f.id for f in plan.fragments}
             if fid not in current:
                 _discard_part(make_task, res)  # merged away while running

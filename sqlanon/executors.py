@@ -221,7 +221,7 @@ class DaskExecutor:
             self._cluster = None
             try:
                 self._client = Client(scheduler, timeout="30s")
-            except OSError as exc:
+            except (OSError, ValueError, TypeError) as exc:  # unreachable, or not an address at all
                 raise ConfigError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
         info = self._client.scheduler_info().get("workers", {})
         threads = [w.get("nthreads", 1) for w in info.values()] or [1]
@@ -246,6 +246,19 @@ class DaskExecutor:
             self._cluster.close()
 
 
+def _spark_error(exc: BaseException) -> str:
+    """The line that says what went wrong in a Spark/py4j error: they start
+    with a generic line and carry a Java or Python stack trace (a task's
+    Python error is the traceback's last line)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if any(ln.startswith("Traceback (most recent call last)") for ln in lines):
+        return lines[-1][:300]
+    for ln in lines:
+        if not ln.startswith(("An error occurred while calling", "at ", "py4j.", "Traceback")):
+            return ln.removeprefix(": ")[:300]
+    return lines[0][:300] if lines else type(exc).__name__
+
+
 class SparkExecutor:
     """Tasks as one-element RDDs on a Spark cluster (or ``local[N]``)."""
 
@@ -256,19 +269,37 @@ class SparkExecutor:
             from pyspark.sql import SparkSession
         except ImportError as exc:
             raise ConfigError("--executor spark needs PySpark: pip install 'sqlanon[spark]'") from exc
-        self.remote = master is not None and not master.startswith("local")
-        master = master or f"local[{workers},{retries + 1}]"
-        self._spark = (
-            SparkSession.builder.master(master)
-            .appName("sqlanon")
-            .config("spark.task.maxFailures", str(retries + 1))
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.python.worker.reuse", "true")
-            .getOrCreate()
-        )
+        active = SparkSession.getActiveSession()
+        # A caller's session (a notebook's, say) is used as it is and left
+        # running; only a session started here is configured and stopped.
+        self._owned = active is None
+        if active is not None:
+            self._spark = active
+            log.info("using the active Spark session (master %s)", active.sparkContext.master)
+        else:
+            master = master or f"local[{workers},{retries + 1}]"
+            ours = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+            try:
+                self._spark = (
+                    SparkSession.builder.master(master)
+                    .appName("sqlanon")
+                    .config("spark.task.maxFailures", str(retries + 1))
+                    .config("spark.ui.enabled", "false")
+                    .config("spark.ui.showConsoleProgress", "false")
+                    .config("spark.python.worker.reuse", "true")
+                    .getOrCreate()
+                )
+            except Exception as exc:  # noqa: BLE001 - py4j/Java errors of every kind
+                raise ConfigError(f"cannot start Spark with master {master!r}: {_spark_error(exc)}") from None
+            finally:
+                if ours is not None and signal.getsignal(signal.SIGINT) is not ours:
+                    # pyspark installs its own Ctrl-C handler; the run's own
+                    # (sqlanon.interrupts: never publish after a Ctrl-C, never
+                    # stop half-way through publishing) must stay in charge.
+                    signal.signal(signal.SIGINT, ours)
+            self._spark.sparkContext.setLogLevel("ERROR")
         sc = self._spark.sparkContext
-        sc.setLogLevel("ERROR")
+        self.remote = not sc.master.startswith("local")
         self.slots = max(1, sc.defaultParallelism)
         self.host_slots = self.slots if not self.remote else int(sc.getConf().get("spark.executor.cores", "1"))
         self.memory_per_slot = int(total_memory() * 0.8 / self.slots) if not self.remote else 2**30
@@ -279,6 +310,8 @@ class SparkExecutor:
     def warm(self) -> None:
         """Spark's Python workers start with the first job."""
 
+    describe_error = staticmethod(_spark_error)
+
     def submit(self, fn, task) -> Future:
         sc = self._spark.sparkContext
         return self._threads.submit(lambda: sc.parallelize([task], 1).map(fn).collect()[0])
@@ -287,7 +320,9 @@ class SparkExecutor:
         if abort:
             self._spark.sparkContext.cancelAllJobs()
         self._threads.shutdown(wait=not abort, cancel_futures=True)
-        self._spark.stop()
+        if self._owned:
+            self._spark.stop()
+
 
 
 def make_executor(

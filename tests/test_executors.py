@@ -138,3 +138,61 @@ def test_abort_kills_a_running_task():
     assert _time.monotonic() - t0 < 10
     with pytest.raises(Exception):
         fut.result(timeout=10)
+
+
+@pytest.mark.spark
+def test_spark_leaves_a_callers_session_and_the_runs_ctrl_c_handling(source, tmp_path, local_result):
+    """In a notebook the session is the caller's: it is used and left running
+    (it used to be stopped under the caller). A session started here is
+    stopped, and pyspark's own SIGINT handler does not replace the run's
+    (sqlanon.interrupts: without it a Ctrl-C while publishing could leave the
+    output published without its metrics)."""
+    import signal
+
+    from pyspark.sql import SparkSession
+
+    from sqlanon import interrupts
+    from sqlanon.executors import SparkExecutor
+
+    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    try:
+        out = tmp_path / "out.parquet"
+        check_same(run(source, out, "spark"), local_result, out)
+        assert spark.range(3).count() == 3  # still running
+    finally:
+        spark.stop()
+    with interrupts.watching():
+        ours = signal.getsignal(signal.SIGINT)
+        pool = SparkExecutor(None, 1, 0)
+        try:
+            assert signal.getsignal(signal.SIGINT) is ours
+        finally:
+            pool.shutdown()
+    assert SparkSession.getActiveSession() is None
+
+
+@pytest.mark.parametrize(("executor", "option", "value"), [
+    ("dask", "scheduler", "notaurl"),
+    pytest.param("spark", "spark_master", "no-such-master", marks=pytest.mark.spark),
+])
+def test_unusable_cluster_address_is_a_config_error(source, tmp_path, executor, option, value):
+    out = tmp_path / "out.parquet"
+    with pytest.raises(ConfigError, match=value) as err:
+        run(source, out, executor, **{option: value})
+    assert "\n" not in str(err.value)
+    assert not out.exists()
+
+
+def test_spark_errors_are_told_by_their_meaningful_line():
+    """A failed Spark task's error is a generic line, a Python traceback and the
+    error itself last; a failed start is a py4j line and a Java trace. The run's
+    one-line error says what went wrong (it said 'An exception was thrown from
+    the Python worker:')."""
+    from sqlanon.executors import SparkExecutor
+
+    task = Exception("An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+                     '  File "worker.py", line 1, in f\n    raise ValueError(x)\nValueError: disk full\n')
+    assert SparkExecutor.describe_error(task) == "ValueError: disk full"
+    start = Exception("An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n"
+                      ": org.apache.spark.SparkException: Could not parse Master URL: 'x'\n\tat org.apache.spark.X")
+    assert SparkExecutor.describe_error(start) == "org.apache.spark.SparkException: Could not parse Master URL: 'x'"
