@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import sys
 
@@ -45,6 +46,23 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     return out
 
 
+def _dumps(doc, indent: int | None = None) -> str:
+    """JSON text that every parser reads: a NaN or infinite number (a QI
+    value in a violation, say) is written as the string Python shows for it,
+    not as the bare NaN token that JSON does not have."""
+
+    def finite(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return str(x)
+        if isinstance(x, dict):
+            return {k: finite(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [finite(v) for v in x]
+        return x
+
+    return json.dumps(finite(doc), indent=indent, default=str, allow_nan=False)
+
+
 def handle_errors(fn):
     """Turn sqlanon errors into a one-line ``Error:`` and their exit code."""
 
@@ -57,6 +75,7 @@ def handle_errors(fn):
         except click.ClickException:
             raise  # click prints usage errors itself (exit code 2)
         except (KeyboardInterrupt, Exception) as exc:
+            _end_progress_line()
             if interrupts.received() or isinstance(exc, KeyboardInterrupt):
                 # Whatever the failure looks like (DuckDB reports a Ctrl-C as
                 # "Query interrupted"; an import cut short fails as ImportError).
@@ -220,8 +239,19 @@ def _progress(quiet: bool):
     def report(finished: int, total: int) -> None:
         bar = "#" * (width * finished // max(total, 1))
         click.echo(f"\r[{bar:<{width}}] {finished}/{total} fragments", err=True, nl=finished >= total)
+        _progress_line_open[0] = finished < total
 
     return report
+
+
+_progress_line_open = [False]
+"""Whether the progress bar's line waits for its end (an error then starts a line of its own)."""
+
+
+def _end_progress_line() -> None:
+    if _progress_line_open[0]:
+        click.echo("", err=True)
+        _progress_line_open[0] = False
 
 
 def _sample(value: str | None) -> float | None:
@@ -324,7 +354,7 @@ def anonymize(
     and a total) is appended next to the output.
     """
     for name, value in (("INPUT", input), ("-o", output), ("--qi", qi), ("-k", k)):
-        if not value:
+        if value is None or value == () or value == "":
             raise click.UsageError(f"Missing '{name}' (give it on the command line or in --config).", ctx)
     if executor == "local" and not executors.in_process(executor, workers, explain):
         executors.start_local_server()
@@ -370,10 +400,10 @@ def anonymize(
             # stop it now rather than let it hold our stdout/stderr a second more.
             executors.stop_local_server()
     if explain:
-        click.echo(json.dumps(result.explain(), indent=None if as_json else 2, default=str))
+        click.echo(_dumps(result.explain(), indent=None if as_json else 2))
         return
     if as_json:
-        click.echo(json.dumps(result.to_dict(), default=str))
+        click.echo(_dumps(result.to_dict()))
         return
     m = result.metrics
     click.echo(
@@ -405,7 +435,7 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
 
     check = api.verify(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive), table=table)
     if as_json:
-        click.echo(json.dumps(check.to_dict(), default=str))
+        click.echo(_dumps(check.to_dict()))
     elif check.ok:
         click.echo(
             f"OK: {check.rows} rows in {check.classes} classes, min class size {check.min_class_size}"

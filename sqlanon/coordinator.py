@@ -113,8 +113,10 @@ class RunOptions:
             raise ConfigError("--spark-master goes with --executor spark")
         if not isinstance(self.retries, int) or self.retries < 0:
             raise ConfigError(f"--retries must be a non-negative integer, got {self.retries!r}")
-        if self.task_timeout is not None and not self.task_timeout > 0:
-            raise ConfigError(f"--task-timeout must be a positive number of seconds, got {self.task_timeout!r}")
+        if self.task_timeout is not None and not 0 < self.task_timeout < 10**9:  # a wait longer overflows
+            raise ConfigError(
+                f"--task-timeout must be a positive number of seconds (below 1e9), got {self.task_timeout!r}"
+            )
         if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
             raise ConfigError(f"--workers must be a positive integer, got {self.workers!r}")
         if self.fragments is not None and (not isinstance(self.fragments, int) or self.fragments < 1):
@@ -498,6 +500,8 @@ def run(
     workers = options.n_workers
     n_fragments = options.fragments or workers
     in_process = executors.in_process(options.executor, workers, options.explain)
+    if in_process and options.task_timeout and not options.explain:
+        log.warning("--task-timeout applies to worker processes; with one worker the run is in this process, untimed")
     pool = None if in_process else executors.make_executor(
         options.executor, workers, scheduler=options.scheduler, spark_master=options.spark_master,
         retries=options.retries,

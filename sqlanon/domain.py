@@ -81,15 +81,19 @@ def resolve_generalization(qi: QuasiIdentifier, dtype: pa.DataType) -> str:
 
 def check_type(name: str, dtype: pa.DataType, role: str) -> None:
     """Refuse a quasi-identifier or sensitive column whose values cannot be
-    compared or grouped: nested values, and intervals as QIs (no order)."""
+    compared or grouped: nested values; as QIs, intervals (no order) and
+    bytes (no text to publish)."""
     if pa.types.is_dictionary(dtype):
         dtype = dtype.value_type
     nested = pa.types.is_nested(dtype)
-    if nested or (role == "quasi-identifier" and pa.types.is_interval(dtype)):
-        what = "nested values" if nested else "intervals, which have no order"
+    qi = role == "quasi-identifier"
+    binary = pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype) or pa.types.is_fixed_size_binary(dtype)
+    if nested or (qi and (pa.types.is_interval(dtype) or binary)):
+        what = ("nested values" if nested else "intervals, which have no order" if pa.types.is_interval(dtype)
+                else "bytes, which have no text to publish")
         raise ConfigError(
             f"column {name!r} has type {dtype} ({what}) and cannot be a {role}: "
-            "cast it to text or numbers in a view, or leave it out"
+            "cast it to text or numbers in a view (e.g. hex), or leave it out"
         )
 
 

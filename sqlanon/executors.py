@@ -210,6 +210,10 @@ class DaskExecutor:
             from distributed import Client, LocalCluster
         except ImportError as exc:
             raise ConfigError("--executor dask needs Dask distributed: pip install 'sqlanon[dask]'") from exc
+        if not log.isEnabledFor(logging.INFO):
+            # Dask logs its cluster's life at INFO on stderr, the CLI's error
+            # channel; keep its warnings and errors (-v shows everything).
+            logging.getLogger("distributed").setLevel(logging.WARNING)
         self.remote = scheduler is not None
         if scheduler is None:
             self._cluster = LocalCluster(

@@ -556,6 +556,11 @@ class DuckDBTarget(LocalStagingTarget):
                 con.register("__sqlanon_metrics", metrics)
                 name = ident(["__sqlanon_dst", *mtable])
                 con.execute(f'CREATE TABLE IF NOT EXISTS {name} AS SELECT * FROM "__sqlanon_metrics" LIMIT 0')
+                # By name, adding the columns an older sqlanon's table lacks.
+                have = {d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description}
+                for col, typ, *_ in con.execute('DESCRIBE SELECT * FROM "__sqlanon_metrics"').fetchall():
+                    if col not in have:
+                        con.execute(f"ALTER TABLE {name} ADD COLUMN {ident(col)} {typ}")
                 con.execute(f'INSERT INTO {name} BY NAME SELECT * FROM "__sqlanon_metrics"')
             con.execute("COMMIT")
         except duckdb.Error as exc:

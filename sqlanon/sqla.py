@@ -275,13 +275,16 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
         raise ConfigError("a database URL needs --table (schema.table)")
     parts = tuple(split_table_name(table))
     schema, name = (None, parts[0]) if len(parts) == 1 else parts
+    source = SqlAlchemySource(conn, parts)
+    if source.root is not None and not conn.url.startswith("sqlite:///file:") and not os.path.isfile(source.root):
+        # SQLite would create an empty database file there, and leave it behind.
+        raise InputError(f"SQLite database {source.root!r} does not exist")
     try:
         columns = inspect(_engine(conn)).get_columns(name, schema=schema)
     except NoSuchTableError:
         raise InputError(f"table {table!r} does not exist in {conn.safe()}") from None
     except SQLAlchemyError as exc:
         raise InputError(f"cannot read {conn.safe()}: {conn.redact(first_line(_cause(exc)))}") from None
-    source = SqlAlchemySource(conn, parts)
     known = [(c["name"], arrow_type(c["type"], conn.backend)) for c in columns]
     if any(t is None for _, t in known):
         # Columns without a declared type (SQLite allows them): type them from their values.

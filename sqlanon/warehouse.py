@@ -660,10 +660,18 @@ class PostgresTarget:
         try:
             with self._transaction("publish") as c:
                 self._replace(c, stage)
-                for stmt in (f"CREATE TABLE IF NOT EXISTS {metrics_table} (LIKE {metrics_stage})",
-                             f"INSERT INTO {metrics_table} SELECT * FROM {metrics_stage}",
-                             f"DROP TABLE {metrics_stage}"):
-                    c.execute(stmt)
+                c.execute(f"CREATE TABLE IF NOT EXISTS {metrics_table} (LIKE {metrics_stage})")
+                # By name, adding the columns an older sqlanon's table lacks.
+                columns = "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute " \
+                          "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+                have = {r[0] for r in c.execute(columns, (metrics_table,)).fetchall()}
+                new = c.execute(columns, (metrics_stage,)).fetchall()
+                for name, typ in new:
+                    if name not in have:
+                        c.execute(f"ALTER TABLE {metrics_table} ADD COLUMN {ident(name)} {typ}")
+                names = ", ".join(ident(name) for name, _ in new)
+                c.execute(f"INSERT INTO {metrics_table} ({names}) SELECT {names} FROM {metrics_stage}")
+                c.execute(f"DROP TABLE {metrics_stage}")
         except InputError:
             self.rollback(con, staging)
             raise

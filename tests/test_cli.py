@@ -33,6 +33,7 @@ from click.testing import CliRunner
 
 from sqlanon import coordinator as sqlanon_coordinator
 from sqlanon.cli import main
+from sqlanon.errors import InputError
 from sqlanon.io import STAGING_MARK
 from sqlanon.verification import Verification
 
@@ -472,7 +473,7 @@ def inputs(tmp_path) -> dict[str, Path]:
     odd = d / "odd.parquet"  # types that cannot be QIs or sensitive; an infinite double
     duckdb.sql(
         "COPY (SELECT i AS id, i % 5 AS x, [i, i + 1] AS lst, {'a': i} AS st, to_seconds(i % 3) AS iv, "
-        f"CASE WHEN i = 0 THEN 'inf'::DOUBLE ELSE i END AS f FROM range(40) t(i)) TO '{odd}'"
+        f"CASE WHEN i = 0 THEN 'inf'::DOUBLE ELSE i END AS f, '\\xFF\\x01'::BLOB AS bl FROM range(40) t(i)) TO '{odd}'"
     )
     return {"header_only": header_only, "empty_parquet": empty_parquet, "corrupt": corrupt, "odd": odd}
 
@@ -521,6 +522,10 @@ ERROR_CASES = [
      [r"'st'", r"nested values", r"sensitive"]),
     ("qi-interval", ["--qi", "iv", "-k", "2"], "odd", 2, [r"'iv'", r"no order"]),
     ("qi-infinite", ["--qi", "f", "-k", "2"], "odd", 2, [r"'f'", r"infinite", r"--generalization f=set"]),
+    ("qi-binary", ["--qi", "bl", "-k", "2"], "odd", 2, [r"'bl'", r"bytes", r"quasi-identifier"]),  # was internal
+    ("k-zero", ["--qi", "age", "-k", "0"], None, 2, [r"k must be an integer >= 2, got 0"]),  # was "Missing '-k'"
+    ("task-timeout-infinite", ["--qi", "age", "-k", "10", "--task-timeout", "inf"], None, 2,
+     [r"--task-timeout", r"inf"]),  # was an internal OverflowError
     ("sample-infinite", ["--qi", "age", "-k", "10", "--sample", "inf"], None, 2, [r"--sample", r"inf"]),
     pytest.param(
         "malformed-hierarchy", ["--qi", "age,race", "-k", "10", "--hierarchy", "race"], None, 2,
@@ -623,6 +628,34 @@ def test_config_file_that_is_not_utf8_is_a_usage_error(tmp_path, out_dir):
     assert_usage_error(r.stderr, r"not UTF-8")
 
 
+def test_verify_reads_csv_as_text(tmp_path):
+    """A CSV file is text: '1.0' and '1.00' are two published values, two
+    classes (as the publishing check counts them); it used to read them as
+    one number and pass a file that breaks k."""
+    src = tmp_path / "v.csv"
+    src.write_text("q,s\n1.0,x\n1.0,y\n1.0,x\n1.00,y\n1.00,x\n1.00,y\n")
+    r = cli("verify", src, "--qi", "q", "-k", "4", "--json")
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert doc["classes"] == 2 and doc["n_violations"] == 2
+    assert cli("verify", src, "--qi", "q", "-k", "3", "-l", "2", "--sensitive", "s").exit_code == 0
+
+
+def test_json_output_is_strict_json(tmp_path):
+    """A NaN QI value in a violation is written as a string: the bare NaN
+    token is not JSON, and strict parsers refuse the whole document."""
+    src = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"q": [1.0, 1.0, float("nan"), float("nan")]}), src)
+    r = cli("verify", src, "--qi", "q", "-k", "3", "--json")
+    assert r.exit_code == 1
+
+    def refuse(token):
+        raise ValueError(token)
+
+    doc = json.loads(r.stdout, parse_constant=refuse)
+    assert sorted(str(v["q"]) for v in doc["violations"]) == ["1.0", "nan"]
+
+
 @pytest.mark.parametrize("which", ["header_only", "empty_parquet"])
 def test_empty_input_error_names_the_file(inputs, out_dir, which):
     r = cli("anonymize", inputs[which], "-o", out_dir / "o.parquet", "--qi", "age", "-k", "2")
@@ -697,8 +730,8 @@ def test_verify_non_anonymous_file(tmp_path):
     assert r.exit_code == 1
     assert "Traceback" not in r.stderr
     assert "FAILED" in r.stderr
-    # lists violating groups: QI values and their size
-    assert re.search(r"age=\d+, education-num=\d+, __rows=\d", r.stderr)
+    # lists violating groups: QI values (a CSV's values are text) and their size
+    assert re.search(r"age='\d+', education-num='\d+', __rows=\d", r.stderr)
 
     r = cli("verify", ADULTS, "--qi", qi, "-k", "10", "--json")
     assert r.exit_code == 1
@@ -803,3 +836,22 @@ def test_help_lists_commands():
     for name in main.commands:
         assert name in r.stdout
     assert {"anonymize", "verify"} <= set(main.commands)
+
+
+def test_an_error_after_a_partial_progress_bar_starts_its_own_line(monkeypatch, capsys):
+    """On a terminal the bar's line stays open between fragments; an error
+    printed then used to continue it ('[####] 4/8 fragmentsError: ...')."""
+    from sqlanon import cli as cli_module
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    report = cli_module._progress(quiet=False)
+    report(4, 8)
+
+    @cli_module.handle_errors
+    def failing():
+        raise InputError("disk full")
+
+    with pytest.raises(SystemExit):
+        failing()
+    err = capsys.readouterr().err
+    assert err.endswith("4/8 fragments\nError: disk full\n"), repr(err)

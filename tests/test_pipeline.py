@@ -460,6 +460,23 @@ def test_timestamptz_generalizations_do_not_depend_on_the_machine_time_zone(tmp_
     assert all(v.endswith("Z") or v.endswith("*") for v in outs[0].column("zone").to_pylist())
 
 
+def test_metrics_table_of_an_older_shape_takes_new_columns(tmp_path):
+    """A DuckDB metrics table written by an older sqlanon (without the
+    columns added since) takes this run's rows by name, adding the missing
+    columns; every run used to fail at publishing."""
+    src = tmp_path / "people.parquet"
+    pq.write_table(people(500), src)
+    out = tmp_path / "t.duckdb"
+    run(src, out, target_table="anon", workers=1)
+    con = duckdb.connect(str(out))
+    con.execute("CREATE OR REPLACE TABLE anon__metrics AS SELECT * EXCLUDE (worker_pid, worker_peak_rss_mb, plan) "
+                "FROM anon__metrics")
+    con.close()
+    run(src, out, target_table="anon", workers=1, overwrite=True)
+    with duckdb.connect(str(out), read_only=True) as con:
+        assert con.execute("SELECT count(*), count(plan) FROM anon__metrics WHERE kind = 'total'").fetchone() == (2, 1)
+
+
 def test_checksums_agree_on_every_lake_type(tmp_path, caplog):
     """No false alarm: pass-through columns of many types, through Parquet,
     CSV (strings that look like numbers), a directory and a DuckDB table."""

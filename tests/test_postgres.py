@@ -460,6 +460,24 @@ def test_nondeterministic_sensitive_collation_is_verified_as_the_server_compares
     assert not exists(pg_url, schema, "dst") and staging_left(pg_url, schema) == set()
 
 
+def test_metrics_table_of_an_older_shape_takes_new_columns(pg_url):
+    """Rows go into an existing metrics table by name, adding the columns an
+    older sqlanon's table lacks (it inserted by position: an error, or values
+    in the wrong columns)."""
+    schema = "old_metrics"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 300)
+    args = ["anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table", f"{schema}.dst",
+            *PEOPLE_ARGS, "--workers", 1, "--overwrite"]
+    assert _cli(*args).returncode == 0
+    sql(pg_url, f"ALTER TABLE {rel(schema, 'dst__metrics')} DROP COLUMN worker_pid, DROP COLUMN plan")
+    p = _cli(*args)
+    assert p.returncode == 0, p.stderr
+    got = sql(pg_url, f"SELECT count(*), count(plan), count(DISTINCT run_id) FROM {rel(schema, 'dst__metrics')} "
+                      "WHERE kind = 'total'")
+    assert got == [(2, 1, 2)]
+
+
 def test_hostile_identifiers_and_values(pg_url):
     schema, table = "we ird", 'pe"ople'
     fresh_schema(pg_url, schema)

@@ -264,6 +264,13 @@ def test_case_insensitive_columns_are_counted_by_their_bytes(tmp_path):
     assert r.metrics.gcp == pytest.approx(1.0)  # one class holding every value of both columns (was 2.0)
 
 
+def test_missing_sqlite_file_is_an_error_and_is_not_created(tmp_path):
+    missing = tmp_path / "nosuch.db"
+    p = _cli("anonymize", f"sqlite:///{missing}", "--table", "t", "-o", tmp_path / "o.parquet", "--qi", "a", "-k", 2)
+    assert p.returncode == 1 and p.stderr.strip() == f"Error: SQLite database {str(missing)!r} does not exist"
+    assert not missing.exists()  # SQLite would have created an empty database file
+
+
 def test_quoting_and_binds_follow_the_dialect():
     """Names are quoted the dialect's way, a ``:`` in a name is escaped for
     text(), values are named binds; compiled for a driver that formats with
