@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 
 import click
@@ -74,6 +75,10 @@ def handle_errors(fn):
                 return fn(*args, **kwargs)
         except click.ClickException:
             raise  # click prints usage errors itself (exit code 2)
+        except BrokenPipeError:
+            # Whoever read the output went away (`| head`); the run itself is
+            # done. No message (stdout is gone), the shell's code for SIGPIPE.
+            sys.exit(141)
         except (KeyboardInterrupt, Exception) as exc:
             _end_progress_line()
             if interrupts.received() or isinstance(exc, KeyboardInterrupt):
@@ -115,6 +120,13 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
 
 
+class _ConfigFileError(click.ClickException):
+    """A bad --config file: a usage error (exit 2) of one line, without
+    click's usage banner (the file, not the command line, is at fault)."""
+
+    exit_code = 2
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """A safe YAML loader that refuses a key written twice in one mapping
     (plain YAML keeps the last one, silently)."""
@@ -145,13 +157,13 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
         with open(value, encoding="utf-8") as fh:
             data = yaml.load(fh, Loader=_UniqueKeyLoader) or {}
     except OSError as exc:
-        raise click.BadParameter(f"cannot read {value!r}: {exc.strerror}", ctx, param) from exc
+        raise _ConfigFileError(f"cannot read {value!r}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
-        raise click.BadParameter(f"{value!r} is not UTF-8 text: {exc.reason} at byte {exc.start}", ctx, param) from exc
+        raise _ConfigFileError(f"{value!r} is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     except yaml.YAMLError as exc:
-        raise click.BadParameter(f"{value!r} is not valid YAML: {' '.join(str(exc).split())}", ctx, param) from exc
+        raise _ConfigFileError(f"{value!r} is not valid YAML: {' '.join(str(exc).split())}") from exc
     if not isinstance(data, dict):
-        raise click.BadParameter(f"{value!r} must hold a mapping of option names to values", ctx, param)
+        raise _ConfigFileError(f"{value!r} must hold a mapping of option names to values")
     keys: dict[str, click.Parameter] = {}
     for p in ctx.command.params:
         if p.name in ("config", "debug", "help"):
@@ -166,14 +178,14 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
         p = keys.get(str(key).replace("-", "_"))
         if p is None:
             hint = suggest(str(key), sorted(k.replace("_", "-") for k in keys))
-            raise click.BadParameter(f"unknown key {key!r} in {value!r}{hint}", ctx, param)
+            raise _ConfigFileError(f"unknown key {key!r} in {value!r}{hint}")
         if p.name in given:
-            raise click.BadParameter(f"{given[p.name]!r} and {key!r} in {value!r} are the same option", ctx, param)
+            raise _ConfigFileError(f"{given[p.name]!r} and {key!r} in {value!r} are the same option")
         given[p.name] = key
         try:
             defaults[p.name] = _config_value(p, val, base)
         except ValueError as exc:
-            raise click.BadParameter(f"{key!r} in {value!r} {exc}", ctx, param) from None
+            raise _ConfigFileError(f"{key!r} in {value!r} {exc}") from None
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return value
 
@@ -193,6 +205,9 @@ def _config_value(p: click.Parameter, val, base: str):
 
     def path(x) -> str:
         x = _scalar(x, "a path")
+        sqlite = re.match(r"sqlite(\+\w+)?:///(?!/)", x)  # sqlite:///relative.db, not sqlite:////abs.db
+        if sqlite and not x[sqlite.end():].startswith((":memory:", "file:")) and x[sqlite.end():]:
+            return x[: sqlite.end()] + os.path.join(base, x[sqlite.end():])
         return x if "://" in x or os.path.isabs(x) else os.path.join(base, x)
 
     if p.name in ("hierarchy", "generalization"):
@@ -324,12 +339,18 @@ def _sample(value: str | None) -> float | None:
     help="Where workers run: a local process pool, Dask distributed or Spark (extras sqlanon[dask], sqlanon[spark]).",
 )
 @click.option("--scheduler", help="Dask scheduler address, e.g. tcp://host:8786 (default: a local cluster).")
-@click.option("--spark-master", help="Spark master URL (default: local[WORKERS]).")
+@click.option(
+    "--spark-master",
+    help="Spark master URL (default: local[WORKERS,RETRIES+1]; a notebook's active session is used as it is).",
+)
 @click.option("--retries", type=int, default=2, show_default=True, help="Reruns of a failed task (Dask, Spark).")
 @click.option("--task-timeout", type=float, help="Seconds one fragment may take before the run fails.")
 @click.option("--metrics", help="Metrics table to append to (default: OUTPUT__metrics.parquet, or TABLE__metrics).")
 @click.option("--explain", is_flag=True, help="Print the plan (fragments, WHERE clauses, sizes) and stop.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing output (only once the new one is verified).")
+@click.option(
+    "--overwrite/--no-overwrite", default=False,
+    help="Replace an existing output (only once the new one is verified).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the run's metrics and timings as one JSON object.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @debug_option

@@ -40,7 +40,9 @@ def file_format(path: str) -> str | None:
 
 def suggest(word: str, choices) -> str:
     """A ``" (did you mean 'x'?)"`` hint, or ``""`` when nothing is close."""
-    close = difflib.get_close_matches(word, list(choices), n=1)
+    choices = list(choices)
+    same_but_case = [c for c in choices if c.lower() == word.lower() and c != word]
+    close = same_but_case or difflib.get_close_matches(word, choices, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -170,7 +170,7 @@ class RunResult:
         """The plan as ``--explain`` prints it: fragments, WHERE clauses, sizes."""
         frags = []
         for f in self.plan.fragments:
-            where, params = fragmentation.where_sql(f.predicates, self.dialect)
+            where, params = fragmentation.where_shown(f.predicates, self.dialect)
             frags.append(
                 dict(id=f.id, path=f.path, where=where, params=params,
                      estimated_rows=f.estimated_rows, sample_rows=f.sample_rows)
@@ -828,7 +828,7 @@ def _metrics_rows(run_id, started, plan, results, repaired, total, spec, options
     for f in plan.fragments:
         r = results.get(f.id)
         m = r.metrics if r else None
-        where, wparams = fragmentation.where_sql(f.predicates, source.dialect)
+        where, wparams = fragmentation.where_shown(f.predicates, source.dialect)
         rows.append(
             dict(
                 common, kind="fragment", fragment_id=f.id, where_clause=where, where_params=_json(wparams),

@@ -377,6 +377,14 @@ def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple
     return rendered.sql, rendered.params
 
 
+def where_shown(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple[str, list[Any]]:
+    """:func:`where_sql` as the database receives it, for people (``--explain``,
+    the metrics table): another SQLAlchemy database's SQL runs as ``text()``,
+    whose ``\\:`` escape of a colon in a name the database never sees."""
+    sql, params = where_sql(predicates, dialect)
+    return (sql.replace("\\:", ":") if is_generic(dialect) else sql), params
+
+
 # --------------------------------------------------------------------------
 # Encoding the sample: one integer code per row and QI, in engine order.
 # --------------------------------------------------------------------------

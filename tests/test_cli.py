@@ -855,3 +855,50 @@ def test_an_error_after_a_partial_progress_bar_starts_its_own_line(monkeypatch, 
         failing()
     err = capsys.readouterr().err
     assert err.endswith("4/8 fragments\nError: disk full\n"), repr(err)
+
+
+def test_config_errors_are_one_line_and_keys_differ_by_case(tmp_path):
+    """A bad job file is one line (no usage banner: the command line is not at
+    fault), and a key that differs only by case gets its hint."""
+    cfg = tmp_path / "job.yml"
+    cfg.write_text("K: 10\n")
+    r = run_subprocess("anonymize", "--config", cfg)
+    assert r.returncode == 2
+    assert r.stderr == f"Error: unknown key 'K' in {str(cfg)!r} (did you mean 'k'?)\n"
+
+
+def test_a_config_file_overwrite_can_be_turned_off(tmp_path):
+    out = tmp_path / "o.parquet"
+    out.write_bytes(b"previous")
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"input: {ADULTS}\noutput: {out}\nqi: age\nk: 10\noverwrite: true\n")
+    r = cli("anonymize", "--config", cfg, "--no-overwrite", "--workers", "1")
+    assert r.exit_code == 2 and "already exists; pass --overwrite" in r.stderr, r.stderr
+    assert out.read_bytes() == b"previous"
+
+
+def test_relative_sqlite_url_in_a_config_file_is_relative_to_the_file(tmp_path, monkeypatch):
+    import sqlite3
+
+    job = tmp_path / "jobs"
+    job.mkdir()
+    with sqlite3.connect(job / "hr.db") as c:
+        c.execute("CREATE TABLE p (id INTEGER, age INTEGER)")
+        c.executemany("INSERT INTO p VALUES (?, ?)", [(i, i % 40) for i in range(200)])
+    (job / "job.yml").write_text("input: sqlite:///hr.db\ntable: p\noutput: o.parquet\nqi: age\nk: 5\n")
+    monkeypatch.chdir(tmp_path)  # elsewhere: SQLite would create ./hr.db, and find no table
+    r = cli("anonymize", "--config", job / "job.yml", "--workers", "1", "--quiet")
+    assert r.exit_code == 0, r.stderr
+    assert (job / "o.parquet").exists() and not (tmp_path / "hr.db").exists()
+
+
+def test_reader_gone_after_publishing_is_not_an_internal_error(tmp_path):
+    """`sqlanon anonymize … --json | head -c0`: the run is done and published;
+    the closed pipe used to end it as 'internal error (BrokenPipeError)', exit 1."""
+    out = tmp_path / "o.parquet"
+    p = subprocess.Popen([sys.executable, "-m", "sqlanon", "anonymize", str(ADULTS), "-o", str(out), "--qi", "age",
+                          "-k", "10", "--json", "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=300) == 141 and err == ""
+    assert out.exists()

@@ -271,6 +271,28 @@ def test_missing_sqlite_file_is_an_error_and_is_not_created(tmp_path):
     assert not missing.exists()  # SQLite would have created an empty database file
 
 
+def test_explain_and_metrics_show_the_sql_the_database_runs(tmp_path):
+    """A colon in a column name is escaped for SQLAlchemy's text() (\\:); the
+    database never sees the backslash, and neither should --explain or the
+    metrics table, whose WHERE clauses people rerun."""
+    path = tmp_path / "c.db"
+    with sqlite3.connect(path) as c:
+        c.execute('CREATE TABLE t (id INTEGER, "q:1" INTEGER)')
+        c.executemany("INSERT INTO t VALUES (?, ?)", [(i, i % 50) for i in range(500)])
+    r = sqlanon.anonymize(f"sqlite:///{path}", tmp_path / "o.parquet", table="t", qi=["q:1"], k=5, workers=2,
+                          fragments=2, sample=500)
+    wheres = [f["where"] for f in r.explain()["fragments"]]
+    assert all('"q:1"' in w and "\\" not in w for w in wheres), wheres
+    stored = duckdb.sql(f"SELECT where_clause FROM read_parquet('{tmp_path / 'o__metrics.parquet'}') "
+                        "WHERE kind = 'fragment' ORDER BY fragment_id").fetchall()
+    assert [w for (w,) in stored] == wheres
+    with sqlite3.connect(path) as c:  # and they run as shown (binds aside)
+        params = [f["params"] for f in r.explain()["fragments"]]
+        counts = [c.execute(f"SELECT count(*) FROM t WHERE {w}", {f"p{i}": v for i, v in enumerate(ps)}).fetchone()[0]
+                  for w, ps in zip(wheres, params)]
+    assert sum(counts) == 500
+
+
 def test_quoting_and_binds_follow_the_dialect():
     """Names are quoted the dialect's way, a ``:`` in a name is escaped for
     text(), values are named binds; compiled for a driver that formats with
