@@ -215,6 +215,8 @@ def _render(source, template: str, **context):
 
 def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...], where: str) -> None:
     names = schema.names
+    if "" in names and "" not in drop:
+        raise InputError(f"{where} has a column without a name: give it one in a view")
     for c in [*spec.qi_names, *spec.sensitive]:
         if c.startswith(RESERVED_PREFIX):
             raise ConfigError(f"column {c!r}: names starting with {RESERVED_PREFIX!r} are sqlanon's own; rename it")

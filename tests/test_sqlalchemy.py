@@ -293,6 +293,16 @@ def test_explain_and_metrics_show_the_sql_the_database_runs(tmp_path):
     assert sum(counts) == 500
 
 
+def test_a_column_without_a_name_is_refused_by_name(tmp_path):
+    path = tmp_path / "n.db"
+    with sqlite3.connect(path) as c:
+        c.execute('CREATE TABLE t (id INTEGER, "" INTEGER, age INTEGER)')
+        c.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i, i, i % 20) for i in range(100)])
+    p = _cli("anonymize", f"sqlite:///{path}", "--table", "t", "-o", tmp_path / "o.parquet", "--qi", "age", "-k", 5)
+    assert p.returncode == 1 and p.stderr.startswith("Error: ") and "column without a name" in p.stderr, p.stderr
+    assert len(p.stderr.splitlines()) == 1  # was 'internal error (ValueError: not an identifier)'
+
+
 def test_quoting_and_binds_follow_the_dialect():
     """Names are quoted the dialect's way, a ``:`` in a name is escaped for
     text(), values are named binds; compiled for a driver that formats with
