@@ -149,7 +149,7 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     Values become the command's defaults, so flags given on the command line
     override them. Relative paths are relative to the YAML file. A value of
     the wrong kind (``k: 4.9``, ``qi:`` left empty, a list where one value
-    goes) and a key given twice (``k`` and ``-k``) are errors naming the key.
+    goes) and one option given twice (``o`` and ``output``) are errors naming the key.
     """
     if not value:
         return value

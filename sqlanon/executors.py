@@ -328,7 +328,6 @@ class SparkExecutor:
             self._spark.stop()
 
 
-
 def make_executor(
     name: str, workers: int, *, scheduler: str | None = None, spark_master: str | None = None, retries: int = 2
 ):
