@@ -1117,9 +1117,9 @@ def test_pass_through_types_that_cannot_reach_a_file_are_refused_by_name(pg_url,
     as a double (NaN as 0) into a file and could not be published to PG at all."""
     schema = "crosstypes"
     sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_amount CASCADE; CREATE DOMAIN public.sqlanon_amount AS numeric")
-    _small_source(pg_url, schema, f", TIMETZ '12:00:00.123456+02' AS ttz, g * interval '1 microsecond' AS iv, "
-                                  f"(CASE WHEN g % 10 = 0 THEN 'NaN' ELSE g * 123456789.123456789123 END)"
-                                  f"::public.sqlanon_amount AS dm")
+    _small_source(pg_url, schema, ", TIMETZ '12:00:00.123456+02' AS ttz, g * interval '1 microsecond' AS iv, "
+                                  "(CASE WHEN g % 10 = 0 THEN 'NaN' ELSE g * 123456789.123456789123 END)"
+                                  "::public.sqlanon_amount AS dm")
     run = dict(table=f"{q(schema)}.src", qi=["age"], k=5, l=2, sensitive=["disease"], workers=1)
     with pytest.raises(sqlanon.ConfigError, match=r"'ttz' is time with time zone .* --drop it"):
         sqlanon.anonymize(pg_url, tmp_path / "a.parquet", **run)
