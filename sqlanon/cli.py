@@ -7,9 +7,7 @@ verification), 2 usage or configuration error, 130 interrupted.
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import math
 import os
 import re
 import sys
@@ -18,7 +16,7 @@ import click
 import yaml
 
 from . import executors, interrupts
-from .config import GENERALIZATIONS, INTERVAL_FORMATS, STRATEGIES, file_format, suggest
+from .config import GENERALIZATIONS, INTERVAL_FORMATS, STRATEGIES, file_format, strict_json, suggest
 from .errors import SqlanonError
 from .executors import EXECUTORS
 
@@ -45,23 +43,6 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
             raise click.UsageError(f"{option} takes COLUMN=VALUE, got {v!r}")
         out[col] = val
     return out
-
-
-def _dumps(doc, indent: int | None = None) -> str:
-    """JSON text that every parser reads: a NaN or infinite number (a QI
-    value in a violation, say) is written as the string Python shows for it,
-    not as the bare NaN token that JSON does not have."""
-
-    def finite(x):
-        if isinstance(x, float) and not math.isfinite(x):
-            return str(x)
-        if isinstance(x, dict):
-            return {k: finite(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [finite(v) for v in x]
-        return x
-
-    return json.dumps(finite(doc), indent=indent, default=str, allow_nan=False)
 
 
 def handle_errors(fn):
@@ -421,10 +402,10 @@ def anonymize(
             # stop it now rather than let it hold our stdout/stderr a second more.
             executors.stop_local_server()
     if explain:
-        click.echo(_dumps(result.explain(), indent=None if as_json else 2))
+        click.echo(strict_json(result.explain(), indent=None if as_json else 2))
         return
     if as_json:
-        click.echo(_dumps(result.to_dict()))
+        click.echo(strict_json(result.to_dict()))
         return
     m = result.metrics
     click.echo(
@@ -456,7 +437,7 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
 
     check = api.verify(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive), table=table)
     if as_json:
-        click.echo(_dumps(check.to_dict()))
+        click.echo(strict_json(check.to_dict()))
     elif check.ok:
         click.echo(
             f"OK: {check.rows} rows in {check.classes} classes, min class size {check.min_class_size}"

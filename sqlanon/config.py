@@ -7,6 +7,8 @@ objects; validation happens here, when a spec is built, never inside the kernel.
 from __future__ import annotations
 
 import difflib
+import json
+import math
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import TYPE_CHECKING
@@ -36,6 +38,24 @@ FILE_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 def file_format(path: str) -> str | None:
     """``parquet`` or ``csv`` from a path's extension, else None."""
     return FILE_FORMATS.get(PurePath(path.rstrip("/*")).suffix.lower())
+
+
+def strict_json(doc, *, indent: int | None = None, sort_keys: bool = False) -> str:
+    """JSON text that every parser reads: a NaN or infinite number (a QI
+    value in a violation, a cut value in a WHERE clause's parameters) is
+    written as the string Python shows for it, not as the bare NaN token
+    that JSON does not have; other values JSON lacks (dates, decimals) as text."""
+
+    def finite(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return str(x)
+        if isinstance(x, dict):
+            return {k: finite(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [finite(v) for v in x]
+        return x
+
+    return json.dumps(finite(doc), indent=indent, sort_keys=sort_keys, default=str, allow_nan=False)
 
 
 def suggest(word: str, choices) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import logging
 import math
 import os
@@ -30,7 +29,7 @@ import duckdb
 import pyarrow as pa
 
 from . import executors, fragmentation, interrupts, io
-from .config import AnonymizationSpec, suggest
+from .config import AnonymizationSpec, strict_json, suggest
 from .domain import ColumnStats, as_text, check_type, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
@@ -808,7 +807,7 @@ METRICS_SCHEMA = pa.schema(
 
 
 def _json(value) -> str:
-    return json.dumps(value, default=str, sort_keys=True)
+    return strict_json(value, sort_keys=True)
 
 
 def _metrics_rows(run_id, started, plan, results, repaired, total, spec, options, source, target, sample_rows, workers, seconds):

@@ -902,3 +902,13 @@ def test_reader_gone_after_publishing_is_not_an_internal_error(tmp_path):
     err = p.stderr.read()
     assert p.wait(timeout=300) == 141 and err == ""
     assert out.exists()
+
+
+def test_metrics_json_columns_are_strict_json():
+    """The metrics table's JSON columns (parameters, WHERE parameters, plan)
+    use the same writer as --json: a NaN cut value is the string 'nan'."""
+    def refuse(token):
+        raise ValueError(token)
+
+    text = sqlanon_coordinator._json({"where_params": [float("nan"), 1.5, float("-inf")]})
+    assert json.loads(text, parse_constant=refuse) == {"where_params": ["nan", 1.5, "-inf"]}
