@@ -612,8 +612,9 @@ def run(
                     raise VerificationError(
                         f"refusing to publish {target.describe()!r}: the pass-through values of "
                         f"{', '.join(changed)} did not come through unchanged (their checksums differ from the "
-                        "input's); if the column's type cannot travel exactly (TIME WITH TIME ZONE, UHUGEINT, BIT; an "
-                        "INTERVAL into Parquet), --drop it or cast it to text in a view"
+                        "input's); if the column's values cannot travel exactly (TIME WITH TIME ZONE, UHUGEINT, BIT; "
+                        "an INTERVAL into Parquet; floats holding both -0.0 and 0.0, which DuckDB's Parquet writer "
+                        "makes one), --drop it or cast it to text in a view"
                     )
                 log.info("pass-through columns unchanged (checksums of %d column(s) match)", len(passthrough))
         timings["verify"] = time.perf_counter() - t0
