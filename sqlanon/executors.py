@@ -109,7 +109,24 @@ def stop_local_server() -> None:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
-            pass  # already gone; multiprocessing reaps it on its next start
+            return  # already gone; multiprocessing reaps it on its next start
+        # Wait until it has died (a zombie has closed its files), so that the
+        # CLI, whose own exit is quick, ends with the server gone rather than
+        # merely signalled. Not reaped: multiprocessing waits for it itself
+        # before it starts the next server.
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and _process_state(pid) not in (None, "Z"):
+            time.sleep(0.002)
+
+
+def _process_state(pid: int) -> str | None:
+    """A process's state letter from /proc (R, S, Z…), or None if it is gone
+    (or /proc cannot tell)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return None
 
 
 def exit_with(pid: int) -> None:
