@@ -10,12 +10,17 @@
    Text (`texts`) is counted by its bytes, as the engine counts it, whatever
    the column's collation (a case-insensitive one would count 'a' and 'A'
    as one value: NCP above 1); DuckDB counts distinct values that way anyway.
+   SQLite keeps timestamps as text, where '2021-01-01T06:00' sorts after
+   '2021-01-01 12:00': their min/max (`stamps`) compare one normalized form.
    The checksums (_checksum.sql) of the `checksum` columns in the same pass. #}
 SELECT
     count(*) AS n_rows
 {% for c in qi %}
     , count(*) - count({{ c | ident }}) AS {{ ("nulls" ~ loop.index0) | ident }}
-{% if c in interval %}
+{% if c in interval and c in stamps and dialect == "sqla:sqlite" %}
+    , min(strftime('%Y-%m-%d %H:%M:%f', {{ c | ident }})) AS {{ ("min" ~ loop.index0) | ident }}
+    , max(strftime('%Y-%m-%d %H:%M:%f', {{ c | ident }})) AS {{ ("max" ~ loop.index0) | ident }}
+{% elif c in interval %}
     , min({{ c | ident }}) AS {{ ("min" ~ loop.index0) | ident }}
 {% if c in floats and dialect == "duckdb" %}
     , max(CASE WHEN NOT isnan({{ c | ident }}) THEN {{ c | ident }} END) AS {{ ("max" ~ loop.index0) | ident }}

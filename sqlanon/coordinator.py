@@ -249,10 +249,11 @@ def domain_stats(
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
     floats = [c for c in interval if pa.types.is_floating(schema.field(c).type)]
+    stamps = [c for c in interval if pa.types.is_timestamp(schema.field(c).type)]
     texts = [c for c in [*spec.qi_names, *spec.sensitive]
              if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
-                texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum))
+                stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum))
     row = source.fetch(con, q)
     total = row.column("n_rows")[0].as_py()
     stats: dict[str, ColumnStats] = {}

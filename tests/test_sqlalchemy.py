@@ -303,6 +303,20 @@ def test_a_column_without_a_name_is_refused_by_name(tmp_path):
     assert len(p.stderr.splitlines()) == 1  # was 'internal error (ValueError: not an identifier)'
 
 
+def test_sqlite_text_timestamps_span_by_their_instants(tmp_path):
+    """SQLite keeps timestamps as text, and '2021-01-01T00:00' sorts after
+    '2021-01-01 06:00': the statistics' span came from the text's min/max
+    and NCP came out above 1 (GCP 1.33 here). One class of all four rows
+    spans the whole day: GCP 1."""
+    path = tmp_path / "ts.db"
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE t (id INTEGER, ts DATETIME)")
+        c.executemany("INSERT INTO t VALUES (?, ?)", [(0, "2021-01-01T00:00:00"), (1, "2021-01-01 06:00:00"),
+                                                      (2, "2021-01-02 00:00:00"), (3, "2021-01-01 12:00:00")])
+    r = sqlanon.anonymize(f"sqlite:///{path}", tmp_path / "o.parquet", table="t", qi=["ts"], k=4, workers=1)
+    assert r.metrics.classes == 1 and r.metrics.gcp == pytest.approx(1.0)
+
+
 def test_quoting_and_binds_follow_the_dialect():
     """Names are quoted the dialect's way, a ``:`` in a name is escaped for
     text(), values are named binds; compiled for a driver that formats with
