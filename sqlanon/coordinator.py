@@ -537,6 +537,10 @@ def run(
             _check_numeric_qis(source, spec, columns, snapshot_holder)
             _check_cross_engine_types(columns, spec, drop, target)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
+        if passthrough and io.csv_to_csv(source, target):
+            # Pass the text through, not DuckDB's guess of its type ("yes" would come out as true).
+            source = replace(source, text_columns=tuple(passthrough))
+            schema = source.arrow_schema(con)
         compare_on = _checksum_dialect(source, target) if passthrough else None
         total, stats, sens_distinct, in_sums = domain_stats(
             con, source, spec, schema, passthrough if compare_on == "duckdb" else ())

@@ -129,6 +129,10 @@ class FileSource(DuckDBReadable):
     as_text: bool = False
     """CSV: read every column as the text written (no type guessing), as the
     k/l check of a CSV output must: "1.0" and "1.00" are two values there."""
+    text_columns: tuple[str, ...] = ()
+    """CSV: the columns read as the text written, the others typed by
+    DuckDB's guess. A CSV output's pass-through columns: "yes", "1.00" and
+    "1e3" come out as written, not as true, 1.0 and 1000.0."""
 
     @property
     def root(self) -> str:
@@ -145,7 +149,10 @@ class FileSource(DuckDBReadable):
         """The source as an SQL relation (a DuckDB table function call)."""
         # Absolute: a task may run in another working directory (Dask, Spark).
         paths = [os.path.abspath(p) for p in self.globs or (self.path,)]
-        return render("read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text).sql
+        return render(
+            "read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text,
+            text_columns=self.text_columns,
+        ).sql
 
     def attach(self, con: duckdb.DuckDBPyConnection) -> None:
         """Nothing to attach: files are read by the table function."""
@@ -163,6 +170,15 @@ class FileSource(DuckDBReadable):
             )
         except OSError:
             return False
+
+
+def csv_to_csv(source, target) -> bool:
+    """Whether a run reads CSV and writes CSV: its pass-through columns are
+    then read as text (:attr:`FileSource.text_columns`)."""
+    return (
+        isinstance(source, FileSource) and source.fmt == "csv"
+        and isinstance(target, FileTarget) and target.fmt == "csv"
+    )
 
 
 @dataclass(frozen=True)

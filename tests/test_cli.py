@@ -35,6 +35,7 @@ from sqlanon import coordinator as sqlanon_coordinator
 from sqlanon.cli import main
 from sqlanon.errors import InputError
 from sqlanon.io import STAGING_MARK
+from sqlanon.sql import ident
 from sqlanon.verification import Verification
 
 REPO = Path(__file__).resolve().parents[1]
@@ -639,6 +640,33 @@ def test_verify_reads_csv_as_text(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["classes"] == 2 and doc["n_violations"] == 2
     assert cli("verify", src, "--qi", "q", "-k", "3", "-l", "2", "--sensitive", "s").exit_code == 0
+
+
+def test_csv_to_csv_passes_the_text_through(tmp_path):
+    """A CSV output's pass-through columns hold the text of the input, not
+    DuckDB's guess of its type: 'yes', '1.00' and '1e3' used to come out as
+    true, 1.0 and 1000.0 (the checksums compared typed values and could not
+    tell). Into Parquet the guessed types stay."""
+    hostile = 'x\'); DROP TABLE t; --'
+    rows = [f"{20 + i % 7},{['yes', 'no'][i % 2]},{['1.00', '1e3', '007'][i % 3]},{['flu', '1.0', '1.00'][i % 3]}"
+            for i in range(60)]
+    src = tmp_path / "in.csv"
+    src.write_text(f'age,smoker,"{hostile}",dx\n' + "\n".join(rows) + "\n")
+    out = tmp_path / "out.csv"
+    r = cli("anonymize", src, "-o", out, "--qi", "age", "--sensitive", "dx", "-k", "5", "-l", "2")
+    assert r.exit_code == 0, r.stderr
+
+    def text(path, cols):
+        return sorted(duckdb.execute(
+            f"SELECT {', '.join(ident(c) for c in cols)} FROM read_csv(?, all_varchar = true)", [str(path)]
+        ).fetchall())
+
+    cols = ["smoker", hostile, "dx"]
+    assert text(out, cols) == text(src, cols)
+    assert ("yes", "1e3", "1.0") in text(out, cols)
+    r = cli("anonymize", src, "-o", tmp_path / "out.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 0, r.stderr
+    assert pq.read_schema(tmp_path / "out.parquet").field("smoker").type == pa.bool_()
 
 
 def test_json_output_is_strict_json(tmp_path):
