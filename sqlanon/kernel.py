@@ -7,10 +7,9 @@ first process that needs the kernel compiles it *ahead of time* with
 ``numba.pycc`` into a small extension module (about 10 s, once per kernel
 version); every later process imports that module, which needs numpy only.
 
-Where the compiled module lives: ``$SQLANON_CACHE_DIR`` if set, else the
-package's ``__pycache__`` (next to numba's own cache), else
-``$XDG_CACHE_HOME/sqlanon`` (``~/.cache/sqlanon``) when the package directory is
-read-only. Its file name carries a hash of the kernel source, the signatures,
+Where the compiled module lives: :func:`sqlanon.cache.cache_dirs` (the
+package's ``__pycache__``, next to numba's own cache, unless that is
+read-only or ``$SQLANON_CACHE_DIR`` says otherwise). Its file name carries a hash of the kernel source, the signatures,
 and the numba/numpy/Python versions, so a change to any of them compiles anew.
 Concurrent processes (a worker pool's first run) take a file lock: one
 compiles, the others wait and load its result.
@@ -42,6 +41,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+
+from .cache import cache_dirs
 
 __all__ = ["partition", "class_ranges", "count_distinct", "class_distinct", "class_max_of", "load"]
 
@@ -192,14 +193,6 @@ def cache_key() -> str:
     h.update(np.__version__.encode())
     h.update(sys.implementation.cache_tag.encode())
     return h.hexdigest()[:16]
-
-
-def cache_dirs() -> list[Path]:
-    """Where the compiled module is looked for and built, in order."""
-    if os.environ.get("SQLANON_CACHE_DIR"):
-        return [Path(os.environ["SQLANON_CACHE_DIR"])]
-    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sqlanon"
-    return [Path(__file__).parent / "__pycache__", user]
 
 
 def _file_name(key: str) -> str:
