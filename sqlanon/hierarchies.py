@@ -379,7 +379,11 @@ def _json_label(source: str, node: dict[str, Any], where: str) -> str:
     cat = node["cat"]
     if isinstance(cat, str):
         return cat
-    if isinstance(cat, (int, float)) and not isinstance(cat, bool):
+    if isinstance(cat, float):
+        # As a float column's values are written and matched (domain.as_text):
+        # 18.0 is "18" (str() would give "18.0" and match no value), 1e-07 "1e-7".
+        return pa.array([cat], pa.float64()).cast(pa.string())[0].as_py()
+    if isinstance(cat, int) and not isinstance(cat, bool):
         return str(cat)
     raise HierarchyError(
         f'hierarchy file {source}: node {where} has "cat" {cat!r}, '

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -413,6 +414,16 @@ def test_json_numbers_are_coerced_to_strings(tmp_path: Path) -> None:
     assert h.leaf_codes([17, "18.5"]).tolist() == [0, 1]
     assert h.leaf_codes(pd.Series([17, 17], dtype="Int64")).tolist() == [0, 0]
     assert h.leaf_codes(["18.5", "17"]).tolist() == [1, 0]
+
+
+def test_json_float_labels_are_written_as_float_columns_are(tmp_path: Path) -> None:
+    """A label 18.0 matches the float 18.0 and the integer 18, whose text is
+    "18"; it used to be "18.0" and match neither."""
+    tree = {"cat": "*", "subcats": [{"cat": 18.0}, {"cat": 1e-07}, {"cat": 19.5}]}
+    h = load_hierarchy(write(tmp_path, "age.json", json.dumps(tree)))
+    assert h.leaves == ["18", "1e-7", "19.5"]
+    assert h.leaf_codes(pa.array([18.0, 1e-07, 19.5])).tolist() == [0, 1, 2]
+    assert h.leaf_codes(pa.array([18, 18])).tolist() == [0, 0]
 
 
 @pytest.mark.parametrize(
