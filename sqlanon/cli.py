@@ -1,7 +1,8 @@
 """The ``sqlanon`` command line: click parsing over :mod:`sqlanon.api`.
 
 Exit codes: 0 success, 1 the run failed (data, privacy constraint, I/O,
-verification), 2 usage or configuration error, 130 interrupted.
+verification), 2 usage or configuration error, 130 interrupted (Ctrl-C),
+143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import functools
 import logging
 import os
 import re
+import signal
 import sys
 
 import click
@@ -65,6 +67,9 @@ def handle_errors(fn):
             if interrupts.received() or isinstance(exc, KeyboardInterrupt):
                 # Whatever the failure looks like (DuckDB reports a Ctrl-C as
                 # "Query interrupted"; an import cut short fails as ImportError).
+                if interrupts.received_signal() == signal.SIGTERM:
+                    click.echo("Terminated; nothing was published.", err=True)
+                    sys.exit(143)
                 click.echo("Interrupted; nothing was published.", err=True)
                 sys.exit(130)
             if debug:

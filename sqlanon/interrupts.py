@@ -9,6 +9,10 @@ checks before it publishes), and the CLI reports any failure that follows it
 as the interrupt it is. Inside :func:`deferred` (publishing: a swap and the
 metrics, short) a SIGINT is only recorded, so the output and its metrics are
 either both the old ones or both the new ones.
+
+A SIGTERM (how ``timeout``, systemd and Kubernetes stop a job) is handled the
+same way while no one else handles it: the run stops, cleans up and reports
+it, instead of dying with its staging files left behind.
 """
 
 from __future__ import annotations
@@ -18,16 +22,22 @@ import signal
 import threading
 from collections.abc import Iterator
 
-__all__ = ["watching", "deferred", "check", "received"]
+__all__ = ["watching", "deferred", "check", "received", "received_signal"]
 
 _received = threading.Event()
+_signal = [signal.SIGINT]
 _depth = 0
 _deferring = 0
 
 
 def received() -> bool:
-    """Whether a SIGINT arrived since the outermost :func:`watching` began."""
+    """Whether a SIGINT (or SIGTERM) arrived since the outermost :func:`watching` began."""
     return _received.is_set()
+
+
+def received_signal() -> int:
+    """Which signal :func:`received` saw last (SIGINT or SIGTERM)."""
+    return _signal[0]
 
 
 def check() -> None:
@@ -49,20 +59,26 @@ def watching() -> Iterator[None]:
 
     def handler(signum, frame):
         _received.set()
+        _signal[0] = signum
         if _deferring:
             return
-        if callable(previous):
+        if callable(previous) and signum == signal.SIGINT:
             previous(signum, frame)  # Python's default raises KeyboardInterrupt
         else:
             raise KeyboardInterrupt
 
+    term = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGINT, handler)
+    if term is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, handler)
     _depth += 1
     try:
         yield
     finally:
         _depth -= 1
         signal.signal(signal.SIGINT, previous)
+        if term is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, term)
 
 
 @contextlib.contextmanager

@@ -290,6 +290,24 @@ def test_killed_coordinator_leaves_target_and_stale_staging_is_cleaned(tmp_path)
     assert pq.read_metadata(out).num_rows == 300_000
 
 
+def test_terminated_run_cleans_up_like_an_interrupt(tmp_path):
+    """SIGTERM (timeout, systemd, Kubernetes) stops the run as Ctrl-C does:
+    the previous target stays, the staging goes, exit 143 with one line. It
+    used to kill the coordinator on the spot, staging left behind."""
+    args, out, proc = _run_to_interrupt(tmp_path, seed=11)
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None and not _staged_parts(tmp_path):
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be terminated"
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "Terminated; nothing was published.", err
+    assert "Traceback" not in err
+    assert out.read_bytes() == b"previous target"
+    assert not list(tmp_path.glob(".out.parquet.sqlanon-staging-*"))
+
+
 def _state(pid: int) -> str | None:
     """A process's state letter (``Z``: ended, not yet reaped), None once it is gone."""
     try:
