@@ -169,6 +169,8 @@ def anonymize(
         target = warehouse.open_target(out, target_table, overwrite=overwrite)
     else:
         target = io.open_target(out, overwrite=overwrite, table=target_table)
+        if metrics is None and target_table is None:
+            io.check_metrics_file(io.default_metrics_path(out))
     with interrupts.watching():  # a Ctrl-C that DuckDB consumes still stops the run before it publishes
         return coordinator.run(
             source, target, spec, tuple(drop), options, output_qi=lambda schema: output_qi_columns(spec, schema)
@@ -238,6 +240,7 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
     root = None if isinstance(source, warehouse.PostgresSource) else source.root
     if _overlaps(metrics, out) or (root is not None and _overlaps(metrics, root)):
         raise ConfigError(f"--metrics {metrics!r} would overwrite the input or the output; name another file")
+    io.check_metrics_file(metrics)
 
 
 def _refuse_same(source, out: str, target_table: str | None) -> None:
@@ -258,6 +261,11 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
                 f"output {out!r} lies under {source.root!r}, where the input {source.describe()!r} reads "
                 "(a later run could read it back); write the anonymized copy elsewhere"
             )
+    elif isinstance(source, io.FileSource) and not warehouse.is_url(out) and _overlaps(out, source.root):
+        raise ConfigError(
+            f"output {out!r} lies under {source.root!r}, where the input {source.describe()!r} reads (the run's "
+            "staging files would be read as input); write the anonymized copy elsewhere"
+        )
     elif isinstance(source, io.DuckDBSource):
         same = source.same_path(out) and io.duckdb_table_key(io.split_table_name(target_table)) == io.duckdb_table_key(
             source.table

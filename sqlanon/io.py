@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from .config import FILE_FORMATS, file_format
 from .errors import ConfigError, InputError
-from .sql import ident, render
+from .sql import ident, literal, render
 
 DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
 STAGING_MARK = ".sqlanon-staging-"
@@ -228,7 +228,11 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         _check_duckdb_file(spec, "--table")
         return DuckDBSource(spec, tuple(split_table_name(table)))
     if os.path.isdir(spec):
-        files = [f for f in glob.glob(os.path.join(glob.escape(spec), "**", "*"), recursive=True) if _format_of(f)]
+        # Hidden files too: DuckDB's ** reads them.
+        files = [
+            f for f in glob.glob(os.path.join(glob.escape(spec), "**", "*"), recursive=True, include_hidden=True)
+            if _format_of(f)
+        ]
         if not files:
             raise InputError(f"directory {spec!r} holds no .parquet or .csv files")
         fmts = {_format_of(f) for f in files}
@@ -238,7 +242,9 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         # must read every file listed here, not only those of one spelling.
         exts = sorted({os.path.splitext(f)[1] for f in files})
         globs = tuple(os.path.join(glob.escape(spec), "**", f"*{glob.escape(e)}") for e in exts)
-        return FileSource(globs[0], fmts.pop(), _hive(files, spec), spec, globs)
+        fmt = fmts.pop()
+        _check_file_columns(files, fmt, spec)
+        return FileSource(globs[0], fmt, _hive(files, spec), spec, globs)
     fmt = _format_of(spec)
     if fmt is None:
         raise ConfigError(
@@ -250,12 +256,91 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         if not files:
             raise InputError(f"no file matches {spec!r}")
         source = FileSource(spec, fmt)
+        _check_file_columns(files, fmt, source.root)
         return replace(source, hive=_hive(files, source.root))
     if not os.path.isfile(spec):
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
         raise InputError(f"input file {spec!r} is not readable")
-    return FileSource(spec, fmt)
+    _check_file_columns([spec], fmt)
+    return exact_file(spec, fmt)
+
+
+def exact_file(path: str, fmt: str) -> FileSource:
+    """The file ``path`` as a source, read as named even when the name holds
+    glob characters (``data[1].parquet`` would read ``data1.parquet``)."""
+    return FileSource(path, fmt, globs=(glob.escape(path),)) if any(c in path for c in "*?[") else FileSource(path, fmt)
+
+
+def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> None:
+    """Refuse files whose columns DuckDB would rename or misread, by file and name.
+
+    DuckDB renames a repeated column name (``age`` → ``age_1``) and an empty
+    one (``column3``): the run would anonymize one ``age`` and publish the
+    other as it is. A hive partition key that is also a file's column
+    replaces that column's values. And a Parquet DECIMAL of more than 38
+    digits is read as a wrong double (DuckDB 1.4).
+    """
+    con = duckdb.connect()
+    try:
+        if fmt == "parquet":
+            rows = con.execute(
+                "SELECT file_name, name, num_children, precision FROM parquet_schema(?)", [files]
+            ).fetchall()
+            by_file: dict[str, list[tuple]] = {}
+            for row in rows:
+                by_file.setdefault(row[0], []).append(row[1:])
+            columns = {f: _top_level(elements) for f, elements in by_file.items()}
+        else:
+            columns = {}
+            for f in files:
+                head = con.execute(f"SELECT * FROM read_csv({literal(f)}, header = false, all_varchar = true) LIMIT 1")
+                columns[f] = [(name, None) for name in (head.fetchone() or ())]
+    except duckdb.Error as exc:
+        raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
+    finally:
+        con.close()
+    for f, cols in columns.items():
+        keys = {part.split("=", 1)[0].lower() for part in Path(os.path.relpath(f, root)).parts[:-1] if "=" in part} \
+            if root else set()
+        seen: dict[str, str] = {}
+        for i, (name, precision) in enumerate(cols, 1):
+            if name is None or name == "":
+                raise InputError(f"column {i} of {f!r} has no name: give it one")
+            if name.lower() in seen:
+                other = seen[name.lower()]
+                named = repr(name) if other == name else f"{other!r} and {name!r} (DuckDB's names ignore case)"
+                raise InputError(f"{f!r} has two columns named {named}: rename one")
+            seen[name.lower()] = name
+            if name.lower() in keys:
+                raise InputError(
+                    f"column {name!r} of {f!r} is also a hive partition key of its directory, whose value "
+                    "would replace the column's: rename one"
+                )
+            if precision is not None and precision > 38:
+                raise InputError(
+                    f"column {name!r} of {f!r} is a DECIMAL of {precision} digits; DuckDB reads at most 38 "
+                    "exactly: cast it (e.g. to text) or leave it out"
+                )
+
+
+def _top_level(elements: list[tuple]) -> list[tuple]:
+    """The top-level (name, precision) of a Parquet schema listed depth-first
+    as (name, num_children, precision), its root first."""
+    out = []
+    i = 1
+
+    def past(i: int) -> int:  # the index after the subtree at i
+        children = elements[i][1] or 0
+        i += 1
+        for _ in range(children):
+            i = past(i)
+        return i
+
+    for _ in range(elements[0][1] or 0):
+        out.append((elements[i][0], elements[i][2]))
+        i = past(i)
+    return out
 
 
 def _hive(files: list[str], root: str) -> bool:
@@ -574,6 +659,9 @@ class DuckDBTarget(LocalStagingTarget):
                 con.execute(f'CREATE TABLE IF NOT EXISTS {name} AS SELECT * FROM "__sqlanon_metrics" LIMIT 0')
                 # By name, adding the columns an older sqlanon's table lacks.
                 have = {d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description}
+                why = not_metrics(have, f"table {'.'.join(mtable)!r} in {self.path!r}")
+                if why:
+                    raise ConfigError(why + ": name another table with --metrics")
                 for col, typ, *_ in con.execute('DESCRIBE SELECT * FROM "__sqlanon_metrics"').fetchall():
                     if col not in have:
                         con.execute(f"ALTER TABLE {name} ADD COLUMN {ident(col)} {typ}")
@@ -621,18 +709,51 @@ def default_metrics_path(output: str) -> str:
     return str(p.with_name(f"{stem}__metrics.parquet"))
 
 
+METRICS_KEY = ("run_id", "kind", "fragment_id")
+"""Columns every sqlanon metrics table has had: a file or table without them
+is someone else's, never appended to or altered."""
+
+
+def not_metrics(columns, where: str) -> str | None:
+    """Why an existing file or table with ``columns`` is not a metrics table (or None)."""
+    missing = [c for c in METRICS_KEY if c not in columns]
+    if not missing:
+        return None
+    return f"{where} exists and is not a sqlanon metrics table (it has no {missing[0]!r} column)"
+
+
+def check_metrics_file(path: str) -> None:
+    """Before any work: the metrics file must be new, or an earlier run's metrics."""
+    if os.path.isdir(path):
+        raise ConfigError(f"metrics file {path!r} is a directory")
+    fmt = _format_of(path)
+    if fmt is None or not os.path.exists(path):
+        return
+    con = connect()
+    try:
+        names = [d[0] for d in con.execute(f"SELECT * FROM {exact_file(path, fmt).relation} LIMIT 0").description]
+    except duckdb.Error as exc:
+        raise ConfigError(f"metrics file {path!r} exists and cannot be read: {first_line(exc)}") from exc
+    finally:
+        con.close()
+    why = not_metrics(names, f"metrics file {path!r}")
+    if why:
+        raise ConfigError(why + ": name another file with --metrics")
+
+
 def stage_metrics_file(con, metrics: pa.Table, path: str):
     """Write the metrics file aside, next to its destination (same filesystem,
     so the swap is a rename), with earlier runs' rows kept; return the swap."""
     fmt = _format_of(path)
     if fmt is None:
         raise ConfigError(f"cannot tell the format of metrics file {path!r}: name a .parquet or .csv file")
+    check_metrics_file(path)
     remove_stale_staging(path)
     aside = str(_staging_name(Path(path)))
     written = False
     try:
         if os.path.exists(path):
-            old = FileSource(path, fmt).relation
+            old = exact_file(path, fmt).relation
             con.register("__sqlanon_metrics", metrics)
             try:
                 relation = f'(SELECT * FROM {old} UNION ALL BY NAME SELECT * FROM "__sqlanon_metrics")'
@@ -646,6 +767,24 @@ def stage_metrics_file(con, metrics: pa.Table, path: str):
         if not written:  # a half-written file must not linger
             _remove(aside)
     return lambda: os.replace(aside, path)
+
+
+_PART_NAME = re.compile(r"part-\d{5,}\.parquet")
+
+
+def _check_replaceable_directory(path: str) -> None:
+    """``--overwrite`` replaces a directory only if it holds an earlier
+    output's part files and nothing else: never a directory of other things."""
+    try:
+        other = sorted(e.name for e in os.scandir(path) if not (e.is_file() and _PART_NAME.fullmatch(e.name)))
+    except OSError as exc:
+        raise ConfigError(f"cannot read output directory {path!r}: {exc.strerror}") from exc
+    if other:
+        raise ConfigError(
+            f"output directory {path!r} holds more than an earlier output's part files ({other[0]!r}"
+            f"{f' and {len(other) - 1} more' if len(other) > 1 else ''}); --overwrite replaces only a directory "
+            "sqlanon wrote: name a new directory"
+        )
 
 
 def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None = None) -> Target:
@@ -668,8 +807,10 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             raise ConfigError(f"table {'.'.join(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
         remove_stale_staging(spec)
         return target
+    if Path(spec.rstrip("/") or "/").name in ("", ".", ".."):
+        raise ConfigError(f"output {spec!r}: name the output file or directory itself (e.g. anon/ or anon.parquet)")
     fmt = _format_of(spec)
-    is_dir = spec.endswith("/") or os.path.isdir(spec) or (fmt is None and not Path(spec).suffix)
+    is_dir = spec.endswith("/") or (fmt is None and (os.path.isdir(spec) or not Path(spec).suffix))
     if fmt is None and not is_dir:
         raise ConfigError(f"cannot tell the output format of {spec!r}: name a .parquet or .csv file or a directory/")
     parent = Path(spec.rstrip("/")).parent
@@ -682,10 +823,12 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             raise ConfigError(f"output {spec!r} is a file, not a directory")
         if os.path.exists(spec) and not overwrite:
             raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
+        if os.path.isdir(spec):
+            _check_replaceable_directory(spec)
         remove_stale_staging(spec.rstrip("/"))
         return DirectoryTarget(spec.rstrip("/"))
     if os.path.isdir(spec):
-        raise ConfigError(f"output {spec!r} is a directory")
+        raise ConfigError(f"output {spec!r} is a directory, not a {fmt} file")
     if os.path.exists(spec) and not overwrite:
         raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
     remove_stale_staging(spec)

@@ -41,7 +41,7 @@ import duckdb
 import pyarrow as pa
 
 from .errors import ConfigError, InputError
-from .io import Staging
+from .io import Staging, not_metrics
 from .io import first_line as _first_line
 from .sql import ident, literal, render
 
@@ -665,6 +665,9 @@ class PostgresTarget:
                 columns = "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute " \
                           "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
                 have = {r[0] for r in c.execute(columns, (metrics_table,)).fetchall()}
+                why = not_metrics(have, f"table {'.'.join(mname)!r}")
+                if why:
+                    raise ConfigError(why + ": name another table with --metrics")
                 new = c.execute(columns, (metrics_stage,)).fetchall()
                 for name, typ in new:
                     if name not in have:

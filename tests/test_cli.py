@@ -940,3 +940,108 @@ def test_metrics_json_columns_are_strict_json():
 
     text = sqlanon_coordinator._json({"where_params": [float("nan"), 1.5, float("-inf")]})
     assert json.loads(text, parse_constant=refuse) == {"where_params": ["nan", 1.5, "-inf"]}
+
+
+# --------------------------------------------------------------------------- lake inputs and outputs that must be refused
+
+
+def _small(path: Path, **extra) -> Path:
+    n = 200
+    pq.write_table(pa.table({"id": list(range(n)), "age": [20 + i % 40 for i in range(n)], **extra}), path)
+    return path
+
+
+@pytest.mark.parametrize("header", ["id,age,age", "id,Age,age", "id,age,"])
+def test_csv_columns_duckdb_would_rename_are_refused(tmp_path, out_dir, header):
+    """DuckDB renames a repeated or empty column name (age_1, column2): the
+    second age used to be published as it was, next to the generalized one."""
+    src = tmp_path / "dup.csv"
+    src.write_text(header + "\n" + "".join(f"{i},{20 + i % 40},{20 + i % 40}\n" for i in range(200)))
+    r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, "dup.csv", r"two columns named|has no name")
+    assert snapshot(out_dir) == {}
+
+
+def test_parquet_columns_duckdb_would_rename_or_misread_are_refused(tmp_path, out_dir):
+    dup = tmp_path / "dup.parquet"
+    n = 200
+    pq.write_table(pa.Table.from_arrays([pa.array(range(n)), pa.array([20 + i % 40 for i in range(n)]),
+                                         pa.array([20 + i % 40 for i in range(n)])], names=["id", "age", "age"]), dup)
+    wide = _small(tmp_path / "wide.parquet", big=pa.array([10**40] * n, pa.decimal256(45, 2)))
+    for src, pattern in ((dup, "two columns named 'age'"), (wide, "'big' .* DECIMAL of 45 digits")):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+        assert r.exit_code == 1
+        assert_one_line_error(r.stderr, re.escape(src.name), pattern)
+    lake = tmp_path / "lake" / "age=30"
+    lake.mkdir(parents=True)
+    _small(lake / "p.parquet")
+    r = cli("anonymize", tmp_path / "lake", "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, "'age' .* hive partition key")
+    assert snapshot(out_dir) == {}
+
+
+def test_file_name_with_glob_characters_reads_that_file(tmp_path, out_dir):
+    """``data[1].parquet`` used to read ``data1.parquet`` (DuckDB globs it)."""
+    named = _small(tmp_path / "data[1].parquet")
+    pq.write_table(pq.read_table(named).slice(0, 50), tmp_path / "data1.parquet")
+    r = cli("anonymize", named, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["rows"] == 200
+
+
+def test_overwrite_replaces_only_a_directory_sqlanon_wrote(tmp_path, out_dir):
+    """--overwrite used to delete whatever the output directory held."""
+    src = _small(tmp_path / "in.parquet")
+    mine = out_dir / "anon"
+    assert cli("anonymize", src, "-o", f"{mine}/", "--qi", "age", "-k", "5").exit_code == 0
+    assert cli("anonymize", src, "-o", mine, "--qi", "age", "-k", "5", "--overwrite").exit_code == 0
+    theirs = out_dir / "theirs"
+    theirs.mkdir()
+    (theirs / "keep.txt").write_text("keep")
+    (out_dir / "res.csv").mkdir()
+    for out, pattern in ((theirs, "'keep.txt'"), (out_dir / "res.csv", "is a directory, not a csv file"), (".", "")):
+        r = cli("anonymize", src, "-o", out, "--qi", "age", "-k", "5", "--overwrite")
+        assert r.exit_code == 2, r.stderr
+        assert_one_line_error(r.stderr, pattern)
+    assert (theirs / "keep.txt").read_text() == "keep"
+
+
+def test_metrics_go_only_into_a_metrics_file_or_table(tmp_path, out_dir):
+    """An existing file or table that is not an earlier run's metrics is never
+    appended to (it used to get 24 more columns), and a directory is refused
+    before the run (it used to publish the output, then fail)."""
+    src = _small(tmp_path / "in.parquet")
+    victim = _small(out_dir / "victim.parquet")
+    before = snapshot(out_dir)
+    (out_dir / "dir.parquet").mkdir()
+    for metrics, pattern in ((victim, "not a sqlanon metrics table .*'run_id'"), (out_dir / "dir.parquet", "directory")):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5", "--metrics", metrics)
+        assert r.exit_code == 2, r.stderr
+        assert_one_line_error(r.stderr, re.escape(str(metrics)), pattern)
+    _small(out_dir / "o2__metrics.parquet")  # the default place, taken by something else
+    r = cli("anonymize", src, "-o", out_dir / "o2.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, "o2__metrics.parquet", "--metrics")
+    db = out_dir / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE other AS SELECT 1 AS a")
+    r = cli("anonymize", src, "-o", db, "--target-table", "t", "--metrics", "other", "--qi", "age", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, "'other'", "not a sqlanon metrics table")
+    with duckdb.connect(str(db)) as con:
+        assert con.execute("SELECT * FROM other").fetchall() == [(1,)]
+        assert [t for (t,) in con.execute("SHOW TABLES").fetchall()] == ["other"]
+    assert {k: v for k, v in snapshot(out_dir).items() if k in before} == before
+    assert not (out_dir / "o.parquet").exists() and not (out_dir / "o2.parquet").exists()
+
+
+def test_duckdb_output_inside_the_input_directory_is_refused(tmp_path):
+    """Its staging parts would sit inside the directory the workers read."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    _small(lake / "p.parquet")
+    r = cli("anonymize", lake, "-o", lake / "w.duckdb", "--target-table", "t", "--qi", "age", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, "lies under")
