@@ -60,8 +60,17 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """An error as one line: its first. DuckDB's CSV errors put their cause
+    further down: it is added, with the file; never the row's text (the
+    ``Original Line``), which is data."""
+    lines = str(exc).strip().splitlines()
+    if not lines:
+        return type(exc).__name__
+    if "CSV Error on Line" not in lines[0]:
+        return lines[0]
+    why = next((x.strip() for x in lines[1:] if x.strip() and not x.startswith("Original Line")), "")
+    file = next((x.split("=", 1)[1].strip() for x in lines if x.strip().startswith("file = ")), "")
+    return lines[0] + (f" of {file}" if file else "") + (f": {why}" if why else "")
 
 
 _format_of = file_format
