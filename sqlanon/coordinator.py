@@ -577,8 +577,14 @@ def run(
                 target.text_columns = numeric
         staging = target.new_staging()
         out_schema = _empty_schema(schema, spec, drop)
+        text, cast = _restored_types(con, source, passthrough) if source.dialect == "duckdb" else ({}, {})
         if target.exact_parts:
             staging.as_text = {f.name: "INTERVAL" for f in out_schema if pa.types.is_interval(f.type)}
+            if isinstance(target, io.DuckDBTarget):
+                staging.as_text.update(text)
+                staging.cast_back = cast
+        if not target.exact_parts:
+            _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
         memory, threads = _task_resources(options, pool)
 
         def make_task(frag):
@@ -611,7 +617,10 @@ def run(
                     f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
                 )
             if compare_on:
-                out_sums = column_checksums(vcon, target.typed_relation(staging, relation), passthrough, dialect)
+                typed = target.typed_relation(staging, relation)
+                if dialect == "duckdb" and not isinstance(target, io.DuckDBTarget):
+                    typed = io.cast_columns(typed, cast)  # a fixed-size array comes out of Parquet as a list
+                out_sums = column_checksums(vcon, typed, passthrough, dialect)
                 changed = in_sums.differences(out_sums)
                 if changed:
                     raise VerificationError(
@@ -671,6 +680,38 @@ def run(
         target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
         tuple(repaired), location, total, rss, source.dialect, options.executor, compare_on is not None,
     )
+
+
+def _restored_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[str]):
+    """Pass-through columns whose DuckDB type Arrow and Parquet parts do not
+    keep, for a DuckDB table output to keep the input's types: UUID, ENUM
+    and HUGEINT (VARCHAR, VARCHAR, DECIMAL(38,0) on the way) travel as their
+    exact text, a fixed-size array (a list on the way) is only cast back.
+    Two maps, name → type: :attr:`io.Staging.as_text` and ``cast_back``."""
+    described = con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()
+    keep = set(passthrough)
+    text, cast = {}, {}
+    for name, typ, *_ in described:
+        if name not in keep:
+            continue
+        if typ in ("UUID", "HUGEINT") or typ.startswith("ENUM("):
+            text[name] = typ
+        elif re.search(r"\[\d+\]$", typ):
+            cast[name] = typ
+    return text, cast
+
+
+def _check_parquet_hugeints(con: duckdb.DuckDBPyConnection, source, columns: list[str], target) -> None:
+    """A HUGEINT goes into Parquet as DECIMAL(38,0): a value of 39 digits
+    would be written as an invalid decimal. Refused by column."""
+    for c in columns:
+        limit = "99999999999999999999999999999999999999::HUGEINT"
+        q = f"SELECT count(*) FROM {source.relation} WHERE {ident(c)} > {limit} OR {ident(c)} < -{limit}"
+        if con.execute(q).fetchone()[0]:
+            raise InputError(
+                f"column {c!r} is a HUGEINT holding values of 39 digits, which Parquet ({target.describe()!r}) "
+                "cannot hold (DECIMAL(38,0) at most): write to a DuckDB table, cast it to text in a view, or --drop it"
+            )
 
 
 def _collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> str:

@@ -465,6 +465,14 @@ def _exchange(a: str, b: str) -> bool:
     return rc == 0
 
 
+def cast_columns(relation: str, types: dict[str, str]) -> str:
+    """``relation`` with the columns of ``types`` (name → DuckDB type) cast to it."""
+    if not types:
+        return relation
+    back = ", ".join(f"CAST({ident(c)} AS {t}) AS {ident(c)}" for c, t in types.items())
+    return f"(SELECT * REPLACE ({back}) FROM {relation})"
+
+
 @dataclass
 class Staging:
     """Where workers write their part files for one run, and its clean-up."""
@@ -477,6 +485,9 @@ class Staging:
     """Columns the parts hold as text, because Parquet cannot hold their
     values exactly (an INTERVAL keeps milliseconds in 32 bits): name → the
     DuckDB type :meth:`parts_relation` casts them back to."""
+    cast_back: dict[str, str] = field(default_factory=dict)
+    """Columns whose part type only needs a cast back to the input's (a
+    fixed-size ``DOUBLE[2]`` comes out of Parquet as a list): name → type."""
 
     @property
     def parts_dir(self) -> Path:
@@ -487,10 +498,7 @@ class Staging:
 
     def parts_relation(self) -> str:
         relation = FileSource(str(self.parts_dir / "*.parquet"), "parquet").relation
-        if not self.as_text:
-            return relation
-        back = ", ".join(f"CAST({ident(c)} AS {t}) AS {ident(c)}" for c, t in self.as_text.items())
-        return f"(SELECT * REPLACE ({back}) FROM {relation})"
+        return cast_columns(relation, {**self.as_text, **self.cast_back})
 
     def has_parts(self) -> bool:
         return any(self.parts_dir.glob("*.parquet"))
