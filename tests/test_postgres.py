@@ -721,11 +721,13 @@ PUB = "pub fail"
 
 @pytest.fixture(scope="module")
 def failed_publish(pg_url):
-    """A run whose swap transaction fails: --metrics names a VIEW with other columns."""
+    """A run whose swap transaction fails: --metrics names a VIEW (with the
+    metrics' key columns, so that it passes as an older metrics table until
+    the server refuses to add columns to it)."""
     fresh_schema(pg_url, PUB)
     make_people(pg_url, PUB, "src", 3_000)
     _previous_target(pg_url, PUB, "dst")
-    sql(pg_url, f"CREATE VIEW {q(PUB)}.m AS SELECT 1 AS a")
+    sql(pg_url, f"CREATE VIEW {q(PUB)}.m AS SELECT 'r'::text AS run_id, 'total'::text AS kind, 1 AS fragment_id")
     p = _cli("anonymize", pg_url, "--table", f"{q(PUB)}.src", "-o", pg_url, "--target-table", f"{q(PUB)}.dst",
              *PEOPLE_ARGS, "--workers", 2, "--fragments", 2, "--overwrite", "--metrics", f"{q(PUB)}.m")
     return p
@@ -745,6 +747,24 @@ def test_failed_publish_keeps_previous_target(pg_url, failed_publish):
 def test_failed_publish_leaves_no_metrics_staging_table(pg_url, failed_publish):
     assert failed_publish.returncode == 1
     assert staging_left(pg_url, PUB) == set()
+
+
+def test_metrics_table_of_someone_else_is_refused_and_left_alone(pg_url):
+    """An existing table without the metrics' columns used to get them
+    added (ALTER TABLE) and the run's rows inserted."""
+    schema = "not metrics"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 1_000)
+    _previous_target(pg_url, schema, "dst")
+    sql(pg_url, f"CREATE TABLE {q(schema)}.other (a integer); INSERT INTO {q(schema)}.other VALUES (1)")
+    p = _cli("anonymize", pg_url, "--table", f"{q(schema)}.src", "-o", pg_url, "--target-table", f"{q(schema)}.dst",
+             *PEOPLE_ARGS, "--workers", 2, "--overwrite", "--metrics", f"{q(schema)}.other")
+    assert p.returncode == 2, p.stderr
+    assert "'not metrics.other' exists and is not a sqlanon metrics table" in one_error_line(p.stderr)
+    assert server_types(pg_url, schema, "other") == {"a": "integer"}
+    assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.other") == 1
+    assert _rows(pg_url, schema, "dst") == PREVIOUS
+    assert staging_left(pg_url, schema) == set() and no_advisory_locks(pg_url)
 
 
 def test_concurrent_run_on_the_same_target_is_refused(pg_url):
