@@ -142,6 +142,11 @@ class FileSource(DuckDBReadable):
     """CSV: the columns read as the text written, the others typed by
     DuckDB's guess. A CSV output's pass-through columns: "yes", "1.00" and
     "1e3" come out as written, not as true, 1.0 and 1000.0."""
+    ours: bool = False
+    """CSV written by sqlanon: read in the dialect DuckDB writes (comma,
+    double quotes), not the one DuckDB's sniffer guesses from the first
+    rows, which when none of them is quoted is "no quoting", and a later
+    ``"[72, 73]"`` then reads as two columns."""
 
     @property
     def root(self) -> str:
@@ -160,7 +165,7 @@ class FileSource(DuckDBReadable):
         paths = [os.path.abspath(p) for p in self.globs or (self.path,)]
         return render(
             "read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text,
-            text_columns=self.text_columns,
+            text_columns=self.text_columns, ours=self.ours,
         ).sql
 
     def attach(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -303,7 +308,9 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
         else:
             columns = {}
             for f in files:
-                head = con.execute(f"SELECT * FROM read_csv({literal(f)}, header = false, all_varchar = true) LIMIT 1")
+                head = con.execute(
+                    f"SELECT * FROM read_csv({literal(f)}, header = false, all_varchar = true, quote = '\"') LIMIT 1"
+                )
                 columns[f] = [(name, None) for name in (head.fetchone() or ())]
     except duckdb.Error as exc:
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
@@ -553,7 +560,7 @@ class FileTarget(LocalStagingTarget):
             copy_relation(con, f"(SELECT * FROM {staging.parts_relation()})", out, self.fmt)
         else:
             copy_relation(con, empty.empty_table(), out, self.fmt)
-        return FileSource(out, self.fmt, as_text=True).relation
+        return FileSource(out, self.fmt, as_text=True, ours=True).relation
 
     @property
     def exact_parts(self) -> bool:
