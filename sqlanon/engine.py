@@ -44,9 +44,10 @@ class EngineResult:
     """What :func:`anonymize_table` returns.
 
     Attributes:
-        table: the anonymized table (same rows, same order as the input).
+        table: the anonymized table: the input's rows grouped by class, in
+            a random order within each (:func:`publication_order`).
         metrics: information loss and class statistics.
-        class_of_row: equivalence class id of every row (int32).
+        class_of_row: equivalence class id of every row of ``table`` (int32).
         timings: seconds spent in ``encode``, ``partition``, ``generalize``.
     """
 
@@ -254,13 +255,14 @@ def anonymize_table(
     else:
         row_group = group[class_of_row].astype(np.int32)
         achieved_l = min((_min_distinct(row_group, codes, n_groups) for codes, _ in sens), default=None)
-    table_out = _assemble(table, spec, columns, class_of_row)
+    order = publication_order(row_group)
+    table_out = _assemble(table, spec, columns, class_of_row, order)
     timings["generalize"] = time.perf_counter() - t0
 
     metrics = Metrics.from_classes(
         g_sizes, ncp_by_attr, k=spec.k, l=spec.l, achieved_l=achieved_l, n_qi=d
     )
-    return EngineResult(table_out, metrics, row_group, timings)
+    return EngineResult(table_out, metrics, row_group[order], timings)
 
 
 def _merge_identical(keys: list[np.ndarray], n_cls: int) -> np.ndarray:
@@ -286,10 +288,23 @@ def _min_distinct(row_group: np.ndarray, codes: np.ndarray, n_groups: int) -> in
     return int(per_group.min())
 
 
+def publication_order(class_of_row: np.ndarray) -> np.ndarray:
+    """The order rows are published in: grouped by class, at random within
+    each class, from fresh entropy (not the run's seed, which the metrics
+    publish). In the input's order, anyone who knows that order (a table
+    sorted by a QI, an id, a date) could pair each class's rows with the
+    people the class holds: Sweeney's unsorted matching attack."""
+    perm = np.random.default_rng().permutation(len(class_of_row))
+    return perm[np.argsort(class_of_row[perm], kind="stable")]
+
+
 def _assemble(
-    table: pa.Table, spec: AnonymizationSpec, columns: dict[str, list[tuple[str, pa.Array]]], class_of_row: np.ndarray
+    table: pa.Table, spec: AnonymizationSpec, columns: dict[str, list[tuple[str, pa.Array]]], class_of_row: np.ndarray,
+    order: np.ndarray,
 ) -> pa.Table:
-    idx = pa.array(class_of_row)
+    """The published table: its rows in ``order`` (:func:`publication_order`)."""
+    rows = pa.array(order)
+    idx = pa.array(class_of_row[order])
     names: list[str] = []
     arrays: list[pa.Array] = []
     for name, col in zip(table.column_names, table.columns):
@@ -311,7 +326,7 @@ def _assemble(
                     arrays.append(per_class.take(idx))
         else:
             names.append(name)
-            arrays.append(col)
+            arrays.append(col.take(rows))
     if len(set(names)) != len(names):
         dup = sorted({x for x in names if names.count(x) > 1})
         raise ConfigError(f"output column(s) {', '.join(map(repr, dup))} would clash with an input column")
