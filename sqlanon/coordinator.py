@@ -229,14 +229,15 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
         check_type(c, schema.field(c).type, "quasi-identifier")
     for c in spec.sensitive:
         check_type(c, schema.field(c).type, "sensitive column")
-    kept = set(names) - set(drop)
+    # DuckDB (and so Parquet, CSV and DuckDB targets) matches names case-insensitively.
+    kept = {c.lower(): c for c in names if c not in drop}
     for q in spec.quasi_identifiers:
         if resolve_generalization(q, schema.field(q.name).type) == "interval" and spec.interval_format == "bounds":
             for out in (f"{q.name}_lo", f"{q.name}_hi"):
-                if out in kept:
+                if out.lower() in kept:
                     raise ConfigError(
-                        f"--interval-format bounds would write column {out!r}, which the input already has; "
-                        "drop or rename it"
+                        f"--interval-format bounds would write column {out!r}, which the input already has "
+                        f"(as {kept[out.lower()]!r}); drop or rename it"
                     )
 
 

@@ -533,6 +533,9 @@ ERROR_CASES = [
     ("nonexistent-input", ["--qi", "age", "-k", "2"], "/no/such/file.csv", 1, [re.escape("/no/such/file.csv")]),
     ("unknown-input-format", ["--qi", "age", "-k", "2"], str(REPO / "pyproject.toml"), 2, [r"pyproject\.toml"]),
     ("bounds-clash", ["--qi", "age", "-k", "10", "--interval-format", "bounds"], "clash", 2, [r"'age_lo'"]),
+    # DuckDB, and so Parquet, CSV and DuckDB targets, match names case-insensitively
+    ("bounds-clash-case", ["--qi", "age", "-k", "10", "--interval-format", "bounds"], "clash-case", 2,
+     [r"'age_hi'", r"'AGE_HI'"]),
     ("qi-list", ["--qi", "x,lst", "-k", "2"], "odd", 2, [r"'lst'", r"nested values", r"quasi-identifier"]),
     ("sensitive-struct", ["--qi", "x", "-k", "2", "-l", "2", "--sensitive", "st"], "odd", 2,
      [r"'st'", r"nested values", r"sensitive"]),
@@ -564,6 +567,9 @@ def test_bad_input(case_id, args, source, code, patterns, inputs, out_dir, tmp_p
     if source == "clash":
         src = tmp_path / "clash.csv"
         src.write_text("age,age_lo\n" + "".join(f"{i},{i}\n" for i in range(20)))
+    elif source == "clash-case":
+        src = tmp_path / "clash.csv"
+        src.write_text("age,AGE_HI\n" + "".join(f"{i},{i}\n" for i in range(20)))
     elif source in inputs:
         src = inputs[source]
     else:
