@@ -611,7 +611,7 @@ def run(
             if not check.ok:
                 raise VerificationError(
                     f"refusing to publish {target.describe()!r}: {check.describe_failure()}"
-                    + _collation_hint(columns, spec)
+                    + _collation_hint(columns, spec) + _csv_empty_hint(target, spec, schema)
                 )
             if check.rows != total:
                 raise VerificationError(
@@ -725,6 +725,19 @@ def _collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> 
     return (
         f"; the server counts the values of {', '.join(collated)} under that collation, the anonymizer counts "
         "exact strings: give the run those values as the collation compares them (e.g. lower(...) in a view)"
+    )
+
+
+def _csv_empty_hint(target, spec: AnonymizationSpec, schema: pa.Schema) -> str:
+    """Why a CSV output can fail ℓ where the engine did not: '' and NULL."""
+    text = [c for c in spec.sensitive if pa.types.is_string(schema.field(c).type)
+            or pa.types.is_large_string(schema.field(c).type)]
+    if not (isinstance(target, io.FileTarget) and target.fmt == "csv" and spec.l > 1 and text):
+        return ""
+    return (
+        f"; a CSV file writes '' and NULL as empty fields, which readers (this check too) take as one value: "
+        f"if {', '.join(map(repr, text))} {'holds' if len(text) == 1 else 'hold'} both, map one of them in a view, "
+        "or write Parquet"
     )
 
 

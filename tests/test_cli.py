@@ -1135,3 +1135,20 @@ def test_csv_quoted_only_after_the_sniffers_rows(tmp_path):
                    + "\n")
     r = cli("verify", out, "--qi", "age", "-k", "10")
     assert r.exit_code == 0, r.stderr + r.stdout
+
+
+def test_csv_output_cannot_tell_empty_from_null(tmp_path):
+    """'' and NULL are two sensitive values in Parquet, one in a CSV file
+    (DuckDB reads the quoted "" it writes for '' as NULL, as most readers
+    do): the published CSV would not be 2-diverse. The run refuses it and
+    says why, and writes Parquet."""
+    src = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"age": [i % 4 for i in range(40)], "dx": ["" if i % 2 else None for i in range(40)]}), src)
+    out = tmp_path / "e.csv"
+    r = cli("anonymize", src, "-o", out, "--qi", "age", "--sensitive", "dx", "-k", "5", "-l", "2")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, r"l=2", r"'' and NULL", r"'dx' holds both")
+    assert not out.exists() and not staging_leftovers(tmp_path)
+    r = cli("anonymize", src, "-o", tmp_path / "e.parquet.out.parquet", "--qi", "age", "--sensitive", "dx", "-k", "5",
+            "-l", "2")
+    assert r.exit_code == 0, r.stderr
