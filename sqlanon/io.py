@@ -47,7 +47,9 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     """A fresh in-memory DuckDB connection (one per process or worker).
 
     DuckDB's own progress bar is off: it would write to stdout, which belongs
-    to ``--json``; the CLI shows progress by fragment instead.
+    to ``--json``; the CLI shows progress by fragment instead. The time zone
+    is UTC: a ``TIMESTAMPTZ`` written as text (CSV, ``bounds``, pass-through)
+    reads the same whichever machine ran the job, as the QI labels do.
     """
     config = {}
     if memory_limit:
@@ -56,6 +58,7 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
         config["threads"] = threads
     con = duckdb.connect(":memory:", config=config)
     con.execute("SET enable_progress_bar = false")
+    con.execute("SET TimeZone = 'UTC'")  # not in ``config``: ICU is not loaded yet there
     return con
 
 

@@ -13,6 +13,7 @@ file is left behind).
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -51,9 +52,11 @@ TIMING_KEYS = {"read", "anonymize", "write", "verify", "total"}
 # --------------------------------------------------------------------------- helpers
 
 
-def run_subprocess(*args, exe: list[str] | None = None) -> subprocess.CompletedProcess:
+def run_subprocess(*args, exe: list[str] | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     cmd = (exe or [sys.executable, "-m", "sqlanon.cli"]) + [str(a) for a in args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=600, cwd=REPO, env={**os.environ, **env} if env else None
+    )
 
 
 def console_script() -> list[str]:
@@ -1152,3 +1155,23 @@ def test_csv_output_cannot_tell_empty_from_null(tmp_path):
     r = cli("anonymize", src, "-o", tmp_path / "e.parquet.out.parquet", "--qi", "age", "--sensitive", "dx", "-k", "5",
             "-l", "2")
     assert r.exit_code == 0, r.stderr
+
+
+def test_timestamptz_text_is_utc_on_any_machine(tmp_path):
+    """A TIMESTAMPTZ written as text (bounds, pass-through) used to follow
+    the machine's time zone: the same job wrote '2019-12-31 19:00:00-05'
+    in New York and '2020-01-01 00:00:00+00' in CI. It is UTC, as the
+    interval labels are."""
+    src = tmp_path / "tz.parquet"
+    start = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
+    ts = pa.array([start + datetime.timedelta(hours=7 * i) for i in range(20)], pa.timestamp("us", tz="UTC"))
+    pq.write_table(pa.table({"t": ts, "u": ts}), src)
+    outs = {}
+    for tz in ("UTC", "America/New_York"):
+        out = tmp_path / f"{tz.replace('/', '_')}.csv"
+        proc = run_subprocess("anonymize", src, "-o", out, "--qi", "t", "-k", "5", "--interval-format", "bounds",
+                              env={"TZ": tz})
+        assert proc.returncode == 0, proc.stderr
+        outs[tz] = sorted(out.read_text().splitlines())
+    assert outs["UTC"] == outs["America/New_York"]
+    assert "2020-01-01 00:00:00+00,2020-01-02 04:00:00+00,2020-01-01 00:00:00+00" in outs["UTC"]
