@@ -1287,7 +1287,14 @@ def test_a_server_that_stops_mid_run_is_an_error_not_a_crash(pg_server, tmp_path
              "--sensitive", "s", "-k", "5", "-l", "2", "--workers", str(workers), "--quiet"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
         )
-        time.sleep(3)
+        # Stopped while a read of the view runs (not before the run has even
+        # connected, as a fixed sleep did on a loaded machine).
+        deadline = time.monotonic() + 60
+        while not sql(own.url, "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                               "AND query LIKE '%slow%' AND pid <> pg_backend_pid()")[0][0]:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            time.sleep(0.05)
+        time.sleep(0.5)
         own.stop()
         _, err = proc.communicate(timeout=120)
     finally:
