@@ -1,6 +1,8 @@
 {# A file source as a relation: a list of paths or globs. Paths are escaped
    literals: DuckDB table functions take constant arguments. CSV: ``as_text``
-   reads every column as the text written, ``text_columns`` only those;
+   reads every column as the text written, ``text_columns`` only those
+   (``hive_text``: the partition keys among them);
+   ``header`` false reads the header as the first row (to check the names);
    ``ours``: a file sqlanon wrote, read in the dialect DuckDB writes. The
    quote is always '"': DuckDB's sniffer, seeing no quoted value in the
    first rows, would guess "no quoting" and split a later "Smith, J". #}
@@ -8,5 +10,5 @@
 {% if fmt == "parquet" %}
 read_parquet({{ files }}, hive_partitioning = {{ hive | lit }}, union_by_name = true)
 {% else %}
-read_csv({{ files }}, header = true, hive_partitioning = {{ hive | lit }}, union_by_name = true{% if as_text %}, all_varchar = true{% endif %}{% if ours %}, delim = ',', escape = '"'{% endif %}, quote = '"'{% if text_columns %}, types = { {% for c in text_columns %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %})
+read_csv({{ files }}, header = {{ header | lit }}, hive_partitioning = {{ hive | lit }}, union_by_name = true{% if as_text %}, all_varchar = true{% endif %}{% if ours %}, delim = ',', escape = '"'{% endif %}, quote = '"'{% if text_columns %}, types = { {% for c in text_columns %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %}{% if hive_text %}, hive_types = { {% for c in hive_text %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %})
 {% endif %}

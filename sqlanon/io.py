@@ -144,7 +144,11 @@ class FileSource(DuckDBReadable):
     text_columns: tuple[str, ...] = ()
     """CSV: the columns read as the text written, the others typed by
     DuckDB's guess. A CSV output's pass-through columns: "yes", "1.00" and
-    "1e3" come out as written, not as true, 1.0 and 1000.0."""
+    "1e3" come out as written, not as true, 1.0 and 1000.0. A partition key
+    among them is read as the text of its directory names (``hive_types``:
+    in ``types``, DuckDB 1.4 fails, and invalidates the connection)."""
+    hive_keys: tuple[str, ...] = ()
+    """The hive partition keys of the files (``year`` of ``year=2019/``)."""
     ours: bool = False
     """CSV written by sqlanon: read in the dialect DuckDB writes (comma,
     double quotes), not the one DuckDB's sniffer guesses from the first
@@ -166,9 +170,11 @@ class FileSource(DuckDBReadable):
         """The source as an SQL relation (a DuckDB table function call)."""
         # Absolute: a task may run in another working directory (Dask, Spark).
         paths = [os.path.abspath(p) for p in self.globs or (self.path,)]
+        keys = {k.lower() for k in self.hive_keys}
         return render(
             "read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text,
-            text_columns=self.text_columns, ours=self.ours,
+            text_columns=[c for c in self.text_columns if c.lower() not in keys],
+            hive_text=[c for c in self.text_columns if c.lower() in keys], ours=self.ours, header=True,
         ).sql
 
     def attach(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -261,7 +267,8 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         globs = tuple(os.path.join(glob.escape(spec), "**", f"*{glob.escape(e)}") for e in exts)
         fmt = fmts.pop()
         _check_file_columns(files, fmt, spec)
-        return FileSource(globs[0], fmt, _hive(files, spec), spec, globs)
+        keys = _hive_keys(files, spec)
+        return FileSource(globs[0], fmt, bool(keys), spec, globs, hive_keys=keys)
     fmt = _format_of(spec)
     if fmt is None:
         raise ConfigError(
@@ -269,12 +276,13 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
             "or a .duckdb file with --table"
         )
     if any(ch in spec for ch in "*?[") and not os.path.isfile(spec):
-        files = glob.glob(spec, recursive=True)
+        files = glob.glob(spec, recursive=True, include_hidden=True)  # as DuckDB's * and ** match
         if not files:
             raise InputError(f"no file matches {spec!r}")
         source = FileSource(spec, fmt)
         _check_file_columns(files, fmt, source.root)
-        return replace(source, hive=_hive(files, source.root))
+        keys = _hive_keys(files, source.root)
+        return replace(source, hive=bool(keys), hive_keys=keys)
     if not os.path.isfile(spec):
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
@@ -298,11 +306,13 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
     replaces that column's values. And a Parquet DECIMAL of more than 38
     digits is read as a wrong double (DuckDB 1.4).
     """
-    con = duckdb.connect()
+    con = connect()
     try:
+        # Each file by its escaped name: DuckDB expands 'data[1].parquet' as a
+        # pattern (and reads data1.parquet); it reports the file by its name.
         if fmt == "parquet":
             rows = con.execute(
-                "SELECT file_name, name, num_children, precision FROM parquet_schema(?)", [files]
+                "SELECT file_name, name, num_children, precision FROM parquet_schema(?)", [[glob.escape(f) for f in files]]
             ).fetchall()
             by_file: dict[str, list[tuple]] = {}
             for row in rows:
@@ -311,9 +321,10 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
         else:
             columns = {}
             for f in files:
-                head = con.execute(
-                    f"SELECT * FROM read_csv({literal(f)}, header = false, all_varchar = true, quote = '\"') LIMIT 1"
-                )
+                # The header row as text, read as the run reads the file, without partition keys.
+                relation = render("read_file.sql", paths=[glob.escape(f)], fmt=fmt, hive=False, header=False,
+                                  as_text=True, text_columns=(), hive_text=(), ours=False).sql
+                head = con.execute(f"SELECT * FROM {relation} LIMIT 1")
                 columns[f] = [(name, None) for name in (head.fetchone() or ())]
     except duckdb.Error as exc:
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
@@ -362,9 +373,11 @@ def _top_level(elements: list[tuple]) -> list[tuple]:
     return out
 
 
-def _hive(files: list[str], root: str) -> bool:
-    """Hive partitioning (``key=value`` directories below ``root``) in any of ``files``."""
-    return any("=" in part for f in files for part in Path(os.path.relpath(f, root)).parts[:-1])
+def _hive_keys(files: list[str], root: str) -> tuple[str, ...]:
+    """The hive partition keys (``key=value`` directories below ``root``) of ``files``."""
+    keys = {part.split("=", 1)[0]: None for f in files for part in Path(os.path.relpath(f, root)).parts[:-1]
+            if "=" in part}
+    return tuple(keys)
 
 
 def _check_duckdb_file(path: str, option: str) -> None:

@@ -1013,6 +1013,48 @@ def test_file_name_with_glob_characters_reads_that_file(tmp_path, out_dir):
     r = cli("anonymize", named, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5", "--json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["rows"] == 200
+    # Its columns are checked in it too, not in data1.parquet.
+    n = 200
+    pq.write_table(pa.Table.from_arrays([pa.array(range(n)), pa.array([20 + i % 40 for i in range(n)]),
+                                         pa.array([20 + i % 40 for i in range(n)])], names=["id", "age", "age"]), named)
+    r = cli("anonymize", named, "-o", out_dir / "o2.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, re.escape("data[1].parquet"), "two columns named 'age'")
+
+
+def test_hidden_file_of_a_glob_is_checked(tmp_path, out_dir):
+    """DuckDB's * matches .hidden.parquet: its repeated 'age' was published
+    raw (as age_1) when the input was a glob rather than the directory."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    _small(lake / "a.parquet")
+    n = 200
+    pq.write_table(pa.Table.from_arrays([pa.array(range(n)), pa.array([20 + i % 40 for i in range(n)]),
+                                         pa.array([20 + i % 40 for i in range(n)])], names=["id", "age", "age"]),
+                   lake / ".hidden.parquet")
+    for src in (lake, f"{lake}/*.parquet"):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+        assert r.exit_code == 1, r.stderr
+        assert_one_line_error(r.stderr, re.escape(".hidden.parquet"), "two columns named 'age'")
+    assert snapshot(out_dir) == {}
+
+
+@pytest.mark.parametrize("ext", ["csv", "parquet"])
+def test_csv_lake_partitioned_by_a_number(tmp_path, ext):
+    """A CSV lake under year=2019/ crashed the column check (the key's value
+    2019 came back as a header cell), then CSV to CSV failed reading the key
+    as text. The key passes through as its directories spell it."""
+    lake = tmp_path / "lake"
+    for year in ("2019", "007"):
+        (lake / f"year={year}").mkdir(parents=True)
+        (lake / f"year={year}" / "p.csv").write_text(
+            "age,flag\n" + "".join(f"{i % 10},{['yes', '1.00'][i % 2]}\n" for i in range(50)))
+    out = tmp_path / f"o.{ext}"
+    r = cli("anonymize", lake, "-o", out, "--qi", "age", "-k", "5")
+    assert r.exit_code == 0, r.stderr
+    rows = duckdb.execute(
+        f"SELECT year::VARCHAR, flag::VARCHAR, count(*) FROM '{out}' GROUP BY ALL ORDER BY ALL").fetchall()
+    assert rows == [(y, f, 25) for y in ("007", "2019") for f in ("1.00", "yes")]
 
 
 def test_overwrite_replaces_only_a_directory_sqlanon_wrote(tmp_path, out_dir):
