@@ -25,7 +25,7 @@ from collections.abc import Iterator
 __all__ = ["watching", "deferred", "check", "received", "received_signal"]
 
 _received = threading.Event()
-_signal = [signal.SIGINT]
+_signal = signal.SIGINT
 _depth = 0
 _deferring = 0
 
@@ -37,48 +37,60 @@ def received() -> bool:
 
 def received_signal() -> int:
     """Which signal :func:`received` saw last (SIGINT or SIGTERM)."""
-    return _signal[0]
+    return _signal
 
 
 def check() -> None:
-    """Raise KeyboardInterrupt if a SIGINT arrived, even if something swallowed it."""
+    """Raise KeyboardInterrupt if a SIGINT or SIGTERM arrived, even if something swallowed it."""
     if _received.is_set():
         raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def watching() -> Iterator[None]:
-    """Record SIGINTs while the block runs (main thread only; SIG_IGN stays ignored)."""
+    """Record SIGINTs and SIGTERMs while the block runs (main thread only).
+
+    Each signal is handled only if it is not someone else's: a SIGINT left
+    ignored (``cmd &`` without job control starts it so) stays ignored, and
+    a SIGTERM someone installed a handler for keeps it; each independently.
+    """
     global _depth
-    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
-    if previous is None or previous is signal.SIG_IGN:
-        yield  # not ours to handle: a thread, or a process told to ignore Ctrl-C (`cmd &`)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {
+        signum: signal.getsignal(signum)
+        for signum, ours in ((signal.SIGINT, lambda h: h is not signal.SIG_IGN and h is not None),
+                             (signal.SIGTERM, lambda h: h is signal.SIG_DFL))
+        if ours(signal.getsignal(signum))
+    }
+    if not previous:
+        yield
         return
     if _depth == 0:
         _received.clear()
+    default_int = previous.get(signal.SIGINT)
 
     def handler(signum, frame):
+        global _signal
         _received.set()
-        _signal[0] = signum
+        _signal = signum
         if _deferring:
             return
-        if callable(previous) and signum == signal.SIGINT:
-            previous(signum, frame)  # Python's default raises KeyboardInterrupt
+        if callable(default_int) and signum == signal.SIGINT:
+            default_int(signum, frame)  # Python's default raises KeyboardInterrupt
         else:
             raise KeyboardInterrupt
 
-    term = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGINT, handler)
-    if term is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, handler)
+    for signum in previous:
+        signal.signal(signum, handler)
     _depth += 1
     try:
         yield
     finally:
         _depth -= 1
-        signal.signal(signal.SIGINT, previous)
-        if term is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, term)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ import dataclasses
 import decimal
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -234,16 +235,20 @@ def test_config_file_and_flag_override(tmp_path, source):
     assert "fragmentaton" in p.stderr and "fragmentation" in p.stderr and "Traceback" not in p.stderr
 
 
-def _run_to_interrupt(tmp_path, seed: int) -> tuple[list, Path, subprocess.Popen]:
+def _run_to_interrupt(tmp_path, seed: int, sigint_ignored: bool = False) -> tuple[list, Path, subprocess.Popen]:
     """A 300,000-row run over an existing target, 16 fragments on 2 workers:
-    long enough to interrupt once its first parts are staged."""
+    long enough to interrupt once its first parts are staged. ``sigint_ignored``:
+    started as ``cmd &`` starts it without job control."""
     src = tmp_path / "big.parquet"
     pq.write_table(people(300_000, seed=seed), src)
     out = tmp_path / "out.parquet"
     out.write_bytes(b"previous target")
     args = ["anonymize", src, "-o", out, "--qi", ",".join(QI), "-k", 5, "-l", 2, "--sensitive", "disease",
             "--workers", 2, "--fragments", 16, "--overwrite", "--quiet"]
-    proc = subprocess.Popen([sys.executable, "-m", "sqlanon.cli", *map(str, args)], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sqlanon.cli", *map(str, args)], stderr=subprocess.PIPE, text=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
+    )
     return args, out, proc
 
 
@@ -290,11 +295,13 @@ def test_killed_coordinator_leaves_target_and_stale_staging_is_cleaned(tmp_path)
     assert pq.read_metadata(out).num_rows == 300_000
 
 
-def test_terminated_run_cleans_up_like_an_interrupt(tmp_path):
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["", "sigint-ignored"])
+def test_terminated_run_cleans_up_like_an_interrupt(tmp_path, sigint_ignored):
     """SIGTERM (timeout, systemd, Kubernetes) stops the run as Ctrl-C does:
     the previous target stays, the staging goes, exit 143 with one line. It
-    used to kill the coordinator on the spot, staging left behind."""
-    args, out, proc = _run_to_interrupt(tmp_path, seed=11)
+    used to kill the coordinator on the spot, staging left behind; and still
+    did when started with SIGINT ignored (a script's ``sqlanon … &``)."""
+    args, out, proc = _run_to_interrupt(tmp_path, seed=11, sigint_ignored=sigint_ignored)
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None and not _staged_parts(tmp_path):
         time.sleep(0.02)
