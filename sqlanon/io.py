@@ -62,18 +62,25 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
     return con
 
 
+_CONVERT = re.compile(r"Could not convert string .* to ")
+
+
 def first_line(exc: BaseException) -> str:
     """An error as one line: its first. DuckDB's CSV errors put their cause
-    further down: it is added, with the file; never the row's text (the
-    ``Original Line``), which is data."""
+    further down: it is added, with the file. Data stays out: never the
+    row's text (the ``Original Line``), nor the value a conversion failed
+    on (``Could not convert string "John Smith" to 'BIGINT'``); the line
+    number finds it."""
     lines = str(exc).strip().splitlines()
     if not lines:
         return type(exc).__name__
     if "CSV Error on Line" not in lines[0]:
-        return lines[0]
-    why = next((x.strip() for x in lines[1:] if x.strip() and not x.startswith("Original Line")), "")
-    file = next((x.split("=", 1)[1].strip() for x in lines if x.strip().startswith("file = ")), "")
-    return lines[0] + (f" of {file}" if file else "") + (f": {why}" if why else "")
+        line = lines[0]
+    else:
+        why = next((x.strip() for x in lines[1:] if x.strip() and not x.startswith("Original Line")), "")
+        file = next((x.split("=", 1)[1].strip() for x in lines if x.strip().startswith("file = ")), "")
+        line = lines[0] + (f" of {file}" if file else "") + (f": {why}" if why else "")
+    return _CONVERT.sub("Could not convert a value to ", line)
 
 
 _format_of = file_format

@@ -1115,13 +1115,13 @@ def test_duckdb_output_inside_the_input_directory_is_refused(tmp_path):
 
 def test_csv_read_errors_say_why_without_the_row(tmp_path, out_dir):
     """DuckDB's CSV errors put their cause on a later line: the one-line
-    error used to be 'CSV Error on Line: 3' alone. The row's text (data)
-    stays out of it."""
+    error used to be 'CSV Error on Line: 3' alone. The row's text and the
+    value that failed to convert (data) stay out of it."""
     latin = tmp_path / "latin.csv"
     latin.write_bytes(b"age,name\n30,secret-a\n31,Ren\xe9e\n")
     typed = tmp_path / "typed.csv"
-    typed.write_text("age,name\n" + "".join(f"{20 + i % 40},secret-b\n" for i in range(30_000)) + "N/A,secret-c\n")
-    for src, pattern in ((latin, "not utf-8"), (typed, 'column "age".*"N/A"')):
+    typed.write_text("age,name\n" + "".join(f"{20 + i % 40},secret-b\n" for i in range(30_000)) + "secret-c,x\n")
+    for src, pattern in ((latin, "not utf-8"), (typed, r"Line: 30002 .*column \"age\".*convert a value to")):
         r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
         assert r.exit_code == 1
         line = assert_one_line_error(r.stderr, re.escape(src.name), pattern)
