@@ -584,7 +584,7 @@ def run(
             if isinstance(target, io.DuckDBTarget):
                 staging.as_text.update(text)
                 staging.cast_back = cast
-        if not target.exact_parts:
+        else:
             _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
         memory, threads = _task_resources(options, pool)
 
@@ -611,7 +611,7 @@ def run(
             if not check.ok:
                 raise VerificationError(
                     f"refusing to publish {target.describe()!r}: {check.describe_failure()}"
-                    + _collation_hint(columns, spec) + _csv_empty_hint(target, spec, schema)
+                    + _collation_hint(columns, spec) + _csv_empty_hint(target, spec, schema, check)
                 )
             if check.rows != total:
                 raise VerificationError(
@@ -728,11 +728,12 @@ def _collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> 
     )
 
 
-def _csv_empty_hint(target, spec: AnonymizationSpec, schema: pa.Schema) -> str:
+def _csv_empty_hint(target, spec: AnonymizationSpec, schema: pa.Schema, check) -> str:
     """Why a CSV output can fail ℓ where the engine did not: '' and NULL."""
     text = [c for c in spec.sensitive if pa.types.is_string(schema.field(c).type)
             or pa.types.is_large_string(schema.field(c).type)]
-    if not (isinstance(target, io.FileTarget) and target.fmt == "csv" and spec.l > 1 and text):
+    short_of_l = check.achieved_l is not None and check.achieved_l < spec.l
+    if not (isinstance(target, io.FileTarget) and target.fmt == "csv" and short_of_l and text):
         return ""
     return (
         f"; a CSV file writes '' and NULL as empty fields, which readers (this check too) take as one value: "

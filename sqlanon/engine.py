@@ -160,8 +160,11 @@ def anonymize_table(
             when omitted (pass the global ones when ``table`` is a fragment).
 
     Returns:
-        An :class:`EngineResult`. Non-QI columns pass through unchanged and in
-        place; QI columns become text (or ``_lo``/``_hi`` bounds).
+        An :class:`EngineResult`. Non-QI columns pass through unchanged, in
+        their place among the columns; QI columns become text (or
+        ``_lo``/``_hi`` bounds). Rows come out grouped by class, shuffled
+        within each (:func:`publication_order`): relate them to the input by
+        a key column.
 
     Raises:
         InputError: a column is missing or the table is empty.

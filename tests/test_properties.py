@@ -6,7 +6,8 @@ output is checked *independently* of the library:
 
 * errors: empty input, too few rows, too few sensitive values;
 * k-anonymity / l-diversity of the output (pandas and ``verify_relation``);
-* pass-through columns and row order are untouched;
+* pass-through columns are untouched (rows matched by their id), and rows
+  come out grouped by class;
 * every original value lies inside its generalized value, and the generalized
   value is the tightest one the rules allow;
 * DP, NCP (total and per attribute), classes and class sizes recomputed from
