@@ -4,6 +4,7 @@ imported and the compiled kernel loaded."""
 
 import atexit
 import os
+import sys
 
 # pandas too: pyarrow and DuckDB import it on their first conversion (they
 # probe for it), which would cost every worker process ~0.2 s of its first task.
@@ -12,6 +13,13 @@ import pandas  # noqa: F401
 from . import engine, kernel, worker  # noqa: F401
 
 kernel.load()
+
+# multiprocessing skips importing the caller's script into a worker whose
+# __main__ already is that file: mark it so, as workers run sqlanon's code
+# only (see executors._forkserver_context).
+_script = os.environ.get("SQLANON_CALLER_SCRIPT")
+if _script:
+    sys.modules["__main__"].__file__ = _script
 
 # The fork server ends when the coordinator does. Skip the interpreter's
 # teardown (with numba's JIT loaded, numba and llvmlite take ~0.2 s): until

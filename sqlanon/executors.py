@@ -60,6 +60,10 @@ def in_process(executor: str, workers: int | None, explain: bool = False) -> boo
     return explain or (executor == "local" and (workers or default_workers()) == 1)
 
 
+SCRIPT_ENV = "SQLANON_CALLER_SCRIPT"
+"""The caller's script, as multiprocessing would have workers import it."""
+
+
 def _forkserver_context():
     # forkserver: workers fork from a clean server process that has imported
     # sqlanon and loaded the compiled kernel once, instead of forking the
@@ -67,6 +71,17 @@ def _forkserver_context():
     # interpreter start per worker (spawn).
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["sqlanon._preload"])
+    # A worker would import the caller's script again (multiprocessing does,
+    # for functions defined there): a script without `if __name__ ==
+    # "__main__":` then ran its anonymize() call in every worker, which died,
+    # and a script read from stdin cannot be imported at all. The workers run
+    # only sqlanon's code: the server tells them the script is already there
+    # (sqlanon._preload).
+    from multiprocessing import spawn
+
+    script = spawn.get_preparation_data("sqlanon").get("init_main_from_path")
+    if script:
+        os.environ[SCRIPT_ENV] = script
     return ctx
 
 

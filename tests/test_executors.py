@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -215,3 +219,29 @@ def test_dask_keeps_stderr_for_errors(source, tmp_path):
             "--qi", ",".join(QI), "-k", "5", "--workers", "2", "--executor", "dask", "--quiet"]
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_a_script_without_a_main_guard_runs_with_a_worker_pool(tmp_path, how):
+    """Workers used to import the caller's script again, as multiprocessing
+    does: a script without `if __name__ == "__main__":` (the README's
+    example pasted as is) ran anonymize() in every worker, which died ('a
+    worker process died before fragment 0 could start'), and a script read
+    from stdin could not be imported at all."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"age": [20 + i % 40 for i in range(400)]}), src)
+    out = tmp_path / "out.parquet"
+    script = textwrap.dedent(f"""
+        import sqlanon
+        result = sqlanon.anonymize({str(src)!r}, {str(out)!r}, qi=["age"], k=5, workers=2, fragments=2)
+        print("rows", result.metrics.rows)
+    """)
+    if how == "file":
+        path = tmp_path / "job.py"
+        path.write_text(script)
+        proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    else:
+        proc = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["rows", "400"]
+    assert pq.read_metadata(out).num_rows == 400
