@@ -33,6 +33,20 @@ log = logging.getLogger("sqlanon")
 __all__ = ["RunResult", "anonymize", "build_spec", "verify"]
 
 
+def _names(value, option: str) -> tuple:
+    """Column names as given: a sequence, or one string of comma-separated
+    names as the CLI takes them ("age,zip"; a bare string used to be read
+    as its characters: column 'a' is not in ...)."""
+    if isinstance(value, str):
+        return tuple(c.strip() for c in value.split(",") if c.strip())
+    if value is None:
+        return ()
+    try:
+        return tuple(value)
+    except TypeError:
+        raise ConfigError(f"{option} takes column names, got {value!r}") from None
+
+
 def build_spec(
     qi: Sequence[str | QuasiIdentifier],
     k: int,
@@ -46,6 +60,7 @@ def build_spec(
 
     Hierarchy files are loaded here, so a bad file fails before any data is read.
     """
+    qi, sensitive = _names(qi, "--qi"), _names(sensitive, "--sensitive")
     hierarchies = dict(hierarchies or {})
     generalization = dict(generalization or {})
     names = [q.name if isinstance(q, QuasiIdentifier) else q for q in qi]
@@ -173,7 +188,7 @@ def anonymize(
             io.check_metrics_file(io.default_metrics_path(out))
     with interrupts.watching():  # a Ctrl-C that DuckDB consumes still stops the run before it publishes
         return coordinator.run(
-            source, target, spec, tuple(drop), options, output_qi=lambda schema: output_qi_columns(spec, schema)
+            source, target, spec, _names(drop, "--drop"), options, output_qi=lambda schema: output_qi_columns(spec, schema)
         )
 
 
@@ -284,6 +299,7 @@ def verify(
     table: str | None = None,
 ) -> Verification:
     """Check that a generalized file is k-anonymous and l-diverse (see :mod:`sqlanon.verification`)."""
+    qi, sensitive = _names(qi, "--qi"), _names(sensitive, "--sensitive")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ConfigError(f"k must be a positive integer, got {k!r}")
     if isinstance(l, bool) or not isinstance(l, int) or l < 1:

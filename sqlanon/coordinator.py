@@ -129,8 +129,13 @@ class RunOptions:
             r"\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", str(self.worker_memory), re.I
         ):
             raise ConfigError(f"--worker-memory takes a size such as 2GB or 512MiB, got {self.worker_memory!r}")
-        if self.sample is not None and not (0 < self.sample < math.inf):
-            raise ConfigError(f"--sample must be a fraction in (0, 1] or a row count, got {self.sample!r}")
+        if self.sample is not None and (
+            isinstance(self.sample, bool) or not isinstance(self.sample, (int, float))
+            or not 0 < self.sample < math.inf or (self.sample > 1 and self.sample != int(self.sample))
+        ):
+            # 1.5 is neither: it used to plan from a sample of 1 row.
+            shown = f"{self.sample:g}" if isinstance(self.sample, float) else repr(self.sample)
+            raise ConfigError(f"--sample must be a fraction in (0, 1] or a whole row count, got {shown}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
             # DuckDB's REPEATABLE takes an unsigned 32-bit seed.
             raise ConfigError(f"--seed must be an integer from 0 to {2**32 - 1}, got {self.seed!r}")

@@ -587,3 +587,15 @@ def test_signed_zeros_are_refused_with_the_reason(tmp_path):
     with pytest.raises(sqlanon.VerificationError, match=r"'f' did not come through unchanged.*-0\.0 and 0\.0"):
         sqlanon.anonymize(src, out, qi=["age"], k=2, workers=1)
     assert not out.exists()
+
+
+def test_library_takes_column_names_as_one_string_too(tmp_path):
+    """qi="age" was read as its characters (column 'a' is not in ...); a
+    string is comma-separated names, as on the command line."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(people(400, seed=3), src)
+    out = tmp_path / "out.parquet"
+    r = sqlanon.anonymize(src, out, qi="age, zip", sensitive="disease", drop="note", k=5, l=2, workers=1)
+    assert r.metrics.rows == 400
+    assert pq.read_schema(out).names == ["id", "age", "zip", "day", "city", "disease"]
+    assert sqlanon.verify(out, qi="age,zip", sensitive="disease", k=5, l=2).ok
