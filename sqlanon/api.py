@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 import duckdb
 
 from . import coordinator, interrupts, io, warehouse
-from .config import AnonymizationSpec, QuasiIdentifier, suggest
+from .config import AnonymizationSpec, QuasiIdentifier, missing_column, suggest
 from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
 from .errors import ConfigError, InputError
@@ -318,7 +318,7 @@ def verify(
                 raise InputError(f"table {'.'.join(source.table)!r} does not exist in {source.conn.safe()}")
             for c in [*qi, *sensitive]:
                 if c not in cols:
-                    raise InputError(f"column {c!r} is not in {source.describe()}{suggest(c, cols)}")
+                    raise ConfigError(missing_column(c, source.describe(), cols))
             server.execute("SET work_mem = '256MB'")
             return verify_relation(server, source.relation, list(qi), k, l, sensitive, dialect="postgres")
     source = io.open_source(spec_in, table)
@@ -332,7 +332,7 @@ def verify(
         cols = [c[0] for c in con.execute(f"SELECT * FROM {source.relation} LIMIT 0").description]
         for c in [*qi, *sensitive]:
             if c not in cols:
-                raise InputError(f"column {c!r} is not in {source.describe()!r}{suggest(c, cols)}")
+                raise ConfigError(missing_column(c, repr(source.describe()), cols))
         return verify_relation(con, source.relation, list(qi), k, l, sensitive)
     except duckdb.Error as exc:
         raise InputError(f"cannot read {source.describe()!r}: {io.first_line(exc)}") from exc

@@ -66,6 +66,14 @@ def suggest(word: str, choices) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def missing_column(name: str, where: str, names) -> str:
+    """The error for a column named on the command line that ``where`` lacks:
+    a close name if any, and the columns it has (the first 30 of a wide table)."""
+    names = list(names)
+    shown = ", ".join(names[:30]) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
+    return f"column {name!r} is not in {where}{suggest(name, names)}; it has: {shown}"
+
+
 @dataclass(frozen=True, slots=True)
 class QuasiIdentifier:
     """One quasi-identifier column.

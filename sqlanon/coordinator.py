@@ -29,7 +29,7 @@ import duckdb
 import pyarrow as pa
 
 from . import executors, fragmentation, interrupts, io
-from .config import AnonymizationSpec, strict_json, suggest
+from .config import AnonymizationSpec, missing_column, strict_json, suggest
 from .domain import ColumnStats, as_text, check_type, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
@@ -226,7 +226,7 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
             raise ConfigError(f"column {c!r}: names starting with {RESERVED_PREFIX!r} are sqlanon's own; rename it")
     for c in [*spec.qi_names, *spec.sensitive, *drop]:
         if c not in names:
-            raise InputError(f"column {c!r} is not in {where}{suggest(c, names)}; it has: {', '.join(names)}")
+            raise ConfigError(missing_column(c, where, names))
     for c in drop:
         if c in spec.qi_names or c in spec.sensitive:
             raise ConfigError(f"--drop names {c!r}, which is a quasi-identifier or sensitive column")

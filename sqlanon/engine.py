@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import kernel
-from .config import AnonymizationSpec, QuasiIdentifier, suggest
+from .config import AnonymizationSpec, QuasiIdentifier, missing_column
 from .domain import (
     ColumnStats, as_text, check_type, interval_stats, normalize_floats, resolve_generalization, span_values,
 )
@@ -125,7 +125,7 @@ def _check_columns(table: pa.Table, spec: AnonymizationSpec) -> None:
     names = table.column_names
     for c in [*spec.qi_names, *spec.sensitive]:
         if c not in names:
-            raise InputError(f"column {c!r} is not in the input{suggest(c, names)}; it has: {', '.join(names)}")
+            raise ConfigError(missing_column(c, "the input", names))
     for c in spec.qi_names:
         check_type(c, table.schema.field(c).type, "quasi-identifier")
     for c in spec.sensitive:

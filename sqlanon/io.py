@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from .config import FILE_FORMATS, file_format
 from .errors import ConfigError, InputError
-from .sql import ident, literal, render
+from .sql import ident, render
 
 DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
 STAGING_MARK = ".sqlanon-staging-"

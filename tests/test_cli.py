@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+import sqlanon
 from sqlanon import coordinator as sqlanon_coordinator
 from sqlanon.cli import main
 from sqlanon.errors import InputError
@@ -353,7 +354,7 @@ def test_drop_usage_errors(out_dir, extra, culprit):
     r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10", *extra)
     # A column the input lacks is a runtime error (1), like a missing QI;
     # dropping a QI or sensitive column is a usage error (2).
-    assert r.exit_code == (1 if culprit == "no_such_column" else 2), (r.exit_code, r.stderr)
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
     assert_one_line_error(r.stderr, re.escape(repr(culprit)))
     assert r.stdout == ""
     assert snapshot(out_dir) == {}
@@ -385,7 +386,7 @@ def test_failed_overwrite_keeps_existing_output(out_dir):
     out.write_text("keep,me\n1,2\n")
     before = snapshot(out_dir)
     r = cli("anonymize", ADULTS, "-o", out, "--qi", "age,no_such_col", "-k", "10", "--overwrite")
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert_one_line_error(r.stderr, "no_such_col")
     assert snapshot(out_dir) == before
 
@@ -505,8 +506,8 @@ MALFORMED_HIERARCHY_BUG = (
 
 # (id, args after INPUT/-o OUTPUT as a function of the inputs, input override, exit code, regexes)
 ERROR_CASES = [
-    ("missing-column", ["--qi", "age,no_such_col", "-k", "10"], None, 1, [r"'no_such_col'"]),
-    ("missing-sensitive-column", ["--qi", "age", "-k", "10", "-l", "2", "--sensitive", "salary"], None, 1,
+    ("missing-column", ["--qi", "age,no_such_col", "-k", "10"], None, 2, [r"'no_such_col'"]),
+    ("missing-sensitive-column", ["--qi", "age", "-k", "10", "-l", "2", "--sensitive", "salary"], None, 2,
      [r"'salary'"]),
     ("k-below-2", ["--qi", "age", "-k", "1"], None, 2, [r"\bk\b", r"\b1\b"]),
     ("k-negative", ["--qi", "age", "-k", "-3"], None, 2, [r"\bk\b", r"-3"]),
@@ -845,10 +846,23 @@ def test_verify_errors(inputs, args, code, pattern):
     assert r.stdout == ""
 
 
-def test_verify_missing_column_is_input_error():
+def test_verify_missing_column_is_a_usage_error():
+    """Exit 1 is a failed check: a misspelled column must not look like one to a CI gate."""
     r = cli("verify", ADULTS, "--qi", "age,no_such_col", "-k", "2")
     assert_one_line_error(r.stderr, r"'no_such_col'")
-    assert r.exit_code == 1
+    assert r.exit_code == 2
+
+
+def test_missing_column_of_a_wide_table_lists_some_columns():
+    """A 400-column table used to list every column: a 13 KB "one line"."""
+    names = [f"very_long_column_name_number_{i}" for i in range(400)]
+    con = duckdb.connect()
+    table = con.execute(f"SELECT {', '.join(f'1 AS {n}' for n in names)}").fetch_arrow_table()
+    con.close()
+    with pytest.raises(sqlanon.ConfigError) as exc:
+        sqlanon.anonymize_table(table, sqlanon.build_spec(["very_long_column_name_numbr_1"], k=2))
+    assert "did you mean 'very_long_column_name_number_1'" in str(exc.value)
+    assert "(370 more)" in str(exc.value) and len(str(exc.value)) < 1500
 
 
 # --------------------------------------------------------------------------- 7. --help

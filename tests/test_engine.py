@@ -211,7 +211,7 @@ def test_bad_specs():
 
 
 def test_missing_column_and_empty_table(fig2):
-    with pytest.raises(InputError, match="'Speed'"):
+    with pytest.raises(ConfigError, match="'Speed'"):
         anonymize_table(fig2, AnonymizationSpec((QuasiIdentifier("Speed"),), k=2))
     with pytest.raises(InputError, match="no rows"):
         anonymize_table(fig2.slice(0, 0), AnonymizationSpec((QuasiIdentifier("Age"),), k=2))

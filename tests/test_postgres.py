@@ -554,7 +554,7 @@ def test_password_never_leaks(pg_server, pg_url, pw_schema):
     assert runs["text"].returncode == 0 and "wrote" in runs["text"].stdout, runs["text"].stderr
     assert "fragment" in runs["json"].stderr  # -vv really logged to stderr
     assert runs["explain"].returncode == 0 and len(json.loads(runs["explain"].stdout)["fragments"]) == 2
-    assert runs["missing column"].returncode == 1 and "'nope'" in runs["missing column"].stderr
+    assert runs["missing column"].returncode == 2 and "'nope'" in runs["missing column"].stderr
     assert runs["verify missing"].returncode == 1
     one_error_line(runs["verify missing"].stderr)
     for name, p in runs.items():

@@ -723,7 +723,7 @@ def test_error_cases():
     t = pa.table({"a": [1, 2, 3], "s": ["x", "x", None]})
     with pytest.raises(InputError):
         anonymize_table(t.slice(0, 0), AnonymizationSpec((QuasiIdentifier("a"),), k=2))
-    with pytest.raises(InputError, match="'zz'"):
+    with pytest.raises(ConfigError, match="'zz'"):
         anonymize_table(t, AnonymizationSpec((QuasiIdentifier("zz"),), k=2))
     with pytest.raises(PrivacyError, match="k=4"):
         anonymize_table(t, AnonymizationSpec((QuasiIdentifier("a"),), k=4))

@@ -340,7 +340,7 @@ def test_missing_table_and_column_are_one_line(db, tmp_path):
     r = _cli("anonymize", f"sqlite:///{db}", "--table", "nope", "-o", tmp_path / "o.parquet", "--qi", "age", "-k", 2)
     assert r.returncode == 1 and r.stderr.strip() == f"Error: table 'nope' does not exist in sqlite:///{db}"
     r = _cli("anonymize", f"sqlite:///{db}", "--table", "people", "-o", tmp_path / "o.parquet", "--qi", "agee", "-k", 2)
-    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "'agee'" in r.stderr
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "'agee'" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "o.parquet").exists()
 
 
