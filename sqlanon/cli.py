@@ -87,7 +87,35 @@ def handle_errors(fn):
 debug_option = click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _UsageLine(click.ClickException):
+    """A usage error as one line (exit 2), pointing to the help, instead of
+    click's usage banner, hint and blank line around it."""
+
+    exit_code = 2
+
+
+def _one_line(exc: click.UsageError) -> _UsageLine:
+    where = exc.ctx.command_path if exc.ctx is not None else "sqlanon"
+    return _UsageLine(f"{exc.format_message()} (see '{where} --help')")
+
+
+class _Main(click.Group):
+    """The ``sqlanon`` group: usage errors of it and its commands are one line."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="sqlanon")
 @click.option("-v", "--verbose", count=True, help="Log progress to stderr (-vv for debug).")
 def main(verbose: int) -> None:
