@@ -35,6 +35,17 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return out
 
 
+def _drops(ctx: click.Context, values: tuple[str, ...]) -> list[str]:
+    """``--drop`` on the command line adds to a --config file's ``drop``,
+    rather than replace it as other flags do: one more dropped column must
+    not publish the direct identifiers the job file drops."""
+    names = _split(values)
+    from_file = (ctx.default_map or {}).get("drop")
+    if from_file and ctx.get_parameter_source("drop") is click.core.ParameterSource.COMMANDLINE:
+        names = [c for c in _split(tuple(from_file)) if c not in names] + names
+    return names
+
+
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     """``COL=VALUE`` options → dict, split at the first ``=`` (paths under
     hive-style directories hold ``=``; column names rarely do)."""
@@ -406,7 +417,7 @@ def anonymize(
             sensitive=_split(sensitive),
             hierarchies=_pairs(hierarchy, "--hierarchy"),
             generalization=_pairs(generalization, "--generalization"),
-            drop=_split(drop),
+            drop=_drops(ctx, drop),
             overwrite=overwrite,
             interval_format=interval_format,
             table=table,

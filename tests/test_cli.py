@@ -1230,3 +1230,16 @@ def test_timestamptz_text_is_utc_on_any_machine(tmp_path):
         outs[tz] = sorted(out.read_text().splitlines())
     assert outs["UTC"] == outs["America/New_York"]
     assert "2020-01-01 00:00:00+00,2020-01-02 04:00:00+00,2020-01-01 00:00:00+00" in outs["UTC"]
+
+
+def test_drop_on_the_command_line_adds_to_the_config_files(tmp_path):
+    """Flags override --config values, but a --drop that replaced the file's
+    drop list published the direct identifiers the job file dropped."""
+    job = tmp_path / "job.yml"
+    job.write_text("qi: [age]\nk: 10\ndrop: [capital-gain, workclass]\n")
+    out = tmp_path / "o.parquet"
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out, "--drop", "capital-loss,workclass")
+    assert r.exit_code == 0, r.stderr
+    names = pq.read_schema(out).names
+    assert not {"capital-gain", "capital-loss", "workclass"} & set(names)
+    assert "age" in names and "income" in names
