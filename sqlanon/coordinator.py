@@ -652,7 +652,7 @@ def run(
         t0 = time.perf_counter()
         metrics_rows = _metrics_rows(
             run_id, started, plan, results, repaired, metrics, spec, options, source, target, sample.num_rows,
-            workers, time.perf_counter() - t_start,
+            workers, time.perf_counter() - t_start, schema, drop,
         )
         # The point of no return: refused after a Ctrl-C (even one DuckDB
         # swallowed), and not cut short by one (output and metrics together).
@@ -877,10 +877,18 @@ def _json(value) -> str:
     return strict_json(value, sort_keys=True)
 
 
-def _metrics_rows(run_id, started, plan, results, repaired, total, spec, options, source, target, sample_rows, workers, seconds):
+def _metrics_rows(
+    run_id, started, plan, results, repaired, total, spec, options, source, target, sample_rows, workers, seconds,
+    schema, drop,
+):
+    # What was applied, to audit or rerun the job: each QI's generalization
+    # as resolved (not None for "the default"), its hierarchy file, the drops.
     params = {
         "qi": spec.qi_names,
-        "generalization": {q.name: q.generalization for q in spec.quasi_identifiers},
+        "generalization": {q.name: resolve_generalization(q, schema.field(q.name).type)
+                           for q in spec.quasi_identifiers},
+        "hierarchy": {q.name: q.hierarchy.source for q in spec.quasi_identifiers if q.hierarchy is not None},
+        "drop": list(drop),
         "sensitive": list(spec.sensitive),
         "interval_format": spec.interval_format,
         "fragmentation": plan.strategy,

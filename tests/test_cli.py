@@ -1243,3 +1243,20 @@ def test_drop_on_the_command_line_adds_to_the_config_files(tmp_path):
     names = pq.read_schema(out).names
     assert not {"capital-gain", "capital-loss", "workclass"} & set(names)
     assert "age" in names and "income" in names
+
+
+def test_metrics_record_what_was_applied(tmp_path):
+    """The total row's parameters said generalization null for every QI
+    left to its default, and nothing of the hierarchy file or the drops: a
+    run could not be audited or rerun from its metrics."""
+    out = tmp_path / "m.parquet"
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age,race,native-country", "--hierarchy",
+            f"native-country={COUNTRIES}", "--drop", "workclass", "-k", "10")
+    assert r.exit_code == 0, r.stderr
+    (text,) = duckdb.execute(
+        "SELECT parameters FROM read_parquet(?) WHERE kind = 'total'", [str(tmp_path / "m__metrics.parquet")]
+    ).fetchone()
+    params = json.loads(text)
+    assert params["generalization"] == {"age": "interval", "race": "set", "native-country": "hierarchy"}
+    assert params["hierarchy"] == {"native-country": str(COUNTRIES)}
+    assert params["drop"] == ["workclass"]
