@@ -837,6 +837,9 @@ def _check_replaceable_directory(path: str) -> None:
 def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None = None) -> Target:
     """Resolve an output argument; refuses to replace an existing output without ``overwrite``."""
     spec = os.fspath(path)
+    if spec == "-":  # it used to become a directory named '-'
+        raise ConfigError("-o - (standard output) is not an output: name a .parquet or .csv file, a directory/, "
+                          "a .duckdb file or a database URL")
     if table is not None or spec.lower().endswith(DUCKDB_SUFFIXES):
         if table is None:
             raise ConfigError(f"{spec!r} is a DuckDB database: name the output table with --target-table")

@@ -547,6 +547,7 @@ ERROR_CASES = [
     ("task-timeout-infinite", ["--qi", "age", "-k", "10", "--task-timeout", "inf"], None, 2,
      [r"--task-timeout", r"inf"]),  # was an internal OverflowError
     ("sample-infinite", ["--qi", "age", "-k", "10", "--sample", "inf"], None, 2, [r"--sample", r"inf"]),
+    ("output-stdout", ["-o", "-", "--qi", "age", "-k", "10"], None, 2, [r"-o -", r"standard output"]),
     # neither a fraction nor a row count: it used to plan from a 1-row sample
     ("sample-fractional-rows", ["--qi", "age", "-k", "10", "--sample", "1.5"], None, 2, [r"--sample", r"1\.5"]),
     pytest.param(
