@@ -46,14 +46,21 @@ def _drops(ctx: click.Context, values: tuple[str, ...]) -> list[str]:
     return names
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     """``COL=VALUE`` options → dict, split at the first ``=`` (paths under
     hive-style directories hold ``=``; column names rarely do)."""
     out: dict[str, str] = {}
+    shape = "COLUMN=FILE" if option == "--hierarchy" else "COLUMN=KIND"
     for v in values:
         col, sep, val = v.partition("=")
         if not sep or not col or not val:
-            raise click.UsageError(f"{option} takes COLUMN=VALUE, got {v!r}")
+            raise click.UsageError(f"{option} takes {shape}, got {v!r}")
+        if col in out and out[col] != val:  # the last one used to win, silently
+            raise click.UsageError(f"{option} names column {col!r} twice ({out[col]!r} and {val!r})")
         out[col] = val
     return out
 
@@ -105,8 +112,17 @@ class _UsageLine(click.ClickException):
     exit_code = 2
 
 
-def _one_line(exc: click.UsageError) -> _UsageLine:
-    where = exc.ctx.command_path if exc.ctx is not None else "sqlanon"
+def _one_line(exc: click.UsageError) -> click.ClickException:
+    ctx = exc.ctx
+    param = getattr(exc, "param", None)
+    config = ctx.meta.get("sqlanon.config") if ctx is not None else None
+    from_file = (ctx.default_map or {}).get(param.name) if param is not None and config else None
+    if from_file is not None and str(from_file) in exc.format_message():
+        # The value came from the --config file (click 8.4 has not recorded
+        # the source yet): name its key and the file, not the flag.
+        message = exc.format_message().replace(f"'{param.opts[-1]}'", repr(param.name))
+        return _ConfigFileError(f"{message.rstrip('.')} (key {param.name!r} in {config!r})")
+    where = ctx.command_path if ctx is not None else "sqlanon"
     return _UsageLine(f"{exc.format_message()} (see '{where} --help')")
 
 
@@ -212,6 +228,7 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
         except ValueError as exc:
             raise _ConfigFileError(f"{key!r} in {value!r} {exc}") from None
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    ctx.meta["sqlanon.config"] = value
     return value
 
 
@@ -455,7 +472,8 @@ def anonymize(
     click.echo(
         f"wrote {result.output}: {m.rows} rows in {m.classes} classes (min size {m.min_class_size}), "
         f"k={m.k} l={m.l}, DP={m.dp}, NCP={m.ncp:.6g}, GCP={m.gcp:.4f}; "
-        f"{len(result.plan.fragments)} fragments on {result.workers} workers, {result.timings['total']:.2f}s; "
+        f"{_count(len(result.plan.fragments), 'fragment')} on {_count(result.workers, 'worker')}, "
+        f"{result.timings['total']:.2f}s; "
         f"metrics in {result.metrics_location}"
     )
 
@@ -488,7 +506,7 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
             + (f", min distinct sensitive {check.achieved_l}" if check.min_distinct else "")
         )
     else:
-        click.echo(f"FAILED: {check.describe_failure(limit=20)}", err=True)
+        click.echo(f"FAILED: {check.describe_failure(limit=20)}")  # the check's result, as OK is: stdout
     sys.exit(0 if check.ok else 1)
 
 

@@ -154,7 +154,8 @@ def anonymize_table(
     """Anonymize ``table`` so that it is k-anonymous and l-diverse under ``spec``.
 
     Args:
-        table: the rows to anonymize (a whole dataset, or one fragment of it).
+        table: the rows to anonymize (a whole dataset, or one fragment of it):
+            an Arrow table, or a pandas DataFrame.
         spec: quasi-identifiers, k, l and sensitive columns.
         stats: dataset-wide :class:`ColumnStats` per QI; computed from ``table``
             when omitted (pass the global ones when ``table`` is a fragment).
@@ -180,6 +181,12 @@ def anonymize_table(
     """
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
+    if not isinstance(table, pa.Table):
+        try:  # a pandas DataFrame, a dict of columns, anything Arrow reads as a table
+            table = pa.table(table)
+        except (TypeError, ValueError, pa.ArrowException) as exc:
+            raise ConfigError(f"anonymize_table takes an Arrow table or a pandas DataFrame, got {type(table).__name__}"
+                              ) from exc
     _check_columns(table, spec)
     n = table.num_rows
     if n == 0:

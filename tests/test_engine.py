@@ -244,3 +244,14 @@ def test_rows_are_published_by_class_in_a_random_order():
         assert runs_in_input_order < len(starts) // 2
         assert list(r.class_of_row[1:] != r.class_of_row[:-1]).count(True) == len(starts) - 1
     assert runs[0].table.column("id").to_pylist() != runs[1].table.column("id").to_pylist()
+
+
+def test_a_pandas_dataframe_is_taken_too():
+    """It used to fail with AttributeError: 'DataFrame' object has no attribute 'column_names'."""
+    import pandas as pd
+
+    df = pd.DataFrame({"age": [30, 31, 40, 41], "id": [1, 2, 3, 4]})
+    r = anonymize_table(df, AnonymizationSpec((QuasiIdentifier("age"),), k=2))
+    assert sorted(r.table.column("age").to_pylist()) == ["[30, 31]", "[30, 31]", "[40, 41]", "[40, 41]"]
+    with pytest.raises(ConfigError, match="Arrow table or a pandas DataFrame, got int"):
+        anonymize_table(3, AnonymizationSpec((QuasiIdentifier("age"),), k=2))
