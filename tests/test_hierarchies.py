@@ -623,11 +623,14 @@ def test_shipped_age_hierarchy_is_in_numeric_order() -> None:
     h = load_hierarchy(SHIPPED_DIR / "adult" / "age.csv")
     assert h.leaves == [str(i) for i in range(1, 101)]
     assert h.leaf_codes(np.array([25, 30])).tolist() == [24, 29]
-    # ARX's labels are off by one (ages 21..25 are labelled "20-24"); the file
-    # ships verbatim, so this documents the quirk.
-    assert lca_of(h, "21", "25") == "20-24"
-    assert lca_of(h, "26", "30") == "25-29"
-    assert lca_of(h, "21", "30") == "20-29"
+    # ARX's labels were off by one (ages 21..25 labelled "20-24": a published
+    # 25-year-old read as 20-24); each band now names the ages it holds.
+    assert lca_of(h, "21", "25") == "21-25"
+    assert lca_of(h, "26", "30") == "26-30"
+    assert lca_of(h, "21", "30") == "21-30"
+    for node in range(len(h.names)):
+        if h.names[node] != "*" and h.first_leaf[node] != h.last_leaf[node]:
+            assert h.names[node] == f"{h.leaves[h.first_leaf[node]]}-{h.leaves[h.last_leaf[node]]}"
 
 
 def test_shipped_countries_cover_adults_native_country() -> None:
