@@ -142,6 +142,33 @@ class _Main(click.Group):
             raise _one_line(exc) from None
 
 
+class _Command(click.Command):
+    """A command whose single-valued options may be given once: click keeps
+    the last of ``-k 10 -k 5``, and a second -k, -l or --hierarchy file
+    would silently weaken what the first asked for."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        seen: dict[str, str] = {}
+        for token in args:
+            if token == "--":
+                break
+            for param in self.params:
+                if not isinstance(param, click.Option) or param.multiple or param.count:
+                    continue
+                for opt in param.opts + param.secondary_opts:
+                    long_form = opt.startswith("--")
+                    if token == opt or (long_form and token.startswith(opt + "=")) or (
+                        not long_form and token.startswith(opt) and len(token) > len(opt) and not token.startswith("--")
+                    ):
+                        if param.name in seen:
+                            first = seen[param.name]
+                            raise click.UsageError(
+                                f"option {opt} given twice: give it once" if first == opt
+                                else f"options {first} and {opt} set the same thing: give one", ctx)
+                        seen[param.name] = opt
+        return super().parse_args(ctx, args)
+
+
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="sqlanon")
 @click.option("-v", "--verbose", count=True, help="Log progress to stderr (-vv for debug).")
@@ -321,7 +348,7 @@ def _sample(value: str | None) -> float | None:
     return number
 
 
-@main.command()
+@main.command(cls=_Command)
 @click.option(
     "--config", type=click.Path(dir_okay=False), is_eager=True, expose_value=False, callback=_load_config,
     help="YAML file with any of these options as keys (e.g. qi: [age, zip]); flags override it.",
@@ -478,7 +505,7 @@ def anonymize(
     )
 
 
-@main.command()
+@main.command(cls=_Command)
 @click.argument("input", metavar="TABLE_OR_FILE")
 @click.option("--qi", "qi", multiple=True, required=True, help="Generalized QI columns, comma-separated.")
 @click.option("-k", type=int, required=True, help="Minimum rows per class.")

@@ -547,7 +547,10 @@ ERROR_CASES = [
     ("task-timeout-infinite", ["--qi", "age", "-k", "10", "--task-timeout", "inf"], None, 2,
      [r"--task-timeout", r"inf"]),  # was an internal OverflowError
     ("sample-infinite", ["--qi", "age", "-k", "10", "--sample", "inf"], None, 2, [r"--sample", r"inf"]),
-    ("output-stdout", ["-o", "-", "--qi", "age", "-k", "10"], None, 2, [r"-o -", r"standard output"]),
+    # click kept the last of a repeated option: -k 10 -k 5 ran with k = 5
+    ("option-twice", ["--qi", "age", "-k", "10", "-k5"], None, 2, [r"option -k given twice"]),
+    ("option-twice-spelled-apart", ["--qi", "age", "-k", "10", "--output", "x.parquet"], None, 2,
+     [r"options -o and --output set the same thing"]),
     # neither a fraction nor a row count: it used to plan from a 1-row sample
     ("sample-fractional-rows", ["--qi", "age", "-k", "10", "--sample", "1.5"], None, 2, [r"--sample", r"1\.5"]),
     pytest.param(
@@ -1264,3 +1267,11 @@ def test_metrics_record_what_was_applied(tmp_path):
     assert params["generalization"] == {"age": "interval", "race": "set", "native-country": "hierarchy"}
     assert params["hierarchy"] == {"native-country": str(COUNTRIES)}
     assert params["drop"] == ["workclass"]
+
+
+def test_output_to_stdout_is_refused(tmp_path):
+    """'-o -' used to write part files into a directory named '-'."""
+    r = cli("anonymize", ADULTS, "-o", "-", "--qi", "age", "-k", "10")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"-o -", r"standard output")
+    assert not Path("-").exists()
