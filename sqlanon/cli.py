@@ -184,8 +184,32 @@ def main(verbose: int) -> None:
       sqlanon verify adults_anon.parquet --qi age,education-num,race,native-country \\
           --sensitive income -k 10 -l 2
     """
-    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LogFormat("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    _set_verbosity(None, None, verbose)
+
+
+class _LogFormat(logging.Formatter):
+    """Without -v a warning reads as ``Warning: …``, as errors read ``Error: …``;
+    with -v every line is a timestamped log line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if not logging.getLogger().isEnabledFor(logging.INFO):
+            return f"{record.levelname.capitalize()}: {record.getMessage()}"
+        return super().format(record)
+
+
+def _set_verbosity(ctx, param, verbose: int) -> None:
+    """``-v`` logs progress (INFO), ``-vv`` debug, before or after the command name."""
+    if verbose:
+        logging.getLogger().setLevel(logging.INFO if verbose == 1 else logging.DEBUG)
+
+
+verbose_option = click.option(
+    "-v", "--verbose", count=True, expose_value=False, callback=_set_verbosity,
+    help="Log progress to stderr, each fragment instead of the bar (-vv for debug).",
+)
 
 
 class _ConfigFileError(click.ClickException):
@@ -316,8 +340,8 @@ def _progress(quiet: bool):
     Not on a pipe or a log file: there ``-v`` logs each fragment instead, and
     stderr stays the one-line ``Error:`` channel for scripts.
     """
-    if quiet or not sys.stderr.isatty():
-        return None
+    if quiet or not sys.stderr.isatty() or logging.getLogger().isEnabledFor(logging.INFO):
+        return None  # -v logs each fragment: a bar would be cut by the log lines
     width = 30
 
     def report(finished: int, total: int) -> None:
@@ -423,6 +447,7 @@ def _sample(value: str | None) -> float | None:
 @click.option("--json", "as_json", is_flag=True, help="Print the run's metrics and timings as one JSON object.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @debug_option
+@verbose_option
 @click.pass_context
 @handle_errors
 def anonymize(
@@ -514,6 +539,7 @@ def anonymize(
 @click.option("--table", help="The table, when TABLE_OR_FILE is a DuckDB file or a database URL (schema.table).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @debug_option
+@verbose_option
 @handle_errors
 def verify(input, qi, k, l_, sensitive, table, as_json):
     """Check that TABLE_OR_FILE is k-anonymous and l-diverse.

@@ -147,6 +147,12 @@ def _load():
             module = _try_import(path)  # another process may have built it while this one waited
             if module is not None:
                 return module
+            # The first run on a machine waits for this: say why, on a terminal
+            # (elsewhere stderr stays the one-line Error: channel).
+            log.info("compiling the Mondrian kernel once into %s", d)
+            if sys.stderr.isatty():
+                print(f"Compiling the Mondrian kernel once (about 15 s; later runs reuse it from {d})...",
+                      file=sys.stderr, flush=True)
             try:
                 _build(d, path)
             except Exception as exc:  # noqa: BLE001 - any failure leaves the JIT as the way
