@@ -149,7 +149,6 @@ def _load():
                 return module
             # The first run on a machine waits for this: say why, on a terminal
             # (elsewhere stderr stays the one-line Error: channel).
-            log.info("compiling the Mondrian kernel once into %s", d)
             if sys.stderr.isatty():
                 print(f"Compiling the Mondrian kernel once (about 15 s; later runs reuse it from {d})...",
                       file=sys.stderr, flush=True)
