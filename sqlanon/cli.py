@@ -473,6 +473,11 @@ def anonymize(
             raise click.UsageError(f"Missing '{name}' (give it on the command line or in --config).", ctx)
     if executor == "local" and not executors.in_process(executor, workers, explain):
         executors.start_local_server()
+    if not quiet and sys.stderr.isatty():
+        from . import kernel
+
+        if kernel.needs_build():  # the first run on a machine waits for it: say why
+            click.echo("Compiling the Mondrian kernel once (about 15 s; later runs reuse it)...", err=True)
     finished = False
     try:
         from . import api

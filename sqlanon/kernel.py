@@ -147,11 +147,6 @@ def _load():
             module = _try_import(path)  # another process may have built it while this one waited
             if module is not None:
                 return module
-            # The first run on a machine waits for this: say why, on a terminal
-            # (elsewhere stderr stays the one-line Error: channel).
-            if sys.stderr.isatty():
-                print(f"Compiling the Mondrian kernel once (about 15 s; later runs reuse it from {d})...",
-                      file=sys.stderr, flush=True)
             try:
                 _build(d, path)
             except Exception as exc:  # noqa: BLE001 - any failure leaves the JIT as the way
@@ -166,6 +161,14 @@ def _load():
                 return _jit()
             return _import(path)
     return _jit()
+
+
+def needs_build() -> bool:
+    """Whether loading the kernel will compile it first (~15 s, once per machine)."""
+    if os.environ.get("SQLANON_KERNEL", "auto") == "jit":
+        return False
+    key = cache_key()
+    return not any((d / _file_name(key)).exists() or _failed_marker(d, key).exists() for d in cache_dirs())
 
 
 def _failed_marker(d: Path, key: str) -> Path:

@@ -120,3 +120,15 @@ def test_concurrent_first_runs_compile_once_and_replace_a_broken_module(tmp_path
     # The waiting process loaded the new module without importing numba.
     assert sorted(out for out, _ in outs) == ["sqlanon._mondrian_aot False\n", "sqlanon._mondrian_aot True\n"], outs
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([broken.name, "_mondrian_aot.lock"])
+
+
+def test_needs_build_says_whether_a_load_compiles(tmp_path, monkeypatch):
+    """The CLI tells a terminal why the first run waits; it asks this first."""
+    monkeypatch.delenv("SQLANON_KERNEL", raising=False)
+    monkeypatch.setenv("SQLANON_CACHE_DIR", str(tmp_path))
+    assert kernel.needs_build()
+    (tmp_path / kernel._file_name(kernel.cache_key())).write_bytes(b"")
+    assert not kernel.needs_build()
+    monkeypatch.setenv("SQLANON_CACHE_DIR", str(tmp_path / "other"))
+    monkeypatch.setenv("SQLANON_KERNEL", "jit")
+    assert not kernel.needs_build()
