@@ -10,14 +10,14 @@ import sys
 # probe for it), which would cost every worker process ~0.2 s of its first task.
 import pandas  # noqa: F401
 
-from . import engine, kernel, worker  # noqa: F401
+from . import engine, executors, kernel, worker  # noqa: F401
 
 kernel.load()
 
 # multiprocessing skips importing the caller's script into a worker whose
 # __main__ already is that file: mark it so, as workers run sqlanon's code
 # only (see executors._forkserver_context).
-_script = os.environ.get("SQLANON_CALLER_SCRIPT")
+_script = os.environ.get(executors.SCRIPT_ENV)
 if _script:
     sys.modules["__main__"].__file__ = _script
 
