@@ -338,8 +338,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
     finally:
         con.close()
     for f, cols in columns.items():
-        keys = {part.split("=", 1)[0].lower() for part in Path(os.path.relpath(f, root)).parts[:-1] if "=" in part} \
-            if root else set()
+        keys = {k.lower() for k in _hive_keys([f], root)} if root else set()
         seen: dict[str, str] = {}
         for i, (name, precision) in enumerate(cols, 1):
             if name is None or name == "":
