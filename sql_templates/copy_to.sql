@@ -1,7 +1,8 @@
-{# Write a relation to a file with DuckDB; the `as_text` columns as text. #}
+{# Write a relation to a file with DuckDB; the `as_text` columns as text;
+   CSV: separated by `delim`, compressed with `compression` (or 'none'). #}
 COPY (SELECT *{% if as_text %} REPLACE ({% for c in as_text %}CAST({{ c | ident }} AS VARCHAR) AS {{ c | ident }}{{ ", " if not loop.last }}{% endfor %}){% endif %} FROM {{ relation }}) TO {{ path | lit }}
 {% if fmt == "parquet" %}
 (FORMAT parquet, COMPRESSION {{ compression | lit }})
 {% else %}
-(FORMAT csv, HEADER true)
+(FORMAT csv, HEADER true, DELIMITER {{ delim | lit }}, COMPRESSION {{ compression | lit }})
 {% endif %}

@@ -380,7 +380,8 @@ def _sample(value: str | None) -> float | None:
 @click.argument("input", metavar="INPUT", required=False)
 @click.option(
     "-o", "--output",
-    help="Output: a .parquet/.csv file, a directory/ of Parquet parts, a .duckdb file or a postgresql:// URL.",
+    help="Output: a .parquet/.csv/.tsv file (.csv.gz, .csv.zst: compressed), a directory/ of Parquet parts, a "
+    ".duckdb file or a postgresql:// URL.",
 )
 @click.option(
     "--table",
@@ -457,8 +458,9 @@ def anonymize(
 ):
     """Anonymize INPUT into OUTPUT with distributed Mondrian.
 
-    INPUT is a Parquet/CSV file, a glob, a directory of part files, a DuckDB
-    file with --table, or a database URL with --table: postgresql://…, or
+    INPUT is a Parquet/CSV/TSV file (.csv.gz, .csv.zst too), a glob, a
+    directory of part files, a DuckDB file with --table, or a database URL
+    with --table: postgresql://…, or
     any other SQLAlchemy URL (sqlite:///hr.db, mysql+pymysql://…; input
     only, with that database's driver installed). The coordinator reads
     statistics and a sample through SQL, cuts the data into fragments

@@ -32,12 +32,33 @@ INTERVAL_FORMATS = ("text", "bounds")
 STRATEGIES = ("quantile", "mondrian")
 """How the coordinator cuts the domain into fragments (paper §4.1)."""
 
-FILE_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+FILE_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv"}
+"""File extensions and their formats; ``.tsv`` is CSV separated by tabs."""
+
+CSV_COMPRESSIONS = {".gz": "gzip", ".zst": "zstd"}
+"""Compressed CSV (``people.csv.gz``, ``people.tsv.zst``): DuckDB reads and writes them as they stream."""
+
+
+def format_suffix(path: str) -> str:
+    """The extension naming a file's format, as spelled: ``.parquet``, ``.csv``, ``.tsv.gz``; else ''."""
+    suffixes = PurePath(path.rstrip("/*")).suffixes
+    if len(suffixes) >= 2 and suffixes[-1].lower() in CSV_COMPRESSIONS and FILE_FORMATS.get(suffixes[-2].lower()) == "csv":
+        return "".join(suffixes[-2:])
+    return suffixes[-1] if suffixes and suffixes[-1].lower() in FILE_FORMATS else ""
 
 
 def file_format(path: str) -> str | None:
     """``parquet`` or ``csv`` from a path's extension, else None."""
-    return FILE_FORMATS.get(PurePath(path.rstrip("/*")).suffix.lower())
+    suffix = format_suffix(path).lower()
+    return FILE_FORMATS["." + suffix.split(".")[1]] if suffix else None  # ".tsv.gz" -> ".tsv"
+
+
+def csv_dialect(path: str) -> tuple[str, str]:
+    """The delimiter and compression a CSV file's name asks for: ``(',', 'none')``,
+    ``('\\t', 'gzip')`` for ``.tsv.gz``."""
+    suffix = format_suffix(path).lower()
+    delimiter = "\t" if suffix.startswith(".tsv") else ","
+    return delimiter, next((c for ext, c in CSV_COMPRESSIONS.items() if suffix.endswith(ext)), "none")
 
 
 def strict_json(doc, *, indent: int | None = None, sort_keys: bool = False) -> str:

@@ -2,14 +2,16 @@
 
 Sources (``INPUT`` on the command line):
 
-* a Parquet or CSV file: ``people.parquet``, ``people.csv``;
+* a Parquet or CSV file: ``people.parquet``, ``people.csv`` (``.tsv``:
+  tab-separated; ``.csv.gz``, ``.csv.zst``: compressed);
 * a glob or a directory of them (hive-partitioned directories too):
   ``'lake/people/*.parquet'``, ``lake/people/``;
 * a table in a DuckDB database file: ``warehouse.duckdb --table hr.people``.
 
 Targets (``-o OUTPUT``):
 
-* a Parquet or CSV file: ``out.parquet``, ``out.csv``;
+* a Parquet or CSV file: ``out.parquet``, ``out.csv`` (or ``.tsv``,
+  ``.csv.gz``…, written as named);
 * a directory of Parquet part files: a path ending in ``/`` or without a
   file extension, e.g. ``out/``;
 * a table in a DuckDB database file: ``warehouse.duckdb --target-table hr.people_anon``.
@@ -35,7 +37,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from .config import FILE_FORMATS, file_format
+from .config import csv_dialect, file_format, format_suffix
 from .errors import ConfigError, InputError
 from .sql import ident, render
 
@@ -182,7 +184,17 @@ class FileSource(DuckDBReadable):
             "read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text,
             text_columns=[c for c in self.text_columns if c.lower() not in keys],
             hive_text=[c for c in self.text_columns if c.lower() in keys], ours=self.ours, header=True,
+            delim=self.delimiter,
         ).sql
+
+    @property
+    def delimiter(self) -> str | None:
+        """CSV: the delimiter to read with: a tab for ``.tsv``, a comma for
+        our own output, else None (DuckDB's sniffer guesses: ``;`` is common)."""
+        if self.fmt != "csv":
+            return None
+        delimiter = csv_dialect(self.path)[0]
+        return delimiter if delimiter != "," or self.ours else None
 
     def attach(self, con: duckdb.DuckDBPyConnection) -> None:
         """Nothing to attach: files are read by the table function."""
@@ -268,9 +280,11 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         fmts = {_format_of(f) for f in files}
         if len(fmts) > 1:
             raise InputError(f"directory {spec!r} mixes Parquet and CSV files")
-        # One glob per extension as spelled (.parquet, .pq, .PARQUET...): DuckDB
-        # must read every file listed here, not only those of one spelling.
-        exts = sorted({os.path.splitext(f)[1] for f in files})
+        if len({csv_dialect(f)[0] for f in files}) > 1:
+            raise InputError(f"directory {spec!r} mixes .csv and .tsv files")
+        # One glob per extension as spelled (.parquet, .pq, .PARQUET, .csv.gz...):
+        # DuckDB must read every file listed here, not only those of one spelling.
+        exts = sorted({format_suffix(f) for f in files})
         globs = tuple(os.path.join(glob.escape(spec), "**", f"*{glob.escape(e)}") for e in exts)
         fmt = fmts.pop()
         _check_file_columns(files, fmt, spec)
@@ -279,7 +293,7 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
     fmt = _format_of(spec)
     if fmt is None:
         raise ConfigError(
-            f"cannot tell the format of {spec!r}: name a .parquet or .csv file, a glob, a directory "
+            f"cannot tell the format of {spec!r}: name a .parquet, .csv or .tsv file, a glob, a directory "
             "or a .duckdb file with --table"
         )
     if any(ch in spec for ch in "*?[") and not os.path.isfile(spec):
@@ -330,7 +344,8 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
             for f in files:
                 # The header row as text, read as the run reads the file, without partition keys.
                 relation = render("read_file.sql", paths=[glob.escape(f)], fmt=fmt, hive=False, header=False,
-                                  as_text=True, text_columns=(), hive_text=(), ours=False).sql
+                                  as_text=True, text_columns=(), hive_text=(), ours=False,
+                                  delim=exact_file(f, fmt).delimiter).sql
                 head = con.execute(f"SELECT * FROM {relation} LIMIT 1")
                 columns[f] = [(name, None) for name in (head.fetchone() or ())]
     except duckdb.Error as exc:
@@ -410,15 +425,22 @@ def write_parquet(
 
 def copy_relation(
     con: duckdb.DuckDBPyConnection, data: pa.Table | str, path: str, fmt: str, compression: str = "zstd",
-    as_text: tuple[str, ...] = (),
+    as_text: tuple[str, ...] = (), like: str | None = None,
 ) -> None:
-    """``COPY`` an Arrow table or an SQL relation to a file."""
+    """``COPY`` an Arrow table or an SQL relation to a file. CSV: delimited and
+    compressed as ``like`` (default ``path``) is named: a staging file's name
+    does not end as its destination's."""
     relation = data
     if isinstance(data, pa.Table):
         con.register("__sqlanon_out", data)
         relation = '"__sqlanon_out"'
     try:
-        stmt = render("copy_to.sql", relation=relation, path=path, fmt=fmt, compression=compression, as_text=as_text)
+        if fmt == "csv":
+            delim, compression = csv_dialect(like or path)
+        else:
+            delim = None
+        stmt = render("copy_to.sql", relation=relation, path=path, fmt=fmt, compression=compression, as_text=as_text,
+                      delim=delim)
         con.execute(stmt.sql, stmt.params)
     except (duckdb.Error, OSError) as exc:
         raise InputError(f"cannot write {path!r}: {first_line(exc)}") from exc
@@ -577,12 +599,16 @@ class FileTarget(LocalStagingTarget):
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         """Gather the parts into the final file inside the staging area; return its relation."""
-        out = str(staging.root / f"out.{self.fmt}")
+        out = self._staged(staging)
         if staging.has_parts():
             copy_relation(con, f"(SELECT * FROM {staging.parts_relation()})", out, self.fmt)
         else:
             copy_relation(con, empty.empty_table(), out, self.fmt)
         return FileSource(out, self.fmt, as_text=True, ours=True).relation
+
+    def _staged(self, staging: Staging) -> str:
+        """The output file in the staging area, named as the output ends (``out.csv.gz``)."""
+        return str(staging.root / f"out{format_suffix(self.path)}")
 
     @property
     def exact_parts(self) -> bool:
@@ -598,7 +624,7 @@ class FileTarget(LocalStagingTarget):
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         path = where or default_metrics_path(self.path)
         swap = stage_metrics_file(con, metrics, path)
-        os.replace(staging.root / f"out.{self.fmt}", self.path)
+        os.replace(self._staged(staging), self.path)
         swap()
         staging.discard()
         return path
@@ -751,7 +777,8 @@ Target = FileTarget | DirectoryTarget | DuckDBTarget
 def default_metrics_path(output: str) -> str:
     """``out.parquet`` → ``out__metrics.parquet``; ``out/`` → ``out__metrics.parquet``."""
     p = Path(output.rstrip("/"))
-    stem = p.name[: -len(p.suffix)] if p.suffix.lower() in FILE_FORMATS else p.name
+    suffix = format_suffix(p.name)
+    stem = p.name[: -len(suffix)] if suffix else p.name
     return str(p.with_name(f"{stem}__metrics.parquet"))
 
 
@@ -803,11 +830,11 @@ def stage_metrics_file(con, metrics: pa.Table, path: str):
             con.register("__sqlanon_metrics", metrics)
             try:
                 relation = f'(SELECT * FROM {old} UNION ALL BY NAME SELECT * FROM "__sqlanon_metrics")'
-                copy_relation(con, relation, aside, fmt)
+                copy_relation(con, relation, aside, fmt, like=path)
             finally:
                 con.unregister("__sqlanon_metrics")
         else:
-            copy_relation(con, metrics, aside, fmt)
+            copy_relation(con, metrics, aside, fmt, like=path)
         written = True
     finally:
         if not written:  # a half-written file must not linger
@@ -861,7 +888,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
     fmt = _format_of(spec)
     is_dir = spec.endswith("/") or (fmt is None and (os.path.isdir(spec) or not Path(spec).suffix))
     if fmt is None and not is_dir:
-        raise ConfigError(f"cannot tell the output format of {spec!r}: name a .parquet or .csv file or a directory/")
+        raise ConfigError(f"cannot tell the output format of {spec!r}: name a .parquet, .csv or .tsv file or a directory/")
     parent = Path(spec.rstrip("/")).parent
     if not parent.is_dir():
         raise ConfigError(f"output directory {str(parent)!r} does not exist")

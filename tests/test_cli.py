@@ -14,6 +14,7 @@ file is left behind).
 from __future__ import annotations
 
 import datetime
+import gzip
 import json
 import os
 import re
@@ -1275,3 +1276,42 @@ def test_output_to_stdout_is_refused(tmp_path):
     assert r.exit_code == 2
     assert_one_line_error(r.stderr, r"-o -", r"standard output")
     assert not Path("-").exists()
+
+
+def test_compressed_and_tab_separated_files(tmp_path):
+    """.csv.gz, .csv.zst and .tsv are CSV: read as named (a .tsv by tabs,
+    never sniffed into commas) and written as named, metrics too."""
+    rows = "".join(f"{20 + i % 30}\t{['a,b', 'c'][i % 2]}\t{['flu', 'cold'][i % 3 % 2]}\n" for i in range(300))
+    lake = tmp_path / "lake"
+    for part in ("x=1", "x=2"):
+        (lake / part).mkdir(parents=True)
+        with gzip.open(lake / part / "p.tsv.gz", "wt") as f:
+            f.write("age\tnote\ts\n" + rows)
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("age\tnote\ts\n" + rows)
+    for src, out, metrics in ((lake, "o.tsv.gz", "m.csv.zst"), (f"{lake}/*/*.tsv.gz", "o.csv.zst", "m.csv.gz"),
+                              (tsv, "o.tsv", "m.tsv")):
+        r = cli("anonymize", src, "-o", tmp_path / out, "--metrics", tmp_path / metrics,
+                "--qi", "age", "--sensitive", "s", "-k", "10", "-l", "2")
+        assert r.exit_code == 0, r.stderr
+        with open(tmp_path / out, "rb") as f:
+            head = f.read(4)
+        assert head[:2] == b"\x1f\x8b" if out.endswith(".gz") else head == b"(\xb5/\xfd" if out.endswith(".zst") \
+            else head == b"age\t"
+        got = duckdb.execute(f"SELECT note, count(*) FROM '{tmp_path / out}' GROUP BY ALL ORDER BY ALL").fetchall()
+        assert got == [("a,b", 150 * (2 if src != tsv else 1)), ("c", 150 * (2 if src != tsv else 1))]
+        assert duckdb.execute(f"SELECT count(*) FROM '{tmp_path / metrics}' WHERE kind = 'total'").fetchone() == (1,)
+        r = cli("verify", tmp_path / out, "--qi", "age", "--sensitive", "s", "-k", "10", "-l", "2")
+        assert r.exit_code == 0, r.stderr
+    assert sqlanon.io.default_metrics_path("o.tsv.gz") == "o__metrics.parquet"
+
+
+def test_directory_mixing_csv_and_tsv_is_refused(tmp_path, out_dir):
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    (lake / "a.csv").write_text("age\n1\n")
+    (lake / "b.tsv").write_text("age\n1\n")
+    r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "2")
+    assert r.exit_code == 1, r.stderr
+    assert_one_line_error(r.stderr, "mixes .csv and .tsv files")
+    assert snapshot(out_dir) == {}
