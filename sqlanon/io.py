@@ -346,8 +346,10 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                 relation = render("read_file.sql", paths=[glob.escape(f)], fmt=fmt, hive=False, header=False,
                                   as_text=True, text_columns=(), hive_text=(), ours=False,
                                   delim=exact_file(f, fmt).delimiter).sql
-                head = con.execute(f"SELECT * FROM {relation} LIMIT 1")
-                columns[f] = [(name, None) for name in (head.fetchone() or ())]
+                header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
+                if header is None:  # DuckDB would read a column "column0" from it
+                    raise InputError(f"{f!r} is empty: a CSV file starts with its header row")
+                columns[f] = [(name, None) for name in header]
     except duckdb.Error as exc:
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
     finally:

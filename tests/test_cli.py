@@ -1008,6 +1008,20 @@ def test_csv_columns_duckdb_would_rename_are_refused(tmp_path, out_dir, header):
     assert snapshot(out_dir) == {}
 
 
+def test_empty_csv_file_is_named(tmp_path, out_dir):
+    """A 0-byte CSV file (alone or in a directory) used to fail as "column
+    'age' is not in 'e.csv'; it has: column0"."""
+    (tmp_path / "lake").mkdir()
+    (tmp_path / "lake" / "a.csv").write_text("age\n" + "".join(f"{i % 9}\n" for i in range(50)))
+    for empty in (tmp_path / "e.csv", tmp_path / "lake" / "b.csv"):
+        empty.write_bytes(b"")
+    for src, name in ((tmp_path / "e.csv", "e.csv"), (tmp_path / "lake", "b.csv")):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+        assert r.exit_code == 1
+        assert_one_line_error(r.stderr, re.escape(name) + "' is empty: a CSV file starts with its header row")
+    assert snapshot(out_dir) == {}
+
+
 def test_parquet_columns_duckdb_would_rename_or_misread_are_refused(tmp_path, out_dir):
     dup = tmp_path / "dup.parquet"
     n = 200
