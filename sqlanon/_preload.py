@@ -3,6 +3,7 @@
 imported and the compiled kernel loaded."""
 
 import atexit
+import importlib.machinery
 import os
 import sys
 
@@ -20,6 +21,9 @@ kernel.load()
 _script = os.environ.get(executors.SCRIPT_ENV)
 if _script:
     sys.modules["__main__"].__file__ = _script
+_module = os.environ.get(executors.MODULE_ENV)  # python -m jobs.nightly
+if _module:
+    sys.modules["__main__"].__spec__ = importlib.machinery.ModuleSpec(_module, None)
 
 # The fork server ends when the coordinator does. Skip the interpreter's
 # teardown (with numba's JIT loaded, numba and llvmlite take ~0.2 s): until

@@ -63,6 +63,9 @@ def in_process(executor: str, workers: int | None, explain: bool = False) -> boo
 SCRIPT_ENV = "SQLANON_CALLER_SCRIPT"
 """The caller's script, as multiprocessing would have workers import it."""
 
+MODULE_ENV = "SQLANON_CALLER_MODULE"
+"""The caller's main module when it runs as ``python -m jobs.nightly``."""
+
 
 def _forkserver_context():
     # forkserver: workers fork from a clean server process that has imported
@@ -79,10 +82,21 @@ def _forkserver_context():
     # (sqlanon._preload).
     from multiprocessing import spawn
 
-    script = spawn.get_preparation_data("sqlanon").get("init_main_from_path")
-    if script:
-        os.environ[SCRIPT_ENV] = script
+    data = spawn.get_preparation_data("sqlanon")
+    for env, key in ((SCRIPT_ENV, "init_main_from_path"), (MODULE_ENV, "init_main_from_name")):
+        if data.get(key):
+            os.environ[env] = data[key]
+        else:
+            os.environ.pop(env, None)
     return ctx
+
+
+def _server_running() -> bool:
+    """Whether multiprocessing's fork server (one per process) is up."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public handle
+    return pid is not None and _process_state(pid) not in (None, "Z")
 
 
 _own_server = False
@@ -187,6 +201,15 @@ class LocalExecutor:
     remote = False
 
     def __init__(self, workers: int) -> None:
+        from multiprocessing import forkserver
+
+        # The fork server is multiprocessing's, shared with the caller's own
+        # forkserver pools: one started here is stopped by shutdown(), and the
+        # settings it was started with are put back, so that a later pool of
+        # the caller's gets a server that loads the caller's script as usual
+        # (one that believes the script loaded cannot find its functions).
+        self._started_server = not _server_running()
+        self._preload = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
         ctx = _forkserver_context()
         self.slots = workers
         self.host_slots = workers
@@ -231,6 +254,19 @@ class LocalExecutor:
             self._pool.shutdown(wait=False, cancel_futures=True)
         else:
             self._pool.shutdown(wait=True, cancel_futures=True)
+        self._release_server()
+
+    def _release_server(self) -> None:
+        from multiprocessing import forkserver
+
+        for env in (SCRIPT_ENV, MODULE_ENV):
+            os.environ.pop(env, None)
+        forkserver.set_forkserver_preload(self._preload)
+        if self._started_server:
+            try:
+                forkserver._forkserver._stop()  # closes its lifeline and waits for it to exit
+            except (AttributeError, OSError, ChildProcessError) as exc:
+                log.debug("could not stop the fork server (%s: %s)", type(exc).__name__, exc)
 
 
 class DaskExecutor:

@@ -221,7 +221,7 @@ def test_dask_keeps_stderr_for_errors(source, tmp_path):
     assert p.returncode == 0 and p.stderr == "", p.stderr
 
 
-@pytest.mark.parametrize("how", ["file", "stdin"])
+@pytest.mark.parametrize("how", ["file", "stdin", "module"])
 def test_a_script_without_a_main_guard_runs_with_a_worker_pool(tmp_path, how):
     """Workers used to import the caller's script again, as multiprocessing
     does: a script without `if __name__ == "__main__":` (the README's
@@ -240,8 +240,41 @@ def test_a_script_without_a_main_guard_runs_with_a_worker_pool(tmp_path, how):
         path = tmp_path / "job.py"
         path.write_text(script)
         proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    elif how == "module":  # python -m jobs.nightly: workers used to run the module again, and died
+        (tmp_path / "jobs").mkdir()
+        (tmp_path / "jobs" / "__init__.py").write_text("")
+        (tmp_path / "jobs" / "nightly.py").write_text(script)
+        proc = subprocess.run([sys.executable, "-m", "jobs.nightly"], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path)
     else:
         proc = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["rows", "400"]
     assert pq.read_metadata(out).num_rows == 400
+
+
+def test_the_callers_own_pool_works_after_a_run(tmp_path):
+    """The worker pool's fork server is multiprocessing's one per process; it
+    used to stay behind after a run, telling the caller's own forkserver
+    pools that its script was already loaded: they could not find its
+    functions and hung."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"age": [20 + i % 40 for i in range(400)]}), src)
+    script = textwrap.dedent(f"""
+        import multiprocessing as mp
+        import sqlanon
+
+        def square(x):
+            return x * x
+
+        if __name__ == "__main__":
+            for run in range(2):
+                sqlanon.anonymize({str(src)!r}, {str(tmp_path / "o.parquet")!r}, qi=["age"], k=5, workers=2,
+                                  overwrite=True)
+                with mp.get_context("forkserver").Pool(2) as pool:
+                    print(pool.map(square, [1, 2, 3]))
+    """)
+    (tmp_path / "job.py").write_text(script)
+    proc = subprocess.run([sys.executable, str(tmp_path / "job.py")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["[1, 4, 9]", "[1, 4, 9]"]
