@@ -31,7 +31,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -146,7 +146,9 @@ class FileSource(DuckDBReadable):
     base: str = ""
     """The directory named on the command line (directory sources)."""
     globs: tuple[str, ...] = ()
-    """What DuckDB reads when not ``path`` alone (a directory: one glob per file extension found)."""
+    """What DuckDB reads when not ``path`` alone: a directory's or a glob's
+    files, listed once (escaped), so that every query of the run reads the
+    same files, and only those :func:`lake_files` keeps."""
     as_text: bool = False
     """CSV: read every column as the text written (no type guessing), as the
     k/l check of a CSV output must: "1.0" and "1.00" are two values there."""
@@ -270,26 +272,19 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         _check_duckdb_file(spec, "--table")
         return DuckDBSource(spec, tuple(split_table_name(table)))
     if os.path.isdir(spec):
-        # Hidden files too: DuckDB's ** reads them.
-        files = [
-            f for f in glob.glob(os.path.join(glob.escape(spec), "**", "*"), recursive=True, include_hidden=True)
-            if _format_of(f)
-        ]
+        files = lake_files(os.path.join(glob.escape(spec), "**", "*"), spec)
         if not files:
-            raise InputError(f"directory {spec!r} holds no .parquet or .csv files")
+            raise InputError(f"directory {spec!r} holds no .parquet, .csv or .tsv files (names starting with _ or . "
+                             "are skipped)")
         fmts = {_format_of(f) for f in files}
         if len(fmts) > 1:
             raise InputError(f"directory {spec!r} mixes Parquet and CSV files")
         if len({csv_dialect(f)[0] for f in files}) > 1:
             raise InputError(f"directory {spec!r} mixes .csv and .tsv files")
-        # One glob per extension as spelled (.parquet, .pq, .PARQUET, .csv.gz...):
-        # DuckDB must read every file listed here, not only those of one spelling.
-        exts = sorted({format_suffix(f) for f in files})
-        globs = tuple(os.path.join(glob.escape(spec), "**", f"*{glob.escape(e)}") for e in exts)
         fmt = fmts.pop()
         _check_file_columns(files, fmt, spec)
         keys = _hive_keys(files, spec)
-        return FileSource(globs[0], fmt, bool(keys), spec, globs, hive_keys=keys)
+        return FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files), hive_keys=keys)
     fmt = _format_of(spec)
     if fmt is None:
         raise ConfigError(
@@ -297,19 +292,33 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
             "or a .duckdb file with --table"
         )
     if any(ch in spec for ch in "*?[") and not os.path.isfile(spec):
-        files = glob.glob(spec, recursive=True, include_hidden=True)  # as DuckDB's * and ** match
+        root = FileSource(spec, fmt).root
+        files = lake_files(spec, root)
         if not files:
-            raise InputError(f"no file matches {spec!r}")
-        source = FileSource(spec, fmt)
-        _check_file_columns(files, fmt, source.root)
-        keys = _hive_keys(files, source.root)
-        return replace(source, hive=bool(keys), hive_keys=keys)
+            raise InputError(f"no file matches {spec!r} (names starting with _ or . below {root!r} are skipped)")
+        _check_file_columns(files, fmt, root)
+        keys = _hive_keys(files, root)
+        return FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files), hive_keys=keys)
     if not os.path.isfile(spec):
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
         raise InputError(f"input file {spec!r} is not readable")
     _check_file_columns([spec], fmt)
     return exact_file(spec, fmt)
+
+
+def lake_files(pattern: str, root: str) -> list[str]:
+    """The data files ``pattern`` matches, sorted, skipping every file or
+    directory below ``root`` whose name starts with ``_`` or ``.``, as Spark,
+    Hive and Arrow do: Spark's ``_temporary/`` attempts, a writer's hidden
+    in-progress file and ``_SUCCESS`` would otherwise be read as more rows
+    (copies of people: a class of k rows holding fewer than k people)."""
+    files = glob.glob(pattern, recursive=True, include_hidden=True)
+    return sorted(
+        f for f in files
+        if _format_of(f) and os.path.isfile(f)
+        and not any(part.startswith(("_", ".")) for part in Path(os.path.relpath(f, root)).parts if part != "..")
+    )
 
 
 def exact_file(path: str, fmt: str) -> FileSource:
@@ -354,6 +363,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
     finally:
         con.close()
+    _check_same_columns(columns)
     for f, cols in columns.items():
         keys = {k.lower() for k in _hive_keys([f], root)} if root else set()
         seen: dict[str, str] = {}
@@ -375,6 +385,33 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                     f"column {name!r} of {f!r} is a DECIMAL of {precision} digits; DuckDB reads at most 38 "
                     "exactly: cast it (e.g. to text) or leave it out"
                 )
+
+
+def _check_same_columns(columns: dict[str, list[tuple]]) -> None:
+    """The files of one input must have the same column names (any order).
+
+    DuckDB unions them by name: a column renamed in a later file (``sex`` →
+    ``gender``) would read as NULL for its rows under the old name, a QI
+    with holes, and the new name would pass through unchanged, raw; so would
+    a column only some files have.
+    """
+    if len(columns) < 2:
+        return
+    (first, cols), *others = sorted(columns.items())
+    want = {name.lower(): name for name, _ in cols}
+    for f, cols in others:
+        have = {name.lower(): name for name, _ in cols}
+        adds = [have[n] for n in have if n not in want]
+        lacks = [want[n] for n in want if n not in have]
+        if adds or lacks:
+            def names(xs: list[str]) -> str:
+                return ", ".join(map(repr, xs[:5])) + (f" and {len(xs) - 5} more" if len(xs) > 5 else "")
+
+            diff = "; ".join(x for x in (adds and f"it has {names(adds)}", lacks and f"it lacks {names(lacks)}") if x)
+            raise InputError(
+                f"{f!r} does not have the columns of {first!r} ({diff}): the files of one input must share "
+                "their columns, or a renamed one would be published raw; align the files or read them through a view"
+            )
 
 
 def _top_level(elements: list[tuple]) -> list[tuple]:

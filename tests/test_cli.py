@@ -1057,21 +1057,50 @@ def test_file_name_with_glob_characters_reads_that_file(tmp_path, out_dir):
     assert_one_line_error(r.stderr, re.escape("data[1].parquet"), "two columns named 'age'")
 
 
-def test_hidden_file_of_a_glob_is_checked(tmp_path, out_dir):
-    """DuckDB's * matches .hidden.parquet: its repeated 'age' was published
-    raw (as age_1) when the input was a glob rather than the directory."""
+def test_lake_files_under_underscore_or_dot_names_are_skipped(tmp_path, out_dir):
+    """As Spark, Hive and Arrow do: Spark's _temporary/ attempt files and a
+    writer's hidden in-progress copy were read as more rows (each person
+    two or three times: a class of k rows then held fewer than k people)."""
     lake = tmp_path / "lake"
-    lake.mkdir()
-    _small(lake / "a.parquet")
-    n = 200
+    attempt = lake / "_temporary" / "0" / "_temporary" / "attempt_1"
+    attempt.mkdir(parents=True)
+    _small(lake / "part-0.parquet")
+    shutil.copy(lake / "part-0.parquet", attempt / "part-0.parquet")
+    shutil.copy(lake / "part-0.parquet", lake / ".part-0.parquet.inprogress.parquet")
+    n = 200  # a hidden file DuckDB would misread (two 'age' columns) is not read at all
     pq.write_table(pa.Table.from_arrays([pa.array(range(n)), pa.array([20 + i % 40 for i in range(n)]),
                                          pa.array([20 + i % 40 for i in range(n)])], names=["id", "age", "age"]),
                    lake / ".hidden.parquet")
-    for src in (lake, f"{lake}/*.parquet"):
-        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    for src in (lake, f"{lake}/**/*.parquet", f"{lake}/*.parquet"):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5", "--overwrite")
+        assert r.exit_code == 0, r.stderr
+        assert pq.read_metadata(out_dir / "o.parquet").num_rows == n, src
+    r = cli("anonymize", lake / "_temporary", "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5", "--overwrite")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, "holds no .parquet, .csv or .tsv files .names starting with _ or . are skipped")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_lake_files_with_different_columns_are_refused(tmp_path, out_dir, fmt):
+    """DuckDB unions a lake's files by name: a QI renamed in a new file
+    (sex -> gender) read as NULL there and its new name, like a column only
+    one file has (ssn), was published raw, exit 0."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    day1 = pd.DataFrame({"age": [20 + i % 40 for i in range(200)], "sex": ["F", "M"] * 100})
+    day2 = day1.rename(columns={"sex": "gender"}).assign(ssn=[f"SSN-{i}" for i in range(200)])
+    for name, df in (("day1", day1), ("day2", day2)):
+        df.to_parquet(lake / f"{name}.parquet") if fmt == "parquet" else df.to_csv(lake / f"{name}.csv", index=False)
+    for src in (lake, f"{lake}/*.{fmt}"):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age,sex", "-k", "5")
         assert r.exit_code == 1, r.stderr
-        assert_one_line_error(r.stderr, re.escape(".hidden.parquet"), "two columns named 'age'")
+        assert_one_line_error(r.stderr, rf"day2.{fmt}' does not have the columns of .*day1.{fmt}' "
+                                        r"\(it has 'gender', 'ssn'; it lacks 'sex'\)")
     assert snapshot(out_dir) == {}
+    day2.rename(columns={"gender": "SEX"}).drop(columns="ssn").to_parquet(lake / "day2.parquet") if fmt == "parquet" \
+        else day2.rename(columns={"gender": "SEX"}).drop(columns="ssn").to_csv(lake / "day2.csv", index=False)
+    r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age,sex", "-k", "5")
+    assert r.exit_code == 0, r.stderr  # names match as DuckDB matches them: ignoring case
 
 
 @pytest.mark.parametrize("ext", ["csv", "parquet"])
