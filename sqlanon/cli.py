@@ -19,7 +19,7 @@ import yaml
 
 from . import executors, interrupts
 from .config import GENERALIZATIONS, INTERVAL_FORMATS, STRATEGIES, file_format, strict_json, suggest
-from .errors import SqlanonError
+from .errors import ConfigError, SqlanonError
 from .executors import EXECUTORS
 
 # sqlanon.api (DuckDB, Arrow, numpy) is imported inside the commands, after
@@ -43,6 +43,24 @@ def _drops(ctx: click.Context, values: tuple[str, ...]) -> list[str]:
     from_file = (ctx.default_map or {}).get("drop")
     if from_file and ctx.get_parameter_source("drop") is click.core.ParameterSource.COMMANDLINE:
         names = [c for c in _split(tuple(from_file)) if c not in names] + names
+    return names
+
+
+def _covering(ctx: click.Context, name: str, values: tuple[str, ...], why: str) -> list[str]:
+    """``--qi`` or ``--sensitive`` on the command line replaces the --config
+    file's list, but must not leave any of its columns out: a QI left out
+    would be published unchanged, a sensitive column no longer checked for l."""
+    names = _split(values)
+    from_file = (ctx.default_map or {}).get(name)
+    if from_file and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+        left_out = [c for c in _split(tuple(from_file)) if c not in names]
+        if left_out:
+            option = "--" + name
+            raise ConfigError(
+                f"{option} leaves out {', '.join(map(repr, left_out))} of {name!r} in "
+                f"{ctx.meta['sqlanon.config']!r}, {why}: name {'it' if len(left_out) == 1 else 'them'} in {option} "
+                "too, or edit the file"
+            )
     return names
 
 
@@ -487,10 +505,10 @@ def anonymize(
         result = api.anonymize(
             input,
             output,
-            qi=_split(qi),
+            qi=_covering(ctx, "qi", qi, "which would then be published unchanged"),
             k=k,
             l=l_,
-            sensitive=_split(sensitive),
+            sensitive=_covering(ctx, "sensitive", sensitive, "which would then go unchecked for l"),
             hierarchies=_pairs(hierarchy, "--hierarchy"),
             generalization=_pairs(generalization, "--generalization"),
             drop=_drops(ctx, drop),

@@ -1296,6 +1296,25 @@ def test_drop_on_the_command_line_adds_to_the_config_files(tmp_path):
     assert "age" in names and "income" in names
 
 
+def test_qi_or_sensitive_on_the_command_line_keeps_the_config_files(tmp_path, out_dir):
+    """--qi replaced the job file's QIs: `--config job.yml --qi sex` published
+    age, race... unchanged (exit 0). A flag may add columns, never leave
+    the file's out."""
+    job = tmp_path / "job.yml"
+    job.write_text("qi: [age, race, sex]\nsensitive: [income]\nl: 2\nk: 10\n")
+    for flag, value, pattern in (
+        ("--qi", "sex", r"--qi leaves out 'age', 'race' of 'qi' in '.*job.yml', which would then be published unchanged"),
+        ("--sensitive", "workclass", r"--sensitive leaves out 'income' of 'sensitive' .* unchecked for l: name it"),
+    ):
+        r = cli("anonymize", "--config", job, ADULTS, "-o", out_dir / "o.parquet", flag, value)
+        assert r.exit_code == 2
+        assert_one_line_error(r.stderr, pattern)
+    assert snapshot(out_dir) == {}
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out_dir / "o.parquet", "--qi", "sex,age,race,education-num")
+    assert r.exit_code == 0, r.stderr
+    assert pq.read_table(out_dir / "o.parquet").column("education-num").type == pa.string()
+
+
 def test_metrics_record_what_was_applied(tmp_path):
     """The total row's parameters said generalization null for every QI
     left to its default, and nothing of the hierarchy file or the drops: a
