@@ -184,12 +184,17 @@ def anonymize(
         target = warehouse.open_target(out, target_table, overwrite=overwrite)
     else:
         target = io.open_target(out, overwrite=overwrite, table=target_table)
-        if metrics is None and target_table is None:
+    try:
+        if isinstance(target, io.LocalStagingTarget) and not explain and metrics is None and target_table is None:
             io.check_metrics_file(io.default_metrics_path(out))
-    with interrupts.watching():  # a Ctrl-C that DuckDB consumes still stops the run before it publishes
-        return coordinator.run(
-            source, target, spec, _names(drop, "--drop"), options, output_qi=lambda schema: output_qi_columns(spec, schema)
-        )
+        with interrupts.watching():  # a Ctrl-C that DuckDB consumes still stops the run before it publishes
+            return coordinator.run(
+                source, target, spec, _names(drop, "--drop"), options,
+                output_qi=lambda schema: output_qi_columns(spec, schema),
+            )
+    finally:
+        if isinstance(target, io.LocalStagingTarget):
+            target.release()  # another run may write the output now
 
 
 def _check_reachable(options: RunOptions, src: str, out: str, table: str | None) -> None:

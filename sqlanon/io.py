@@ -25,10 +25,13 @@ removes the staging left behind by a dead run.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import glob
+import logging
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,8 +44,11 @@ from .config import csv_dialect, file_format, format_suffix
 from .errors import ConfigError, InputError
 from .sql import ident, render
 
+log = logging.getLogger(__name__)
+
 DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
 STAGING_MARK = ".sqlanon-staging-"
+LOCK_MARK = ".sqlanon-lock"
 
 
 def connect(memory_limit: str | None = None, threads: int | None = None) -> duckdb.DuckDBPyConnection:
@@ -503,21 +509,96 @@ def _backup_name(path: Path) -> str:
     return str(path.with_name(f".{path.name}{BACKUP_MARK}{os.getpid()}"))
 
 
-def remove_stale_staging(path: str | os.PathLike) -> None:
-    """Delete staging files and directories of earlier runs whose process is
-    gone, and put back an output a dead run had moved aside to swap."""
+class PathLock:
+    """An exclusive lock on a file or directory: ``flock`` on the hidden file
+    ``.<name>.sqlanon-lock`` next to it, held until :meth:`release` (or the
+    process ends, however it ends). Writers of an output, or of a metrics
+    file several outputs share, take it, so that two runs (a scheduler's
+    retry, two jobs) never publish over each other, and a run's clean-up
+    never takes another live run's staging for a dead one's: the process
+    ids in staging names cannot tell, across containers or NFS clients.
+
+    The holder removes the lock file when it releases it; a run that locked
+    a file meanwhile removed finds it gone and locks the new one. On a
+    filesystem without locks the run goes on unlocked, as before.
+    """
+
+    def __init__(self, path: str | os.PathLike, what: str, wait: float = 0.0) -> None:
+        p = Path(os.path.abspath(os.fspath(path).rstrip("/") or "/"))
+        self.path = p.with_name(f".{p.name}{LOCK_MARK}")
+        self.held = False
+        self._fd: int | None = None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:  # a directory we cannot write: the run's own writes say so
+                log.debug("no lock on %s (%s)", what, exc)
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                if time.monotonic() >= deadline:
+                    raise InputError(
+                        f"another sqlanon run is writing {what}; try again when it has finished "
+                        f"(it holds {str(self.path)!r})"
+                    ) from None
+                time.sleep(0.05)
+                continue
+            except OSError as exc:  # ENOLCK, EOPNOTSUPP: a filesystem without locks
+                os.close(fd)
+                log.debug("no lock on %s (%s)", what, exc)
+                return
+            try:
+                current = os.stat(self.path).st_ino
+            except FileNotFoundError:
+                current = None
+            if current != os.fstat(fd).st_ino:  # its holder removed it as we locked it: lock the new one
+                os.close(fd)
+                continue
+            self._fd, self.held = fd, True
+            return
+
+    def release(self) -> None:
+        if self._fd is not None:
+            try:
+                os.unlink(self.path)  # while still holding it: see the class docstring
+            except OSError:
+                pass
+            os.close(self._fd)  # releases the flock
+            self._fd = None
+        self.held = False
+
+    def __enter__(self) -> PathLock:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def remove_stale_staging(path: str | os.PathLike, locked: bool = False) -> None:
+    """Delete staging files and directories of earlier runs, and put back an
+    output a dead run had moved aside to swap. ``locked``: this process holds
+    the output's :class:`PathLock`, so any other run's staging is a dead
+    run's; without it, those of processes still alive here are kept."""
     p = Path(path)
+
+    def live(name: str, pattern: str) -> bool:
+        if locked:
+            return False
+        m = re.search(pattern, name)
+        return bool(m) and int(m.group(1)) != os.getpid() and _alive(int(m.group(1)))
+
     for backup in p.parent.glob(f".{glob.escape(p.name)}{BACKUP_MARK}*"):
-        m = re.search(re.escape(BACKUP_MARK) + r"(\d+)$", backup.name)
-        if m and int(m.group(1)) != os.getpid() and _alive(int(m.group(1))):
+        if live(backup.name, re.escape(BACKUP_MARK) + r"(\d+)$"):
             continue
         if p.exists():
             _remove(backup)  # the swap finished; only the clean-up was lost
         else:
             os.rename(backup, p)
     for stale in p.parent.glob(f".{glob.escape(p.name)}{STAGING_MARK}*"):
-        m = re.search(re.escape(STAGING_MARK) + r"(\d+)-", stale.name)
-        if m and int(m.group(1)) != os.getpid() and _alive(int(m.group(1))):
+        if live(stale.name, re.escape(STAGING_MARK) + r"(\d+)-"):
             continue
         _remove(stale)
 
@@ -597,8 +678,16 @@ class Staging:
         _remove(self.root)
 
 
+@dataclass(frozen=True)
 class LocalStagingTarget:
     """Targets whose staging area is a hidden directory next to them."""
+
+    lock: PathLock | None = field(default=None, compare=False, repr=False, kw_only=True)
+    """Held from :func:`open_target` until :meth:`release`: one run writes an output at a time."""
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
 
     dialect = "duckdb"
     """The engine that reads the output back (verification, checksums)."""
@@ -663,7 +752,11 @@ class FileTarget(LocalStagingTarget):
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         path = where or default_metrics_path(self.path)
         swap = stage_metrics_file(con, metrics, path)
-        os.replace(self._staged(staging), self.path)
+        try:
+            os.replace(self._staged(staging), self.path)
+        except BaseException:
+            swap.discard()
+            raise
         swap()
         staging.discard()
         return path
@@ -688,7 +781,11 @@ class DirectoryTarget(LocalStagingTarget):
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         path = where or default_metrics_path(self.path)
         swap = stage_metrics_file(con, metrics, path)
-        self._swap_in(staging)
+        try:
+            self._swap_in(staging)
+        except BaseException:
+            swap.discard()
+            raise
         swap()
         staging.discard()
         return path
@@ -778,8 +875,12 @@ class DuckDBTarget(LocalStagingTarget):
                         con.execute(f"ALTER TABLE {name} ADD COLUMN {ident(col)} {typ}")
                 con.execute(f'INSERT INTO {name} BY NAME SELECT * FROM "__sqlanon_metrics"')
             con.execute("COMMIT")
-        except duckdb.Error as exc:
-            raise InputError(f"cannot publish {self.describe()!r}: {first_line(exc)}") from exc
+        except BaseException as exc:
+            if swap is not None:
+                swap.discard()
+            if isinstance(exc, duckdb.Error):
+                raise InputError(f"cannot publish {self.describe()!r}: {first_line(exc)}") from exc
+            raise
         if swap is not None:
             swap()
         staging.discard()
@@ -853,14 +954,45 @@ def check_metrics_file(path: str) -> None:
         raise ConfigError(why + ": name another file with --metrics")
 
 
-def stage_metrics_file(con, metrics: pa.Table, path: str):
+class StagedMetrics:
+    """A metrics file written aside: call it to swap it in, or :meth:`discard`
+    it; either releases the file's lock."""
+
+    def __init__(self, aside: str, path: str, lock: PathLock) -> None:
+        self.aside, self.path, self._lock = aside, path, lock
+
+    def __call__(self) -> None:
+        try:
+            os.replace(self.aside, self.path)
+        finally:
+            self._lock.release()
+
+    def discard(self) -> None:
+        _remove(self.aside)
+        self._lock.release()
+
+
+METRICS_LOCK_WAIT = 60.0
+"""Seconds a run waits for another to finish appending to a metrics file it
+shares (that takes a moment: outputs share one, ``out.csv`` and
+``out.parquet``, or jobs one ``--metrics``)."""
+
+
+def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
     """Write the metrics file aside, next to its destination (same filesystem,
-    so the swap is a rename), with earlier runs' rows kept; return the swap."""
+    so the swap is a rename), with earlier runs' rows kept; return the swap.
+    The file is locked from reading its earlier rows until the swap, so that
+    a run appending meanwhile cannot lose this one's rows, or this its."""
     fmt = _format_of(path)
     if fmt is None:
         raise ConfigError(f"cannot tell the format of metrics file {path!r}: name a .parquet or .csv file")
-    check_metrics_file(path)
-    remove_stale_staging(path)
+    lock = PathLock(path, f"the metrics file {path!r}", wait=METRICS_LOCK_WAIT)
+    try:
+        check_metrics_file(path)
+        remove_stale_staging(path, locked=lock.held)
+    except BaseException:
+        lock.release()
+        raise
     aside = str(_staging_name(Path(path)))
     written = False
     try:
@@ -878,7 +1010,8 @@ def stage_metrics_file(con, metrics: pa.Table, path: str):
     finally:
         if not written:  # a half-written file must not linger
             _remove(aside)
-    return lambda: os.replace(aside, path)
+            lock.release()
+    return StagedMetrics(aside, path, lock)
 
 
 _PART_NAME = re.compile(r"part-\d{5,}\.parquet")
@@ -917,10 +1050,16 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
                 f"--target-table writes into a DuckDB file: name a .duckdb, .ddb or .db output "
                 f"(or a database URL), not {spec!r}"
             )
-        target = DuckDBTarget(spec, tuple(split_table_name(table)))
-        if not overwrite and target.exists():
-            raise ConfigError(f"table {'.'.join(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
-        remove_stale_staging(spec)
+        lock = PathLock(spec, repr(spec))  # before looking inside: another run may be writing it
+        target = DuckDBTarget(spec, tuple(split_table_name(table)), lock=lock)
+        try:
+            if not overwrite and target.exists():
+                raise ConfigError(
+                    f"table {'.'.join(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
+            remove_stale_staging(spec, locked=lock.held)
+        except BaseException:
+            lock.release()
+            raise
         return target
     if Path(spec.rstrip("/") or "/").name in ("", ".", ".."):
         raise ConfigError(f"output {spec!r}: name the output file or directory itself (e.g. anon/ or anon.parquet)")
@@ -938,13 +1077,20 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             raise ConfigError(f"output {spec!r} is a file, not a directory")
         if os.path.exists(spec) and not overwrite:
             raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
+        if os.path.ismount(spec.rstrip("/")):
+            raise ConfigError(
+                f"output {spec!r} is a mount point: an output directory is swapped in whole (renamed), which a "
+                "mount point cannot be; name a directory inside it"
+            )
         if os.path.isdir(spec):
             _check_replaceable_directory(spec)
-        remove_stale_staging(spec.rstrip("/"))
-        return DirectoryTarget(spec.rstrip("/"))
+        lock = PathLock(spec, repr(spec))
+        remove_stale_staging(spec.rstrip("/"), locked=lock.held)
+        return DirectoryTarget(spec.rstrip("/"), lock=lock)
     if os.path.isdir(spec):
         raise ConfigError(f"output {spec!r} is a directory, not a {fmt} file")
     if os.path.exists(spec) and not overwrite:
         raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
-    remove_stale_staging(spec)
-    return FileTarget(spec, fmt)
+    lock = PathLock(spec, repr(spec))
+    remove_stale_staging(spec, locked=lock.held)
+    return FileTarget(spec, fmt, lock=lock)

@@ -637,10 +637,14 @@ class PostgresTarget:
             # Written first: a metrics file that cannot be written fails the
             # run before the table is replaced, not after.
             swap_metrics = stage_metrics_file(con, metrics, where)
-            with self._transaction("publish") as c:
-                self._replace(c, ident(list(self._staging_name(staging.run))))
-            self._detach(con)
+            try:
+                with self._transaction("publish") as c:
+                    self._replace(c, ident(list(self._staging_name(staging.run))))
+            except BaseException:
+                swap_metrics.discard()
+                raise
             swap_metrics()
+            self._detach(con)
             staging.discard()
             self.unlock()
             return where

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
+import subprocess
+import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -15,7 +19,7 @@ import pytest
 
 import sqlanon
 from sqlanon import ConfigError
-from sqlanon.io import BACKUP_MARK, remove_stale_staging
+from sqlanon.io import BACKUP_MARK, STAGING_MARK, PathLock, remove_stale_staging
 from sqlanon.sql import literal
 from sqlanon.warehouse import Conn
 
@@ -117,6 +121,79 @@ def test_unwritable_output_directory(tmp_path, monkeypatch):
     monkeypatch.setattr(sio.os, "access", lambda p, mode: False if mode == os.W_OK else real(p, mode))
     with pytest.raises(ConfigError, match="not writable"):
         sqlanon.anonymize(REPO / "examples" / "adults.csv", tmp_path / "o.parquet", qi=["age"], k=5)
+
+
+# ---------------------------------------------------------------- two runs, one output
+
+
+def _run(src, out, *extra) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sqlanon", "anonymize", str(src), "-o", str(out), "--qi", "x", "-k", "5",
+         "--workers", "1", "--quiet", *map(str, extra)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_a_second_run_on_the_same_output_is_refused_and_keeps_the_firsts_staging(lake, tmp_path):
+    """Two runs on one output both published (a scheduler's retry): the
+    later swap won, and a run took the other's live staging for a dead run's
+    when its process id was not one it could see (another container, an
+    NFS client): the other run then failed writing its parts."""
+    out = tmp_path / "o.parquet"
+    other = tmp_path / f".o.parquet{STAGING_MARK}{os.getpid()}-0000beef"  # a live process of ours
+    other.mkdir()
+    with PathLock(out, "o") as lock:
+        assert lock.held
+        p = _run(lake, out)
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 1
+        assert re.fullmatch(r"Error: another sqlanon run is writing '.*o.parquet'; try again when it has finished "
+                            r"\(it holds '.*\.o\.parquet\.sqlanon-lock'\)\n", err), err
+        assert other.exists() and not out.exists()
+    # Holding the lock, a run knows any other staging is a dead run's, whatever its process id.
+    p = _run(lake, out)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert not other.exists() and pq.read_metadata(out).num_rows == 100
+
+
+def test_runs_sharing_a_metrics_file_append_in_turn(lake, tmp_path):
+    """The metrics file is read, extended and swapped in: a run appending
+    in between (two outputs, one --metrics) lost its rows to the later swap."""
+    metrics = tmp_path / "m.parquet"
+    first = _run(lake, tmp_path / "a.parquet", "--metrics", metrics)
+    assert first.wait(timeout=120) == 0, first.stderr.read()
+    with PathLock(metrics, "m") as lock:
+        assert lock.held
+        second = _run(lake, tmp_path / "b.parquet", "--metrics", metrics)
+        deadline = time.monotonic() + 60  # until its output is assembled; then it verifies and appends
+        while not list(tmp_path.glob(f".b.parquet{STAGING_MARK}*/out.parquet")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        assert second.poll() is None, second.stderr.read()  # waiting for the lock
+        # Meanwhile another run appends (as sqlanon does: aside, then a rename).
+        rows = pq.read_table(metrics)
+        pq.write_table(pa.concat_tables([rows, rows.slice(0, 1)]), tmp_path / "m.tmp")
+        os.replace(tmp_path / "m.tmp", metrics)
+    assert second.wait(timeout=120) == 0, second.stderr.read()
+    kinds = pq.read_table(metrics).column("target").to_pylist()
+    assert [os.path.basename(t) for t in kinds].count("a.parquet") == 3  # 1 fragment + total + the one appended
+    assert [os.path.basename(t) for t in kinds].count("b.parquet") == 2
+
+
+def test_an_output_directory_that_is_a_mount_point_is_refused(lake, tmp_path):
+    """It could never be swapped (a rename of a mount point is EBUSY): the
+    run failed at the end with an internal error and left its staged metrics."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        with pytest.raises(ConfigError, match="is a mount point: .* name a directory inside it"):
+            sqlanon.anonymize(lake, f"{mnt}/", qi=["x"], k=5, overwrite=True)
+        assert sorted(os.listdir(tmp_path)) == ["lake", "mnt"]
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
 
 
 # ---------------------------------------------------------------- names that resolve to the same thing
