@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .engine import EngineResult, anonymize_table
     from .hierarchies import Hierarchy, load_hierarchy
     from .metrics import Metrics
+    from .verification import Verification
 
 __version__ = "0.1.0"
 
@@ -30,6 +31,7 @@ _LAZY = {
     "EngineResult": "engine", "anonymize_table": "engine",
     "Hierarchy": "hierarchies", "load_hierarchy": "hierarchies",
     "Metrics": "metrics",
+    "Verification": "verification",
 }
 
 
@@ -53,6 +55,7 @@ __all__ = [
     "QuasiIdentifier",
     "RunResult",
     "SqlanonError",
+    "Verification",
     "VerificationError",
     "anonymize",
     "anonymize_table",

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
 
 import duckdb
+import numpy as np
 
 from . import coordinator, interrupts, io, warehouse
 from .config import AnonymizationSpec, QuasiIdentifier, missing_column, suggest
@@ -30,10 +32,15 @@ from .verification import Verification, verify_relation
 
 log = logging.getLogger("sqlanon")
 
-__all__ = ["RunResult", "anonymize", "build_spec", "verify"]
+__all__ = ["RunResult", "Verification", "anonymize", "build_spec", "verify"]
+
+# Arguments are checked here, at the API's edge, as the CLI's options are:
+# a value of the wrong kind is a ConfigError naming the argument, never an
+# AttributeError from deep inside, nor (``overwrite="no"``) a truthy string
+# that replaced an existing output.
 
 
-def _names(value, option: str) -> tuple:
+def _names(value, option: str, objects: type | None = None) -> tuple:
     """Column names as given: a sequence, or one string of comma-separated
     names as the CLI takes them ("age,zip"; a bare string used to be read
     as its characters: column 'a' is not in ...)."""
@@ -42,9 +49,63 @@ def _names(value, option: str) -> tuple:
     if value is None:
         return ()
     try:
-        return tuple(value)
+        names = tuple(value)
     except TypeError:
         raise ConfigError(f"{option} takes column names, got {value!r}") from None
+    for name in names:
+        if not isinstance(name, str) and not (objects and isinstance(name, objects)):
+            raise ConfigError(f"{option} takes column names, got {name!r} among them")
+    return names
+
+
+def _flag(value, name: str) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ConfigError(f"{name} must be True or False, got {value!r}")
+
+
+def _whole(value):
+    """An integer argument as an int, numpy's too (a count computed from
+    data); anything else as it is, for the option's own check to name."""
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
+
+
+def _number(value, name: str):
+    """``sample``, ``task_timeout``: None, or a number (numpy's too)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
+        if value is None:
+            return None
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def _text(value, name: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(f"{name} must be a string, got {value!r}")
+
+
+def _location(value, name: str) -> str:
+    """A path or a database URL, as text."""
+    if isinstance(value, (str, os.PathLike)):
+        text = os.fspath(value)
+        if isinstance(text, str) and text.strip():
+            return text
+        raise ConfigError(f"{name} is empty: name a file, a directory or a database URL")
+    hint = "; anonymize_table anonymizes a table in memory" if hasattr(value, "columns") else ""
+    raise ConfigError(f"{name} takes a path or a database URL, got {type(value).__name__}{hint}")
+
+
+def _by_column(value, name: str, what: str) -> dict:
+    """``hierarchies`` and ``generalization``: ``{column: file or kind}``."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name} takes a mapping {{column: {what}}}, got {value!r}")
+    for col, val in value.items():
+        if not isinstance(col, str) or not isinstance(val, (str, os.PathLike)):
+            raise ConfigError(f"{name} takes a mapping {{column: {what}}}, got {col!r}: {val!r} in it")
+    return dict(value)
 
 
 def build_spec(
@@ -58,11 +119,26 @@ def build_spec(
 ) -> AnonymizationSpec:
     """Build and validate an :class:`AnonymizationSpec` from plain arguments.
 
-    Hierarchy files are loaded here, so a bad file fails before any data is read.
+    Args:
+        qi: the quasi-identifier columns: names (a sequence, or one string
+            ``"age,zip"``) or :class:`QuasiIdentifier` objects.
+        k, l, sensitive, interval_format: as :func:`anonymize` takes them.
+        hierarchies: ``{column: hierarchy file}``; loaded here, so a bad file
+            fails before any data is read.
+        generalization: ``{column: interval|set|prefix|hierarchy}``.
+
+    Returns:
+        The validated :class:`AnonymizationSpec`.
+
+    Raises:
+        ConfigError: an argument of the wrong kind or value, a column named
+            twice, a mapping naming a column that is not a QI, or one a
+            :class:`QuasiIdentifier` already generalizes its own way.
+        HierarchyError: a hierarchy file that cannot be loaded.
     """
-    qi, sensitive = _names(qi, "--qi"), _names(sensitive, "--sensitive")
-    hierarchies = dict(hierarchies or {})
-    generalization = dict(generalization or {})
+    qi, sensitive = _names(qi, "--qi", QuasiIdentifier), _names(sensitive, "--sensitive")
+    hierarchies = _by_column(hierarchies, "hierarchies", "hierarchy file")
+    generalization = _by_column(generalization, "generalization", "interval|set|prefix|hierarchy")
     names = [q.name if isinstance(q, QuasiIdentifier) else q for q in qi]
     for option, cols in (("--hierarchy", hierarchies), ("--generalization", generalization)):
         for col in cols:
@@ -70,12 +146,21 @@ def build_spec(
                 raise ConfigError(f"{option} names column {col!r}, which is not a quasi-identifier{suggest(col, names)}")
     qis = []
     for q in qi:
-        if isinstance(q, QuasiIdentifier):
+        name = q.name if isinstance(q, QuasiIdentifier) else q
+        if isinstance(q, QuasiIdentifier) and (name not in hierarchies and name not in generalization):
             qis.append(q)
             continue
-        h = load_hierarchy(hierarchies[q]) if q in hierarchies else None
-        qis.append(QuasiIdentifier(q, generalization.get(q), h))
-    return AnonymizationSpec(tuple(qis), k=k, l=l, sensitive=tuple(sensitive), interval_format=interval_format)
+        if isinstance(q, QuasiIdentifier) and (q.hierarchy is not None or q.generalization is not None):
+            # They used to be dropped without a word.
+            raise ConfigError(
+                f"column {name!r} is a QuasiIdentifier with its own generalization, and hierarchies or "
+                "generalization name it too: give it one way"
+            )
+        h = load_hierarchy(hierarchies[name]) if name in hierarchies else None
+        qis.append(QuasiIdentifier(name, generalization.get(name), h))
+    return AnonymizationSpec(
+        tuple(qis), k=_whole(k), l=_whole(l), sensitive=tuple(sensitive), interval_format=interval_format
+    )
 
 
 def output_qi_columns(spec: AnonymizationSpec, schema) -> list[str]:
@@ -130,10 +215,14 @@ def anonymize(
     next to the output (or at ``metrics``).
 
     Args:
-        input: a Parquet or CSV file, a glob, a directory of part files, or a
-            DuckDB database file (with ``table``).
-        output: a ``.parquet``/``.csv`` file, a directory (``out/``), or a
-            DuckDB database file (with ``target_table``).
+        input: a Parquet, CSV or TSV file (``.csv.gz``…), a glob, a directory
+            of part files, a DuckDB database file (with ``table``), or a
+            database URL (with ``table``): ``postgresql://…``, or another
+            SQLAlchemy URL such as ``sqlite:///hr.db``. A path or a URL, not
+            a DataFrame (:func:`anonymize_table` takes those).
+        output: a ``.parquet``/``.csv``/``.tsv`` file, a directory (``out/``),
+            a DuckDB database file (with ``target_table``) or a
+            ``postgresql://`` URL (with ``target_table``).
         qi: the quasi-identifier columns.
         k: minimum equivalence class size (>= 2).
         l: minimum distinct sensitive values per class (>= 1).
@@ -141,7 +230,7 @@ def anonymize(
         hierarchies: ``{column: hierarchy file}`` (JSON tree or CSV levels).
         generalization: ``{column: interval|set|prefix|hierarchy}``; others by type.
         drop: columns to remove (direct identifiers).
-        overwrite: replace an existing output.
+        overwrite: replace an existing output (``True`` or ``False`` only).
         interval_format: ``text`` (``[lo, hi]``) or ``bounds`` (``c_lo``, ``c_hi``).
         table: the source table in a DuckDB file (``schema.table``).
         target_table: the output table in a DuckDB file.
@@ -156,7 +245,8 @@ def anonymize(
         progress: called with ``(finished, total)`` fragments.
         executor: ``local``, ``dask`` or ``spark`` (see :mod:`sqlanon.executors`).
         scheduler: Dask scheduler address (default: a LocalCluster of ``workers``).
-        spark_master: Spark master URL (default: ``local[workers]``).
+        spark_master: Spark master URL (default: ``local[workers,retries+1]``;
+            an active SparkSession is used as it is).
         retries: reruns of a failed task on Dask or Spark.
         task_timeout: seconds one fragment may take.
 
@@ -165,13 +255,22 @@ def anonymize(
         InputError, HierarchyError, PrivacyError, VerificationError: the run
             failed (exit code 1).
     """
+    src, out = _location(input, "input"), _location(output, "output")
+    overwrite, explain = _flag(overwrite, "overwrite"), _flag(explain, "explain")
+    metrics = None if metrics is None else _location(metrics, "metrics")
+    for name, value in (("interval_format", interval_format), ("table", table), ("target_table", target_table),
+                        ("fragmentation", fragmentation), ("worker_memory", worker_memory), ("executor", executor),
+                        ("scheduler", scheduler), ("spark_master", spark_master)):
+        _text(value, name)
+    if progress is not None and not callable(progress):
+        raise ConfigError(f"progress must be a function of (finished, total), got {progress!r}")
     spec = build_spec(qi, k, l, sensitive, hierarchies, generalization, interval_format)
     options = RunOptions(
-        workers=workers, fragments=fragments, fragmentation=fragmentation, sample=sample, seed=seed,
-        worker_memory=worker_memory, metrics=metrics, explain=explain, progress=progress, executor=executor,
-        scheduler=scheduler, spark_master=spark_master, retries=retries, task_timeout=task_timeout,
+        workers=_whole(workers), fragments=_whole(fragments), fragmentation=fragmentation,
+        sample=_number(sample, "sample"), seed=_whole(seed), worker_memory=worker_memory, metrics=metrics,
+        explain=explain, progress=progress, executor=executor, scheduler=scheduler, spark_master=spark_master,
+        retries=_whole(retries), task_timeout=_number(task_timeout, "task_timeout"),
     )
-    src, out = os.fspath(input), os.fspath(output)
     _check_reachable(options, src, out, table)
     source = warehouse.open_source(src, table) if warehouse.is_url(src) else io.open_source(src, table)
     _refuse_same(source, out, target_table)
@@ -303,8 +402,32 @@ def verify(
     sensitive: Sequence[str] = (),
     table: str | None = None,
 ) -> Verification:
-    """Check that a generalized file is k-anonymous and l-diverse (see :mod:`sqlanon.verification`)."""
+    """Check that a published table is k-anonymous and l-diverse, with SQL.
+
+    It groups ``input`` by the ``qi`` columns as published: every group
+    must hold at least ``k`` rows and ``l`` distinct values of each
+    ``sensitive`` column (a NULL counts as one value).
+
+    Args:
+        input: a Parquet or CSV file, a glob or a directory (as
+            :func:`anonymize` reads them), a DuckDB file with ``table``, or a
+            ``postgresql://`` URL with ``table``.
+        qi, k, l, sensitive, table: as :func:`anonymize` takes them.
+
+    Returns:
+        A :class:`Verification`: ``ok`` is False when some class breaks k or
+        l; ``n_violations`` counts them, ``violations`` lists the first, and
+        ``describe_failure()`` words them. A failed check does not raise
+        (``sqlanon verify`` exits 1 on it): test ``ok``, e.g.
+        ``if not result.ok: raise VerificationError(result.describe_failure())``.
+
+    Raises:
+        ConfigError: bad arguments, or a column the input lacks.
+        InputError: the input cannot be read.
+    """
     qi, sensitive = _names(qi, "--qi"), _names(sensitive, "--sensitive")
+    k, l = _whole(k), _whole(l)  # noqa: E741
+    table = _text(table, "table")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ConfigError(f"k must be a positive integer, got {k!r}")
     if isinstance(l, bool) or not isinstance(l, int) or l < 1:
@@ -313,7 +436,9 @@ def verify(
         raise ConfigError(f"l = {l} needs at least one sensitive column (--sensitive)")
     if not qi:
         raise ConfigError("name the quasi-identifier columns (--qi)")
-    spec_in = os.fspath(input)
+    if set(qi) & set(sensitive):
+        raise ConfigError(f"column {sorted(set(qi) & set(sensitive))[0]!r} cannot be both a quasi-identifier and sensitive")
+    spec_in = _location(input, "input")
     if warehouse.is_url(spec_in):
         warehouse.Conn(spec_in).require_postgres("the table to verify")
         source = warehouse.open_source(spec_in, table)

@@ -21,6 +21,7 @@ so a worker that sees only a fragment can pass the global ones in.
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -148,6 +149,37 @@ def _encode_sensitive(table: pa.Table, name: str) -> tuple[np.ndarray, int]:
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int32), len(enc.dictionary)
 
 
+def _as_arrow(data) -> pa.Table:
+    """A pandas DataFrame, or anything else Arrow reads as a table, as Arrow."""
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas comes with the dependencies
+        pd = None
+    if pd is not None and isinstance(data, pd.DataFrame):
+        index = data.index
+        if not (isinstance(index, pd.RangeIndex) and index.name is None and index.start == 0 and index.step == 1):
+            try:  # the index is data (person_id, or the rows a filter kept): a column, not lost
+                data = data.reset_index()
+            except ValueError as exc:
+                raise ConfigError(f"the DataFrame's index cannot become a column: {exc}") from None
+        try:
+            return pa.Table.from_pandas(data, preserve_index=False)
+        except (TypeError, ValueError, pa.ArrowException) as exc:
+            # Arrow names the column last; the value it failed on stays out (it is data).
+            found = re.search(r"Conversion failed for column (.+?) with type (\w+)", str(exc))
+            if found:
+                raise ConfigError(
+                    f"column {found.group(1)!r} (dtype {found.group(2)}) holds values of mixed types that Arrow "
+                    "cannot read as one column: cast it first (e.g. .astype(str))"
+                ) from None
+            raise ConfigError(f"cannot read the DataFrame as an Arrow table: {type(exc).__name__}") from None
+    try:  # a dict of columns, anything Arrow reads as a table
+        return pa.table(data)
+    except (TypeError, ValueError, pa.ArrowException) as exc:
+        raise ConfigError(f"anonymize_table takes an Arrow table or a pandas DataFrame, got {type(data).__name__}"
+                          ) from exc
+
+
 def anonymize_table(
     table: pa.Table, spec: AnonymizationSpec, stats: dict[str, ColumnStats] | None = None
 ) -> EngineResult:
@@ -165,10 +197,14 @@ def anonymize_table(
         their place among the columns; QI columns become text (or
         ``_lo``/``_hi`` bounds). Rows come out grouped by class, shuffled
         within each (:func:`publication_order`): relate them to the input by
-        a key column.
+        a key column, never by position. A DataFrame's index is such a key
+        unless it is pandas' default (an unnamed 0..n-1): it comes through
+        as columns, first, named as ``DataFrame.reset_index()`` names them.
 
     Raises:
-        InputError: a column is missing or the table is empty.
+        ConfigError: a column is missing, or cannot be a QI (lists, infinite
+            numbers…), or ``table`` is not a table Arrow can read.
+        InputError: the table is empty.
         PrivacyError: fewer than ``k`` rows, or fewer than ``l`` distinct values
             of a sensitive column: no partition can satisfy the request.
 
@@ -181,12 +217,12 @@ def anonymize_table(
     """
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
+    if not isinstance(spec, AnonymizationSpec):
+        raise ConfigError(
+            f"spec must be an AnonymizationSpec (sqlanon.build_spec(qi, k, ...) makes one), got {type(spec).__name__}"
+        )
     if not isinstance(table, pa.Table):
-        try:  # a pandas DataFrame, a dict of columns, anything Arrow reads as a table
-            table = pa.table(table)
-        except (TypeError, ValueError, pa.ArrowException) as exc:
-            raise ConfigError(f"anonymize_table takes an Arrow table or a pandas DataFrame, got {type(table).__name__}"
-                              ) from exc
+        table = _as_arrow(table)
     _check_columns(table, spec)
     n = table.num_rows
     if n == 0:

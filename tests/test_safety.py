@@ -347,3 +347,87 @@ def test_library_checks_seed_and_types_like_the_cli(lake, tmp_path):
     with pytest.raises(ConfigError, match="'d' holds infinite dates"):
         sqlanon.anonymize(dates, tmp_path / "o.parquet", qi=["d"], k=5, workers=1)
     assert not (tmp_path / "o.parquet").exists()
+
+
+# ---------------------------------------------------------------- the library's arguments
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"overwrite": "no"}, "overwrite must be True or False, got 'no'"),  # used to replace the output
+    ({"explain": "yes"}, "explain must be True or False"),
+    ({"metrics": 3}, "metrics takes a path or a database URL, got int"),
+    ({"sensitive": [1], "l": 2}, "--sensitive takes column names, got 1 among them"),
+    ({"qi": ["x", 1]}, "--qi takes column names, got 1 among them"),
+    ({"hierarchies": "x=h.json"}, r"hierarchies takes a mapping \{column: hierarchy file\}"),
+    ({"generalization": {"x": 1}}, r"generalization takes a mapping .* got 'x': 1 in it"),
+    ({"task_timeout": "10"}, "task_timeout must be a number, got '10'"),
+    ({"sample": "0.5"}, "sample must be a number"),
+    ({"progress": True}, "progress must be a function"),
+    ({"table": 5}, "table must be a string"),
+])
+def test_library_arguments_of_the_wrong_kind_are_named(lake, tmp_path, kwargs, pattern):
+    """Each used to fail deep inside (AttributeError, TypeError), late (after
+    a fragment was anonymized), or not at all: overwrite="no" is truthy."""
+    out = tmp_path / "o.parquet"
+    out.write_bytes(b"precious")
+    args = {"qi": ["x"], "k": 5, "workers": 1, **kwargs}
+    with pytest.raises(ConfigError, match=pattern):
+        sqlanon.anonymize(lake, out, **args)
+    assert out.read_bytes() == b"precious"
+
+
+def test_library_takes_paths_and_numpy_numbers(lake, tmp_path):
+    import pandas as pd
+
+    r = sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["x"], k=np.int64(5), l=np.int64(1), workers=np.int64(1),
+                          seed=np.uint32(3), sample=np.float64(0.5), metrics=tmp_path / "m.parquet",
+                          overwrite=np.bool_(False), task_timeout=np.float32(60))
+    assert r.metrics.rows == 100 and (tmp_path / "m.parquet").exists()
+    assert sqlanon.verify(tmp_path / "o.parquet", qi=["x"], k=np.int64(5)).ok
+    for bad, pattern in ((pd.DataFrame({"x": [1]}), "input takes a path or a database URL, got DataFrame; "
+                                                    "anonymize_table"), ("", "input is empty"), (None, "got NoneType")):
+        with pytest.raises(ConfigError, match=pattern):
+            sqlanon.anonymize(bad, tmp_path / "p.parquet", qi=["x"], k=5)
+        with pytest.raises(ConfigError, match=pattern):
+            sqlanon.verify(bad, qi=["x"], k=5)
+    with pytest.raises(ConfigError, match="output is empty"):
+        sqlanon.anonymize(lake, " ", qi=["x"], k=5)
+    with pytest.raises(ConfigError, match="'x' cannot be both a quasi-identifier and sensitive"):
+        sqlanon.verify(tmp_path / "o.parquet", qi=["x"], sensitive=["x"], k=5)
+
+
+def test_a_quasi_identifier_object_and_a_mapping_naming_it(tmp_path):
+    """The mapping's hierarchy or generalization was dropped without a word."""
+    from sqlanon import QuasiIdentifier
+
+    countries = str(REPO / "hierarchies" / "countries.json")
+    spec = sqlanon.build_spec([QuasiIdentifier("c"), "age"], k=10, hierarchies={"c": countries})
+    assert spec.quasi_identifiers[0].hierarchy is not None
+    spec = sqlanon.build_spec([QuasiIdentifier("c")], k=10, generalization={"c": "prefix"})
+    assert spec.quasi_identifiers[0].generalization == "prefix"
+    with pytest.raises(ConfigError, match="'c' is a QuasiIdentifier with its own generalization"):
+        sqlanon.build_spec([QuasiIdentifier("c", "set")], k=10, generalization={"c": "prefix"})
+
+
+def test_anonymize_table_keeps_a_dataframes_index_as_data():
+    """A named or filtered index came back as a fresh 0..n-1 (person_id
+    lost, and to_pandas() rows silently misaligned with the input's) or as
+    a column named __index_level_0__."""
+    import pandas as pd
+
+    df = pd.DataFrame({"age": [20 + i % 30 for i in range(60)], "note": [f"n{i}" for i in range(60)]})
+    spec = sqlanon.build_spec(["age"], k=5)
+    named = sqlanon.anonymize_table(df.rename_axis("person_id"), spec).table
+    assert named.column_names == ["person_id", "age", "note"]
+    assert sorted(zip(named.column("person_id").to_pylist(), named.column("note").to_pylist())) == \
+        [(i, f"n{i}") for i in range(60)]
+    kept = sqlanon.anonymize_table(df[df.age > 30], spec).table
+    assert kept.column_names == ["index", "age", "note"]
+    assert sorted(kept.column("index").to_pylist()) == list(df.index[df.age > 30])
+    assert sqlanon.anonymize_table(df, spec).table.column_names == ["age", "note"]  # the default: position only
+    mixed = df.assign(note=[1, "unknown"] * 30)
+    with pytest.raises(ConfigError, match=r"column 'note' \(dtype object\) holds values of mixed types") as exc:
+        sqlanon.anonymize_table(mixed, spec)
+    assert "unknown" not in str(exc.value)  # a value is data: never in an error
+    with pytest.raises(ConfigError, match="spec must be an AnonymizationSpec"):
+        sqlanon.anonymize_table(df, {"qi": ["age"], "k": 5})
