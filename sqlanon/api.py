@@ -356,6 +356,8 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
     parent = os.path.dirname(os.path.abspath(metrics))
     if not os.path.isdir(parent):
         raise ConfigError(f"--metrics {metrics!r}: directory {parent!r} does not exist")
+    if not os.access(parent, os.W_OK):  # found before the run, not after it
+        raise ConfigError(f"--metrics {metrics!r}: directory {parent!r} is not writable")
     root = None if isinstance(source, warehouse.PostgresSource) else source.root
     if _overlaps(metrics, out) or (root is not None and _overlaps(metrics, root)):
         raise ConfigError(f"--metrics {metrics!r} would overwrite the input or the output; name another file")

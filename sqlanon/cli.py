@@ -83,6 +83,25 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     return out
 
 
+def _config_keys_named(message: str) -> str:
+    """A usage error about a value that came from the --config file names its
+    key and the file, not the flag the user did not type: ``'workers' in
+    'job.yml' must be a positive integer``, not ``--workers must be…``."""
+    ctx = click.get_current_context(silent=True)
+    keys = ctx.meta.get("sqlanon.config_keys") if ctx is not None else None
+    if not keys:
+        return message
+    for param in ctx.command.params:
+        if param.name not in keys or ctx.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT_MAP:
+            continue
+        for opt in param.opts:
+            flag = re.compile(rf"(?<![\w-]){re.escape(opt)}(?![\w-])")
+            if opt.startswith("--") and flag.search(message):
+                where = f"{keys[param.name]!r} in {ctx.meta['sqlanon.config']!r}"
+                return flag.sub(lambda _: where, message, count=1)
+    return message
+
+
 def handle_errors(fn):
     """Turn sqlanon errors into a one-line ``Error:`` and their exit code."""
 
@@ -111,7 +130,7 @@ def handle_errors(fn):
             if debug:
                 raise
             if isinstance(exc, SqlanonError):
-                click.echo(f"Error: {exc}", err=True)
+                click.echo(f"Error: {_config_keys_named(str(exc)) if exc.exit_code == 2 else exc}", err=True)
                 sys.exit(exc.exit_code)
             # An unexpected failure: still one line, unless --debug.
             click.echo(f"Error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for details", err=True)
@@ -298,6 +317,7 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
             raise _ConfigFileError(f"{key!r} in {value!r} {exc}") from None
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     ctx.meta["sqlanon.config"] = value
+    ctx.meta["sqlanon.config_keys"] = given
     return value
 
 
@@ -333,6 +353,11 @@ def _config_value(p: click.Parameter, val, base: str):
         if not items:
             raise ValueError("must name at least one column")
         return tuple(_scalar(v, "a column name (or a list of them)") for v in items)
+    if p.name == "sample":
+        try:
+            float(_scalar(val))
+        except ValueError:
+            raise ValueError(f"must be a fraction (0.001) or a row count (50000), not {val!r}") from None
     if getattr(p, "is_flag", False):
         if not isinstance(val, bool):
             raise ValueError(f"must be true or false, not {val!r}")

@@ -427,7 +427,12 @@ def execute(
             try:
                 fut = pool.submit(run_fragment, task)
             except BrokenProcessPool as exc:
-                raise InputError(f"a worker process died before fragment {fid} could start; nothing was published") from exc
+                # The pool broke: a worker died (killed, out of memory) running
+                # an earlier task; this one is merely the first refused.
+                raise InputError(
+                    f"a worker process died (killed, or out of memory?) before fragment {fid} of {total} was "
+                    "handed out; nothing was published"
+                ) from exc
         pending[fut] = fid
 
     for f in plan.fragments:
@@ -621,6 +626,7 @@ def run(
             if check.rows != total:
                 raise VerificationError(
                     f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
+                    + ("" if source.dialect == "postgres" else " (did the input change during the run?)")
                 )
             if compare_on:
                 typed = target.typed_relation(staging, relation)
@@ -632,9 +638,10 @@ def run(
                     raise VerificationError(
                         f"refusing to publish {target.describe()!r}: the pass-through values of "
                         f"{', '.join(changed)} did not come through unchanged (their checksums differ from the "
-                        "input's); if the column's values cannot travel exactly (TIME WITH TIME ZONE, UHUGEINT, BIT; "
+                        "input's): the input may have changed during the run (rerun then), or the column's values "
+                        "cannot travel exactly (TIME WITH TIME ZONE, UHUGEINT, BIT; "
                         "an INTERVAL into Parquet; floats holding both -0.0 and 0.0, which DuckDB's Parquet writer "
-                        "makes one), --drop it or cast it to text in a view"
+                        "makes one: --drop it or cast it to text in a view)"
                     )
                 log.info("pass-through columns unchanged (checksums of %d column(s) match)", len(passthrough))
         timings["verify"] = time.perf_counter() - t0

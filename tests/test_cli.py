@@ -940,6 +940,27 @@ def test_config_errors_are_one_line_and_keys_differ_by_case(tmp_path):
     assert r.stderr == f"Error: unknown key 'K' in {str(cfg)!r} (did you mean 'k'?)\n"
 
 
+@pytest.mark.parametrize(("line", "message"), [
+    ("workers: 0", "'workers' in '{cfg}' must be a positive integer, got 0"),
+    ("task-timeout: 0", "'task-timeout' in '{cfg}' must be a positive number of seconds"),
+    ("worker_memory: lots", "'worker_memory' in '{cfg}' takes a size such as 2GB"),
+    ("sample: abc", "'sample' in '{cfg}' must be a fraction \\(0.001\\) or a row count \\(50000\\), not 'abc'"),
+])
+def test_a_bad_value_from_a_config_file_names_its_key(tmp_path, out_dir, line, message):
+    """They named the flag the user never typed (--workers must be...), and
+    sample: abc pointed to --help."""
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"input: {ADULTS}\noutput: {out_dir / 'o.parquet'}\nqi: age\nk: 10\n{line}\n")
+    r = cli("anonymize", "--config", cfg)
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, message.format(cfg=re.escape(str(cfg))))
+    flag = "--" + line.split(":")[0].replace("_", "-")
+    if flag != "--sample":  # the same value as a flag still names the flag
+        r = cli("anonymize", "--config", cfg, flag, line.split(": ")[1])
+        assert r.exit_code == 2 and r.stderr.startswith(f"Error: {flag} "), r.stderr
+    assert snapshot(out_dir) == {}
+
+
 def test_a_config_file_overwrite_can_be_turned_off(tmp_path):
     out = tmp_path / "o.parquet"
     out.write_bytes(b"previous")
