@@ -6,6 +6,7 @@
     python -m examples.bench postgres [--rows 1000000] [--url postgresql://…]
     python -m examples.bench executors [--rows 1000000] [--fragments 8]
     python -m examples.bench checksums [--rows 1000000] [--url postgresql://…]
+    python -m examples.bench lake [--files 3000] [--rows-per-file 100]
     python -m examples.bench compare REV [--workers 2] [--repeat 8] [--url postgresql://…]
 
 ``engine``: the Poker Hand data set (examples/poker.py, seed 0) as Parquet,
@@ -330,6 +331,51 @@ def checksums(rows: int, url: str | None, repeat: int) -> None:
             server.stop()
 
 
+def lake(files: int, rows_per_file: int, repeat: int) -> None:
+    """What opening a lake of many small files costs: listing them (skipping
+    ``_``/``.`` names) and reading every file's columns (``io.open_source``),
+    against a plain ``count(*)`` over the same files, median of ``repeat``;
+    then a whole run on the lake."""
+    import statistics
+
+    import duckdb
+
+    from sqlanon import io
+
+    root = DATA / f"lake-{files}x{rows_per_file}"
+    if not root.exists():
+        tmp = root.with_name(root.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        con = duckdb.connect()
+        con.execute(f"CREATE TABLE t AS SELECT i % {max(files, 1)} AS f, 18 + i % 60 AS age, i % 3 AS s "
+                    f"FROM range({files * rows_per_file}) r(i)")
+        con.execute(f"COPY t TO '{tmp}' (FORMAT parquet, PARTITION_BY (f), WRITE_PARTITION_COLUMNS false)")
+        # One file per directory f=N (hive), as a partitioned lake is written.
+        tmp.rename(root)
+
+    def median_s(f) -> float:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    opened = median_s(lambda: io.open_source(str(root)))
+    glob_ = f"{root}/**/*.parquet"
+    count = median_s(lambda: duckdb.execute(f"SELECT count(*) FROM read_parquet('{glob_}')").fetchone())
+    with tempfile.TemporaryDirectory() as out:
+        _, wall, _ = run_cli(["anonymize", str(root), "-o", f"{out}/o.parquet", "--qi", "age", "-k", "10",
+                              "--workers", "2", "--json", "--quiet"])
+    print(f"{files:,} Parquet files of {rows_per_file} rows (hive directories f=N), median of {repeat}; {machine()}\n")
+    print("| step | seconds |")
+    print("|---|---|")
+    print(f"| `io.open_source`: list the files, read every file's columns | {opened:.3f} |")
+    print(f"| `count(*)` over the same files (a glob), for scale | {count:.3f} |")
+    print(f"| a whole run on the lake (`--qi age -k 10 --workers 2`), wall | {wall:.2f} |")
+
+
 def postgres(rows: int, url: str | None, repeat: int) -> None:
     """Poker in PostgreSQL → anonymized table in PostgreSQL, against COPY out + COPY in."""
     import psycopg
@@ -460,6 +506,10 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--url", help="an existing server (default: start a throwaway one)")
     p.add_argument("--repeat", type=int, default=7)
+    p = sub.add_parser("lake", help="opening a lake of many small files: listing and column checks")
+    p.add_argument("--files", type=int, default=3000)
+    p.add_argument("--rows-per-file", type=int, default=100)
+    p.add_argument("--repeat", type=int, default=5)
     p = sub.add_parser("executors", help="local pool vs Dask vs Spark, and local scaling 1 -> 2 workers")
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--fragments", type=int, default=8)
@@ -481,6 +531,9 @@ def main() -> None:
         return
     if args.what == "checksums":
         checksums(args.rows, args.url, args.repeat)
+        return
+    if args.what == "lake":
+        lake(args.files, args.rows_per_file, args.repeat)
         return
     if args.what == "engine":
         engine(args.rows, args.k, args.repeat)
