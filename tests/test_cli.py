@@ -1398,3 +1398,36 @@ def test_directory_mixing_csv_and_tsv_is_refused(tmp_path, out_dir):
     assert r.exit_code == 1, r.stderr
     assert_one_line_error(r.stderr, "mixes .csv and .tsv files")
     assert snapshot(out_dir) == {}
+
+
+def test_the_readmes_scheduled_job_runs_as_written(tmp_path):
+    """The job file of the README's 'Scheduled jobs', verbatim, on a lake of its shape; run twice, as nightly."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Scheduled jobs"):]
+    yml = section[section.index("```yaml\n") + len("```yaml\n"):section.index("```\n", section.index("```yaml"))]
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "people.yml").write_text(yml)
+    lake = tmp_path / "lake" / "people"
+    (lake / "_temporary").mkdir(parents=True)
+    n = 2000
+    people = pd.DataFrame({
+        "name": [f"person {i}" for i in range(n)], "ssn": [f"{i:09d}" for i in range(n)],
+        "age": [18 + i % 70 for i in range(n)], "zip": [f"2{i % 40:04d}" for i in range(n)],
+        "sex": ["F", "M"] * (n // 2), "diagnosis": ["flu", "cold", "asthma"] * (n // 3) + ["flu"] * (n % 3),
+    })
+    people.iloc[: n // 2].to_parquet(lake / "part-0.parquet")
+    people.iloc[n // 2:].to_parquet(lake / "part-1.parquet")
+    people.to_parquet(lake / "_temporary" / "part-0.parquet")  # skipped
+    (tmp_path / "hierarchies").mkdir()
+    zips = {"cat": "*", "subcats": [{"cat": f"2{d}***", "subcats": [{"cat": f"2{i:04d}"} for i in range(40)
+                                                                     if i // 10 == d]} for d in range(4)]}
+    (tmp_path / "hierarchies" / "zip.json").write_text(json.dumps(zips))
+    (tmp_path / "published").mkdir()
+    for night in range(2):
+        r = run_subprocess("anonymize", "--config", tmp_path / "jobs" / "people.yml", "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["rows"] == n and json.loads(r.stdout)["fragments"] == 8
+    out = pq.read_table(tmp_path / "published" / "people.parquet")
+    assert not {"name", "ssn"} & set(out.column_names)
+    runs = pq.read_table(tmp_path / "published" / "anonymization_metrics.parquet").column("run_id").to_pylist()
+    assert len(set(runs)) == 2
