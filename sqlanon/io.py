@@ -292,6 +292,8 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         keys = _hive_keys(files, spec)
         return FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files), hive_keys=keys)
     fmt = _format_of(spec)
+    if fmt is None and not os.path.exists(spec) and not any(ch in spec for ch in "*?["):
+        raise InputError(f"input {spec!r} does not exist")
     if fmt is None:
         raise ConfigError(
             f"cannot tell the format of {spec!r}: name a .parquet, .csv or .tsv file, a glob, a directory "

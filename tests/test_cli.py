@@ -533,6 +533,8 @@ ERROR_CASES = [
     ("empty-parquet", ["--qi", "age", "-k", "2"], "empty_parquet", 1, [r"no rows|empty"]),
     ("corrupt-parquet", ["--qi", "age", "-k", "2"], "corrupt", 1, [r"corrupt\.parquet"]),
     ("nonexistent-input", ["--qi", "age", "-k", "2"], "/no/such/file.csv", 1, [re.escape("/no/such/file.csv")]),
+    # not "cannot tell the format of 'lake/'"
+    ("nonexistent-directory", ["--qi", "age", "-k", "2"], "/no/such/lake/", 1, [r"'/no/such/lake/' does not exist"]),
     ("unknown-input-format", ["--qi", "age", "-k", "2"], str(REPO / "pyproject.toml"), 2, [r"pyproject\.toml"]),
     ("bounds-clash", ["--qi", "age", "-k", "10", "--interval-format", "bounds"], "clash", 2, [r"'age_lo'"]),
     # DuckDB, and so Parquet, CSV and DuckDB targets, match names case-insensitively
