@@ -889,12 +889,14 @@ def _metrics_rows(
     schema, drop,
 ):
     # What was applied, to audit or rerun the job: each QI's generalization
-    # as resolved (not None for "the default"), its hierarchy file, the drops.
+    # as resolved (not None for "the default"), its hierarchy file and what
+    # that held (the file at the path may change later), the drops.
     params = {
         "qi": spec.qi_names,
         "generalization": {q.name: resolve_generalization(q, schema.field(q.name).type)
                            for q in spec.quasi_identifiers},
         "hierarchy": {q.name: q.hierarchy.source for q in spec.quasi_identifiers if q.hierarchy is not None},
+        "hierarchy_sha256": {q.name: q.hierarchy.fingerprint for q in spec.quasi_identifiers if q.hierarchy is not None},
         "drop": list(drop),
         "sensitive": list(spec.sensitive),
         "interval_format": spec.interval_format,

@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -111,6 +112,16 @@ class Hierarchy:
     def n_leaves(self) -> int:
         """Number of leaves (the size of the attribute's domain)."""
         return len(self.leaves)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """SHA-256 of the tree itself (labels and parents, in node order):
+        the same for the same hierarchy whatever file or format held it, and
+        different as soon as a label or an edge changes. The metrics record
+        it, so an audit can tell which hierarchy a run applied even after
+        the file at that path was edited."""
+        tree = json.dumps([self.names, self.parent.tolist()], ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(tree.encode("utf-8")).hexdigest()
 
     @cached_property
     def _leaf_index(self):

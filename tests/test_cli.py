@@ -1352,6 +1352,7 @@ def test_metrics_record_what_was_applied(tmp_path):
     params = json.loads(text)
     assert params["generalization"] == {"age": "interval", "race": "set", "native-country": "hierarchy"}
     assert params["hierarchy"] == {"native-country": str(COUNTRIES)}
+    assert params["hierarchy_sha256"] == {"native-country": sqlanon.load_hierarchy(COUNTRIES).fingerprint}
     assert params["drop"] == ["workclass"]
 
 

@@ -281,6 +281,7 @@ def test_csv_arx_style_matches_json(tmp_path: Path, fig1: Hierarchy) -> None:
     assert lca_of(h, "Italy", "France") == "Europe"
     assert lca_of(h, "Italy", "Canada") == "World"
     assert_well_formed(h)
+    assert h.fingerprint == fig1.fingerprint  # the same tree, whatever the format
 
 
 def test_csv_with_star_root(tmp_path: Path) -> None:
@@ -655,3 +656,16 @@ def test_arx_native_country_misses_adults_question_mark() -> None:
     assert str(info.value) == (
         f"hierarchy {path} has no leaf for value(s) '?' of column native-country"
     )
+
+
+def test_fingerprint_follows_the_tree_not_the_file(tmp_path: Path, fig1: Hierarchy) -> None:
+    """The metrics record it: the same tree in JSON or CSV levels gives the
+    same fingerprint; one label changed, another."""
+    again = load_hierarchy(fig1.source)
+    assert again.fingerprint == fig1.fingerprint and len(fig1.fingerprint) == 64
+    text = Path(fig1.source).read_text()
+    leaf = fig1.leaves[0]
+    changed = tmp_path / ("changed" + Path(fig1.source).suffix)
+    changed.write_text(text.replace(f'"{leaf}"', f'"{leaf}x"', 1) if fig1.source.endswith(".json")
+                       else text.replace(leaf, leaf + "x", 1))
+    assert load_hierarchy(changed).fingerprint != fig1.fingerprint
