@@ -5,7 +5,9 @@ imported and the compiled kernel loaded."""
 import atexit
 import importlib.machinery
 import os
+import runpy
 import sys
+import types
 
 # pandas too: pyarrow and DuckDB import it on their first conversion (they
 # probe for it), which would cost every worker process ~0.2 s of its first task.
@@ -15,15 +17,44 @@ from . import engine, executors, kernel, worker  # noqa: F401
 
 kernel.load()
 
-# multiprocessing skips importing the caller's script into a worker whose
-# __main__ already is that file: mark it so, as workers run sqlanon's code
-# only (see executors._forkserver_context).
+class _CallerMain(types.ModuleType):
+    """The caller's main module in the fork server, run only when a worker
+    looks something up in it.
+
+    multiprocessing imports the caller's script (or ``-m`` module) into
+    every worker, for the functions defined there; but unless ``__main__``
+    already is that file or module, when it skips it. Workers of sqlanon's
+    pool run sqlanon's code only: importing the script again would run a
+    script without ``if __name__ == "__main__":`` (its anonymize() call) in
+    every worker, and a script read from stdin cannot be imported at all.
+    The caller's own forkserver pools, which fork from this same server (one
+    per process), do need its functions: the first lookup of one runs the
+    script as multiprocessing would have (as ``__mp_main__``).
+    """
+
+    def __init__(self, script: str | None, module: str | None) -> None:
+        super().__init__("__mp_main__")
+        if script:
+            self.__file__ = script
+        if module:
+            self.__spec__ = importlib.machinery.ModuleSpec(module, None)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or self.__dict__.get("_sqlanon_ran"):
+            raise AttributeError(name)
+        self.__dict__["_sqlanon_ran"] = True
+        if self.__spec__ is not None:
+            ran = runpy.run_module(self.__spec__.name, run_name="__mp_main__", alter_sys=True)
+        else:
+            ran = runpy.run_path(self.__file__, run_name="__mp_main__")
+        self.__dict__.update({k: v for k, v in ran.items() if not k.startswith("__")})
+        return getattr(self, name)
+
+
 _script = os.environ.get(executors.SCRIPT_ENV)
-if _script:
-    sys.modules["__main__"].__file__ = _script
 _module = os.environ.get(executors.MODULE_ENV)  # python -m jobs.nightly
-if _module:
-    sys.modules["__main__"].__spec__ = importlib.machinery.ModuleSpec(_module, None)
+if _script or _module:
+    sys.modules["__main__"] = sys.modules["__mp_main__"] = _CallerMain(_script, _module)
 
 # The fork server ends when the coordinator does. Skip the interpreter's
 # teardown (with numba's JIT loaded, numba and llvmlite take ~0.2 s): until

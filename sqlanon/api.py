@@ -59,6 +59,7 @@ def _names(value, option: str, objects: type | None = None) -> tuple:
 
 
 def _flag(value, name: str) -> bool:
+    """``overwrite``, ``explain``: True or False (numpy's too), nothing truthy."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise ConfigError(f"{name} must be True or False, got {value!r}")
@@ -80,6 +81,7 @@ def _number(value, name: str):
 
 
 def _text(value, name: str) -> str | None:
+    """An option given as text (a table name, an executor…), or None."""
     if value is None or isinstance(value, str):
         return value
     raise ConfigError(f"{name} must be a string, got {value!r}")
@@ -136,7 +138,7 @@ def build_spec(
             :class:`QuasiIdentifier` already generalizes its own way.
         HierarchyError: a hierarchy file that cannot be loaded.
     """
-    qi, sensitive = _names(qi, "--qi", QuasiIdentifier), _names(sensitive, "--sensitive")
+    qi, sensitive = _names(qi, "qi", QuasiIdentifier), _names(sensitive, "sensitive")
     hierarchies = _by_column(hierarchies, "hierarchies", "hierarchy file")
     generalization = _by_column(generalization, "generalization", "interval|set|prefix|hierarchy")
     names = [q.name if isinstance(q, QuasiIdentifier) else q for q in qi]
@@ -288,7 +290,7 @@ def anonymize(
             io.check_metrics_file(io.default_metrics_path(out))
         with interrupts.watching():  # a Ctrl-C that DuckDB consumes still stops the run before it publishes
             return coordinator.run(
-                source, target, spec, _names(drop, "--drop"), options,
+                source, target, spec, _names(drop, "drop"), options,
                 output_qi=lambda schema: output_qi_columns(spec, schema),
             )
     finally:
@@ -427,7 +429,7 @@ def verify(
         ConfigError: bad arguments, or a column the input lacks.
         InputError: the input cannot be read.
     """
-    qi, sensitive = _names(qi, "--qi"), _names(sensitive, "--sensitive")
+    qi, sensitive = _names(qi, "qi"), _names(sensitive, "sensitive")
     k, l = _whole(k), _whole(l)  # noqa: E741
     table = _text(table, "table")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:

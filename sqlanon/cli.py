@@ -95,10 +95,10 @@ def _config_keys_named(message: str) -> str:
         if param.name not in keys or ctx.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT_MAP:
             continue
         for opt in param.opts:
-            flag = re.compile(rf"(?<![\w-]){re.escape(opt)}(?![\w-])")
-            if opt.startswith("--") and flag.search(message):
-                where = f"{keys[param.name]!r} in {ctx.meta['sqlanon.config']!r}"
-                return flag.sub(lambda _: where, message, count=1)
+            # Only a message about the value itself ("--workers must be…"), not
+            # one that advises the flag ("pass --overwrite to replace it").
+            if opt.startswith("--") and re.match(rf"{re.escape(opt)}(?![\w-])", message):
+                return f"{keys[param.name]!r} in {ctx.meta['sqlanon.config']!r}" + message[len(opt):]
     return message
 
 

@@ -42,7 +42,8 @@ CSV_COMPRESSIONS = {".gz": "gzip", ".zst": "zstd"}
 def format_suffix(path: str) -> str:
     """The extension naming a file's format, as spelled: ``.parquet``, ``.csv``, ``.tsv.gz``; else ''."""
     suffixes = PurePath(path.rstrip("/*")).suffixes
-    if len(suffixes) >= 2 and suffixes[-1].lower() in CSV_COMPRESSIONS and FILE_FORMATS.get(suffixes[-2].lower()) == "csv":
+    # .gz and .zst as spelled: DuckDB tells a compression by its lower-case suffix only.
+    if len(suffixes) >= 2 and suffixes[-1] in CSV_COMPRESSIONS and FILE_FORMATS.get(suffixes[-2].lower()) == "csv":
         return "".join(suffixes[-2:])
     return suffixes[-1] if suffixes and suffixes[-1].lower() in FILE_FORMATS else ""
 

@@ -157,11 +157,19 @@ def _as_arrow(data) -> pa.Table:
         pd = None
     if pd is not None and isinstance(data, pd.DataFrame):
         index = data.index
-        if not (isinstance(index, pd.RangeIndex) and index.name is None and index.start == 0 and index.step == 1):
-            try:  # the index is data (person_id, or the rows a filter kept): a column, not lost
+        if all(name is not None for name in index.names):
+            try:  # a named index is data (person_id): columns, not lost
                 data = data.reset_index()
             except ValueError as exc:
                 raise ConfigError(f"the DataFrame's index cannot become a column: {exc}") from None
+        elif not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1):
+            # Positions (a filter's, a chunk's): published, they would undo the
+            # shuffle within classes; dropped, the result's 0..n-1 would pass
+            # for them. The caller says which.
+            raise ConfigError(
+                "the DataFrame's index is not 0..n-1 and has no name: name it to keep it as a column "
+                "(df.rename_axis('row_id')), or drop it (df.reset_index(drop=True)); rows come back regrouped"
+            )
         try:
             return pa.Table.from_pandas(data, preserve_index=False)
         except (TypeError, ValueError, pa.ArrowException) as exc:
@@ -197,9 +205,10 @@ def anonymize_table(
         their place among the columns; QI columns become text (or
         ``_lo``/``_hi`` bounds). Rows come out grouped by class, shuffled
         within each (:func:`publication_order`): relate them to the input by
-        a key column, never by position. A DataFrame's index is such a key
-        unless it is pandas' default (an unnamed 0..n-1): it comes through
-        as columns, first, named as ``DataFrame.reset_index()`` names them.
+        a key column, never by position. A DataFrame's named index is such a
+        key: it comes through as columns, first. An unnamed one must be
+        pandas' default 0..n-1 (it is dropped); another is refused (name it,
+        or drop it: it holds the rows' positions).
 
     Raises:
         ConfigError: a column is missing, or cannot be a QI (lists, infinite

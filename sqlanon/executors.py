@@ -78,7 +78,8 @@ def _forkserver_context():
     # for functions defined there): a script without `if __name__ ==
     # "__main__":` then ran its anonymize() call in every worker, which died,
     # and a script read from stdin cannot be imported at all. The workers run
-    # only sqlanon's code: the server tells them the script is already there
+    # only sqlanon's code: the server tells them the script is already there,
+    # and runs it only if a worker (of the caller's own pool) looks into it
     # (sqlanon._preload).
     from multiprocessing import spawn
 
@@ -89,14 +90,6 @@ def _forkserver_context():
         else:
             os.environ.pop(env, None)
     return ctx
-
-
-def _server_running() -> bool:
-    """Whether multiprocessing's fork server (one per process) is up."""
-    from multiprocessing import forkserver
-
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public handle
-    return pid is not None and _process_state(pid) not in (None, "Z")
 
 
 _own_server = False
@@ -201,15 +194,9 @@ class LocalExecutor:
     remote = False
 
     def __init__(self, workers: int) -> None:
-        from multiprocessing import forkserver
-
-        # The fork server is multiprocessing's, shared with the caller's own
-        # forkserver pools: one started here is stopped by shutdown(), and the
-        # settings it was started with are put back, so that a later pool of
-        # the caller's gets a server that loads the caller's script as usual
-        # (one that believes the script loaded cannot find its functions).
-        self._started_server = not _server_running()
-        self._preload = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
+        # The fork server is multiprocessing's, one per process, shared with
+        # the caller's own forkserver pools (sqlanon._preload lets those find
+        # the caller's functions); it stays up for the next run.
         ctx = _forkserver_context()
         self.slots = workers
         self.host_slots = workers
@@ -254,19 +241,6 @@ class LocalExecutor:
             self._pool.shutdown(wait=False, cancel_futures=True)
         else:
             self._pool.shutdown(wait=True, cancel_futures=True)
-        self._release_server()
-
-    def _release_server(self) -> None:
-        from multiprocessing import forkserver
-
-        for env in (SCRIPT_ENV, MODULE_ENV):
-            os.environ.pop(env, None)
-        forkserver.set_forkserver_preload(self._preload)
-        if self._started_server:
-            try:
-                forkserver._forkserver._stop()  # closes its lifeline and waits for it to exit
-            except (AttributeError, OSError, ChildProcessError) as exc:
-                log.debug("could not stop the fork server (%s: %s)", type(exc).__name__, exc)
 
 
 class DaskExecutor:

@@ -282,12 +282,7 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         if not files:
             raise InputError(f"directory {spec!r} holds no .parquet, .csv or .tsv files (names starting with _ or . "
                              "are skipped)")
-        fmts = {_format_of(f) for f in files}
-        if len(fmts) > 1:
-            raise InputError(f"directory {spec!r} mixes Parquet and CSV files")
-        if len({csv_dialect(f)[0] for f in files}) > 1:
-            raise InputError(f"directory {spec!r} mixes .csv and .tsv files")
-        fmt = fmts.pop()
+        fmt = _one_format(files, f"directory {spec!r}")
         _check_file_columns(files, fmt, spec)
         keys = _hive_keys(files, spec)
         return FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files), hive_keys=keys)
@@ -304,6 +299,7 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         files = lake_files(spec, root)
         if not files:
             raise InputError(f"no file matches {spec!r} (names starting with _ or . below {root!r} are skipped)")
+        fmt = _one_format(files, repr(spec))
         _check_file_columns(files, fmt, root)
         keys = _hive_keys(files, root)
         return FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files), hive_keys=keys)
@@ -321,12 +317,24 @@ def lake_files(pattern: str, root: str) -> list[str]:
     Hive and Arrow do: Spark's ``_temporary/`` attempts, a writer's hidden
     in-progress file and ``_SUCCESS`` would otherwise be read as more rows
     (copies of people: a class of k rows holding fewer than k people)."""
-    files = glob.glob(pattern, recursive=True, include_hidden=True)
-    return sorted(
+    files = [f for f in glob.glob(pattern, recursive=True, include_hidden=True) if _format_of(f) and os.path.isfile(f)]
+    kept = sorted(
         f for f in files
-        if _format_of(f) and os.path.isfile(f)
-        and not any(part.startswith(("_", ".")) for part in Path(os.path.relpath(f, root)).parts if part != "..")
+        if not any(part.startswith(("_", ".")) for part in Path(os.path.relpath(f, root)).parts if part != "..")
     )
+    if len(kept) < len(files):
+        log.info("skipped %d file(s) under names starting with _ or . below %s", len(files) - len(kept), root)
+    return kept
+
+
+def _one_format(files: list[str], what: str) -> str:
+    """The format of a lake's files, which must all have one (and one CSV delimiter)."""
+    fmts = {_format_of(f) for f in files}
+    if len(fmts) > 1:
+        raise InputError(f"{what} mixes Parquet and CSV files")
+    if len({csv_dialect(f)[0] for f in files}) > 1:
+        raise InputError(f"{what} mixes .csv and .tsv files")
+    return fmts.pop()
 
 
 def exact_file(path: str, fmt: str) -> FileSource:
@@ -521,37 +529,45 @@ class PathLock:
     ids in staging names cannot tell, across containers or NFS clients.
 
     The holder removes the lock file when it releases it; a run that locked
-    a file meanwhile removed finds it gone and locks the new one. On a
-    filesystem without locks the run goes on unlocked, as before.
+    a file meanwhile removed finds it gone and locks the new one. Where no
+    lock can be taken (a filesystem without ``flock``, a directory we may
+    not write), the run goes on unlocked and says so.
     """
 
-    def __init__(self, path: str | os.PathLike, what: str, wait: float = 0.0) -> None:
+    def __init__(self, path: str | os.PathLike, what: str) -> None:
         p = Path(os.path.abspath(os.fspath(path).rstrip("/") or "/"))
         self.path = p.with_name(f".{p.name}{LOCK_MARK}")
+        self.what = what
         self.held = False
         self._fd: int | None = None
+
+    def acquire(self, wait: float = 0.0) -> PathLock:
+        """Take the lock, waiting up to ``wait`` seconds for another run to
+        release it; :class:`InputError` if it does not."""
         deadline = time.monotonic() + wait
+        waiting = False
         while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            except OSError as exc:  # a directory we cannot write: the run's own writes say so
-                log.debug("no lock on %s (%s)", what, exc)
-                return
+            fd = self._open()
+            if fd is None:
+                return self
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
                 if time.monotonic() >= deadline:
                     raise InputError(
-                        f"another sqlanon run is writing {what}; try again when it has finished "
+                        f"another sqlanon run is writing {self.what}; try again when it has finished "
                         f"(it holds {str(self.path)!r})"
                     ) from None
+                if not waiting:
+                    log.warning("waiting for another sqlanon run to finish writing %s", self.what)
+                    waiting = True
                 time.sleep(0.05)
                 continue
             except OSError as exc:  # ENOLCK, EOPNOTSUPP: a filesystem without locks
                 os.close(fd)
-                log.debug("no lock on %s (%s)", what, exc)
-                return
+                log.warning("cannot lock %s (%s); going on without the lock", self.what, exc.strerror)
+                return self
             try:
                 current = os.stat(self.path).st_ino
             except FileNotFoundError:
@@ -560,12 +576,33 @@ class PathLock:
                 os.close(fd)
                 continue
             self._fd, self.held = fd, True
-            return
+            return self
+
+    def _open(self) -> int | None:
+        """The lock file, created if need be (writable by all: another user's
+        run must be able to lock it too); None if it cannot be opened."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except PermissionError:
+            try:  # another user's lock file, left by a run that crashed: flock works read-only too
+                return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                log.warning("cannot lock %s (%s); going on without the lock", self.what, exc.strerror)
+                return None
+        except OSError as exc:  # a directory we cannot write: the run's own writes say so
+            log.warning("cannot lock %s (%s); going on without the lock", self.what, exc.strerror)
+            return None
+        try:
+            os.fchmod(fd, 0o666)  # past the umask
+        except OSError:
+            pass  # not ours
+        return fd
 
     def release(self) -> None:
+        """Give the lock up, removing its file (see the class docstring)."""
         if self._fd is not None:
             try:
-                os.unlink(self.path)  # while still holding it: see the class docstring
+                os.unlink(self.path)  # while still holding it
             except OSError:
                 pass
             os.close(self._fd)  # releases the flock
@@ -573,7 +610,7 @@ class PathLock:
         self.held = False
 
     def __enter__(self) -> PathLock:
-        return self
+        return self.acquire()
 
     def __exit__(self, *exc) -> None:
         self.release()
@@ -756,8 +793,10 @@ class FileTarget(LocalStagingTarget):
         swap = stage_metrics_file(con, metrics, path)
         try:
             os.replace(self._staged(staging), self.path)
-        except BaseException:
+        except BaseException as exc:
             swap.discard()
+            if isinstance(exc, OSError):  # EBUSY: a bind-mounted file; EXDEV…
+                raise InputError(f"cannot put {self.path!r} in place: {exc.strerror}") from exc
             raise
         swap()
         staging.discard()
@@ -785,8 +824,10 @@ class DirectoryTarget(LocalStagingTarget):
         swap = stage_metrics_file(con, metrics, path)
         try:
             self._swap_in(staging)
-        except BaseException:
+        except BaseException as exc:
             swap.discard()
+            if isinstance(exc, OSError):
+                raise InputError(f"cannot put {self.path!r} in place: {exc.strerror}") from exc
             raise
         swap()
         staging.discard()
@@ -988,7 +1029,7 @@ def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
     fmt = _format_of(path)
     if fmt is None:
         raise ConfigError(f"cannot tell the format of metrics file {path!r}: name a .parquet or .csv file")
-    lock = PathLock(path, f"the metrics file {path!r}", wait=METRICS_LOCK_WAIT)
+    lock = PathLock(path, f"the metrics file {path!r}").acquire(wait=METRICS_LOCK_WAIT)
     try:
         check_metrics_file(path)
         remove_stale_staging(path, locked=lock.held)
@@ -1052,17 +1093,14 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
                 f"--target-table writes into a DuckDB file: name a .duckdb, .ddb or .db output "
                 f"(or a database URL), not {spec!r}"
             )
-        lock = PathLock(spec, repr(spec))  # before looking inside: another run may be writing it
-        target = DuckDBTarget(spec, tuple(split_table_name(table)), lock=lock)
-        try:
+        def check(lock: PathLock) -> DuckDBTarget:
+            target = DuckDBTarget(spec, tuple(split_table_name(table)), lock=lock)
             if not overwrite and target.exists():
                 raise ConfigError(
                     f"table {'.'.join(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
-            remove_stale_staging(spec, locked=lock.held)
-        except BaseException:
-            lock.release()
-            raise
-        return target
+            return target
+
+        return _locked(spec, check)
     if Path(spec.rstrip("/") or "/").name in ("", ".", ".."):
         raise ConfigError(f"output {spec!r}: name the output file or directory itself (e.g. anon/ or anon.parquet)")
     fmt = _format_of(spec)
@@ -1077,22 +1115,41 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
     if is_dir:
         if os.path.isfile(spec.rstrip("/")):
             raise ConfigError(f"output {spec!r} is a file, not a directory")
-        if os.path.exists(spec) and not overwrite:
-            raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
         if os.path.ismount(spec.rstrip("/")):
             raise ConfigError(
                 f"output {spec!r} is a mount point: an output directory is swapped in whole (renamed), which a "
                 "mount point cannot be; name a directory inside it"
             )
-        if os.path.isdir(spec):
-            _check_replaceable_directory(spec)
-        lock = PathLock(spec, repr(spec))
-        remove_stale_staging(spec.rstrip("/"), locked=lock.held)
-        return DirectoryTarget(spec.rstrip("/"), lock=lock)
+
+        def check_directory(lock: PathLock) -> DirectoryTarget:
+            if os.path.exists(spec) and not overwrite:
+                raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
+            if os.path.isdir(spec):
+                _check_replaceable_directory(spec)
+            return DirectoryTarget(spec.rstrip("/"), lock=lock)
+
+        return _locked(spec.rstrip("/"), check_directory)
     if os.path.isdir(spec):
         raise ConfigError(f"output {spec!r} is a directory, not a {fmt} file")
-    if os.path.exists(spec) and not overwrite:
-        raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
-    lock = PathLock(spec, repr(spec))
-    remove_stale_staging(spec, locked=lock.held)
-    return FileTarget(spec, fmt, lock=lock)
+
+    def check_file(lock: PathLock) -> FileTarget:
+        if os.path.exists(spec) and not overwrite:
+            raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
+        return FileTarget(spec, fmt, lock=lock)
+
+    return _locked(spec, check_file)
+
+
+def _locked(path: str, check):
+    """``check(lock)`` → the target, with the output's lock taken first (so
+    that what it checks, whether the output exists, holds until the swap),
+    then the dead runs' staging removed; the lock is released if anything
+    fails on the way."""
+    lock = PathLock(path, repr(path)).acquire()
+    try:
+        target = check(lock)
+        remove_stale_staging(path, locked=lock.held)
+    except BaseException:
+        lock.release()
+        raise
+    return target

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -166,11 +165,10 @@ def test_runs_sharing_a_metrics_file_append_in_turn(lake, tmp_path):
     with PathLock(metrics, "m") as lock:
         assert lock.held
         second = _run(lake, tmp_path / "b.parquet", "--metrics", metrics)
-        deadline = time.monotonic() + 60  # until its output is assembled; then it verifies and appends
-        while not list(tmp_path.glob(f".b.parquet{STAGING_MARK}*/out.parquet")) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1.0)
-        assert second.poll() is None, second.stderr.read()  # waiting for the lock
+        # It says when it starts waiting: only then is the file read after the append below.
+        line = second.stderr.readline()
+        assert re.fullmatch(r"Warning: waiting for another sqlanon run to finish writing the metrics file "
+                            r"'.*m.parquet'\n", line), line
         # Meanwhile another run appends (as sqlanon does: aside, then a rename).
         rows = pq.read_table(metrics)
         pq.write_table(pa.concat_tables([rows, rows.slice(0, 1)]), tmp_path / "m.tmp")
@@ -179,6 +177,61 @@ def test_runs_sharing_a_metrics_file_append_in_turn(lake, tmp_path):
     kinds = pq.read_table(metrics).column("target").to_pylist()
     assert [os.path.basename(t) for t in kinds].count("a.parquet") == 3  # 1 fragment + total + the one appended
     assert [os.path.basename(t) for t in kinds].count("b.parquet") == 2
+
+
+def test_a_lock_file_left_by_another_user_still_locks(tmp_path):
+    """Created 0644 by another user's crashed run, it could not be opened
+    for writing, and runs went on unlocked without a word."""
+    target = tmp_path / "o.parquet"
+    stale = tmp_path / ".o.parquet.sqlanon-lock"
+    stale.write_bytes(b"")
+    os.chmod(stale, 0o444)
+    real_open = os.open
+
+    def as_another_user(path, flags, *mode):
+        if str(path) == str(stale) and flags & (os.O_RDWR | os.O_WRONLY):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *mode)
+
+    import sqlanon.io as sio
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sio.os, "open", as_another_user)
+        with PathLock(target, "o") as first:
+            assert first.held
+            with pytest.raises(sqlanon.InputError, match="another sqlanon run is writing o"):
+                PathLock(target, "o").acquire()
+
+
+def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
+    """A Ctrl-C while removing a dead run's big staging kept the lock: every
+    later run in the process was refused as 'another run'."""
+    import sqlanon.io as sio
+
+    out = tmp_path / "o.parquet"
+
+    def interrupted(path, locked=False):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sio, "remove_stale_staging", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1)
+    monkeypatch.undo()
+    assert sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1).metrics.rows == 100
+    assert not (tmp_path / ".o.parquet.sqlanon-lock").exists()
+
+
+def test_a_glob_matching_two_formats_is_refused(tmp_path):
+    lake = tmp_path / "lake.csv"  # 'lake.csv/*' reads as CSV: its Parquet files went to read_csv
+    lake.mkdir()
+    pq.write_table(pa.table({"x": list(range(20))}), lake / "a.parquet")
+    (lake / "b.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(20)))
+    with pytest.raises(sqlanon.InputError, match=r"'.*lake.csv/\*' mixes Parquet and CSV files"):
+        sqlanon.anonymize(f"{lake}/*", tmp_path / "o.parquet", qi=["x"], k=5)
+    # DuckDB tells a compression by its lower-case suffix only: .CSV.GZ is no format sqlanon reads.
+    (lake / "c.CSV.GZ").write_bytes(b"")
+    with pytest.raises(ConfigError, match="cannot tell the format of '.*c.CSV.GZ'"):
+        sqlanon.anonymize(lake / "c.CSV.GZ", tmp_path / "o.parquet", qi=["x"], k=5)
 
 
 def test_an_output_directory_that_is_a_mount_point_is_refused(lake, tmp_path):
@@ -356,8 +409,8 @@ def test_library_checks_seed_and_types_like_the_cli(lake, tmp_path):
     ({"overwrite": "no"}, "overwrite must be True or False, got 'no'"),  # used to replace the output
     ({"explain": "yes"}, "explain must be True or False"),
     ({"metrics": 3}, "metrics takes a path or a database URL, got int"),
-    ({"sensitive": [1], "l": 2}, "--sensitive takes column names, got 1 among them"),
-    ({"qi": ["x", 1]}, "--qi takes column names, got 1 among them"),
+    ({"sensitive": [1], "l": 2}, "sensitive takes column names, got 1 among them"),
+    ({"qi": ["x", 1]}, "qi takes column names, got 1 among them"),
     ({"hierarchies": "x=h.json"}, r"hierarchies takes a mapping \{column: hierarchy file\}"),
     ({"generalization": {"x": 1}}, r"generalization takes a mapping .* got 'x': 1 in it"),
     ({"task_timeout": "10"}, "task_timeout must be a number, got '10'"),
@@ -421,10 +474,16 @@ def test_anonymize_table_keeps_a_dataframes_index_as_data():
     assert named.column_names == ["person_id", "age", "note"]
     assert sorted(zip(named.column("person_id").to_pylist(), named.column("note").to_pylist())) == \
         [(i, f"n{i}") for i in range(60)]
-    kept = sqlanon.anonymize_table(df[df.age > 30], spec).table
-    assert kept.column_names == ["index", "age", "note"]
-    assert sorted(kept.column("index").to_pylist()) == list(df.index[df.age > 30])
     assert sqlanon.anonymize_table(df, spec).table.column_names == ["age", "note"]  # the default: position only
+    # An unnamed index other than 0..n-1 holds positions (a filter's, a chunk's, df.iloc[10:]): published,
+    # they would undo the shuffle within classes; dropped, to_pandas() would misalign. The caller decides.
+    for other in (df[df.age > 30], df.iloc[10:]):
+        with pytest.raises(ConfigError, match=r"the DataFrame's index is not 0..n-1 .*rename_axis\('row_id'\)"
+                                              r".*reset_index\(drop=True\)"):
+            sqlanon.anonymize_table(other, spec)
+    kept = sqlanon.anonymize_table(df[df.age > 30].rename_axis("row_id"), spec).table
+    assert kept.column_names == ["row_id", "age", "note"]
+    assert sorted(kept.column("row_id").to_pylist()) == list(df.index[df.age > 30])
     mixed = df.assign(note=[1, "unknown"] * 30)
     with pytest.raises(ConfigError, match=r"column 'note' \(dtype object\) holds values of mixed types") as exc:
         sqlanon.anonymize_table(mixed, spec)
