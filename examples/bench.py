@@ -286,10 +286,20 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None) -> 
         shutil.rmtree(out_dir, ignore_errors=True)
 
 
-def checksums(rows: int, url: str | None, repeat: int) -> None:
-    """What the pass-through checksums cost (poker: one pass-through column, hand), median of ``repeat``."""
+def _median_s(f, repeat: int) -> float:
+    """The median wall time of ``repeat`` calls of ``f``."""
     import statistics
 
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def checksums(rows: int, url: str | None, repeat: int) -> None:
+    """What the pass-through checksums cost (poker: one pass-through column, hand), median of ``repeat``."""
     import psycopg
 
     import sqlanon
@@ -297,12 +307,7 @@ def checksums(rows: int, url: str | None, repeat: int) -> None:
     from sqlanon.verification import column_checksums
 
     def median_s(f) -> float:
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            f()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+        return _median_s(f, repeat)
 
     src = io.open_source(str(poker_file(rows)))
     spec = sqlanon.build_spec(QI.split(","), k=10, l=2, sensitive=["hand"])
@@ -336,8 +341,6 @@ def lake(files: int, rows_per_file: int, repeat: int) -> None:
     ``_``/``.`` names) and reading every file's columns (``io.open_source``),
     against a plain ``count(*)`` over the same files, median of ``repeat``;
     then a whole run on the lake."""
-    import statistics
-
     import duckdb
 
     from sqlanon import io
@@ -355,12 +358,7 @@ def lake(files: int, rows_per_file: int, repeat: int) -> None:
         tmp.rename(root)
 
     def median_s(f) -> float:
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            f()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+        return _median_s(f, repeat)
 
     opened = median_s(lambda: io.open_source(str(root)))
     glob_ = f"{root}/**/*.parquet"

@@ -22,8 +22,8 @@ class _CallerMain(types.ModuleType):
     looks something up in it.
 
     multiprocessing imports the caller's script (or ``-m`` module) into
-    every worker, for the functions defined there; but unless ``__main__``
-    already is that file or module, when it skips it. Workers of sqlanon's
+    every worker, for the functions defined there, unless the worker's
+    ``__main__`` already is that file or module. Workers of sqlanon's
     pool run sqlanon's code only: importing the script again would run a
     script without ``if __name__ == "__main__":`` (its anonymize() call) in
     every worker, and a script read from stdin cannot be imported at all.

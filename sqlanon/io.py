@@ -24,6 +24,7 @@ removes the staging left behind by a dead run.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import glob
@@ -33,7 +34,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -725,8 +726,24 @@ class LocalStagingTarget:
     """Held from :func:`open_target` until :meth:`release`: one run writes an output at a time."""
 
     def release(self) -> None:
+        """Let another run write this output."""
         if self.lock is not None:
             self.lock.release()
+
+    def _swap_with_metrics(self, con, metrics: pa.Table, where: str | None, swap_in: Callable[[], None]) -> str:
+        """Stage the metrics file, ``swap_in()`` the output, then swap the
+        metrics in; the staged metrics go if the output's swap fails."""
+        path = where or default_metrics_path(self.path)
+        staged = stage_metrics_file(con, metrics, path)
+        with contextlib.ExitStack() as on_failure:
+            on_failure.callback(staged.discard)
+            try:
+                swap_in()
+            except OSError as exc:  # EBUSY: a bind-mounted file or a mount point; EXDEV…
+                raise InputError(f"cannot put {self.path!r} in place: {exc.strerror}") from exc
+            on_failure.pop_all()
+        staged()
+        return path
 
     dialect = "duckdb"
     """The engine that reads the output back (verification, checksums)."""
@@ -789,16 +806,7 @@ class FileTarget(LocalStagingTarget):
         return relation
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
-        path = where or default_metrics_path(self.path)
-        swap = stage_metrics_file(con, metrics, path)
-        try:
-            os.replace(self._staged(staging), self.path)
-        except BaseException as exc:
-            swap.discard()
-            if isinstance(exc, OSError):  # EBUSY: a bind-mounted file; EXDEV…
-                raise InputError(f"cannot put {self.path!r} in place: {exc.strerror}") from exc
-            raise
-        swap()
+        path = self._swap_with_metrics(con, metrics, where, lambda: os.replace(self._staged(staging), self.path))
         staging.discard()
         return path
 
@@ -820,16 +828,7 @@ class DirectoryTarget(LocalStagingTarget):
         return staging.parts_relation()
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
-        path = where or default_metrics_path(self.path)
-        swap = stage_metrics_file(con, metrics, path)
-        try:
-            self._swap_in(staging)
-        except BaseException as exc:
-            swap.discard()
-            if isinstance(exc, OSError):
-                raise InputError(f"cannot put {self.path!r} in place: {exc.strerror}") from exc
-            raise
-        swap()
+        path = self._swap_with_metrics(con, metrics, where, lambda: self._swap_in(staging))
         staging.discard()
         return path
 
@@ -901,29 +900,30 @@ class DuckDBTarget(LocalStagingTarget):
             mtable = self.metrics_table(where)
             location = f"{self.path} table {'.'.join(mtable)}"
         target = ident(["__sqlanon_dst", *self.table])
-        try:
-            con.execute(f"DROP TABLE IF EXISTS {target}")
-            con.execute(f"ALTER TABLE {ident(['__sqlanon_dst', *self.staging_table])} RENAME TO {ident(self.table[-1])}")
-            if swap is None:
-                con.register("__sqlanon_metrics", metrics)
-                name = ident(["__sqlanon_dst", *mtable])
-                con.execute(f'CREATE TABLE IF NOT EXISTS {name} AS SELECT * FROM "__sqlanon_metrics" LIMIT 0')
-                # By name, adding the columns an older sqlanon's table lacks.
-                have = {d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description}
-                why = not_metrics(have, f"table {'.'.join(mtable)!r} in {self.path!r}")
-                if why:
-                    raise ConfigError(why + ": name another table with --metrics")
-                for col, typ, *_ in con.execute('DESCRIBE SELECT * FROM "__sqlanon_metrics"').fetchall():
-                    if col not in have:
-                        con.execute(f"ALTER TABLE {name} ADD COLUMN {ident(col)} {typ}")
-                con.execute(f'INSERT INTO {name} BY NAME SELECT * FROM "__sqlanon_metrics"')
-            con.execute("COMMIT")
-        except BaseException as exc:
+        with contextlib.ExitStack() as on_failure:  # the staged metrics file goes unless all is committed
             if swap is not None:
-                swap.discard()
-            if isinstance(exc, duckdb.Error):
+                on_failure.callback(swap.discard)
+            try:
+                con.execute(f"DROP TABLE IF EXISTS {target}")
+                staged = ident(["__sqlanon_dst", *self.staging_table])
+                con.execute(f"ALTER TABLE {staged} RENAME TO {ident(self.table[-1])}")
+                if swap is None:
+                    con.register("__sqlanon_metrics", metrics)
+                    name = ident(["__sqlanon_dst", *mtable])
+                    con.execute(f'CREATE TABLE IF NOT EXISTS {name} AS SELECT * FROM "__sqlanon_metrics" LIMIT 0')
+                    # By name, adding the columns an older sqlanon's table lacks.
+                    have = {d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description}
+                    why = not_metrics(have, f"table {'.'.join(mtable)!r} in {self.path!r}")
+                    if why:
+                        raise ConfigError(why + ": name another table with --metrics")
+                    for col, typ, *_ in con.execute('DESCRIBE SELECT * FROM "__sqlanon_metrics"').fetchall():
+                        if col not in have:
+                            con.execute(f"ALTER TABLE {name} ADD COLUMN {ident(col)} {typ}")
+                    con.execute(f'INSERT INTO {name} BY NAME SELECT * FROM "__sqlanon_metrics"')
+                con.execute("COMMIT")
+            except duckdb.Error as exc:
                 raise InputError(f"cannot publish {self.describe()!r}: {first_line(exc)}") from exc
-            raise
+            on_failure.pop_all()
         if swap is not None:
             swap()
         staging.discard()
@@ -1030,15 +1030,12 @@ def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
     if fmt is None:
         raise ConfigError(f"cannot tell the format of metrics file {path!r}: name a .parquet or .csv file")
     lock = PathLock(path, f"the metrics file {path!r}").acquire(wait=METRICS_LOCK_WAIT)
-    try:
+    aside = str(_staging_name(Path(path)))
+    with contextlib.ExitStack() as on_failure:  # undone unless the file is written whole
+        on_failure.callback(lock.release)
         check_metrics_file(path)
         remove_stale_staging(path, locked=lock.held)
-    except BaseException:
-        lock.release()
-        raise
-    aside = str(_staging_name(Path(path)))
-    written = False
-    try:
+        on_failure.callback(_remove, aside)  # a half-written file must not linger
         if os.path.exists(path):
             old = exact_file(path, fmt).relation
             con.register("__sqlanon_metrics", metrics)
@@ -1049,11 +1046,7 @@ def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
                 con.unregister("__sqlanon_metrics")
         else:
             copy_relation(con, metrics, aside, fmt, like=path)
-        written = True
-    finally:
-        if not written:  # a half-written file must not linger
-            _remove(aside)
-            lock.release()
+        on_failure.pop_all()
     return StagedMetrics(aside, path, lock)
 
 
@@ -1146,10 +1139,9 @@ def _locked(path: str, check):
     then the dead runs' staging removed; the lock is released if anything
     fails on the way."""
     lock = PathLock(path, repr(path)).acquire()
-    try:
+    with contextlib.ExitStack() as on_failure:
+        on_failure.callback(lock.release)
         target = check(lock)
         remove_stale_staging(path, locked=lock.held)
-    except BaseException:
-        lock.release()
-        raise
+        on_failure.pop_all()
     return target

@@ -637,12 +637,11 @@ class PostgresTarget:
             # Written first: a metrics file that cannot be written fails the
             # run before the table is replaced, not after.
             swap_metrics = stage_metrics_file(con, metrics, where)
-            try:
+            with contextlib.ExitStack() as on_failure:
+                on_failure.callback(swap_metrics.discard)
                 with self._transaction("publish") as c:
                     self._replace(c, ident(list(self._staging_name(staging.run))))
-            except BaseException:
-                swap_metrics.discard()
-                raise
+                on_failure.pop_all()
             swap_metrics()
             self._detach(con)
             staging.discard()
