@@ -602,7 +602,9 @@ def run(
             return _task(frag, source, spec, stats, staging, drop, memory, threads, target.part_compression)
 
         make_task.part_path = staging.part_path
-        warm.join()
+        while warm.is_alive():  # a stop signal must not wait for a worker start that may never end
+            warm.join(timeout=0.1)
+            interrupts.check()
         plan, results, repaired = execute(plan, make_task, options, pool)
         interrupts.check()
         timings["anonymize"] = time.perf_counter() - t0

@@ -238,7 +238,18 @@ class LocalExecutor:
             # ProcessPoolExecutor cannot cancel a running task: end its process.
             for proc in list(getattr(self._pool, "_processes", {}).values()):
                 proc.kill()
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            # Even without waiting, the pool's shutdown takes the lock that a
+            # worker's start holds, and a start can hang for good: a SIGTERM
+            # or Ctrl-C that cuts an import short in the main thread leaves
+            # that module's import lock held (CPython), and the start imports
+            # multiprocessing.popen_forkserver. A stopped run must end: give
+            # the shutdown a moment, then leave the pool behind.
+            closer = threading.Thread(target=self._pool.shutdown, kwargs={"wait": False, "cancel_futures": True},
+                                      daemon=True, name="sqlanon-pool-shutdown")
+            closer.start()
+            closer.join(timeout=3.0)
+            if closer.is_alive():
+                log.debug("the worker pool did not stop in time (a worker start is stuck); leaving it")
         else:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
