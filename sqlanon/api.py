@@ -73,9 +73,9 @@ def _whole(value):
 
 def _number(value, name: str):
     """``sample``, ``task_timeout``: None, or a number (numpy's too)."""
-    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
-        if value is None:
-            return None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ConfigError(f"{name} must be a number, got {value!r}")
     return int(value) if isinstance(value, numbers.Integral) else float(value)
 

@@ -35,15 +35,21 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return out
 
 
+def _also_in_file(ctx: click.Context, name: str) -> list[str]:
+    """The --config file's column list ``name`` when the command line gives
+    it too (it then replaces the file's, as every flag does), else []."""
+    from_file = (ctx.default_map or {}).get(name)
+    if from_file and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+        return _split(tuple(from_file))
+    return []
+
+
 def _drops(ctx: click.Context, values: tuple[str, ...]) -> list[str]:
     """``--drop`` on the command line adds to a --config file's ``drop``,
     rather than replace it as other flags do: one more dropped column must
     not publish the direct identifiers the job file drops."""
     names = _split(values)
-    from_file = (ctx.default_map or {}).get("drop")
-    if from_file and ctx.get_parameter_source("drop") is click.core.ParameterSource.COMMANDLINE:
-        names = [c for c in _split(tuple(from_file)) if c not in names] + names
-    return names
+    return [c for c in _also_in_file(ctx, "drop") if c not in names] + names
 
 
 def _covering(ctx: click.Context, name: str, values: tuple[str, ...], why: str) -> list[str]:
@@ -51,16 +57,14 @@ def _covering(ctx: click.Context, name: str, values: tuple[str, ...], why: str) 
     file's list, but must not leave any of its columns out: a QI left out
     would be published unchanged, a sensitive column no longer checked for l."""
     names = _split(values)
-    from_file = (ctx.default_map or {}).get(name)
-    if from_file and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
-        left_out = [c for c in _split(tuple(from_file)) if c not in names]
-        if left_out:
-            option = "--" + name
-            raise ConfigError(
-                f"{option} leaves out {', '.join(map(repr, left_out))} of {name!r} in "
-                f"{ctx.meta['sqlanon.config']!r}, {why}: name {'it' if len(left_out) == 1 else 'them'} in {option} "
-                "too, or edit the file"
-            )
+    left_out = [c for c in _also_in_file(ctx, name) if c not in names]
+    if left_out:
+        option = "--" + name
+        raise ConfigError(
+            f"{option} leaves out {', '.join(map(repr, left_out))} of {name!r} in "
+            f"{ctx.meta['sqlanon.config']!r}, {why}: name {'it' if len(left_out) == 1 else 'them'} in {option} "
+            "too, or edit the file"
+        )
     return names
 
 

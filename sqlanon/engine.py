@@ -151,11 +151,9 @@ def _encode_sensitive(table: pa.Table, name: str) -> tuple[np.ndarray, int]:
 
 def _as_arrow(data) -> pa.Table:
     """A pandas DataFrame, or anything else Arrow reads as a table, as Arrow."""
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - pandas comes with the dependencies
-        pd = None
-    if pd is not None and isinstance(data, pd.DataFrame):
+    import pandas as pd  # a dependency; imported here, as the engine's own path needs none of it
+
+    if isinstance(data, pd.DataFrame):
         index = data.index
         if all(name is not None for name in index.names):
             try:  # a named index is data (person_id): columns, not lost
