@@ -495,14 +495,26 @@ def copy_relation(
             delim, compression = csv_dialect(like or path)
         else:
             delim = None
+        plain = fmt == "parquet" and _negative_zero(con, relation, skip=as_text)
         stmt = render("copy_to.sql", relation=relation, path=path, fmt=fmt, compression=compression, as_text=as_text,
-                      delim=delim)
+                      delim=delim, plain=plain)
         con.execute(stmt.sql, stmt.params)
     except (duckdb.Error, OSError) as exc:
         raise InputError(f"cannot write {path!r}: {first_line(exc)}") from exc
     finally:
         if isinstance(data, pa.Table):
             con.unregister("__sqlanon_out")
+
+
+def _negative_zero(con: duckdb.DuckDBPyConnection, relation: str, skip: tuple[str, ...]) -> bool:
+    """Whether a FLOAT or DOUBLE column of ``relation`` (but those in ``skip``)
+    holds a -0.0, which DuckDB's Parquet dictionaries would turn into 0.0."""
+    described = con.sql(f"SELECT * FROM {relation}")
+    floats = [c for c, t in zip(described.columns, described.types) if str(t) in ("FLOAT", "DOUBLE") and c not in skip]
+    if not floats:
+        return False
+    stmt = render("negative_zero.sql", relation=relation, columns=floats)
+    return bool(con.execute(stmt.sql, stmt.params).fetchone()[0])
 
 
 # --------------------------------------------------------------------------- targets
