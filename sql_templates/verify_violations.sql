@@ -1,10 +1,12 @@
-{# The equivalence classes of a generalized relation that break k or l. #}
+{# The equivalence classes of a generalized relation that break k or l; the
+   `as_text` QI columns as text (DuckDB hands TIMESTAMPTZ values to Python
+   only through pytz, which sqlanon does not depend on). #}
 WITH
 {% include "_classes.sql" %}
 
 SELECT
 {% for c in qi %}
-    {{ c | ident }},
+    {% if c in as_text %}CAST({{ c | ident }} AS VARCHAR) AS {{ c | ident }}{% else %}{{ c | ident }}{% endif %},
 {% endfor %}
     "__sqlanon_rows" AS "__rows"
 {% for s in sensitive %}

@@ -26,7 +26,7 @@ from . import coordinator, interrupts, io, warehouse
 from .config import AnonymizationSpec, QuasiIdentifier, missing_column, suggest
 from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, in_library_terms
 from .hierarchies import load_hierarchy
 from .verification import Verification, verify_relation
 
@@ -110,6 +110,7 @@ def _by_column(value, name: str, what: str) -> dict:
     return dict(value)
 
 
+@in_library_terms
 def build_spec(
     qi: Sequence[str | QuasiIdentifier],
     k: int,
@@ -177,6 +178,7 @@ def output_qi_columns(spec: AnonymizationSpec, schema) -> list[str]:
     return out
 
 
+@in_library_terms
 def anonymize(
     input: str | os.PathLike,
     output: str | os.PathLike,
@@ -266,7 +268,7 @@ def anonymize(
         _text(value, name)
     if progress is not None and not callable(progress):
         raise ConfigError(f"progress must be a function of (finished, total), got {progress!r}")
-    spec = build_spec(qi, k, l, sensitive, hierarchies, generalization, interval_format)
+    spec = build_spec.with_flags(qi, k, l, sensitive, hierarchies, generalization, interval_format)
     options = RunOptions(
         workers=_whole(workers), fragments=_whole(fragments), fragmentation=fragmentation,
         sample=_number(sample, "sample"), seed=_whole(seed), worker_memory=worker_memory, metrics=metrics,
@@ -308,7 +310,7 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
         return
     if warehouse.is_url(out):
         raise ConfigError(
-            f"--executor {options.executor} on a remote cluster cannot stage parts for a database target "
+            f"--executor={options.executor} on a remote cluster cannot stage parts for a database target "
             "(they go to the coordinator's temporary directory); write to a shared directory instead"
         )
     for what, path in (("input", src), ("output", out)):
@@ -316,7 +318,7 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
             db = warehouse.Conn(path)
             if db.backend == "sqlite" and not os.path.isabs(db.database or ""):
                 raise ConfigError(
-                    f"the SQLite {what} {db.safe()!r} is a relative path: with --executor {options.executor} on a "
+                    f"the SQLite {what} {db.safe()!r} is a relative path: with --executor={options.executor} on a "
                     "remote cluster give an absolute path (sqlite:////abs/path.db) that every worker mounts"
                 )
             continue
@@ -324,7 +326,7 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
             raise ConfigError("a remote cluster cannot read a DuckDB file; export the table to Parquet first")
         if not os.path.isabs(path):
             raise ConfigError(
-                f"the {what} {path!r} is a relative local path: with --executor {options.executor} on a remote "
+                f"the {what} {path!r} is a relative local path: with --executor={options.executor} on a remote "
                 "cluster give an absolute path that every worker mounts, or a database URL"
             )
 
@@ -342,27 +344,27 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
             target = io.DuckDBTarget(out, tuple(io.split_table_name(target_table)))
             mkey = io.duckdb_table_key(target.metrics_table(metrics))
             if mkey == io.duckdb_table_key(target.table):
-                raise ConfigError(f"--metrics {metrics!r} is the output table; name another table")
+                raise ConfigError(f"--metrics={metrics!r} is the output table; name another table")
             same_file = isinstance(source, io.DuckDBSource) and source.same_path(out)
             if same_file and mkey == io.duckdb_table_key(source.table):
-                raise ConfigError(f"--metrics {metrics!r} is the input table; name another table")
+                raise ConfigError(f"--metrics={metrics!r} is the input table; name another table")
             return
         if not io.file_format(metrics):
             if target_table:  # names resolved as the server does (an unqualified one on its search_path)
                 db = warehouse.Conn(out).require_postgres("the output")
                 if warehouse._table(metrics, "--metrics", db) == warehouse._table(target_table, "--target-table", db):
-                    raise ConfigError(f"--metrics {metrics!r} is the output table; name another table")
+                    raise ConfigError(f"--metrics={metrics!r} is the output table; name another table")
             return  # a table in the output database
     elif not io.file_format(metrics):
-        raise ConfigError(f"cannot tell the format of --metrics {metrics!r}: name a .parquet or .csv file")
+        raise ConfigError(f"cannot tell the format of --metrics={metrics!r}: name a .parquet or .csv file")
     parent = os.path.dirname(os.path.abspath(metrics))
     if not os.path.isdir(parent):
-        raise ConfigError(f"--metrics {metrics!r}: directory {parent!r} does not exist")
+        raise ConfigError(f"--metrics={metrics!r}: directory {parent!r} does not exist")
     if not os.access(parent, os.W_OK):  # found before the run, not after it
-        raise ConfigError(f"--metrics {metrics!r}: directory {parent!r} is not writable")
+        raise ConfigError(f"--metrics={metrics!r}: directory {parent!r} is not writable")
     root = None if isinstance(source, warehouse.PostgresSource) else source.root
     if _overlaps(metrics, out) or (root is not None and _overlaps(metrics, root)):
-        raise ConfigError(f"--metrics {metrics!r} would overwrite the input or the output; name another file")
+        raise ConfigError(f"--metrics={metrics!r} would overwrite the input or the output; name another file")
     io.check_metrics_file(metrics)
 
 
@@ -397,6 +399,7 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
         raise ConfigError(f"output {target_table or out!r} is the input; write the anonymized copy elsewhere")
 
 
+@in_library_terms
 def verify(
     input: str | os.PathLike,
     *,

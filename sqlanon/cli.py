@@ -247,10 +247,19 @@ def _set_verbosity(ctx, param, verbose: int) -> None:
         logging.getLogger().setLevel(logging.INFO if verbose == 1 else logging.DEBUG)
 
 
-verbose_option = click.option(
-    "-v", "--verbose", count=True, expose_value=False, callback=_set_verbosity,
-    help="Log progress to stderr, each fragment instead of the bar (-vv for debug).",
-)
+def verbose_option(help: str):
+    """``-v``/``-vv``, with what the command logs."""
+    return click.option("-v", "--verbose", count=True, expose_value=False, callback=_set_verbosity, help=help)
+
+
+def _privacy_hint(key: str) -> str:
+    """'k' for ``k_anon``, ``kanonymity``…, 'l' for ``l-diversity``, ``ldiv``…:
+    too far from one letter for :func:`suggest`."""
+    key = key.lower()
+    for letter, word in (("k", "anon"), ("l", "div")):
+        if re.match(rf"{letter}(?![a-z])", key) or word in key:
+            return f" (did you mean {letter!r}?)"
+    return ""
 
 
 class _ConfigFileError(click.ClickException):
@@ -310,7 +319,7 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     for key, val in data.items():
         p = keys.get(str(key).replace("-", "_"))
         if p is None:
-            hint = suggest(str(key), sorted(k.replace("_", "-") for k in keys))
+            hint = suggest(str(key), sorted(k.replace("_", "-") for k in keys)) or _privacy_hint(str(key))
             raise _ConfigFileError(f"unknown key {key!r} in {value!r}{hint}")
         if p.name in given:
             raise _ConfigFileError(f"{given[p.name]!r} and {key!r} in {value!r} are the same option")
@@ -495,7 +504,7 @@ def _sample(value: str | None) -> float | None:
 @click.option("--json", "as_json", is_flag=True, help="Print the run's metrics and timings as one JSON object.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @debug_option
-@verbose_option
+@verbose_option("Log progress to stderr, each fragment instead of the bar (-vv for debug).")
 @click.pass_context
 @handle_errors
 def anonymize(
@@ -531,7 +540,7 @@ def anonymize(
     try:
         from . import api
 
-        result = api.anonymize(
+        result = api.anonymize.with_flags(
             input,
             output,
             qi=_covering(ctx, "qi", qi, "which would then be published unchanged"),
@@ -593,7 +602,7 @@ def anonymize(
 @click.option("--table", help="The table, when TABLE_OR_FILE is a DuckDB file or a database URL (schema.table).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @debug_option
-@verbose_option
+@verbose_option("Log the checks' steps to stderr (-vv for debug).")
 @handle_errors
 def verify(input, qi, k, l_, sensitive, table, as_json):
     """Check that TABLE_OR_FILE is k-anonymous and l-diverse.
@@ -604,7 +613,7 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
     """
     from . import api
 
-    check = api.verify(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive), table=table)
+    check = api.verify.with_flags(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive), table=table)
     if as_json:
         click.echo(strict_json(check.to_dict()))
     elif check.ok:

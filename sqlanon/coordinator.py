@@ -107,9 +107,9 @@ class RunOptions:
                 f"choose one of {', '.join(executors.EXECUTORS)}"
             )
         if self.scheduler and self.executor != "dask":
-            raise ConfigError("--scheduler goes with --executor dask")
+            raise ConfigError("--scheduler goes with --executor=dask")
         if self.spark_master and self.executor != "spark":
-            raise ConfigError("--spark-master goes with --executor spark")
+            raise ConfigError("--spark-master goes with --executor=spark")
         if not isinstance(self.retries, int) or self.retries < 0:
             raise ConfigError(f"--retries must be a non-negative integer, got {self.retries!r}")
         if self.task_timeout is not None and not 0 < self.task_timeout < 10**9:  # a wait longer overflows
@@ -241,7 +241,7 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
             for out in (f"{q.name}_lo", f"{q.name}_hi"):
                 if out.lower() in kept:
                     raise ConfigError(
-                        f"--interval-format bounds would write column {out!r}, which the input already has "
+                        f"--interval-format=bounds would write column {out!r}, which the input already has "
                         f"(as {kept[out.lower()]!r}); drop or rename it"
                     )
 
@@ -443,7 +443,7 @@ def execute(
         if not finished and options.task_timeout:
             late = min((f for f in started if f in pending), key=started.get)
             raise InputError(
-                f"fragment {pending[late]} did not finish within --task-timeout {options.task_timeout:g}s; "
+                f"fragment {pending[late]} did not finish within {options.task_timeout:g} s (--task-timeout); "
                 "nothing was published"
             )
         for fut in finished:
@@ -642,8 +642,8 @@ def run(
                         f"{', '.join(changed)} did not come through unchanged (their checksums differ from the "
                         "input's): the input may have changed during the run (rerun then), or the column's values "
                         "cannot travel exactly (TIME WITH TIME ZONE, UHUGEINT, BIT; "
-                        "an INTERVAL into Parquet; floats holding both -0.0 and 0.0, which DuckDB's Parquet writer "
-                        "makes one: --drop it or cast it to text in a view)"
+                        "an INTERVAL with a fraction of a millisecond into Parquet; a list or struct of floats holding both -0.0 and 0.0, which "
+                        "DuckDB's Parquet writer makes one: drop it (--drop) or cast it to text in a view)"
                     )
                 log.info("pass-through columns unchanged (checksums of %d column(s) match)", len(passthrough))
         timings["verify"] = time.perf_counter() - t0
@@ -725,7 +725,7 @@ def _check_parquet_hugeints(con: duckdb.DuckDBPyConnection, source, columns: lis
         if con.execute(q).fetchone()[0]:
             raise InputError(
                 f"column {c!r} is a HUGEINT holding values of 39 digits, which Parquet ({target.describe()!r}) "
-                "cannot hold (DECIMAL(38,0) at most): write to a DuckDB table, cast it to text in a view, or --drop it"
+                "cannot hold (DECIMAL(38,0) at most): write to a DuckDB table, cast it to text in a view, or drop it (--drop)"
             )
 
 
@@ -802,7 +802,7 @@ def _check_cross_engine_types(columns: list[tuple[str, str]], spec: Anonymizatio
             where = "a file" if typ.startswith("time with") else "a Parquet file"
             raise ConfigError(
                 f"column {name!r} is {typ} on the server, which cannot reach {where} exactly: "
-                f"--drop it or cast it to text in a view"
+                f"drop it (--drop) or cast it to text in a view"
             )
 
 

@@ -8,6 +8,10 @@ that names the column, key, file or value at fault. The CLI turns them into
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Callable
+
 
 class SqlanonError(Exception):
     """Base class of all sqlanon errors."""
@@ -43,3 +47,48 @@ class VerificationError(SqlanonError):
     """A generalized table failed the k-anonymity / l-diversity check."""
 
     exit_code = 1
+
+
+_FLAG = re.compile(
+    r"(?<![\w-])--([a-z][a-z-]*)"
+    r"(?:=('[^']*'|\"[^\"]*\"|[\w.:/-]+)"  # --metrics='m.parquet', --executor=dask
+    r"|\s+([^\s=()']+)=(\w+))?"  # --generalization city=set
+    r"(?![\w-])"
+)
+
+_CLI_ONLY = frozenset({"config", "json", "quiet", "debug", "verbose", "help"})
+"""Flags no library function takes."""
+
+
+def _argument(flag: re.Match) -> str:
+    """The library's spelling of one flag of a message."""
+    name, value = flag[1].replace("-", "_"), flag[2]
+    if name in _CLI_ONLY:
+        return flag[0]
+    if name == "generalization" and flag[3]:
+        return f"generalization={{{flag[3]!r}: {flag[4]!r}}}"
+    if name in ("overwrite", "no_overwrite"):
+        return f"overwrite={name == 'overwrite'}"
+    name = {"hierarchy": "hierarchies"}.get(name, name)
+    if value:
+        return f"{name}=" + (value if value[0] in "'\"" else repr(value))
+    return f"{name}=" + (f" {flag[3]}={flag[4]}" if flag[3] else "")
+
+
+def in_library_terms(function: Callable) -> Callable:
+    """Make ``function``'s sqlanon errors name the library's arguments
+    (``target_table=``, ``overwrite=True``) where they name the command
+    line's flags (``--target-table``, ``--overwrite``): the CLI and the
+    library share the checks and their messages. ``function.with_flags`` is
+    the function itself, for the CLI."""
+
+    @functools.wraps(function)
+    def library(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except SqlanonError as exc:
+            exc.args = tuple(_FLAG.sub(_argument, a) if isinstance(a, str) else a for a in exc.args)
+            raise
+
+    library.with_flags = function
+    return library

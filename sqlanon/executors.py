@@ -263,7 +263,7 @@ class DaskExecutor:
         try:
             from distributed import Client, LocalCluster
         except ImportError as exc:
-            raise ConfigError("--executor dask needs Dask distributed: pip install 'sqlanon[dask]'") from exc
+            raise ConfigError("--executor=dask needs Dask distributed: pip install 'sqlanon[dask]'") from exc
         if not log.isEnabledFor(logging.INFO):
             # Dask logs its cluster's life at INFO on stderr, the CLI's error
             # channel; keep its warnings and errors (-v shows everything).
@@ -326,7 +326,7 @@ class SparkExecutor:
         try:
             from pyspark.sql import SparkSession
         except ImportError as exc:
-            raise ConfigError("--executor spark needs PySpark: pip install 'sqlanon[spark]'") from exc
+            raise ConfigError("--executor=spark needs PySpark: pip install 'sqlanon[spark]'") from exc
         active = SparkSession.getActiveSession()
         # A caller's session (a notebook's, say) is used as it is and left
         # running; only a session started here is configured and stopped.

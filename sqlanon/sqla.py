@@ -214,7 +214,7 @@ def _exact(name: str, values: tuple, t: pa.DataType) -> None:
                                                                    pa.types.is_boolean(t)))
         raise InputError(
             f"column {name!r} is declared {t} but holds {kind.__name__} values such as {example!r}, which would "
-            "change on the way; read the table through a view that gives the column one type, or --drop it"
+            "change on the way; read the table through a view that gives the column one type, or drop it (--drop)"
         )
 
 

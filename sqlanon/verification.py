@@ -10,6 +10,7 @@ same values (they form one, larger, group: still safe).
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass, field
 
 import duckdb
@@ -18,6 +19,7 @@ from .errors import InputError, SqlanonError
 from .io import first_line
 from .sql import render
 
+log = logging.getLogger("sqlanon")
 
 @dataclass(frozen=True)
 class Verification:
@@ -88,11 +90,19 @@ def _fetch(con, template: str, dialect: str, **context) -> tuple[list[str], list
     """Column names and rows of a rendered template, on DuckDB or on the server."""
     if not isinstance(con, duckdb.DuckDBPyConnection):  # a psycopg connection: it runs on the server
         stmt = render(template, dialect=dialect, inline=True, **context)
+        log.debug("%s on the server:\n%s", template, stmt.sql)
         cur = con.execute(stmt.sql)  # no parameters: psycopg leaves the text alone
         return [d.name for d in cur.description], [tuple(r) for r in cur.fetchall()]
     stmt = render(template, dialect=dialect, **context)
+    log.debug("%s:\n%s\nparameters: %r", template, stmt.sql, stmt.params)
     cur = con.execute(stmt.sql, stmt.params)
     return [c[0] for c in cur.description], cur.fetchall()
+
+
+def _types(con: duckdb.DuckDBPyConnection, relation: str) -> tuple[list[str], list]:
+    """The column names and DuckDB types of ``relation``."""
+    described = con.sql(f"SELECT * FROM {relation}")
+    return described.columns, described.types
 
 
 CANONICAL_TEXT = (
@@ -176,8 +186,11 @@ def verify_relation(
         violations: list[dict] = []
         classes, rows, min_size, max_size, dp, n_bad = row[:6]
         mins = dict(zip(sensitive, row[6:]))
+        log.info("k=%d l=%d checked by SQL: %s rows in %s classes (smallest %s); %s break it",
+                 k, l, rows or 0, classes, min_size or 0, n_bad or "none")
         if n_bad:
-            names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit)
+            zoned = [] if server else [c for c, t in zip(*_types(con, relation)) if c in qi and "TIME ZONE" in str(t)]
+            names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit, as_text=zoned)
             violations = [dict(zip(names, r)) for r in bad]
     return Verification(
         k=k, l=l, rows=int(rows or 0), classes=int(classes), min_class_size=int(min_size or 0), dp=int(dp or 0),

@@ -806,6 +806,30 @@ def test_verify_non_anonymous_file(tmp_path):
         assert v["__rows"] < 10
 
 
+def test_verify_verbose_logs_its_check():
+    """-v on verify logged nothing (its help spoke of fragments and a bar);
+    it now logs the check's figures, and -vv its SQL."""
+    r = run_subprocess("verify", ADULTS, "--qi", "age", "-k", "2", "-v")
+    assert r.returncode == 1
+    assert re.search(r"INFO k=2 l=1 checked by SQL: 32561 rows in \d+ classes \(smallest 1\); 2 break it", r.stderr)
+    assert "SELECT" not in r.stderr
+    assert "SELECT" in run_subprocess("verify", ADULTS, "--qi", "age", "-k", "2", "-vv").stderr
+    assert "fragment" not in cli("verify", "--help").stdout
+
+
+def test_verify_lists_timestamptz_classes(tmp_path):
+    """Listing the violating classes of a TIMESTAMPTZ QI failed ("Required
+    module 'pytz' failed to import"): DuckDB hands those values to Python
+    through pytz, which is not installed. They are listed as text."""
+    src = tmp_path / "tz.parquet"
+    duckdb.sql(f"""COPY (SELECT TIMESTAMPTZ '2020-01-01 00:00:00+00' + to_hours(i % 7) AS ts, i % 3 AS s
+                   FROM range(20) t(i)) TO '{src}'""")
+    r = cli("verify", src, "--qi", "ts,s", "-k", "5", "--json")
+    assert r.exit_code == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["n_violations"] == 20 and {"ts": "2020-01-01 00:00:00+00", "s": 0, "__rows": 1} in doc["violations"]
+
+
 def test_verify_l_diversity_failure_and_success(tmp_path):
     out = tmp_path / "k_only.parquet"
     r = cli("anonymize", ADULTS, "-o", out, "--qi", "age,education-num,race", "-k", "10")
@@ -940,6 +964,18 @@ def test_config_errors_are_one_line_and_keys_differ_by_case(tmp_path):
     r = run_subprocess("anonymize", "--config", cfg)
     assert r.returncode == 2
     assert r.stderr == f"Error: unknown key 'K' in {str(cfg)!r} (did you mean 'k'?)\n"
+
+
+@pytest.mark.parametrize(("key", "hint"), [("k_anon", "k"), ("kanonymity", "k"), ("l-diversity", "l"),
+                                         ("ldiv", "l"), ("wrokers", "workers"), ("zzz", None)])
+def test_config_hints_k_and_l_for_their_long_names(tmp_path, key, hint):
+    """difflib finds nothing close to 'k' in 'k_anon': no hint was given."""
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"{key}: 10\n")
+    r = cli("anonymize", "--config", cfg)
+    assert r.exit_code == 2
+    assert r.stderr.endswith(f"unknown key {key!r} in {str(cfg)!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+                             + "\n")
 
 
 @pytest.mark.parametrize(("line", "message"), [

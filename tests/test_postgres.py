@@ -1141,7 +1141,7 @@ def test_pass_through_types_that_cannot_reach_a_file_are_refused_by_name(pg_url,
                                   "(CASE WHEN g % 10 = 0 THEN 'NaN' ELSE g * 123456789.123456789123 END)"
                                   "::public.sqlanon_amount AS dm")
     run = dict(table=f"{q(schema)}.src", qi=["age"], k=5, l=2, sensitive=["disease"], workers=1)
-    with pytest.raises(sqlanon.ConfigError, match=r"'ttz' is time with time zone .* --drop it"):
+    with pytest.raises(sqlanon.ConfigError, match=r"'ttz' is time with time zone .* drop it \(drop=\)"):
         sqlanon.anonymize(pg_url, tmp_path / "a.parquet", **run)
     with pytest.raises(sqlanon.ConfigError, match=r"'iv' is interval .* a Parquet file"):
         sqlanon.anonymize(pg_url, tmp_path / "b.parquet", drop=["ttz"], **run)
