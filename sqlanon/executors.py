@@ -270,11 +270,14 @@ class DaskExecutor:
             logging.getLogger("distributed").setLevel(logging.WARNING)
         self.remote = scheduler is not None
         if scheduler is None:
+            # The scheduler serves HTTP even without a dashboard, on 8787 unless
+            # told: a port in use (a user's own cluster) printed a warning.
             self._cluster = LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                 memory_limit=int(total_memory() * 0.8 / workers),
             )
             self._client = Client(self._cluster)
+            log.info("Dask LocalCluster of %d workers; dashboard: %s", workers, self._client.dashboard_link)
         else:
             self._cluster = None
             try:

@@ -211,13 +211,22 @@ def test_task_timeout_with_one_worker_says_it_is_not_applied(source, tmp_path, c
 
 def test_dask_keeps_stderr_for_errors(source, tmp_path):
     """Dask logs its cluster's life at INFO; on the CLI's stderr (its error
-    channel) that was ~34 lines per run. Only with -v now."""
+    channel) that was ~34 lines per run. Only with -v now. And with Dask's
+    port 8787 taken (another cluster running) its scheduler warned that it
+    moved to another port."""
+    import socket
     import subprocess
     import sys
 
     args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(source), "-o", str(tmp_path / "o.parquet"),
             "--qi", ",".join(QI), "-k", "5", "--workers", "2", "--executor", "dask", "--quiet"]
-    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    with socket.socket() as taken:
+        try:
+            taken.bind(("", 8787))
+            taken.listen()
+        except OSError:  # already in use: the same condition
+            pass
+        p = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and p.stderr == "", p.stderr
 
 
