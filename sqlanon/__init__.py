@@ -39,7 +39,12 @@ def __getattr__(name: str):
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        found = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        if name == "anonymize_table":  # the engine's, with errors in the library's terms (api's are already)
+            from .errors import in_library_terms
+
+            found = globals()[name] = in_library_terms(found)
+        return found
     raise AttributeError(f"module 'sqlanon' has no attribute {name!r}")
 
 __all__ = [

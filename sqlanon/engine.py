@@ -34,7 +34,7 @@ from .config import AnonymizationSpec, QuasiIdentifier, missing_column
 from .domain import (
     ColumnStats, as_text, check_type, interval_stats, normalize_floats, resolve_generalization, span_values,
 )
-from .errors import ConfigError, InputError, PrivacyError, in_library_terms
+from .errors import ConfigError, InputError, PrivacyError
 from .generalization import generalize_column
 from .metrics import Metrics
 
@@ -186,7 +186,6 @@ def _as_arrow(data) -> pa.Table:
                           ) from exc
 
 
-@in_library_terms
 def anonymize_table(
     table: pa.Table, spec: AnonymizationSpec, stats: dict[str, ColumnStats] | None = None
 ) -> EngineResult:

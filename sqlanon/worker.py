@@ -115,7 +115,7 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
         t0 = time.perf_counter()
         _maybe_crash(task.crash_once)
         try:
-            result = anonymize_table.with_flags(table, task.spec, task.stats)
+            result = anonymize_table(table, task.spec, task.stats)
         except PrivacyError as exc:
             return FragmentResult(
                 task.fragment_id, "too_small", table.num_rows, reason=str(exc),

@@ -1098,7 +1098,7 @@ def test_a_table_created_during_a_run_is_not_replaced_without_overwrite(pg_url, 
         return real(*args, **kwargs)
 
     monkeypatch.setattr(coordinator, "verify_relation", verify_while_someone_creates_the_target)
-    with pytest.raises(sqlanon.ConfigError, match="was created while this run was working; pass --overwrite"):
+    with pytest.raises(sqlanon.ConfigError, match="was created while this run was working; pass overwrite=True"):
         sqlanon.anonymize(pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst", qi=["age"], k=5,
                           l=2, sensitive=["disease"], workers=1)
     assert [r[0] for r in sql(pg_url, f"SELECT x FROM {q(schema)}.dst")] == ["precious"]

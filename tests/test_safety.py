@@ -514,4 +514,7 @@ def test_library_errors_name_its_arguments_and_the_cli_its_flags(lake, tmp_path)
         assert r.returncode == 2 and command_line in r.stderr, r.stderr
     with pytest.raises(ConfigError, match=r"^name the quasi-identifier columns \(qi=\)$"):
         sqlanon.verify(lake, qi=[], k=2)
+    infinite = pa.table({"d": [float("inf"), 1.0] * 5})
+    with pytest.raises(ConfigError, match=r"generalize it as a set \(generalization=\{'d': 'set'\}\)$"):
+        sqlanon.anonymize_table(infinite, sqlanon.build_spec(["d"], k=2))
     assert out.read_bytes() == b"old"
