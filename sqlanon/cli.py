@@ -19,7 +19,7 @@ import yaml
 
 from . import executors, interrupts
 from .config import GENERALIZATIONS, INTERVAL_FORMATS, STRATEGIES, file_format, strict_json, suggest
-from .errors import ConfigError, SqlanonError
+from .errors import ConfigError, SqlanonError, redact_urls
 from .executors import EXECUTORS
 
 # sqlanon.api (DuckDB, Arrow, numpy) is imported inside the commands, after
@@ -111,7 +111,8 @@ def handle_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        debug = kwargs.pop("debug", False)
+        ctx = click.get_current_context(silent=True)
+        debug = kwargs.pop("debug", False) or (ctx is not None and ctx.meta.get("sqlanon.debug", False))
         try:
             with interrupts.watching():
                 return fn(*args, **kwargs)
@@ -134,10 +135,12 @@ def handle_errors(fn):
             if debug:
                 raise
             if isinstance(exc, SqlanonError):
-                click.echo(f"Error: {_config_keys_named(str(exc)) if exc.exit_code == 2 else exc}", err=True)
+                message = _config_keys_named(str(exc)) if exc.exit_code == 2 else str(exc)
+                click.echo(f"Error: {redact_urls(message)}", err=True)
                 sys.exit(exc.exit_code)
             # An unexpected failure: still one line, unless --debug.
-            click.echo(f"Error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for details", err=True)
+            click.echo(f"Error: internal error ({type(exc).__name__}: {redact_urls(str(exc))}); rerun with "
+                       f"--debug for details", err=True)
             sys.exit(1)
 
     return wrapper
@@ -146,11 +149,18 @@ def handle_errors(fn):
 debug_option = click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
 
 
-class _UsageLine(click.ClickException):
-    """A usage error as one line (exit 2), pointing to the help, instead of
-    click's usage banner, hint and blank line around it."""
+class _OneLine(click.ClickException):
+    """A usage error of one line (exit 2), any URL's password masked."""
 
     exit_code = 2
+
+    def format_message(self) -> str:
+        return redact_urls(super().format_message())
+
+
+class _UsageLine(_OneLine):
+    """A usage error as one line (exit 2), pointing to the help, instead of
+    click's usage banner, hint and blank line around it."""
 
 
 def _one_line(exc: click.UsageError) -> click.ClickException:
@@ -213,7 +223,9 @@ class _Command(click.Command):
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="sqlanon")
 @click.option("-v", "--verbose", count=True, help="Log progress to stderr (-vv for debug).")
-def main(verbose: int) -> None:
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+@click.pass_context
+def main(ctx: click.Context, verbose: int, debug: bool) -> None:
     """Publish k-anonymous and l-diverse copies of tables (distributed Mondrian).
 
     \b
@@ -229,6 +241,7 @@ def main(verbose: int) -> None:
     handler.setFormatter(_LogFormat("%(asctime)s %(name)s %(levelname)s %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     _set_verbosity(None, None, verbose)
+    ctx.meta["sqlanon.debug"] = debug
 
 
 class _LogFormat(logging.Formatter):
@@ -237,8 +250,8 @@ class _LogFormat(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         if not logging.getLogger().isEnabledFor(logging.INFO):
-            return f"{record.levelname.capitalize()}: {record.getMessage()}"
-        return super().format(record)
+            return redact_urls(f"{record.levelname.capitalize()}: {record.getMessage()}")
+        return redact_urls(super().format(record))
 
 
 def _set_verbosity(ctx, param, verbose: int) -> None:
@@ -262,11 +275,9 @@ def _privacy_hint(key: str) -> str:
     return ""
 
 
-class _ConfigFileError(click.ClickException):
+class _ConfigFileError(_OneLine):
     """A bad --config file: a usage error (exit 2) of one line, without
     click's usage banner (the file, not the command line, is at fault)."""
-
-    exit_code = 2
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -87,8 +87,19 @@ def in_library_terms(function: Callable) -> Callable:
         try:
             return function(*args, **kwargs)
         except SqlanonError as exc:
-            exc.args = tuple(_FLAG.sub(_argument, a) if isinstance(a, str) else a for a in exc.args)
+            exc.args = tuple(redact_urls(_FLAG.sub(_argument, a)) if isinstance(a, str) else a for a in exc.args)
             raise
 
     library.with_flags = function
     return library
+
+
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][\w+.-]*://[^:/@\s'\"]*:)[^\s'\"]*@")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s'\"]*", re.IGNORECASE)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with the password of every URL in it masked
+    (``postgresql://user:***@host/db``, ``?password=***``): a message may
+    quote a URL given where a path was expected."""
+    return _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, redact_urls
 from .io import Staging, not_metrics
 from .io import first_line as _first_line
 from .sql import ident, literal, render
@@ -69,13 +69,13 @@ class Conn:
     their tasks, and parsing there would import SQLAlchemy (~0.2 s) in each."""
 
     def __post_init__(self) -> None:
-        from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 
         try:
-            u = make_url(self.url)
-        except ArgumentError as exc:
-            raise ConfigError(f"not a database URL: {self.safe()!r}") from exc
+            u = self._u
+            u.port  # noqa: B018 - parsed on first use: ':abc' fails here
+        except (ArgumentError, ValueError) as exc:
+            raise ConfigError(f"not a database URL: {redact_urls(self.url)!r} ({redact_urls(str(exc))})") from None
         parts = {"host": u.host, "port": u.port, "dbname": u.database, "user": u.username, "password": u.password}
         parts.update({k: v for k, v in u.query.items() if isinstance(v, str)})
 
@@ -112,7 +112,10 @@ class Conn:
     def _u(self):
         from sqlalchemy.engine import make_url
 
-        return make_url(self.url)
+        u = make_url(self.url)
+        if u.drivername.split("+")[0] == "postgres":  # libpq's and psql's short scheme
+            u = u.set(drivername=u.drivername.replace("postgres", "postgresql", 1))
+        return u
 
     @property
     def password(self) -> str | None:
@@ -169,8 +172,9 @@ def same_server(a: Conn, b: Conn) -> bool:
 
     def who(conn: Conn):
         with conn.connect() as c:
+            # The start time as a number: psycopg parses a timestamptz only in an ISO DateStyle.
             return c.execute("SELECT inet_server_addr()::text, inet_server_port(), current_database(), "
-                             "pg_postmaster_start_time()").fetchone()
+                             "extract(epoch FROM pg_postmaster_start_time())::text").fetchone()
 
     return who(a) == who(b)
 
@@ -433,9 +437,14 @@ class PostgresTarget:
 
     def exists(self) -> bool:
         """Whether the target table exists (a view or other relation there is an error)."""
+        import psycopg
+
         with self._connect() as c:
-            kind = c.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)",
-                             (ident(list(self.table)),)).fetchone()
+            try:
+                kind = c.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)",
+                                 (ident(list(self.table)),)).fetchone()
+            except psycopg.Error as exc:  # e.g. no USAGE on its schema
+                raise InputError(f"cannot look up {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
         if kind is not None and kind[0] not in ("r", "p"):
             raise ConfigError(f"{self.describe()} is not a table (a view?); name a table as --target-table")
         return kind is not None

@@ -1470,3 +1470,23 @@ def test_the_readmes_scheduled_job_runs_as_written(tmp_path):
     assert not {"name", "ssn"} & set(out.column_names)
     runs = pq.read_table(tmp_path / "published" / "anonymization_metrics.parquet").column("run_id").to_pylist()
     assert len(set(runs)) == 2
+
+
+def test_a_url_quoted_in_an_error_has_its_password_masked(tmp_path):
+    """Errors that quote a value given where a path was expected printed a
+    database URL's password: a job file's input list, --metrics."""
+    url = "postgresql://op:S3cretpw@127.0.0.1:5/hr"
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f'input: ["{url}"]\noutput: {tmp_path / "x.parquet"}\nqi: [age]\nk: 5\n')
+    runs = [
+        cli("anonymize", "--config", cfg),
+        cli("anonymize", ADULTS, "-o", tmp_path / "x.parquet", "--qi", "age", "-k", "5", "--metrics", url),
+        cli("anonymize", ADULTS, "-o", tmp_path / "x.parquet", "--qi", "age", "-k", "5", "--metrics",
+            url.replace("op:S3cretpw", "op") + "?password=S3cretpw"),
+    ]
+    for r in runs:
+        assert r.exit_code == 2 and ("op:***@" in r.stderr or "password=***" in r.stderr), r.stderr
+        assert "S3cretpw" not in r.stderr + r.stdout
+    with pytest.raises(sqlanon.ConfigError) as caught:
+        sqlanon.anonymize(ADULTS, tmp_path / "x.parquet", qi=["age"], k=5, metrics=url)
+    assert "S3cretpw" not in str(caught.value) and "op:***@" in str(caught.value)

@@ -1311,3 +1311,21 @@ def test_a_metrics_file_that_cannot_be_written_publishes_nothing(pg_url, pw_sche
              "--metrics", str(tmp_path / "no" / "dir" / "m.parquet"))
     assert p.returncode == 2 and "does not exist" in one_error_line(p.stderr)
     assert not exists(pg_url, "pw", "m_never")
+
+
+def test_short_scheme_and_a_non_iso_datestyle(pg_url, tmp_path):
+    """postgres:// (libpq's and psql's spelling) was refused or failed to
+    load as a SQLAlchemy plugin; a session DateStyle other than ISO failed
+    every PG -> PG run (psycopg cannot parse a timestamptz in it)."""
+    schema = "short"
+    _small_source(pg_url, schema, ", now() AS at")
+    url = pg_url.replace("postgresql://", "postgres://", 1) + "?options=-c%20DateStyle%3DSQL%2CDMY"
+    assert scalar(url.replace("postgres://", "postgresql://", 1), "SHOW DateStyle") == "SQL, DMY"
+    r = sqlanon.anonymize(url, url, table=f"{schema}.src", target_table=f"{schema}.dst", qi=["age"], k=5, l=2,
+                          sensitive=["disease"], workers=2, fragments=2)
+    assert r.metrics.rows == 600 and r.verification.ok
+    assert sqlanon.verify(url, table=f"{schema}.dst", qi=["age"], k=5, l=2, sensitive=["disease"]).ok
+    assert sql(pg_url, f"SELECT count(*) FROM {schema}.dst d JOIN {schema}.src s USING (id) WHERE d.at = s.at") \
+        == [(600,)]
+    with pytest.raises(sqlanon.ConfigError, match=r"not a database URL: 'postgresql://u:\*\*\*@h:abc/d' \(invalid"):
+        sqlanon.anonymize("postgresql://u:pw@h:abc/d", tmp_path / "o.parquet", table="t", qi=["age"], k=5)
