@@ -298,6 +298,8 @@ def anonymize(
     finally:
         if isinstance(target, io.LocalStagingTarget):
             target.release()  # another run may write the output now
+        elif isinstance(target, warehouse.PostgresTarget):
+            target.unlock()
 
 
 def _check_reachable(options: RunOptions, src: str, out: str, table: str | None) -> None:

@@ -542,7 +542,7 @@ class PostgresTarget:
         c.commit()
         if not got:
             c.close()
-            raise InputError(f"another sqlanon run is publishing {self.describe()}; try again when it has finished")
+            raise InputError(f"another sqlanon run is writing {self.describe()}; try again when it has finished")
         self._lock = c
 
     def unlock(self) -> None:
@@ -551,7 +551,8 @@ class PostgresTarget:
             self._lock = None
 
     def new_staging(self) -> PgStaging:
-        self.lock()
+        if self._lock is None:
+            self.lock()
         self._drop_stale_staging()
         s = PgStaging(Path(tempfile.mkdtemp(prefix="sqlanon-staging-")), run=uuid.uuid4().hex[:12])
         s.parts_dir.mkdir()
@@ -718,8 +719,14 @@ def _pg_type(duck: str) -> str:
 def open_target(url: str, table: str | None, *, overwrite: bool) -> PostgresTarget:
     conn = Conn(url).require_postgres("the output")
     target = PostgresTarget(conn, _table(table, "--target-table", conn), overwrite=overwrite)
-    if target.exists() and not overwrite:
-        raise ConfigError(f"{target.describe()} already exists; pass --overwrite to replace it")
+    # Locked from the start, as a file output is: a second run on the same
+    # table is refused before it does any work, not only if both publish at once.
+    target.lock()
+    with contextlib.ExitStack() as on_failure:
+        on_failure.callback(target.unlock)
+        if target.exists() and not overwrite:
+            raise ConfigError(f"{target.describe()} already exists; pass --overwrite to replace it")
+        on_failure.pop_all()
     return target
 
 

@@ -1032,6 +1032,31 @@ def test_lock_does_not_depend_on_how_the_url_is_spelled(pg_server, pg_url, monke
         first.unlock()
 
 
+def test_a_second_run_is_refused_before_it_works(pg_url, monkeypatch):
+    """The advisory lock was taken only once the run had its statistics and
+    its sample: two runs started a second apart both published. It is now
+    taken when the target is opened; and let go when the run ends."""
+    from sqlanon import coordinator
+
+    schema = "second"
+    _small_source(pg_url, schema, "")
+    running = warehouse.PostgresTarget(warehouse.Conn(pg_url), (schema, "dst"))
+    running.lock()
+    started = []
+    monkeypatch.setattr(coordinator, "run", lambda *a, **kw: started.append(1))
+    try:
+        with pytest.raises(InputError, match=f"another sqlanon run is writing .* table {schema}.dst"):
+            _run_small(pg_url, schema)
+    finally:
+        running.unlock()
+    assert not started
+    monkeypatch.undo()
+    for _ in range(2):  # each run lets the lock go, whether it publishes or fails
+        assert _run_small(pg_url, schema).metrics.rows == 600
+        with pytest.raises(sqlanon.ConfigError, match="already exists"):
+            sqlanon.anonymize(pg_url, pg_url, table=f"{schema}.src", target_table=f"{schema}.dst", qi=["age"], k=5)
+
+
 def test_percent_in_a_column_name(pg_url):
     schema = "pct"
     _small_source(pg_url, schema, ', (g % 7) * 10 AS "score%"')
