@@ -474,15 +474,18 @@ class PostgresTarget:
         """Put the staging table in the target's place, inside the publishing
         transaction ``c``, keeping what users attached to the old table.
 
-        * Views or indexes on the old table, and the same columns (names and
-          types, in order) in the new one: the old table is refilled in place
-          (``TRUNCATE`` + ``INSERT``), so the views, indexes, grants, comments
-          and triggers stay as they are.
+        * Anything attached to the old table that a rename would lose (views,
+          indexes, row-level security and policies, triggers, constraints,
+          partitions or inheritance, publications, NOT NULL, defaults), and
+          the same columns (names and types, in order) in the new one: the
+          old table is refilled in place (``TRUNCATE`` + ``INSERT``), so all
+          of it stays as it is.
         * Otherwise the staging table is renamed into the target's place and
-          gets the old table's grants (table and column) and comments;
-          indexes whose columns changed are dropped with it (a warning names
-          them). Views on a table whose columns change cannot be kept: the
-          run fails, naming them, and the old table stays.
+          gets the old table's owner, privileges (exactly: table and column)
+          and comments; indexes, NOT NULL and defaults go with the old table
+          (a warning names them). What else is attached to a table whose
+          columns change cannot be kept: the run fails, naming it, and the
+          old table stays.
         """
         target = ident(list(self.table))
         rename = f"ALTER TABLE {stage} RENAME TO {ident(self.table[1])}"
@@ -502,10 +505,10 @@ class PostgresTarget:
             )
         c.execute(f"LOCK TABLE {target} IN ACCESS EXCLUSIVE MODE")
         plan = render("replace_plan.sql", dialect="postgres", inline=True, old=target, new=stage)
-        views, indexes, old_columns, new_columns = c.execute(plan.sql).fetchone()
+        views, indexes, attached, unkept, old_columns, new_columns = c.execute(plan.sql).fetchone()
         same = old_columns == new_columns
-        if (views or indexes) and same:
-            log.info("refilling %s in place: %s depend on it", self.describe(), ", ".join(views + indexes))
+        if (views or indexes or attached or unkept) and same:
+            log.info("refilling %s in place: %s", self.describe(), ", ".join(views + indexes + attached + unkept))
             staged = c.execute(f"SELECT count(*) FROM {stage}").fetchone()[0]
             c.execute(f"TRUNCATE {target}")
             inserted = c.execute(f"INSERT INTO {target} SELECT * FROM {stage}").rowcount
@@ -514,16 +517,18 @@ class PostgresTarget:
                                  "(a trigger on the table?); the old table is kept")
             c.execute(f"DROP TABLE {stage}")
             return
-        if views:
+        if views or attached:
             changed = next(
                 (f"{a or '(none)'} -> {b or '(none)'}" for a, b in itertools.zip_longest(old_columns, new_columns)
                  if a != b), "")
+            what = (f"view(s) {', '.join(views)} depend on it" if views else "") + (
+                "; " if views and attached else "") + (f"it has {', '.join(attached)}" if attached else "")
             raise InputError(
-                f"cannot replace {self.describe()}: view(s) {', '.join(views)} depend on it and its columns "
-                f"change ({changed}); drop or redefine the views, or publish to another table")
-        if indexes:
-            log.warning("%s: index(es) %s are not carried over (the table's columns change)",
-                        self.describe(), ", ".join(indexes))
+                f"cannot replace {self.describe()}: {what}, and its columns change ({changed}); drop or redefine "
+                "them, or publish to another table")
+        if indexes or unkept:
+            log.warning("%s: %s not carried over (the table's columns change)",
+                        self.describe(), ", ".join([*(f"index {i}" for i in indexes), *unkept]))
         keep = [r[0] for r in c.execute(
             render("carry_over.sql", dialect="postgres", inline=True, old=target, new=stage).sql).fetchall()]
         for stmt in [*keep, f"DROP TABLE {target}", rename]:

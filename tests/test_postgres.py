@@ -863,7 +863,7 @@ def test_overwrite_keeps_grants_and_comments(pg_url):
     before = scalar(pg_url, "SELECT to_regclass(%s)::oid", [dst])
     p = _replace_people(pg_url, schema)
     assert p.returncode == 0, p.stderr
-    assert "index(es)" in p.stderr and "dst_x" in p.stderr and "not carried over" in p.stderr
+    assert "index " in p.stderr and "dst_x" in p.stderr and "not carried over" in p.stderr
     assert scalar(pg_url, "SELECT to_regclass(%s)::oid", [dst]) != before, "expected a swap"
     assert server_types(pg_url, schema, "dst")["age"] == "text"
     assert scalar(pg_url, f"SELECT count(*) FROM {dst}") == 2_000
@@ -882,6 +882,68 @@ def test_overwrite_keeps_grants_and_comments(pg_url):
                                 "WHERE attrelid = to_regclass(%s) AND attnum > 0", [dst]))
     assert comments["id"] == "person id" and comments["age"] is None
     assert not staging_left(pg_url, schema)
+
+
+def test_overwrite_keeps_row_level_security_owner_and_exact_privileges(pg_url):
+    """A rename swapped in a table without the old one's row-level security
+    and policies (a reader limited to some rows then saw them all), owned by
+    the publishing role instead of the old owner, with the privileges the
+    schema's default privileges give (one revoked on the old table came
+    back). Same columns: the table is refilled in place; other columns: the
+    run refuses rather than drop the policies."""
+    schema, reader, analyst, group = "rls", "sqlanon rls reader", "sqlanon analyst", "sqlanon owners"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 2_000)
+    dst = rel(schema, "dst")
+    for role in (reader, analyst, group):
+        _role(pg_url, role)
+    assert _replace_people(pg_url, schema).returncode == 0
+    sql(pg_url, f"ALTER DEFAULT PRIVILEGES IN SCHEMA {q(schema)} GRANT SELECT ON TABLES TO {q(analyst)}")
+    sql(pg_url, f"ALTER TABLE {dst} OWNER TO {q(group)}")
+    sql(pg_url, f"ALTER TABLE {dst} ENABLE ROW LEVEL SECURITY")
+    sql(pg_url, f"CREATE POLICY flu_only ON {dst} FOR SELECT TO {q(reader)} USING (disease = 'flu')")
+    sql(pg_url, f"GRANT SELECT ON {dst} TO {q(reader)}")
+
+    def state():
+        return sql(pg_url, "SELECT relrowsecurity, pg_get_userbyid(relowner), "
+                           "(SELECT array_agg(polname) FROM pg_policy WHERE polrelid = c.oid), "
+                           "has_table_privilege(%s, c.oid, 'SELECT'), has_table_privilege(%s, c.oid, 'SELECT') "
+                           "FROM pg_class c WHERE c.oid = to_regclass(%s)", [reader, analyst, dst])[0]
+
+    kept = (True, group, ["flu_only"], True, False)
+    assert state() == kept
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 0, p.stderr
+    assert state() == kept and scalar(pg_url, f"SELECT count(*) FROM {dst}") == 2_000
+    # Other columns (ages as bounds): refused, naming what would be lost.
+    p = _cli("anonymize", pg_url, "--table", rel(schema, "src"), "-o", pg_url, "--target-table", dst, *PEOPLE_ARGS,
+             "--interval-format", "bounds", "--workers", 1, "--overwrite", "--quiet")
+    assert p.returncode == 1
+    assert "it has row-level security, policy flu_only, and its columns change" in one_error_line(p.stderr)
+    assert state() == kept and server_types(pg_url, schema, "dst")["age"] == "text"
+    # Without the policies the new columns are swapped in, keeping the owner and exactly the privileges.
+    sql(pg_url, f"DROP POLICY flu_only ON {dst}; ALTER TABLE {dst} DISABLE ROW LEVEL SECURITY")
+    p = _cli("anonymize", pg_url, "--table", rel(schema, "src"), "-o", pg_url, "--target-table", dst, *PEOPLE_ARGS,
+             "--interval-format", "bounds", "--workers", 1, "--overwrite", "--quiet")
+    assert p.returncode == 0, p.stderr
+    assert "age_lo" in server_types(pg_url, schema, "dst")
+    assert state() == (False, group, None, True, False)
+    assert not staging_left(pg_url, schema)
+
+
+def test_overwrite_refills_a_partition(pg_url):
+    """A partition swapped out by a rename left its parent empty."""
+    schema = "parts"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 2_000)
+    assert _replace_people(pg_url, schema).returncode == 0  # dst: the published columns
+    sql(pg_url, f"CREATE TABLE {rel(schema, 'all')} (LIKE {rel(schema, 'dst')}) PARTITION BY RANGE (id)")
+    sql(pg_url, f"DROP TABLE {rel(schema, 'dst')}")
+    sql(pg_url, f"CREATE TABLE {rel(schema, 'dst')} PARTITION OF {rel(schema, 'all')} DEFAULT")
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 0, p.stderr
+    assert scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'all')}") == 2_000
+    assert scalar(pg_url, "SELECT relispartition FROM pg_class WHERE oid = to_regclass(%s)", [rel(schema, "dst")])
 
 
 def test_overwrite_refills_a_table_that_views_and_indexes_depend_on(pg_url):

@@ -1,9 +1,11 @@
 {# The statements that give the staging table `new` what the table `old` it
-   replaces had: its privileges (table and column grants, PUBLIC included;
-   the new owner's own entry is implicit) and its comments (table and
-   columns, for the columns both have). format() quotes every name (%I) and
-   value (%L) on the server. #}
-WITH o AS (SELECT {{ p(old) }}::regclass::oid AS oid),
+   replaces had, in order: its owner; exactly its privileges (first revoking
+   what default privileges gave `new`, then granting the table and column
+   grants of `old`, PUBLIC included; the owner's own entry is implicit);
+   and its comments (table and columns, for the columns both have).
+   format() quotes every name (%I) and value (%L) on the server. #}
+WITH o AS (SELECT {{ p(old) }}::regclass::oid AS oid,
+                  (SELECT relowner FROM pg_class WHERE oid = {{ p(old) }}::regclass) AS owner),
      n AS (SELECT {{ p(new) }}::regclass::oid AS oid, {{ p(new) }}::regclass::text AS name,
                   (SELECT relowner FROM pg_class WHERE oid = {{ p(new) }}::regclass) AS owner),
      grantee AS (SELECT 0::oid AS oid, 'PUBLIC' AS name UNION ALL SELECT oid, quote_ident(rolname) FROM pg_roles),
@@ -12,19 +14,30 @@ WITH o AS (SELECT {{ p(old) }}::regclass::oid AS oid),
         FROM pg_attribute a, o
         WHERE a.attrelid = o.oid AND a.attnum > 0 AND NOT a.attisdropped
           AND a.attname IN (SELECT attname FROM pg_attribute, n WHERE attrelid = n.oid AND attnum > 0 AND NOT attisdropped)
+     ),
+     steps AS (
+        SELECT 1 AS step, format('REVOKE ALL ON %s FROM %s', n.name, g.name) AS stmt
+        FROM n, pg_class c, LATERAL (SELECT DISTINCT grantee FROM aclexplode(c.relacl)) acl
+             JOIN grantee g ON g.oid = acl.grantee
+        WHERE c.oid = n.oid AND acl.grantee <> n.owner
+        UNION ALL
+        SELECT 2, format('ALTER TABLE %s OWNER TO %I', n.name, pg_get_userbyid(o.owner))
+        FROM o, n WHERE o.owner <> n.owner
+        UNION ALL
+        SELECT 3, format('GRANT %s ON %s TO %s%s', acl.privilege_type, n.name, g.name,
+                         CASE WHEN acl.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
+        FROM o, n, pg_class c, LATERAL aclexplode(c.relacl) acl JOIN grantee g ON g.oid = acl.grantee
+        WHERE c.oid = o.oid AND acl.grantee <> o.owner
+        UNION ALL
+        SELECT 3, format('GRANT %s (%I) ON %s TO %s%s', acl.privilege_type, s.attname, n.name, g.name,
+                         CASE WHEN acl.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
+        FROM o, n, shared s, LATERAL aclexplode(s.attacl) acl JOIN grantee g ON g.oid = acl.grantee
+        WHERE acl.grantee <> o.owner
+        UNION ALL
+        SELECT 4, format('COMMENT ON TABLE %s IS %L', n.name, obj_description(o.oid, 'pg_class'))
+        FROM o, n WHERE obj_description(o.oid, 'pg_class') IS NOT NULL
+        UNION ALL
+        SELECT 4, format('COMMENT ON COLUMN %s.%I IS %L', n.name, s.attname, s.comment)
+        FROM n, shared s WHERE s.comment IS NOT NULL
      )
-SELECT format('GRANT %s ON %s TO %s%s', acl.privilege_type, n.name, g.name,
-              CASE WHEN acl.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
-FROM o, n, pg_class c, LATERAL aclexplode(c.relacl) acl JOIN grantee g ON g.oid = acl.grantee
-WHERE c.oid = o.oid AND acl.grantee <> n.owner
-UNION ALL
-SELECT format('GRANT %s (%I) ON %s TO %s%s', acl.privilege_type, s.attname, n.name, g.name,
-              CASE WHEN acl.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
-FROM n, shared s, LATERAL aclexplode(s.attacl) acl JOIN grantee g ON g.oid = acl.grantee
-WHERE acl.grantee <> n.owner
-UNION ALL
-SELECT format('COMMENT ON TABLE %s IS %L', n.name, obj_description(o.oid, 'pg_class'))
-FROM o, n WHERE obj_description(o.oid, 'pg_class') IS NOT NULL
-UNION ALL
-SELECT format('COMMENT ON COLUMN %s.%I IS %L', n.name, s.attname, s.comment)
-FROM n, shared s WHERE s.comment IS NOT NULL
+SELECT stmt FROM steps ORDER BY step
