@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Sequence
@@ -283,6 +284,41 @@ def _frozen(values: list[int]) -> np.ndarray:
     return arr
 
 
+def _refuse_reused_names(source: str, names: list[str], parent: list[int]) -> None:
+    """Refuse a name given to two nodes unless one is the other's ancestor
+    (a group named as its only member, say): rows generalized to a group
+    named as a leaf outside it would be published under that leaf's value.
+
+    Raises:
+        HierarchyError: naming the value and the two places it is used.
+    """
+    nodes: dict[str, list[int]] = {}
+    for node, name in enumerate(names):
+        nodes.setdefault(name, []).append(node)
+    for name, ids in nodes.items():
+        if len(ids) < 2:
+            continue
+        for a, b in itertools.combinations(ids, 2):  # pre-order: a < b, so only a can be b's ancestor
+            up = b
+            while up > a:
+                up = parent[up]
+            if up != a:
+                where = [" > ".join(_path(names, parent, x)) for x in (a, b)]
+                raise HierarchyError(
+                    f"hierarchy file {source} uses the value {name!r} for two different nodes ({where[0]}; "
+                    f"{where[1]}): rows generalized to one would read as the other; rename one"
+                )
+
+
+def _path(names: list[str], parent: list[int], node: int) -> list[str]:
+    """The labels from the root's child down to ``node``."""
+    out = []
+    while node > 0:
+        out.append(names[node])
+        node = parent[node]
+    return out[::-1]
+
+
 def _build(source: str, labels: list[str], children: list[list[int]]) -> Hierarchy:
     """Number a tree depth-first and compute its flat arrays.
 
@@ -341,6 +377,7 @@ def _build(source: str, labels: list[str], children: list[list[int]]) -> Hierarc
             f"hierarchy file {source} has duplicate leaf value(s) "
             f"{_list_values(sorted(dups))}"
         )
+    _refuse_reused_names(source, names, parent)
     return Hierarchy(
         source=source,
         names=names,

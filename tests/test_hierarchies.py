@@ -388,6 +388,24 @@ def test_csv_duplicate_leaf(tmp_path: Path) -> None:
     assert "lines 1 and 3" in msg
 
 
+@pytest.mark.parametrize(("name", "text"), [
+    ("h.csv", "White;A;*\nBlack;White;*\nOther;White;*\n"),
+    ("h.json", json.dumps({"cat": "*", "subcats": [{"cat": "A", "subcats": [{"cat": "x"}, {"cat": "A2"}]},
+                                                   {"cat": "B", "subcats": [{"cat": "A"}, {"cat": "y"}]}]})),
+])
+def test_a_group_named_as_a_leaf_outside_it_is_refused(tmp_path: Path, name: str, text: str) -> None:
+    """A group 'White' over Black and Other (the leaf White elsewhere) was
+    accepted, and their rows were published as White."""
+    path = write(tmp_path, name, text)
+    with pytest.raises(HierarchyError, match="uses the value '(White|A)' for two different nodes"):
+        load_hierarchy(path)
+
+
+def test_a_group_named_as_its_own_member_is_kept(tmp_path: Path) -> None:
+    h = load_hierarchy(write(tmp_path, "h.csv", "Cuba;Cuba;Caribbean;*\nHaiti;Haiti;Caribbean;*\n"))
+    assert list(h.names).count("Cuba") == 2
+
+
 def test_json_duplicate_leaf(tmp_path: Path) -> None:
     tree = json.loads(json.dumps(FIG1_TREE))
     tree["subcats"][2]["subcats"].append({"cat": "Spain", "subcats": None})
