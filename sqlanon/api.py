@@ -289,7 +289,12 @@ def anonymize(
         target = io.open_target(out, overwrite=overwrite, table=target_table)
     try:
         if isinstance(target, io.LocalStagingTarget) and not explain and metrics is None and target_table is None:
-            io.check_metrics_file(io.default_metrics_path(out))
+            default = io.default_metrics_path(out)
+            root = None if isinstance(source, warehouse.PostgresSource) else source.root
+            if root is not None and _overlaps(default, root):
+                raise ConfigError(f"the metrics file {default!r} (next to the output) is the input or inside it: "
+                                  "name another with --metrics")
+            io.check_metrics_file(default)
         with interrupts.watching():  # a Ctrl-C that DuckDB consumes still stops the run before it publishes
             return coordinator.run(
                 source, target, spec, _names(drop, "drop"), options,

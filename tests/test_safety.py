@@ -35,6 +35,16 @@ def lake(tmp_path):
     return d
 
 
+def test_the_default_metrics_file_may_not_be_the_input(tmp_path):
+    """Anonymizing a metrics file (m__metrics.parquet -> m.parquet) appended
+    the run's metrics to its own input."""
+    src = tmp_path / "m__metrics.parquet"
+    pq.write_table(pa.table({"kind": ["a", "b"] * 5}), src)
+    with pytest.raises(ConfigError, match="is the input or inside it: name another"):
+        sqlanon.anonymize(src, tmp_path / "m.parquet", qi=["kind"], k=2)
+    assert pq.read_metadata(src).num_rows == 10 and not (tmp_path / "m.parquet").exists()
+
+
 def test_metrics_may_not_overwrite_the_output_or_the_input(lake, tmp_path):
     out = tmp_path / "out.parquet"
     with pytest.raises(ConfigError, match="metrics="):
