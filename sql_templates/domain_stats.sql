@@ -30,14 +30,14 @@ SELECT
     , max({{ c | ident }}) AS {{ ("max" ~ loop.index0) | ident }}
 {% endif %}
 {% elif dialect == "postgres" %}
-    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} WHERE {{ c | ident }} IS NOT NULL GROUP BY {{ c | ident }}{% if c in texts %} COLLATE "C"{% endif %}) AS v) AS {{ ("d" ~ loop.index0) | ident }}
+    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} WHERE {{ c | ident }} IS NOT NULL GROUP BY {{ c | ident }}{% if c in texts %}::text COLLATE "C"{% endif %}) AS v) AS {{ ("d" ~ loop.index0) | ident }}
 {% else %}
     , count(DISTINCT {{ c | ident }}{% if c in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) AS {{ ("d" ~ loop.index0) | ident }}
 {% endif %}
 {% endfor %}
 {% for s in sensitive %}
 {% if dialect == "postgres" %}
-    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}{% if s in texts %} COLLATE "C"{% endif %}) AS v) AS {{ ("s" ~ loop.index0) | ident }}
+    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}{% if s in texts %}::text COLLATE "C"{% endif %}) AS v) AS {{ ("s" ~ loop.index0) | ident }}
 {% else %}
     , count(DISTINCT {{ s | ident }}{% if s in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
 {% endif %}

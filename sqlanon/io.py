@@ -83,7 +83,11 @@ def first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     if not lines:
         return type(exc).__name__
-    if "CSV Error on Line" not in lines[0]:
+    server = re.match(r'(.*Failed to (?:prepare|execute) (?:query|COPY)) "', lines[0])
+    cause = next((x.split('": ERROR:', 1)[1] for x in lines if '": ERROR:' in x), None)
+    if server and cause:  # PostgreSQL's error ends the statement DuckDB quotes over many lines
+        line = f"{server[1]}: ERROR: {cause.strip()}"
+    elif "CSV Error on Line" not in lines[0]:
         line = lines[0]
     else:
         why = next((x.strip() for x in lines[1:] if x.strip() and not x.startswith("Original Line")), "")

@@ -1416,3 +1416,24 @@ def test_short_scheme_and_a_non_iso_datestyle(pg_url, tmp_path):
         == [(600,)]
     with pytest.raises(sqlanon.ConfigError, match=r"not a database URL: 'postgresql://u:\*\*\*@h:abc/d' \(invalid"):
         sqlanon.anonymize("postgresql://u:pw@h:abc/d", tmp_path / "o.parquet", table="t", qi=["age"], k=5)
+
+
+def test_uuid_enum_and_inet_columns_as_qi_and_sensitive(pg_url, tmp_path):
+    """GROUP BY … COLLATE "C" (counting text by its bytes) failed on types
+    without a collation: 'collations are not supported by type uuid', shown
+    only as 'Failed to prepare query "SELECT'."""
+    schema = "nocoll"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE TYPE {schema}.mood AS ENUM ('sad', 'ok', 'glad')")
+    sql(pg_url, f"""CREATE TABLE {schema}.src AS SELECT g AS id, 18 + g % 30 AS age,
+                    (ARRAY['sad', 'ok', 'glad'])[1 + g % 3]::{schema}.mood AS mood,
+                    md5((g % 4)::text)::uuid AS dept, ('10.0.0.' || g % 5)::inet AS host
+                    FROM generate_series(1, 600) g""")
+    for qi, sensitive in ((["age", "dept", "host"], ["mood"]), (["age", "mood"], ["dept", "host"])):
+        out = tmp_path / f"{qi[-1]}.parquet"
+        r = sqlanon.anonymize(pg_url, out, table=f"{schema}.src", qi=qi, sensitive=sensitive, k=5, l=2,
+                              workers=2, fragments=2)
+        assert r.metrics.rows == 600 and r.verification.ok
+        r = sqlanon.anonymize(pg_url, pg_url, table=f"{schema}.src", target_table=f"{schema}.dst", qi=qi,
+                              sensitive=sensitive, k=5, l=2, workers=2, fragments=2, overwrite=True)
+        assert r.verification.ok and scalar(pg_url, f"SELECT count(*) FROM {schema}.dst") == 600

@@ -528,3 +528,15 @@ def test_library_errors_name_its_arguments_and_the_cli_its_flags(lake, tmp_path)
     with pytest.raises(ConfigError, match=r"generalize it as a set \(generalization=\{'d': 'set'\}\)$"):
         sqlanon.anonymize_table(infinite, sqlanon.build_spec(["d"], k=2))
     assert out.read_bytes() == b"old"
+
+
+def test_a_server_error_is_shown_not_the_first_line_of_the_statement():
+    """DuckDB quotes the statement it sent to PostgreSQL over many lines
+    before the server's error: the message showed 'Failed to prepare query
+    "SELECT' and nothing of the cause."""
+    from sqlanon.io import first_line
+
+    exc = RuntimeError('Binder Error: Failed to prepare query "SELECT\n  count(*) AS n\nFROM "t" GROUP BY "u" '
+                       'COLLATE "C"": ERROR:  collations are not supported by type uuid\nLINE 3: ...')
+    assert first_line(exc) == "Binder Error: Failed to prepare query: ERROR: collations are not supported by type uuid"
+    assert first_line(RuntimeError("IO Error: No files found\nmore")) == "IO Error: No files found"
