@@ -544,6 +544,7 @@ def run(
         schema = source.arrow_schema(con)
         check_columns(schema, spec, drop, repr(source.describe()))
         columns = source.server_columns() if source.dialect == "postgres" else []
+        _refuse_zoned_times(con, source, spec, schema, columns)
         if columns:
             _check_numeric_qis(source, spec, columns, snapshot_holder)
             _check_cross_engine_types(columns, spec, drop, target)
@@ -695,6 +696,28 @@ def run(
         target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
         tuple(repaired), location, total, rss, source.dialect, options.executor, compare_on is not None,
     )
+
+
+def _refuse_zoned_times(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec, schema: pa.Schema,
+                        server_columns: list[tuple[str, str]]) -> None:
+    """A TIME WITH TIME ZONE reaches Arrow without its offset (a plain
+    time64): as a QI, 12:00+05:30 and 12:00+00 would be published as one
+    time. Refused by name as a QI or sensitive column (as a pass-through
+    one, the checksums or the server's type refuse it)."""
+    times = [c for c in [*spec.qi_names, *spec.sensitive] if pa.types.is_time(schema.field(c).type)]
+    if not times:
+        return
+    if source.dialect == "duckdb":
+        typed = con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()
+    else:
+        typed = server_columns
+    for name, typ, *_ in typed:
+        if (name in spec.qi_names or name in spec.sensitive) and typ.lower().startswith("time with time zone"):
+            role = "quasi-identifier" if name in spec.qi_names else "sensitive column"
+            raise ConfigError(
+                f"column {name!r} is TIME WITH TIME ZONE, whose offset does not reach the anonymizer (two times "
+                f"would read as one) and cannot be a {role}: cast it to text, or to a time in one zone, in a view"
+            )
 
 
 def _restored_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[str]):

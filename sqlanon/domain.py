@@ -111,6 +111,14 @@ def as_text(values: pa.Array) -> pa.Array:
         return values
     if pa.types.is_timestamp(t) and t.tz is not None:
         values = values.cast(pa.timestamp(t.unit, "UTC"))
+    if pa.types.is_time(t):
+        # SQL's TIME '24:00:00' (the end of a day) is one unit past Arrow's
+        # range: Arrow writes '<value out of range: 86400000000>'.
+        day, digits = {"s": (86_400, 0), "ms": (86_400_000, 3), "us": (86_400_000_000, 6),
+                       "ns": (86_400_000_000_000, 9)}[t.unit]
+        ticks = values.view(pa.int32() if pa.types.is_time32(t) else pa.int64())
+        end = "24:00:00" + ("." + "0" * digits if digits else "")
+        return pc.if_else(pc.equal(ticks, day), pa.scalar(end), values.cast(pa.string()))
     return values.cast(pa.string())
 
 

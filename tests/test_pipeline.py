@@ -614,3 +614,28 @@ def test_library_takes_column_names_as_one_string_too(tmp_path):
     assert r.metrics.rows == 400
     assert pq.read_schema(out).names == ["id", "age", "zip", "day", "city", "disease"]
     assert sqlanon.verify(out, qi="age,zip", sensitive="disease", k=5, l=2).ok
+
+
+def test_time_24_00_is_published_as_such(tmp_path):
+    """TIME '24:00:00' (SQL's end of a day) is one unit past Arrow's range:
+    the QI was published as '<value out of range: 86400000000>'."""
+    src = tmp_path / "t.parquet"
+    duckdb.sql(f"""COPY (SELECT CASE WHEN i % 2 = 0 THEN TIME '24:00:00' ELSE TIME '23:59:59' END AS t,
+                   (i % 4)::VARCHAR AS s FROM range(100) r(i)) TO '{src}'""")
+    for k, want in ((5, {"23:59:59.000000", "24:00:00.000000"}), (60, {"[23:59:59.000000, 24:00:00.000000]"})):
+        out = tmp_path / f"o{k}.parquet"
+        sqlanon.anonymize(src, out, qi=["t"], sensitive=["s"], k=k, l=2, workers=1)
+        assert set(pq.read_table(out).column("t").to_pylist()) == want
+
+
+def test_time_with_time_zone_is_refused_as_qi_or_sensitive(tmp_path):
+    """Its offset does not reach Arrow: 12:00+05:30 and 12:00+00 were
+    published as one exact 12:00 (NCP 0)."""
+    db = tmp_path / "z.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id, (CASE i % 2 WHEN 0 THEN '12:00:00+05:30'
+                       ELSE '12:00:00+00' END)::TIMETZ AS tz, i % 3 AS s FROM range(40) r(i)""")
+    with pytest.raises(sqlanon.ConfigError, match="'tz' is TIME WITH TIME ZONE.*cannot be a quasi-identifier"):
+        sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["tz"], k=10, workers=1)
+    with pytest.raises(sqlanon.ConfigError, match="'tz' is TIME WITH TIME ZONE.*cannot be a sensitive column"):
+        sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["s"], sensitive=["tz"], k=10, l=2, workers=1)

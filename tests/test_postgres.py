@@ -1429,6 +1429,10 @@ def test_uuid_enum_and_inet_columns_as_qi_and_sensitive(pg_url, tmp_path):
                     (ARRAY['sad', 'ok', 'glad'])[1 + g % 3]::{schema}.mood AS mood,
                     md5((g % 4)::text)::uuid AS dept, ('10.0.0.' || g % 5)::inet AS host
                     FROM generate_series(1, 600) g""")
+    sql(pg_url, f"ALTER TABLE {schema}.src ADD COLUMN tz timetz DEFAULT '12:00+02'")
+    with pytest.raises(sqlanon.ConfigError, match="'tz' is TIME WITH TIME ZONE"):  # its offset would be lost
+        sqlanon.anonymize(pg_url, tmp_path / "tz.parquet", table=f"{schema}.src", qi=["age", "tz"], k=5)
+    sql(pg_url, f"ALTER TABLE {schema}.src DROP COLUMN tz")
     for qi, sensitive in ((["age", "dept", "host"], ["mood"]), (["age", "mood"], ["dept", "host"])):
         out = tmp_path / f"{qi[-1]}.parquet"
         r = sqlanon.anonymize(pg_url, out, table=f"{schema}.src", qi=qi, sensitive=sensitive, k=5, l=2,
