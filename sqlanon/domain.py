@@ -85,6 +85,12 @@ def check_type(name: str, dtype: pa.DataType, role: str) -> None:
     bytes (no text to publish)."""
     if pa.types.is_dictionary(dtype):
         dtype = dtype.value_type
+    if isinstance(dtype, pa.BaseExtensionType):  # DuckDB's UHUGEINT, BIGNUM…: opaque to Arrow
+        name_of = getattr(dtype, "type_name", None) or dtype.extension_name
+        raise ConfigError(
+            f"column {name!r} has type {name_of.upper()}, which Arrow cannot compare or group, and cannot be a "
+            f"{role}: cast it to text or to a smaller number in a view, or leave it out"
+        )
     nested = pa.types.is_nested(dtype)
     qi = role == "quasi-identifier"
     binary = pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype) or pa.types.is_fixed_size_binary(dtype)
@@ -133,9 +139,9 @@ def normalize_floats(arr: pa.Array) -> pa.Array:
 def span_values(sorted_values: pa.Array) -> np.ndarray:
     """Positions of sorted distinct values on a line, for spans and their ratios.
 
-    Integers, dates and timestamps: exact int64 offsets from the first value,
-    as floats (no loss for spans below 2**53, e.g. nanosecond timestamps of
-    a century or 64-bit ids). Floats and decimals: half the value, so that the
+    Integers, dates and timestamps: exact 64-bit offsets from the first
+    value, as floats (no loss for spans below 2**53, e.g. nanosecond
+    timestamps of a century or 64-bit ids). Floats and decimals: half the value, so that the
     difference of any two finite doubles stays finite. Only differences and
     their ratios to :attr:`ColumnStats.span` (same units) are meaningful.
     NaN (sorted last) gets the position of the largest number.
@@ -144,9 +150,15 @@ def span_values(sorted_values: pa.Array) -> np.ndarray:
         return np.zeros(0)
     t = sorted_values.type
     if _integer_like(t):
-        ints = sorted_values.cast(pa.int32()) if pa.types.is_date32(t) else sorted_values
-        ints = ints.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64)
-        return (ints - ints[0]).astype(np.float64)
+        if pa.types.is_unsigned_integer(t):
+            ticks = sorted_values.cast(pa.uint64()).to_numpy(zero_copy_only=False).astype(np.uint64)
+        else:
+            ints = sorted_values.cast(pa.int32()) if pa.types.is_date32(t) else sorted_values
+            ticks = ints.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+        # In unsigned 64-bit arithmetic: sorted, so every offset is below
+        # 2**64 and exact, where int64 overflowed past 2**63 (1677 to 2262 in
+        # nanoseconds; -5e18 to 5e18) into negative spans.
+        return (ticks - ticks[0]).astype(np.float64)
     out = sorted_values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False).astype(np.float64) * 0.5
     nan = np.isnan(out)
     if nan.any():

@@ -407,6 +407,7 @@ class _Column:
     leaf_values: list[Any] | None = None  # hierarchy columns: leaf i as a column value, or None
     n_leaves: int = 0
     span_values: np.ndarray | None = None  # numeric columns: float per non-NULL code
+    cuttable: bool = True  # False: its values have no Python form to bind (a date before year 1)
 
     def cut(self, c: int, next_code: int) -> tuple[Predicate, Predicate]:
         """The (left, right) predicates of the cut ``code <= c`` (``next_code``: the node's next code)."""
@@ -478,7 +479,8 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray) -> _Column:
         sorted_values = dictionary.take(pa.array(order, pa.int64()))
         numeric = kind == "interval"
         col_out = _Column(qi.name, numeric, np.empty(0, np.int64), null_code, sorted_values=sorted_values,
-                          span_values=span_values(sorted_values) if numeric else None)
+                          span_values=span_values(sorted_values) if numeric else None,
+                          cuttable=_bindable(sorted_values))
     idx = enc.indices
     if idx.null_count:
         codes = np.append(lut, np.int64(null_code))[idx.fill_null(-1).to_numpy(zero_copy_only=False)]
@@ -486,6 +488,18 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray) -> _Column:
         codes = lut[idx.to_numpy(zero_copy_only=False)]
     col_out.codes = codes.astype(np.int64, copy=False)
     return col_out
+
+
+def _bindable(sorted_values: pa.Array) -> bool:
+    """Whether the smallest and largest values have a Python form, to bind
+    as a cut's value: dates and timestamps outside years 1-9999 have none
+    (such a column is left uncut; the workers generalize it as any other)."""
+    try:
+        for i in (0, len(sorted_values) - 1) if len(sorted_values) else ():
+            sorted_values[i].as_py()
+    except (OverflowError, ValueError):
+        return False
+    return True
 
 
 def _span(c: _Column, u: np.ndarray) -> float:
@@ -511,8 +525,10 @@ def _ratio(part: float, whole: float) -> float:
 
 def _quantile(cols: list[_Column], n: int, workers: int) -> list[tuple[np.ndarray, str, tuple[Predicate, ...]]]:
     """Fig. 4: cut the QI with most distinct values at the W-quantiles of its ranks."""
-    distinct = [len(np.unique(c.codes)) for c in cols]
+    distinct = [len(np.unique(c.codes)) if c.cuttable else 0 for c in cols]
     j = int(np.argmax(distinct))  # first of the ties: QI order
+    if distinct[j] == 0:
+        return [(np.arange(n), "0", ())]
     c = cols[j]
     u, cnt = np.unique(c.codes, return_counts=True)
     k = min(workers, len(u)) - 1  # number of cuts
@@ -546,6 +562,8 @@ def _choose_cut(cols: list[_Column], rows: np.ndarray, w: int, whole: list[float
     """The best cut of a node for ``w`` workers: ``(left_mask, w_left, left_pred, right_pred)`` or None."""
     best = None
     for j, c in enumerate(cols):  # loop over QIs; the work per QI is vectorized
+        if not c.cuttable:
+            continue
         codes = c.codes[rows]
         u, cnt = np.unique(codes, return_counts=True)
         if len(u) < 2:

@@ -639,3 +639,31 @@ def test_time_with_time_zone_is_refused_as_qi_or_sensitive(tmp_path):
         sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["tz"], k=10, workers=1)
     with pytest.raises(sqlanon.ConfigError, match="'tz' is TIME WITH TIME ZONE.*cannot be a sensitive column"):
         sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["s"], sensitive=["tz"], k=10, l=2, workers=1)
+
+
+def test_spans_past_2_63_and_dates_before_year_1(tmp_path):
+    """Spans over 2**63 units (1677..2009 in nanoseconds, -5e18..5e18)
+    overflowed int64: the QI was never cut and its NCP was 0. A UBIGINT of
+    2**63 or more failed the run ('not in range'). A date before year 1 has
+    no Python form to bind as a cut: two fragments failed the run."""
+    from sqlanon.domain import span_values
+
+    assert list(span_values(pa.array([-5 * 10**18, 0, 5 * 10**18], pa.int64()))) == [0.0, 5e18, 1e19]
+    assert list(span_values(pa.array([2**63, 2**64 - 1], pa.uint64()))) == [0.0, float(2**63 - 1)]
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id, (18446744073709551615 - i * 1000)::UBIGINT AS ub,
+                       ([-5000000000000000000, 0, 5000000000000000000])[1 + i % 3]::BIGINT + i AS big,
+                       CASE WHEN i % 2 = 0 THEN DATE '0050-01-01 (BC)' + i::INT ELSE DATE '1950-01-01' + i::INT END AS d,
+                       (i % 3)::VARCHAR AS s FROM range(600) r(i)""")
+    for qi in (["ub"], ["big"], ["d"]):
+        r = sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=qi, sensitive=["s"], k=5, l=2, workers=2,
+                              fragments=2, overwrite=True)
+        assert r.verification.ok and r.metrics.rows == 600
+        assert 0 < r.metrics.ncp_by_attribute[qi[0]] < 600, r.metrics.ncp_by_attribute
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE o AS SELECT id, (id * 1000)::UHUGEINT AS uh, id::VARCHAR::BIGNUM AS bn, s FROM t")
+    for qi, sensitive, name in ((["uh"], ["s"], "UHUGEINT"), (["id"], ["bn"], "BIGNUM")):  # were internal errors
+        with pytest.raises(sqlanon.ConfigError, match=f"has type {name}, which Arrow cannot compare or group"):
+            sqlanon.anonymize(db, tmp_path / "o.parquet", table="o", qi=qi, sensitive=sensitive, k=5, l=2,
+                              workers=1, overwrite=True)
