@@ -45,6 +45,12 @@ SAMPLE_MIN_ROWS = 20_000
 SAMPLE_BUDGET_BYTES = 16 * 2**20
 
 
+MIN_ROWS_PER_FRAGMENT_PER_K = 1
+"""A fragment is planned to hold at least k rows (times this): a smaller
+one cannot be anonymized on its own and is only merged again, at the cost
+of a task each (100,000 fragments of 32,561 rows ran for minutes)."""
+
+
 def default_sample_rows(n_qi: int, n_fragments: int) -> int:
     """The sample's size when ``--sample`` is not given.
 
@@ -568,6 +574,12 @@ def run(
         timings["read"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
+        most = max(1, total // (MIN_ROWS_PER_FRAGMENT_PER_K * spec.k))
+        if n_fragments > most:
+            if options.fragments is not None:  # asked for; the default (one per worker) is capped silently
+                log.warning("%d fragments of %d rows would hold fewer than k=%d rows each: cutting %d",
+                            n_fragments, total, spec.k, most)
+            n_fragments = most
         sample = draw_sample(con, source, spec, schema, total, options.sample, options.seed, n_fragments)
         plan = fragmentation.plan_fragments(sample, spec, n_fragments, options.fragmentation, total_rows=total, stats=stats)
         timings["fragmentation"] = time.perf_counter() - t0

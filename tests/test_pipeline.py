@@ -146,9 +146,9 @@ def test_default_sample_grows_with_the_fragments_within_its_memory_cap(source, t
 
 
 def test_misleading_sample_is_repaired(tmp_path):
-    # 1,000 rows but k = 300 over 8 fragments: every fragment (~125 rows) is
-    # too small on its own and must be merged with its siblings. The sensitive
-    # value also follows x, so small fragments fail l = 2 as well.
+    # 1,000 rows at k = 300: 8 fragments asked, 3 planned (at least k rows
+    # each); the sensitive value follows x, so the fragment of the smallest
+    # x holds one sensitive value, fails l = 2 and is merged with its sibling.
     n = 1_000
     t = pa.table({"id": np.arange(n), "x": np.arange(n), "s": (np.arange(n) >= 500).astype(int)})
     src = tmp_path / "src.parquet"
@@ -160,6 +160,16 @@ def test_misleading_sample_is_repaired(tmp_path):
     assert v.ok and v.rows == n
     m = duckdb.sql(f"SELECT * FROM read_parquet('{r.metrics_location}') WHERE kind = 'fragment'").fetch_arrow_table().to_pandas()
     assert m.repaired.any() and m.rows.sum() == n
+
+
+def test_far_more_fragments_than_k_allows_are_capped(tmp_path, caplog):
+    """--fragments 100000 on 32,561 rows planned 2,189 fragments of ~1 row
+    each (k = 10), every one merged again: the run took minutes."""
+    out = tmp_path / "o.parquet"
+    r = sqlanon.anonymize(ROOT / "examples" / "adults.csv", out, qi=["age", "education-num"], k=5_000, workers=2,
+                          fragments=100_000)
+    assert len(r.plan.fragments) <= 32_561 // 5_000
+    assert "100000 fragments of 32561 rows would hold fewer than k=5000 rows each: cutting 6" in caplog.text
 
 
 def test_impossible_request_fails_and_writes_nothing(tmp_path):
