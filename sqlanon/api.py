@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 import duckdb
 import numpy as np
 
-from . import coordinator, interrupts, io, warehouse
+from . import coordinator, executors, interrupts, io, warehouse
 from .config import AnonymizationSpec, QuasiIdentifier, missing_column, suggest
 from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
@@ -311,7 +311,7 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
     """A remote cluster's workers read the source and write parts on other
     hosts: local paths must be absolute (on a filesystem they all mount)."""
     remote = (options.executor == "dask" and options.scheduler) or (
-        options.executor == "spark" and options.spark_master and not options.spark_master.startswith("local")
+        options.executor == "spark" and options.spark_master and executors._remote_master(options.spark_master)
     )
     if not remote:
         return

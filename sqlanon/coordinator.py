@@ -517,7 +517,6 @@ def run(
     started = dt.datetime.now(dt.timezone.utc)
     timings: dict[str, float] = {}
     workers = options.n_workers
-    n_fragments = options.fragments or workers
     in_process = executors.in_process(options.executor, workers, options.explain)
     if in_process and options.task_timeout and not options.explain:
         log.warning("--task-timeout applies to worker processes; with one worker the run is in this process, untimed")
@@ -525,6 +524,9 @@ def run(
         options.executor, workers, scheduler=options.scheduler, spark_master=options.spark_master,
         retries=options.retries,
     )
+    if pool is not None and pool.remote:  # the cluster's own task slots, not --workers (or this host's CPUs)
+        workers = pool.slots
+    n_fragments = options.fragments or workers
     if pool is not None:
         # Starting the local pool blocks until its fork server has imported
         # sqlanon and loaded the kernel (about a second): do it while the

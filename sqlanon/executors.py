@@ -32,15 +32,22 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import re
 import select
 import signal
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 30.0
+"""Seconds to reach a Dask scheduler."""
+
+WAIT_FOR_WORKERS = 60.0
+"""Seconds a Dask scheduler may take to have its first worker."""
 
 EXECUTORS = ("local", "dask", "spark")
 
@@ -281,9 +288,17 @@ class DaskExecutor:
         else:
             self._cluster = None
             try:
-                self._client = Client(scheduler, timeout="30s")
-            except (OSError, ValueError, TypeError) as exc:  # unreachable, or not an address at all
+                self._client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+            except (ValueError, TypeError) as exc:  # not an address at all: the job is wrong (exit 2)
                 raise ConfigError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+            except OSError as exc:  # unreachable: the cluster is down, a retry may work (exit 1)
+                raise InputError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+            try:  # a scheduler without workers took every task and never ran one
+                self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
+            except (TimeoutError, OSError) as exc:
+                self._client.close()
+                raise InputError(f"the Dask scheduler at {scheduler!r} has no workers (waited "
+                                 f"{WAIT_FOR_WORKERS:g} s); start some, then rerun") from exc
         info = self._client.scheduler_info().get("workers", {})
         threads = [w.get("nthreads", 1) for w in info.values()] or [1]
         memory = [w.get("memory_limit") or total_memory() for w in info.values()] or [total_memory()]
@@ -320,6 +335,16 @@ def _spark_error(exc: BaseException) -> str:
     return lines[0][:300] if lines else type(exc).__name__
 
 
+_MASTER = re.compile(r"(local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|yarn|(spark|k8s|mesos)://\S+)")
+
+
+def _remote_master(master: str) -> bool:
+    """Whether a Spark master runs executors outside this process's working
+    directory: everything but local[...] (local-cluster[...] runs them in
+    directories of their own)."""
+    return not (master == "local" or master.startswith("local["))
+
+
 class SparkExecutor:
     """Tasks as one-element RDDs on a Spark cluster (or ``local[N]``)."""
 
@@ -339,6 +364,9 @@ class SparkExecutor:
             log.info("using the active Spark session (master %s)", active.sparkContext.master)
         else:
             master = master or f"local[{workers},{retries + 1}]"
+            if not _MASTER.fullmatch(master):  # the job's fault (exit 2), found before a JVM starts
+                raise ConfigError(f"cannot start Spark with master {master!r}: not a Spark master URL (local[N], "
+                                  "local-cluster[…], spark://host:port, yarn, k8s://…)")
             ours = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
             try:
                 self._spark = (
@@ -351,7 +379,8 @@ class SparkExecutor:
                     .getOrCreate()
                 )
             except Exception as exc:  # noqa: BLE001 - py4j/Java errors of every kind
-                raise ConfigError(f"cannot start Spark with master {master!r}: {_spark_error(exc)}") from None
+                # Exit 1: the job is right (its master has a master's form), the cluster or Java is not.
+                raise InputError(f"cannot start Spark with master {master!r}: {_spark_error(exc)}") from None
             finally:
                 if ours is not None and signal.getsignal(signal.SIGINT) is not ours:
                     # pyspark installs its own Ctrl-C handler; the run's own
@@ -360,7 +389,7 @@ class SparkExecutor:
                     signal.signal(signal.SIGINT, ours)
             self._spark.sparkContext.setLogLevel("ERROR")
         sc = self._spark.sparkContext
-        self.remote = not sc.master.startswith("local")
+        self.remote = _remote_master(sc.master)
         self.slots = max(1, sc.defaultParallelism)
         self.host_slots = self.slots if not self.remote else int(sc.getConf().get("spark.executor.cores", "1"))
         self.memory_per_slot = int(total_memory() * 0.8 / self.slots) if not self.remote else 2**30

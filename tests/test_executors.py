@@ -175,6 +175,31 @@ def test_spark_leaves_a_callers_session_and_the_runs_ctrl_c_handling(source, tmp
     assert SparkSession.getActiveSession() is None
 
 
+def test_a_scheduler_without_workers_or_unreachable_fails_with_exit_1(source, tmp_path, monkeypatch):
+    """A scheduler without workers took the tasks and the run waited for
+    ever; an unreachable one was a usage error (exit 2: 'fix the job'),
+    though a retry once the cluster is back works."""
+    from distributed import LocalCluster
+
+    from sqlanon import executors
+
+    monkeypatch.setattr(executors, "WAIT_FOR_WORKERS", 2.0)
+    monkeypatch.setattr(executors, "CONNECT_TIMEOUT", 2.0)
+    out = tmp_path / "out.parquet"
+    with LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0") as cluster:
+        with pytest.raises(sqlanon.InputError, match="has no workers") as err:
+            run(source, out, "dask", scheduler=cluster.scheduler_address)
+    assert type(err.value) is sqlanon.InputError and not out.exists()
+    with pytest.raises(sqlanon.InputError, match="cannot reach the Dask scheduler") as err:
+        run(source, out, "dask", scheduler="tcp://127.0.0.1:1")
+    assert err.value.exit_code == 1
+    # The cluster's task slots are the run's workers (it said --workers', or this host's CPUs).
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address="127.0.0.1:0") as cluster:
+        r = sqlanon.anonymize(source, out, qi=QI, k=5, l=2, sensitive=["disease"], workers=7, executor="dask",
+                              scheduler=cluster.scheduler_address)
+    assert r.workers == 2 and len(r.plan.fragments) == 2
+
+
 @pytest.mark.parametrize(("executor", "option", "value"), [
     ("dask", "scheduler", "notaurl"),
     pytest.param("spark", "spark_master", "no-such-master", marks=pytest.mark.spark),
