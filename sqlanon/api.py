@@ -284,7 +284,7 @@ def anonymize(
         # Never written; named safely (a URL's password must not reach the result).
         target = io.FileTarget(warehouse.Conn(out).safe() if warehouse.is_url(out) else out, "parquet")
     elif warehouse.is_url(out):
-        target = warehouse.open_target(out, target_table, overwrite=overwrite)
+        target = warehouse.open_target(out, target_table, overwrite=overwrite, metrics=metrics)
     else:
         target = io.open_target(out, overwrite=overwrite, table=target_table)
     try:

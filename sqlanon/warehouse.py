@@ -200,6 +200,17 @@ def attach(con: duckdb.DuckDBPyConnection, conn: Conn, alias: str, read_only: bo
         raise InputError(f"cannot connect to {conn.safe()}: {conn.redact(_first_line(exc))}") from None
 
 
+NAME_BYTES = 63
+"""PostgreSQL cuts longer names (NAMEDATALEN - 1) without an error."""
+
+
+def _fits(name: str, what: str, hint: str = "") -> None:
+    """Refuse a name PostgreSQL would cut: the table made would not be the one named."""
+    size = len(name.encode())
+    if size > NAME_BYTES:
+        raise ConfigError(f"{what} {name!r} is {size} bytes long; PostgreSQL keeps {NAME_BYTES} bytes of a name{hint}")
+
+
 def _table(name: str, option: str, conn: Conn) -> tuple[str, str]:
     """``schema.table`` as given, or an unqualified name resolved as the
     server would in a session of ``conn`` (its ``search_path``): the schema
@@ -210,6 +221,8 @@ def _table(name: str, option: str, conn: Conn) -> tuple[str, str]:
     if not name:
         raise ConfigError(f"a database URL needs {option} (schema.table)")
     parts = split_table_name(name)
+    for part in parts:
+        _fits(part, option)
     if len(parts) == 2:
         return parts[0], parts[1]
     with conn.connect() as c:
@@ -721,11 +734,13 @@ def _pg_type(duck: str) -> str:
     }.get(duck, "text" if duck.startswith("VARCHAR") else duck.lower().replace("decimal", "numeric"))
 
 
-def open_target(url: str, table: str | None, *, overwrite: bool) -> PostgresTarget:
+def open_target(url: str, table: str | None, *, overwrite: bool, metrics: str | None = None) -> PostgresTarget:
     conn = Conn(url).require_postgres("the output")
     target = PostgresTarget(conn, _table(table, "--target-table", conn), overwrite=overwrite)
     # Locked from the start, as a file output is: a second run on the same
     # table is refused before it does any work, not only if both publish at once.
+    if metrics is None:
+        _fits(target._metrics_name(None)[1], "the metrics table", ": name one with --metrics")
     target.lock()
     with contextlib.ExitStack() as on_failure:
         on_failure.callback(target.unlock)

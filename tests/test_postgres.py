@@ -1441,3 +1441,17 @@ def test_uuid_enum_and_inet_columns_as_qi_and_sensitive(pg_url, tmp_path):
         r = sqlanon.anonymize(pg_url, pg_url, table=f"{schema}.src", target_table=f"{schema}.dst", qi=qi,
                               sensitive=sensitive, k=5, l=2, workers=2, fragments=2, overwrite=True)
         assert r.verification.ok and scalar(pg_url, f"SELECT count(*) FROM {schema}.dst") == 600
+
+
+def test_names_postgresql_would_cut_are_refused(pg_url):
+    """A 63-byte target's metrics table '<target>__metrics' was cut to the
+    target's own name and the run failed after all its work; a 60-byte one's
+    was reported under a name the server had cut to '…__m'."""
+    schema = "long"
+    _small_source(pg_url, schema, "")
+    for name, what in (("t" * 64, "--target-table 't"), ("m" * 60, "the metrics table 'mmm")):
+        p = _cli("anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table", f"{schema}.{name}",
+                 "--qi", "age", "-k", 5)
+        assert p.returncode == 2 and what in one_error_line(p.stderr) and "PostgreSQL keeps 63 bytes" in p.stderr
+    assert _cli("anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table",
+                f"{schema}.{'m' * 60}", "--qi", "age", "-k", 5, "--metrics", f"{schema}.m").returncode == 0
