@@ -281,7 +281,13 @@ def anonymize(
     if metrics is not None:
         _check_metrics(metrics, source, out, target_table)
     if explain:
-        # Never written; named safely (a URL's password must not reach the result).
+        # Checked as a run checks it (the plan of a job that would fail is no
+        # plan; a database is not connected to), never written; named safely
+        # (a URL's password must not reach the result).
+        if warehouse.is_url(out):
+            warehouse.Conn(out).require_postgres("the output")
+        else:
+            io.open_target(out, overwrite=overwrite, table=target_table).release()
         target = io.FileTarget(warehouse.Conn(out).safe() if warehouse.is_url(out) else out, "parquet")
     elif warehouse.is_url(out):
         target = warehouse.open_target(out, target_table, overwrite=overwrite, metrics=metrics)

@@ -131,6 +131,12 @@ def test_explain_prints_the_plan_without_writing(source, tmp_path):
     again = run(source, out, workers=2, fragments=3, explain=True, sample=500, seed=1).explain()
     assert [f["where"] for f in again["fragments"]] == [f["where"] for f in plan["fragments"]]
     assert [f["params"] for f in again["fragments"]] == [f["params"] for f in plan["fragments"]]
+    # A job the run would refuse is refused by --explain too (it printed a plan, exit 0).
+    for bad, kwargs, why in ((tmp_path / "no" / "x.parquet", {}, "does not exist"),
+                             (tmp_path / "x.txt", {}, "cannot tell the output format"),
+                             (tmp_path / "t.parquet", {"target_table": "t"}, "writes into a DuckDB file")):
+        with pytest.raises(sqlanon.ConfigError, match=why):
+            run(source, bad, workers=2, explain=True, **kwargs)
 
 
 def test_default_sample_grows_with_the_fragments_within_its_memory_cap(source, tmp_path):
