@@ -183,6 +183,9 @@ class _Main(click.Group):
     def make_context(self, *args, **kwargs):
         try:
             return super().make_context(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `sqlanon`: the help, as it is
+            click.echo(exc.ctx.get_help())
+            raise SystemExit(exc.exit_code) from None
         except click.UsageError as exc:
             raise _one_line(exc) from None
 

@@ -1490,3 +1490,10 @@ def test_a_url_quoted_in_an_error_has_its_password_masked(tmp_path):
     with pytest.raises(sqlanon.ConfigError) as caught:
         sqlanon.anonymize(ADULTS, tmp_path / "x.parquet", qi=["age"], k=5, metrics=url)
     assert "S3cretpw" not in str(caught.value) and "op:***@" in str(caught.value)
+
+
+def test_bare_sqlanon_prints_its_help():
+    """It printed 'Error: Usage: …', the whole help, then "(see 'sqlanon --help')"."""
+    r = run_subprocess()
+    assert r.returncode == 2 and r.stdout.startswith("Usage: sqlanon") and "anonymize" in r.stdout
+    assert r.stderr == ""
