@@ -6,16 +6,28 @@ import atexit
 import importlib.machinery
 import os
 import runpy
+import signal
 import sys
 import types
 
-# pandas too: pyarrow and DuckDB import it on their first conversion (they
-# probe for it), which would cost every worker process ~0.2 s of its first task.
-import pandas  # noqa: F401
+# A Ctrl-C reaches the whole process group, this server too: during these
+# imports it printed a KeyboardInterrupt traceback under the CLI's one line.
+# The server starts with SIGINT blocked (executors._start_server): ignoring
+# it discards one held since then. The CLI stops this server on a Ctrl-C;
+# the workers it forks get the handler back (multiprocessing hands them the
+# one in place after this).
+_interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+try:
+    # pandas too: pyarrow and DuckDB import it on their first conversion (they
+    # probe for it), which would cost every worker process ~0.2 s of its first task.
+    import pandas  # noqa: F401
 
-from . import engine, executors, kernel, worker  # noqa: F401
+    from . import engine, executors, kernel, worker  # noqa: F401
 
-kernel.load()
+    kernel.load()
+finally:
+    signal.signal(signal.SIGINT, _interrupt)
 
 class _CallerMain(types.ModuleType):
     """The caller's main module in the fork server, run only when a worker

@@ -113,11 +113,26 @@ def start_local_server() -> None:
     workers from it.
     """
     global _own_server
-    from multiprocessing import forkserver
-
     _forkserver_context()
-    forkserver.ensure_running()
+    _start_server()
     _own_server = True
+
+
+def _start_server() -> None:
+    """Start multiprocessing's fork server (if not running) with Ctrl-C
+    blocked: the mask is inherited, so a Ctrl-C (sent to the whole process
+    group) while the new interpreter starts is held until sqlanon._preload
+    discards it; it printed 'Fatal Python error: init_import_site' under the
+    CLI's one line. This process gets its own Ctrl-C once unblocked."""
+    from multiprocessing import forkserver, resource_tracker
+
+    # The tracker first: starting it unblocks SIGINT (it blocks it for its own start).
+    resource_tracker.ensure_running()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def stop_local_server() -> None:
@@ -205,6 +220,7 @@ class LocalExecutor:
         # the caller's own forkserver pools (sqlanon._preload lets those find
         # the caller's functions); it stays up for the next run.
         ctx = _forkserver_context()
+        _start_server()
         self.slots = workers
         self.host_slots = workers
         self.memory_per_slot = int(total_memory() * 0.8 / workers)
