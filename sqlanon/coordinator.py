@@ -611,6 +611,8 @@ def run(
                 staging.cast_back = cast
         else:
             _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
+        if spec.interval_format == "bounds" and source.dialect == "duckdb":
+            _check_hugeint_bounds(con, source, spec, schema)
         memory, threads = _task_resources(options, pool)
 
         def make_task(frag):
@@ -751,6 +753,25 @@ def _restored_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[st
         elif re.search(r"\[\d+\]$", typ):
             cast[name] = typ
     return text, cast
+
+
+def _check_hugeint_bounds(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec, schema: pa.Schema) -> None:
+    """A HUGEINT QI's ``_lo``/``_hi`` bounds travel as DECIMAL(38,0) (its
+    Arrow form): a value of 39 digits was written into a DuckDB table as an
+    invalid decimal that no query could read. Refused by column."""
+    wide = [q for q in spec.qi_names if schema.field(q).type == pa.decimal128(38, 0)]
+    if not wide:
+        return
+    types = {row[0]: row[1] for row in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()}
+    for c in wide:
+        limit = "99999999999999999999999999999999999999::HUGEINT"
+        if types.get(c) == "HUGEINT" and con.execute(
+                f"SELECT count(*) FROM {source.relation} WHERE {ident(c)} > {limit} OR {ident(c)} < -{limit}"
+        ).fetchone()[0]:
+            raise InputError(
+                f"column {c!r} is a HUGEINT holding values of 39 digits, which its --interval-format=bounds "
+                "columns (DECIMAL(38,0) on the way) cannot hold: use --interval-format=text, or cast it in a view"
+            )
 
 
 def _check_parquet_hugeints(con: duckdb.DuckDBPyConnection, source, columns: list[str], target) -> None:

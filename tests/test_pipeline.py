@@ -683,3 +683,23 @@ def test_spans_past_2_63_and_dates_before_year_1(tmp_path):
         with pytest.raises(sqlanon.ConfigError, match=f"has type {name}, which Arrow cannot compare or group"):
             sqlanon.anonymize(db, tmp_path / "o.parquet", table="o", qi=qi, sensitive=sensitive, k=5, l=2,
                               workers=1, overwrite=True)
+
+
+def test_hugeint_bounds_of_39_digits_are_refused(tmp_path):
+    """--interval-format bounds on a HUGEINT wrote its 39-digit values into a
+    DuckDB table's DECIMAL(38,0) _lo/_hi: invalid decimals no query could read."""
+    db = tmp_path / "h.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id, CASE WHEN i % 2 = 0
+                       THEN 170141183460469231731687303715884105727::HUGEINT ELSE i::HUGEINT END AS h,
+                       (i % 4)::VARCHAR AS s FROM range(100) r(i)""")
+    with pytest.raises(sqlanon.InputError, match="'h' is a HUGEINT holding values of 39 digits"):
+        sqlanon.anonymize(db, db, table="t", target_table="t_anon", qi=["h"], sensitive=["s"], k=5, l=2,
+                          interval_format="bounds", workers=1)
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE t SET h = 10 ^ 37 WHERE id % 2 = 0")
+    sqlanon.anonymize(db, db, table="t", target_table="t_anon", qi=["h"], sensitive=["s"], k=5, l=2,
+                      interval_format="bounds", workers=1)
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM t JOIN t_anon USING (id) WHERE t.h BETWEEN h_lo AND h_hi").fetchone() \
+            == (100,)
