@@ -557,6 +557,13 @@ def run(
             _check_numeric_qis(source, spec, columns, snapshot_holder)
             _check_cross_engine_types(columns, spec, drop, target)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
+        coarse = [c for c in getattr(source, "coarse", ()) if c in passthrough]
+        if coarse:
+            raise ConfigError(
+                f"column {coarse[0]!r} holds nanosecond timestamps with a time zone, which DuckDB reads to "
+                "microseconds: it cannot pass through unchanged; drop it (--drop), or write it without a zone "
+                "(TIMESTAMP_NS) or as text"
+            )
         if passthrough and io.csv_to_csv(source, target):
             # Pass the text through, not DuckDB's guess of its type ("yes" would come out as true).
             source = replace(source, text_columns=tuple(passthrough))

@@ -35,7 +35,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -171,6 +171,10 @@ class FileSource(DuckDBReadable):
     in ``types``, DuckDB 1.4 fails, and invalidates the connection)."""
     hive_keys: tuple[str, ...] = ()
     """The hive partition keys of the files (``year`` of ``year=2019/``)."""
+    coarse: tuple[str, ...] = ()
+    """Columns DuckDB reads coarser than the files hold them (Parquet
+    nanosecond timestamps with a time zone, read to microseconds): they
+    cannot pass through unchanged."""
     ours: bool = False
     """CSV written by sqlanon: read in the dialect DuckDB writes (comma,
     double quotes), not the one DuckDB's sniffer guesses from the first
@@ -288,9 +292,10 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
             raise InputError(f"directory {spec!r} holds no .parquet, .csv or .tsv files (names starting with _ or . "
                              "are skipped)")
         fmt = _one_format(files, f"directory {spec!r}")
-        _check_file_columns(files, fmt, spec)
+        coarse = _check_file_columns(files, fmt, spec)
         keys = _hive_keys(files, spec)
-        return FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files), hive_keys=keys)
+        return FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files), hive_keys=keys,
+                          coarse=coarse)
     fmt = _format_of(spec)
     if fmt is None and not os.path.exists(spec) and not any(ch in spec for ch in "*?["):
         raise InputError(f"input {spec!r} does not exist")
@@ -305,15 +310,16 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         if not files:
             raise InputError(f"no file matches {spec!r} (names starting with _ or . below {root!r} are skipped)")
         fmt = _one_format(files, repr(spec))
-        _check_file_columns(files, fmt, root)
+        coarse = _check_file_columns(files, fmt, root)
         keys = _hive_keys(files, root)
-        return FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files), hive_keys=keys)
+        return FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files), hive_keys=keys,
+                          coarse=coarse)
     if not os.path.isfile(spec):
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
         raise InputError(f"input file {spec!r} is not readable")
-    _check_file_columns([spec], fmt)
-    return exact_file(spec, fmt)
+    coarse = _check_file_columns([spec], fmt)
+    return replace(exact_file(spec, fmt), coarse=coarse)
 
 
 def lake_files(pattern: str, root: str) -> list[str]:
@@ -348,7 +354,7 @@ def exact_file(path: str, fmt: str) -> FileSource:
     return FileSource(path, fmt, globs=(glob.escape(path),)) if any(c in path for c in "*?[") else FileSource(path, fmt)
 
 
-def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> None:
+def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> tuple[str, ...]:
     """Refuse files whose columns DuckDB would rename or misread, by file and name.
 
     DuckDB renames a repeated column name (``age`` → ``age_1``) and an empty
@@ -356,6 +362,11 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
     other as it is. A hive partition key that is also a file's column
     replaces that column's values. And a Parquet DECIMAL of more than 38
     digits is read as a wrong double (DuckDB 1.4).
+
+    Returns:
+        The columns DuckDB reads coarser than written: Parquet nanosecond
+        timestamps with a time zone, read to microseconds (see
+        :attr:`FileSource.coarse`).
     """
     con = connect()
     try:
@@ -363,7 +374,8 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
         # pattern (and reads data1.parquet); it reports the file by its name.
         if fmt == "parquet":
             rows = con.execute(
-                "SELECT file_name, name, num_children, precision FROM parquet_schema(?)", [[glob.escape(f) for f in files]]
+                "SELECT file_name, name, num_children, precision, logical_type FROM parquet_schema(?)",
+                [[glob.escape(f) for f in files]]
             ).fetchall()
             by_file: dict[str, list[tuple]] = {}
             for row in rows:
@@ -379,16 +391,17 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                 header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
                 if header is None:  # DuckDB would read a column "column0" from it
                     raise InputError(f"{f!r} is empty: a CSV file starts with its header row")
-                columns[f] = [(name, None) for name in header]
+                columns[f] = [(name, None, None) for name in header]
     except duckdb.Error as exc:
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
     finally:
         con.close()
     _check_same_columns(columns)
+    coarse: dict[str, None] = {}
     for f, cols in columns.items():
         keys = {k.lower() for k in _hive_keys([f], root)} if root else set()
         seen: dict[str, str] = {}
-        for i, (name, precision) in enumerate(cols, 1):
+        for i, (name, precision, logical) in enumerate(cols, 1):
             if name is None or name == "":
                 raise InputError(f"column {i} of {f!r} has no name: give it one")
             if name.lower() in seen:
@@ -401,11 +414,14 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                     f"column {name!r} of {f!r} is also a hive partition key of its directory, whose value "
                     "would replace the column's: rename one"
                 )
+            if logical and "isAdjustedToUTC=1" in logical and "NANOS=NanoSeconds()" in logical:
+                coarse[name] = None
             if precision is not None and precision > 38:
                 raise InputError(
                     f"column {name!r} of {f!r} is a DECIMAL of {precision} digits; DuckDB reads at most 38 "
                     "exactly: cast it (e.g. to text) or leave it out"
                 )
+    return tuple(coarse)
 
 
 def _check_same_columns(columns: dict[str, list[tuple]]) -> None:
@@ -419,9 +435,9 @@ def _check_same_columns(columns: dict[str, list[tuple]]) -> None:
     if len(columns) < 2:
         return
     (first, cols), *others = sorted(columns.items())
-    want = {name.lower(): name for name, _ in cols}
+    want = {c[0].lower(): c[0] for c in cols}
     for f, cols in others:
-        have = {name.lower(): name for name, _ in cols}
+        have = {c[0].lower(): c[0] for c in cols}
         adds = [have[n] for n in have if n not in want]
         lacks = [want[n] for n in want if n not in have]
         if adds or lacks:
@@ -436,8 +452,9 @@ def _check_same_columns(columns: dict[str, list[tuple]]) -> None:
 
 
 def _top_level(elements: list[tuple]) -> list[tuple]:
-    """The top-level (name, precision) of a Parquet schema listed depth-first
-    as (name, num_children, precision), its root first."""
+    """The top-level (name, precision, logical type) of a Parquet schema
+    listed depth-first as (name, num_children, precision, logical type), its
+    root first."""
     out = []
     i = 1
 
@@ -449,7 +466,7 @@ def _top_level(elements: list[tuple]) -> list[tuple]:
         return i
 
     for _ in range(elements[0][1] or 0):
-        out.append((elements[i][0], elements[i][2]))
+        out.append((elements[i][0], elements[i][2], elements[i][3]))
         i = past(i)
     return out
 
