@@ -223,8 +223,12 @@ def _render(source, template: str, **context):
     return render(template, dialect=source.dialect, inline=source.dialect == "postgres", **context)
 
 
-def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...], where: str) -> None:
-    names = schema.names
+def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...], where: str,
+                  names: list[str] | None = None) -> None:
+    """Refuse columns the job names that the input lacks or that cannot
+    play their part; ``names``: all the input's columns, where ``schema``
+    leaves the dropped ones out."""
+    names = names or schema.names
     if "" in names and "" not in drop:
         raise InputError(f"{where} has a column without a name: give it one in a view")
     for c in [*spec.qi_names, *spec.sensitive]:
@@ -549,9 +553,11 @@ def run(
         # One consistent view of a live table for every reader of this run.
         source, snapshot_holder = source.export_snapshot()
         source.attach(con)
-        schema = source.arrow_schema(con)
-        check_columns(schema, spec, drop, repr(source.describe()))
         columns = source.server_columns() if source.dialect == "postgres" else []
+        if columns and drop:  # never read, not even by the schema's probe (a column grant may leave them out)
+            source = replace(source, columns=tuple(n for n, _ in columns if n not in drop))
+        schema = source.arrow_schema(con)
+        check_columns(schema, spec, drop, repr(source.describe()), names=[n for n, _ in columns] or None)
         _refuse_zoned_times(con, source, spec, schema, columns)
         if columns:
             _check_numeric_qis(source, spec, columns, snapshot_holder)

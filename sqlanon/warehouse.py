@@ -319,8 +319,13 @@ class PostgresSource:
         return replace(self, snapshot=snap), c
 
     def arrow_schema(self, con: duckdb.DuckDBPyConnection) -> pa.Schema:
-        """Column names and types as DuckDB reads them, from a query that reads no rows."""
-        return self.fetch(con, render("schema.sql", dialect="postgres", inline=True, relation=self.relation)).schema
+        """Column names and types as DuckDB reads them, from a query that reads no rows
+        (of :attr:`columns` only when set: a role may lack the privilege on a
+        column the run leaves out)."""
+        relation = self.relation
+        if self.columns:
+            relation = f'(SELECT {", ".join(ident(c) for c in self.columns)} FROM {self.relation}) AS "__sqlanon_cols"'
+        return self.fetch(con, render("schema.sql", dialect="postgres", inline=True, relation=relation)).schema
 
     def fetch(self, con: duckdb.DuckDBPyConnection, stmt) -> pa.Table:
         """Run a rendered (inline) statement on the server; only its result travels."""

@@ -1455,3 +1455,19 @@ def test_names_postgresql_would_cut_are_refused(pg_url):
         assert p.returncode == 2 and what in one_error_line(p.stderr) and "PostgreSQL keeps 63 bytes" in p.stderr
     assert _cli("anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table",
                 f"{schema}.{'m' * 60}", "--qi", "age", "-k", 5, "--metrics", f"{schema}.m").returncode == 0
+
+
+def test_drop_spares_a_column_the_role_may_not_read(pg_url, tmp_path):
+    """A role granted some columns only (GRANT SELECT (id, age, disease))
+    failed with 'permission denied' even with --drop on the others: the
+    schema's probe read SELECT *."""
+    schema, role = "colgrant", "sqlanon_colreader"
+    _small_source(pg_url, schema, ", 'secret ' || g AS ssn")
+    sql(pg_url, f"DO $$BEGIN CREATE ROLE {role} LOGIN PASSWORD 'colpw'; EXCEPTION WHEN duplicate_object "
+                f"THEN NULL; END$$")
+    sql(pg_url, f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT (id, age, disease) ON {schema}.src TO {role}")
+    url = re.sub(r"//[^@]*@", f"//{role}:colpw@", pg_url)
+    out = tmp_path / "o.parquet"
+    r = sqlanon.anonymize(url, out, table=f"{schema}.src", qi=["age"], sensitive=["disease"], k=5, l=2, drop=["ssn"],
+                          workers=2, fragments=2)
+    assert r.metrics.rows == 600 and pq.read_schema(out).names == ["id", "age", "disease"]
