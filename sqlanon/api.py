@@ -344,6 +344,15 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
             )
 
 
+def _same_place(a: str, b: str) -> bool:
+    return os.path.realpath(a.rstrip("/")) == os.path.realpath(b.rstrip("/"))
+
+
+def _inside(a: str, b: str) -> bool:
+    """Whether path ``a`` lies under directory ``b``."""
+    return os.path.realpath(a.rstrip("/")).startswith(os.path.realpath(b.rstrip("/")) + os.sep)
+
+
 def _overlaps(a: str, b: str) -> bool:
     """True when two local paths are the same or one lies inside the other."""
     a, b = os.path.realpath(a.rstrip("/")), os.path.realpath(b.rstrip("/"))
@@ -394,7 +403,10 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
         if not same and source.root is not None and _overlaps(out, source.root):
             glob_source = isinstance(source, io.FileSource) and not source.base and source.root != source.path
             if not glob_source:
-                raise ConfigError(f"output {out!r} is the input; write the anonymized copy elsewhere")
+                where = "is" if _same_place(out, source.root) else (
+                    "lies inside" if _inside(out, source.root) else "holds")
+                raise ConfigError(f"output {out!r} {where} the input {source.root!r}; write the anonymized copy "
+                                  "elsewhere")
             raise ConfigError(
                 f"output {out!r} lies under {source.root!r}, where the input {source.describe()!r} reads "
                 "(a later run could read it back); write the anonymized copy elsewhere"
