@@ -671,9 +671,9 @@ def run(
                         f"refusing to publish {target.describe()!r}: the pass-through values of "
                         f"{', '.join(changed)} did not come through unchanged (their checksums differ from the "
                         "input's): the input may have changed during the run (rerun then), or the column's values "
-                        "cannot travel exactly (TIME WITH TIME ZONE, UHUGEINT, BIT; "
-                        "an INTERVAL with a fraction of a millisecond into Parquet; a list or struct of floats holding both -0.0 and 0.0, which "
-                        "DuckDB's Parquet writer makes one: drop it (--drop) or cast it to text in a view)"
+                        "cannot travel exactly (TIME WITH TIME ZONE, UHUGEINT, BIT; an INTERVAL with a fraction "
+                        "of a millisecond into Parquet; a list or struct of floats holding both -0.0 and 0.0, "
+                        "which DuckDB's Parquet writer makes one: drop it (--drop) or cast it to text in a view)"
                     )
                 log.info("pass-through columns unchanged (checksums of %d column(s) match)", len(passthrough))
         timings["verify"] = time.perf_counter() - t0
@@ -768,7 +768,9 @@ def _restored_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[st
     return text, cast
 
 
-def _check_hugeint_bounds(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec, schema: pa.Schema) -> None:
+def _check_hugeint_bounds(
+    con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec, schema: pa.Schema
+) -> None:
     """A HUGEINT QI's ``_lo``/``_hi`` bounds travel as DECIMAL(38,0) (its
     Arrow form): a value of 39 digits was written into a DuckDB table as an
     invalid decimal that no query could read. Refused by column."""
@@ -796,7 +798,8 @@ def _check_parquet_hugeints(con: duckdb.DuckDBPyConnection, source, columns: lis
         if con.execute(q).fetchone()[0]:
             raise InputError(
                 f"column {c!r} is a HUGEINT holding values of 39 digits, which Parquet ({target.describe()!r}) "
-                "cannot hold (DECIMAL(38,0) at most): write to a DuckDB table, cast it to text in a view, or drop it (--drop)"
+                "cannot hold (DECIMAL(38,0) at most): write to a DuckDB table, cast it to text in a view, or drop "
+                "it (--drop)"
             )
 
 

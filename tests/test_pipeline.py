@@ -670,7 +670,8 @@ def test_spans_past_2_63_and_dates_before_year_1(tmp_path):
     with duckdb.connect(str(db)) as con:
         con.execute("""CREATE TABLE t AS SELECT i AS id, (18446744073709551615 - i * 1000)::UBIGINT AS ub,
                        ([-5000000000000000000, 0, 5000000000000000000])[1 + i % 3]::BIGINT + i AS big,
-                       CASE WHEN i % 2 = 0 THEN DATE '0050-01-01 (BC)' + i::INT ELSE DATE '1950-01-01' + i::INT END AS d,
+                       CASE WHEN i % 2 = 0 THEN DATE '0050-01-01 (BC)' + i::INT
+                            ELSE DATE '1950-01-01' + i::INT END AS d,
                        (i % 3)::VARCHAR AS s FROM range(600) r(i)""")
     for qi in (["ub"], ["big"], ["d"]):
         r = sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=qi, sensitive=["s"], k=5, l=2, workers=2,

@@ -58,8 +58,9 @@ def test_metrics_may_not_overwrite_the_output_or_the_input(lake, tmp_path):
 
 def test_a_directory_input_is_not_an_output(lake):
     before = sorted(p.name for p in lake.iterdir())
-    for out, where in ((lake, "is"), (f"{lake}/", "is"), (lake / "sub/", "lies inside"), (lake / "o.parquet", "lies inside"),
-                       (lake.parent, "holds")):  # it said 'is the input' of each
+    outs = ((lake, "is"), (f"{lake}/", "is"), (lake / "sub/", "lies inside"), (lake / "o.parquet", "lies inside"),
+            (lake.parent, "holds"))  # it said 'is the input' of each
+    for out, where in outs:
         with pytest.raises(ConfigError, match=f"{where} the input"):
             sqlanon.anonymize(lake, out, qi=["x"], k=5, overwrite=True)
     assert sorted(p.name for p in lake.iterdir()) == before
