@@ -242,9 +242,20 @@ def main(ctx: click.Context, verbose: int, debug: bool) -> None:
     """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_LogFormat("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    handler.addFilter(_cluster_errors_left_to_the_run)
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     _set_verbosity(None, None, verbose)
     ctx.meta["sqlanon.debug"] = debug
+
+
+def _cluster_errors_left_to_the_run(record: logging.LogRecord) -> bool:
+    """Without -v, Dask's and Spark's (py4j's) own errors are not shown: a
+    failed task came out as an empty 'Error:' line or a 'Compute Failed'
+    traceback before the run's one-line error, which names the fragment and
+    the reason."""
+    if logging.getLogger().isEnabledFor(logging.INFO) or record.levelno < logging.ERROR:
+        return True
+    return not record.name.startswith(("distributed", "py4j", "pyspark"))
 
 
 class _LogFormat(logging.Formatter):

@@ -289,7 +289,8 @@ class DaskExecutor:
             raise ConfigError("--executor=dask needs Dask distributed: pip install 'sqlanon[dask]'") from exc
         if not log.isEnabledFor(logging.INFO):
             # Dask logs its cluster's life at INFO on stderr, the CLI's error
-            # channel; keep its warnings and errors (-v shows everything).
+            # channel; keep its warnings (the CLI leaves its errors to the
+            # run's own one-line error); -v shows everything.
             logging.getLogger("distributed").setLevel(logging.WARNING)
         self.remote = scheduler is not None
         if scheduler is None:
@@ -327,6 +328,17 @@ class DaskExecutor:
 
     def warm(self) -> None:
         """Dask workers are already running."""
+
+    def describe_error(self, exc: BaseException) -> str:
+        """A failed task's reason; a cancelled one's: the scheduler went away
+        (the message was 'CancelledError', or nothing at all)."""
+        from .io import first_line
+
+        if type(exc).__name__ == "CancelledError":
+            if self._client.status != "running":
+                return f"the connection to the Dask scheduler was lost (client {self._client.status})"
+            return "Dask cancelled the task (its scheduler or worker went away)"
+        return first_line(exc)
 
     def submit(self, fn, task) -> Future:
         return self._executor.submit(fn, task)

@@ -334,3 +334,35 @@ def test_the_fork_server_never_dies_of_a_ctrl_c_while_it_starts():
     for _ in range(3):
         p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
         assert p.stdout.strip() == "True", p.stdout + p.stderr
+
+
+def test_a_lost_scheduler_is_named_and_dasks_own_errors_left_to_the_run():
+    """Losing the scheduler mid-run printed 'Error: ' (Dask's own empty error
+    log line) then 'fragment 18 failed on the dask executor: CancelledError'."""
+    import concurrent.futures
+    import logging
+    import types
+
+    from sqlanon import executors
+    from sqlanon.cli import _cluster_errors_left_to_the_run
+
+    pool = object.__new__(executors.DaskExecutor)
+    pool._client = types.SimpleNamespace(status="closed")
+    assert pool.describe_error(concurrent.futures.CancelledError()) == \
+        "the connection to the Dask scheduler was lost (client closed)"
+    assert pool.describe_error(ValueError("bad\nmore")) == "bad"
+
+    def record(name, level):
+        return logging.LogRecord(name, level, __file__, 1, "", None, None)
+
+    root = logging.getLogger()
+    before = root.level
+    root.setLevel(logging.WARNING)
+    try:
+        assert not _cluster_errors_left_to_the_run(record("distributed.worker", logging.ERROR))
+        assert _cluster_errors_left_to_the_run(record("distributed.worker", logging.WARNING))
+        assert _cluster_errors_left_to_the_run(record("sqlanon", logging.ERROR))
+        root.setLevel(logging.INFO)  # -v: everything
+        assert _cluster_errors_left_to_the_run(record("distributed.worker", logging.ERROR))
+    finally:
+        root.setLevel(before)
