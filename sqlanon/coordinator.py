@@ -614,6 +614,7 @@ def run(
             if getattr(target, "dialect", None) == "postgres":
                 target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [])
                 target.text_columns = numeric
+                target.check_types()
         staging = target.new_staging()
         out_schema = _empty_schema(schema, spec, drop)
         text, cast = _restored_types(con, source, passthrough) if source.dialect == "duckdb" else ({}, {})

@@ -453,6 +453,28 @@ class PostgresTarget:
             return _table(where, "--metrics", self.conn)
         return (self.table[0], f"{self.table[1]}__metrics")
 
+    def check_types(self) -> None:
+        """Refuse, before any work, a column whose server type the target's
+        database lacks (an enum or a domain of another database): the run
+        failed after all its work, creating the staging table, without
+        naming the column."""
+        import psycopg
+
+        types = {name: typ.split(" COLLATE ", 1)[0] for name, typ in self.column_types.items()}
+        with self._connect() as c:
+            try:
+                found = dict(c.execute("SELECT t, to_regtype(t) IS NOT NULL FROM unnest(%s::text[]) AS t",
+                                       (sorted(set(types.values())),)).fetchall())
+            except psycopg.Error as exc:
+                raise InputError(f"cannot check the column types in {self.describe()}: "
+                                 f"{self.conn.redact(_first_line(exc))}") from None
+        for name, typ in types.items():
+            if not found.get(typ):
+                raise ConfigError(
+                    f"column {name!r} has type {typ}, which {self.conn.safe()} does not have: create it there, "
+                    "or cast the column to a built-in type in a view"
+                )
+
     def exists(self) -> bool:
         """Whether the target table exists (a view or other relation there is an error)."""
         import psycopg

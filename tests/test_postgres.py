@@ -1471,3 +1471,20 @@ def test_drop_spares_a_column_the_role_may_not_read(pg_url, tmp_path):
     r = sqlanon.anonymize(url, out, table=f"{schema}.src", qi=["age"], sensitive=["disease"], k=5, l=2, drop=["ssn"],
                           workers=2, fragments=2)
     assert r.metrics.rows == 600 and pq.read_schema(out).names == ["id", "age", "disease"]
+
+
+def test_a_type_the_target_database_lacks_is_refused_before_any_work(pg_url):
+    """PG -> PG across databases: an enum of the source's database failed
+    the run after all its work ('schema "src" does not exist'), naming no
+    column."""
+    schema, other = "enums", "sqlanon_other_db"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE TYPE {schema}.mood AS ENUM ('sad', 'ok')")
+    sql(pg_url, f"""CREATE TABLE {schema}.src AS SELECT g AS id, 18 + g % 30 AS age,
+                    (ARRAY['sad', 'ok'])[1 + g % 2]::{schema}.mood AS mood FROM generate_series(1, 300) g""")
+    if not scalar(pg_url, "SELECT count(*) FROM pg_database WHERE datname = %s", [other]):
+        sql(pg_url, f"CREATE DATABASE {other}")
+    target = re.sub(r"/[^/?]+(\?|$)", rf"/{other}\1", pg_url)
+    with pytest.raises(sqlanon.ConfigError, match=r"column 'mood' has type enums\.mood, which .* does not have"):
+        sqlanon.anonymize(pg_url, target, table=f"{schema}.src", target_table="public.dst", qi=["age"], k=5)
+    assert not scalar(target, "SELECT count(*) FROM pg_tables WHERE tablename LIKE %s", ["%sqlanon%"])
