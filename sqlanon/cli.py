@@ -462,7 +462,7 @@ def _sample(value: str | None) -> float | None:
 @click.option(
     "-o", "--output",
     help="Output: a .parquet/.csv/.tsv file (.csv.gz, .csv.zst: compressed), a directory/ of Parquet parts, a "
-    ".duckdb file or a postgresql:// URL.",
+    ".duckdb file or a postgresql:// URL. [required: here or in --config]",
 )
 @click.option(
     "--table",
@@ -474,8 +474,10 @@ def _sample(value: str | None) -> float | None:
     help="Output table when OUTPUT is a DuckDB file or a database URL ([schema.]table, as --table; a new "
     "PostgreSQL table goes where CREATE TABLE would put it).",
 )
-@click.option("--qi", "qi", multiple=True, help="Quasi-identifier columns, comma-separated.")
-@click.option("-k", type=int, help="Every equivalence class has at least k rows (k >= 2).")
+@click.option("--qi", "qi", multiple=True,
+              help="Quasi-identifier columns, comma-separated. [required: here or in --config]")
+@click.option("-k", type=int,
+              help="Every equivalence class has at least k rows (k >= 2). [required: here or in --config]")
 @click.option("-l", "l_", type=int, default=1, show_default=True, help="Distinct sensitive values per class.")
 @click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated (needed for -l > 1).")
 @click.option(
@@ -505,7 +507,7 @@ def _sample(value: str | None) -> float | None:
     "Default: 2,000 rows per fragment, at least 20,000, at most 16 MiB of QI values.",
 )
 @click.option(
-    "--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True,
+    "--seed", type=int, default=0, show_default=True,
     help="Seed of the sample (reproducible plans).",
 )
 @click.option("--worker-memory", help="DuckDB memory limit per worker, e.g. 2GB (default: 80% of RAM / workers).")
