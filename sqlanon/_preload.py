@@ -29,6 +29,7 @@ try:
 finally:
     signal.signal(signal.SIGINT, _interrupt)
 
+
 class _CallerMain(types.ModuleType):
     """The caller's main module in the fork server, run only when a worker
     looks something up in it.

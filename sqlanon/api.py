@@ -317,7 +317,7 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
     """A remote cluster's workers read the source and write parts on other
     hosts: local paths must be absolute (on a filesystem they all mount)."""
     remote = (options.executor == "dask" and options.scheduler) or (
-        options.executor == "spark" and options.spark_master and executors._remote_master(options.spark_master)
+        options.executor == "spark" and options.spark_master and executors.remote_master(options.spark_master)
     )
     if not remote:
         return

@@ -177,13 +177,17 @@ def _one_line(exc: click.UsageError) -> click.ClickException:
     return _UsageLine(f"{exc.format_message()} (see '{where} --help')")
 
 
+_NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
+"""click 8.2+ raises it for a bare group (8.1 prints the help itself)."""
+
+
 class _Main(click.Group):
     """The ``sqlanon`` group: usage errors of it and its commands are one line."""
 
     def make_context(self, *args, **kwargs):
         try:
             return super().make_context(*args, **kwargs)
-        except click.exceptions.NoArgsIsHelpError as exc:  # bare `sqlanon`: the help, as it is
+        except _NO_ARGS as exc:  # bare `sqlanon`: the help, as it is
             click.echo(exc.ctx.get_help())
             raise SystemExit(exc.exit_code) from None
         except click.UsageError as exc:

@@ -728,6 +728,10 @@ def run(
     )
 
 
+_ZONED_TIME = re.compile(r"time(\(\d+\))? with time zone", re.IGNORECASE)
+"""DuckDB's TIME WITH TIME ZONE; PostgreSQL's timetz, written time(3) with time zone with a precision."""
+
+
 def _refuse_zoned_times(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec, schema: pa.Schema,
                         server_columns: list[tuple[str, str]]) -> None:
     """A TIME WITH TIME ZONE reaches Arrow without its offset (a plain
@@ -742,7 +746,7 @@ def _refuse_zoned_times(con: duckdb.DuckDBPyConnection, source, spec: Anonymizat
     else:
         typed = server_columns
     for name, typ, *_ in typed:
-        if (name in spec.qi_names or name in spec.sensitive) and typ.lower().startswith("time with time zone"):
+        if (name in spec.qi_names or name in spec.sensitive) and _ZONED_TIME.match(typ):
             role = "quasi-identifier" if name in spec.qi_names else "sensitive column"
             raise ConfigError(
                 f"column {name!r} is TIME WITH TIME ZONE, whose offset does not reach the anonymizer (two times "
@@ -873,8 +877,8 @@ def _check_cross_engine_types(columns: list[tuple[str, str]], spec: Anonymizatio
     for name, typ in columns:
         if name in spec.qi_names or name in drop:
             continue
-        if typ.startswith("time with time zone") or (parquet and typ.startswith("interval")):
-            where = "a file" if typ.startswith("time with") else "a Parquet file"
+        if _ZONED_TIME.match(typ) or (parquet and typ.startswith("interval")):
+            where = "a file" if _ZONED_TIME.match(typ) else "a Parquet file"
             raise ConfigError(
                 f"column {name!r} is {typ} on the server, which cannot reach {where} exactly: "
                 f"drop it (--drop) or cast it to text in a view"

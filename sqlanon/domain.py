@@ -7,6 +7,7 @@ The coordinator needs these without loading the kernel (numba) or pandas;
 from __future__ import annotations
 
 import math
+import shlex
 
 from dataclasses import dataclass
 
@@ -193,7 +194,7 @@ def interval_stats(n_distinct: int, lo_hi: pa.Array, name: str = "") -> ColumnSt
         raise ConfigError(
             f"column {name!r} holds infinite {'dates or timestamps' if temporal else 'values'}, which no interval "
             f"can span: filter them out or make them NULL in a view, or generalize it as a set "
-            f"(--generalization {name}=set)"
+            f"(--generalization {shlex.quote(name)}=set)"
         )
     pos = span_values(lo_hi)
     return ColumnStats(n_distinct, float(lo), float(hi), span=float(pos[-1] - pos[0]))

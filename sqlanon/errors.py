@@ -49,30 +49,45 @@ class VerificationError(SqlanonError):
     exit_code = 1
 
 
+_QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+"""A quoted name, path or value (Python's repr): left as it is."""
+
 _FLAG = re.compile(
-    r"(?<![\w-])--([a-z][a-z-]*)"
-    r"(?:=('[^']*'|\"[^\"]*\"|[\w.:/-]+)"  # --metrics='m.parquet', --executor=dask
-    r"|\s+([^\s=()']+)=(\w+))?"  # --generalization city=set
+    rf"(?P<quoted>{_QUOTED})"
+    r"|(?<![\w-])--(?P<flag>[a-z][a-z-]*)"
+    rf"(?:=(?P<value>{_QUOTED}|[\w.:/-]+)"  # --metrics='m.parquet', --executor=dask
+    rf"|\s+(?P<column>{_QUOTED}|[^\s=()']+)=(?P<kind>\w+))?"  # --generalization 'my city'=set
     r"(?![\w-])"
 )
 
-_CLI_ONLY = frozenset({"config", "json", "quiet", "debug", "verbose", "help"})
-"""Flags no library function takes."""
+LIBRARY_FLAGS = frozenset({
+    "qi", "k", "l", "sensitive", "hierarchy", "generalization", "drop", "overwrite", "no-overwrite",
+    "interval-format", "table", "target-table", "workers", "fragments", "fragmentation", "sample", "seed",
+    "worker-memory", "metrics", "explain", "executor", "scheduler", "spark-master", "retries", "task-timeout",
+})
+"""The CLI's flags that are arguments of the library (``--hierarchy`` as
+``hierarchies=``): only these are rewritten; ``--json`` or a word such as
+``--x`` in a list of column names stays as it is."""
 
 
-def _argument(flag: re.Match) -> str:
-    """The library's spelling of one flag of a message."""
-    name, value = flag[1].replace("-", "_"), flag[2]
-    if name in _CLI_ONLY:
-        return flag[0]
-    if name == "generalization" and flag[3]:
-        return f"generalization={{{flag[3]!r}: {flag[4]!r}}}"
+def _argument(m: re.Match) -> str:
+    """The library's spelling of one flag of a message (a quoted name,
+    path or value, which may hold anything, stays as it is)."""
+    if m["quoted"] is not None:
+        return m[0]
+    if m["flag"] not in LIBRARY_FLAGS:
+        return m[0]
+    name, value, column = m["flag"].replace("-", "_"), m["value"], m["column"]
+    if column is not None and column[0] not in "'\"":
+        column = repr(column)
+    if name == "generalization" and column:
+        return f"generalization={{{column}: {m['kind']!r}}}"
     if name in ("overwrite", "no_overwrite"):
         return f"overwrite={name == 'overwrite'}"
     name = {"hierarchy": "hierarchies"}.get(name, name)
     if value:
         return f"{name}=" + (value if value[0] in "'\"" else repr(value))
-    return f"{name}=" + (f" {flag[3]}={flag[4]}" if flag[3] else "")
+    return f"{name}=" + (f" {m['column']}={m['kind']}" if column else "")
 
 
 def in_library_terms(function: Callable) -> Callable:
@@ -94,7 +109,7 @@ def in_library_terms(function: Callable) -> Callable:
     return library
 
 
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][\w+.-]*://[^:/@\s'\"]*:)[^\s'\"]*@")
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][\w+.-]*://[^:/@\s'\"]*:)[^@\s]*@")
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s'\"]*", re.IGNORECASE)
 
 

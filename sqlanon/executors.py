@@ -366,7 +366,7 @@ def _spark_error(exc: BaseException) -> str:
 _MASTER = re.compile(r"(local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|yarn|(spark|k8s|mesos)://\S+)")
 
 
-def _remote_master(master: str) -> bool:
+def remote_master(master: str) -> bool:
     """Whether a Spark master runs executors outside this process's working
     directory: everything but local[...] (local-cluster[...] runs them in
     directories of their own)."""
@@ -417,7 +417,7 @@ class SparkExecutor:
                     signal.signal(signal.SIGINT, ours)
             self._spark.sparkContext.setLogLevel("ERROR")
         sc = self._spark.sparkContext
-        self.remote = _remote_master(sc.master)
+        self.remote = remote_master(sc.master)
         self.slots = max(1, sc.defaultParallelism)
         self.host_slots = self.slots if not self.remote else int(sc.getConf().get("spark.executor.cores", "1"))
         self.memory_per_slot = int(total_memory() * 0.8 / self.slots) if not self.remote else 2**30

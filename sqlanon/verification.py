@@ -21,6 +21,7 @@ from .sql import render
 
 log = logging.getLogger("sqlanon")
 
+
 @dataclass(frozen=True)
 class Verification:
     """The outcome of :func:`verify_relation`."""

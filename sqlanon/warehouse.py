@@ -516,13 +516,13 @@ class PostgresTarget:
 
         * Anything attached to the old table that a rename would lose (views,
           indexes, row-level security and policies, triggers, constraints,
-          partitions or inheritance, publications, NOT NULL, defaults), and
-          the same columns (names and types, in order) in the new one: the
-          old table is refilled in place (``TRUNCATE`` + ``INSERT``), so all
-          of it stays as it is.
+          partitions or inheritance, publications, NOT NULL, defaults, an
+          owner other than the publishing role), and the same columns (names
+          and types, in order) in the new one: the old table is refilled in
+          place (``TRUNCATE`` + ``INSERT``), so all of it stays as it is.
         * Otherwise the staging table is renamed into the target's place and
-          gets the old table's owner, privileges (exactly: table and column)
-          and comments; indexes, NOT NULL and defaults go with the old table
+          gets the old table's owner, grants to other roles (table and
+          column; those default privileges add are revoked) and comments; indexes, NOT NULL and defaults go with the old table
           (a warning names them). What else is attached to a table whose
           columns change cannot be kept: the run fails, naming it, and the
           old table stays.
@@ -545,10 +545,13 @@ class PostgresTarget:
             )
         c.execute(f"LOCK TABLE {target} IN ACCESS EXCLUSIVE MODE")
         plan = render("replace_plan.sql", dialect="postgres", inline=True, old=target, new=stage)
-        views, indexes, attached, unkept, old_columns, new_columns = c.execute(plan.sql).fetchone()
+        views, indexes, attached, owner, unkept, old_columns, new_columns = c.execute(plan.sql).fetchone()
         same = old_columns == new_columns
-        if (views or indexes or attached or unkept) and same:
-            log.info("refilling %s in place: %s", self.describe(), ", ".join(views + indexes + attached + unkept))
+        # Another owner, same columns: refilled, as a swap's ALTER OWNER needs
+        # the owner's CREATE on the schema (and on PostgreSQL 16 SET on it).
+        kept = views + indexes + attached + unkept + ([owner] if owner else [])
+        if kept and same:
+            log.info("refilling %s in place: %s", self.describe(), ", ".join(kept))
             staged = c.execute(f"SELECT count(*) FROM {stage}").fetchone()[0]
             c.execute(f"TRUNCATE {target}")
             inserted = c.execute(f"INSERT INTO {target} SELECT * FROM {stage}").rowcount

@@ -526,10 +526,28 @@ def test_library_errors_name_its_arguments_and_the_cli_its_flags(lake, tmp_path)
         assert r.returncode == 2 and command_line in r.stderr, r.stderr
     with pytest.raises(ConfigError, match=r"^name the quasi-identifier columns \(qi=\)$"):
         sqlanon.verify(lake, qi=[], k=2)
-    infinite = pa.table({"d": [float("inf"), 1.0] * 5})
-    with pytest.raises(ConfigError, match=r"generalize it as a set \(generalization=\{'d': 'set'\}\)$"):
-        sqlanon.anonymize_table(infinite, sqlanon.build_spec(["d"], k=2))
+    infinite = pa.table({"my d": [float("inf"), 1.0] * 5})
+    with pytest.raises(ConfigError, match=r"generalize it as a set \(generalization=\{'my d': 'set'\}\)$"):
+        sqlanon.anonymize_table(infinite, sqlanon.build_spec(["my d"], k=2))
+    # Names, paths and values in a message are left as they are, flags or not.
+    dashed = tmp_path / "--dash.parquet"
+    pq.write_table(pa.table({"--x": [1, 2], "age": [3, 4]}), dashed)
+    with pytest.raises(ConfigError) as caught:
+        sqlanon.anonymize(dashed, tmp_path / "d.parquet", qi=["--y"], k=2)
+    assert "column '--y' is not in" in str(caught.value) and "it has: --x, age" in str(caught.value)
+    with pytest.raises(sqlanon.InputError, match="'.*/--missing.parquet' does not exist"):
+        sqlanon.anonymize(tmp_path / "--missing.parquet", tmp_path / "d.parquet", qi=["x"], k=2)
     assert out.read_bytes() == b"old"
+
+
+def test_every_library_flag_is_an_argument_of_anonymize():
+    import inspect
+
+    from sqlanon.errors import LIBRARY_FLAGS
+
+    arguments = set(inspect.signature(sqlanon.anonymize).parameters) - {"input", "output", "progress"}
+    named = {f.replace("-", "_") for f in LIBRARY_FLAGS} - {"no_overwrite", "hierarchy"} | {"hierarchies"}
+    assert named == arguments
 
 
 def test_a_server_error_is_shown_not_the_first_line_of_the_statement():

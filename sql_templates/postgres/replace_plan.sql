@@ -2,7 +2,8 @@
    views that depend on `old`, its indexes, what else a swap would lose
    (`attached`: row-level security and its policies, triggers, check,
    foreign-key and exclusion constraints, partitions and inheritance,
-   publications; `unkept`: NOT NULL, defaults), and both column lists
+   publications; `unkept`: NOT NULL, defaults; `owner`: the old table's
+   owner when the publishing role is not it), and both column lists
    (name, type and a collation other than the type's own, in order).
    `old` and `new` are quoted relation names, bound as literals and
    resolved by the server (regclass). #}
@@ -35,6 +36,9 @@ SELECT
         SELECT * FROM (SELECT format('publication %I', pub.pubname) FROM pg_publication_rel pr
                        JOIN pg_publication pub ON pub.oid = pr.prpubid, o WHERE pr.prrelid = o.oid ORDER BY 1) x
     ) AS attached,
+    (SELECT CASE WHEN c.relowner <> (SELECT relowner FROM pg_class WHERE oid = n.oid)
+                 THEN format('owner %I', pg_get_userbyid(c.relowner)) END
+     FROM pg_class c, o, n WHERE c.oid = o.oid) AS owner,
     ARRAY(
         SELECT format(CASE WHEN a.attnotnull THEN 'NOT NULL on %I' ELSE 'the default of %I' END, a.attname)
         FROM pg_attribute a, o
