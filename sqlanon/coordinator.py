@@ -524,18 +524,24 @@ def run(
     in_process = executors.in_process(options.executor, workers, options.explain)
     if in_process and options.task_timeout and not options.explain:
         log.warning("--task-timeout applies to worker processes; with one worker the run is in this process, untimed")
-    pool = None if in_process else executors.make_executor(
-        options.executor, workers, scheduler=options.scheduler, spark_master=options.spark_master,
-        retries=options.retries,
-    )
-    if pool is not None and pool.remote:  # the cluster's own task slots, not --workers (or this host's CPUs)
-        workers = pool.slots
-    n_fragments = options.fragments or workers
+    # A cluster (Dask, Spark) starts once the job's columns are checked: a
+    # typo waited ~30 s for Spark's JVM before its one-line error.
+    cluster = not in_process and options.executor != "local"
+
+    def start_executor():
+        return executors.make_executor(
+            options.executor, workers, scheduler=options.scheduler, spark_master=options.spark_master,
+            retries=options.retries,
+        )
+
+    pool = None if in_process or cluster else start_executor()
     if pool is not None:
         # Starting the local pool blocks until its fork server has imported
         # sqlanon and loaded the kernel (about a second): do it while the
         # coordinator reads statistics and plans.
         warm = threading.Thread(target=pool.warm, daemon=True)
+    elif cluster:  # its workers are running already
+        warm = threading.Thread(target=lambda: None, daemon=True)
     else:
         # In-process run: load the compiled kernel while DuckDB reads (on the
         # first run: compile it).
@@ -558,6 +564,11 @@ def run(
             source = replace(source, columns=tuple(n for n, _ in columns if n not in drop))
         schema = source.arrow_schema(con)
         check_columns(schema, spec, drop, repr(source.describe()), names=[n for n, _ in columns] or None)
+        if cluster:
+            pool = start_executor()
+            if pool.remote:  # the cluster's own task slots, not --workers (or this host's CPUs)
+                workers = pool.slots
+        n_fragments = options.fragments or workers
         _refuse_zoned_times(con, source, spec, schema, columns)
         if columns:
             _check_numeric_qis(source, spec, columns, snapshot_holder)

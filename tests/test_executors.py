@@ -366,3 +366,16 @@ def test_a_lost_scheduler_is_named_and_dasks_own_errors_left_to_the_run():
         assert _cluster_errors_left_to_the_run(record("distributed.worker", logging.ERROR))
     finally:
         root.setLevel(before)
+
+
+def test_a_cluster_starts_only_once_the_columns_are_checked(source, tmp_path, monkeypatch):
+    """A column typo with --executor spark waited ~30 s for the JVM (and
+    its log lines) before its one-line error."""
+    from sqlanon import executors
+
+    started = []
+    monkeypatch.setattr(executors, "make_executor", lambda *a, **kw: started.append(a))
+    for executor in ("dask", "spark"):
+        with pytest.raises(ConfigError, match="column 'nope' is not in"):
+            sqlanon.anonymize(source, tmp_path / "o.parquet", qi=["nope"], k=5, workers=2, executor=executor)
+    assert not started
