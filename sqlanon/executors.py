@@ -35,8 +35,10 @@ import os
 import re
 import select
 import signal
+import tempfile
 import threading
 import time
+import warnings
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 
 from .errors import ConfigError, InputError
@@ -363,6 +365,31 @@ def _spark_error(exc: BaseException) -> str:
     return lines[0][:300] if lines else type(exc).__name__
 
 
+_SPARK_LOG4J = """\
+status = error
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _quiet_local_spark(builder):
+    """A local Spark printed ~8 lines on stderr (the CLI's error channel) per
+    run: its default log4j profile, its WARNs about the host's address and
+    native Hadoop. Its own errors stay; -v leaves Spark as configured. A
+    user's cluster (a remote master) is never touched."""
+    path = os.path.join(tempfile.gettempdir(), f"sqlanon-spark-log4j2-{os.getuid()}.properties")
+    if not os.path.exists(path):
+        with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(path), delete=False) as f:
+            f.write(_SPARK_LOG4J)
+        os.replace(f.name, path)
+    return builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{path}")
+
+
 _MASTER = re.compile(r"(local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|yarn|(spark|k8s|mesos)://\S+)")
 
 
@@ -396,20 +423,33 @@ class SparkExecutor:
                 raise ConfigError(f"cannot start Spark with master {master!r}: not a Spark master URL (local[N], "
                                   "local-cluster[…], spark://host:port, yarn, k8s://…)")
             ours = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+            builder = (
+                SparkSession.builder.master(master)
+                .appName("sqlanon")
+                .config("spark.task.maxFailures", str(retries + 1))
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.python.worker.reuse", "true")
+            )
+            quiet = not remote_master(master) and not log.isEnabledFor(logging.INFO)
+            if quiet:
+                builder = _quiet_local_spark(builder)
+            # The JVM is launched with this environment: on a local master, no
+            # 'your hostname resolves to a loopback address' (the caller's
+            # environment is left as it was).
+            local_ip = os.environ.get("SPARK_LOCAL_IP")
             try:
-                self._spark = (
-                    SparkSession.builder.master(master)
-                    .appName("sqlanon")
-                    .config("spark.task.maxFailures", str(retries + 1))
-                    .config("spark.ui.enabled", "false")
-                    .config("spark.ui.showConsoleProgress", "false")
-                    .config("spark.python.worker.reuse", "true")
-                    .getOrCreate()
-                )
+                if quiet and local_ip is None:
+                    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+                with warnings.catch_warnings():  # pyspark's 'pandas >= 3.0.0' FutureWarning, every run
+                    warnings.simplefilter("ignore", FutureWarning)
+                    self._spark = builder.getOrCreate()
             except Exception as exc:  # noqa: BLE001 - py4j/Java errors of every kind
                 # Exit 1: the job is right (its master has a master's form), the cluster or Java is not.
                 raise InputError(f"cannot start Spark with master {master!r}: {_spark_error(exc)}") from None
             finally:
+                if local_ip is None:
+                    os.environ.pop("SPARK_LOCAL_IP", None)
                 if ours is not None and signal.getsignal(signal.SIGINT) is not ours:
                     # pyspark installs its own Ctrl-C handler; the run's own
                     # (sqlanon.interrupts: never publish after a Ctrl-C, never

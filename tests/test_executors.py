@@ -379,3 +379,19 @@ def test_a_cluster_starts_only_once_the_columns_are_checked(source, tmp_path, mo
         with pytest.raises(ConfigError, match="column 'nope' is not in"):
             sqlanon.anonymize(source, tmp_path / "o.parquet", qi=["nope"], k=5, workers=2, executor=executor)
     assert not started
+
+
+@pytest.mark.spark
+def test_a_local_spark_run_keeps_stderr_for_errors(source, tmp_path):
+    """A local Spark printed ~9 lines on stderr per run (log4j's default
+    profile, WARNs about the host's address and native Hadoop, pyspark's
+    pandas FutureWarning), the CLI's error channel."""
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "sqlanon", "anonymize", str(source), "-o", str(tmp_path / "o.parquet"),
+            "--qi", ",".join(QI), "-k", "5", "--workers", "2", "--executor", "spark", "--quiet"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    for noise in ("log4j", "WARN Utils", "NativeCodeLoader", "FutureWarning", "require_minimum_pandas_version"):
+        assert noise not in p.stderr, p.stderr
