@@ -291,9 +291,17 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
         from sqlalchemy import column, select
         from sqlalchemy import table as table_clause
 
-        stmt = select(*[column(n) for n, _ in known]).select_from(table_clause(name, schema=schema)).limit(PROBE_ROWS)
-        probe = source._query(stmt, [], {})
-        known = [(n, t if t is not None else _inferred(probe.column(n).type)) for n, t in known]
+        # Each alone: one holding values of mixed kinds must not fail the
+        # run before --drop can leave it out (typed as text, it fails by name
+        # where it is read).
+        def probed(n: str) -> pa.DataType:
+            stmt = select(column(n)).select_from(table_clause(name, schema=schema)).limit(PROBE_ROWS)
+            try:
+                return _inferred(source._query(stmt, [], {}).column(n).type)
+            except InputError:
+                return pa.string()
+
+        known = [(n, t if t is not None else probed(n)) for n, t in known]
     return SqlAlchemySource(conn, parts, tuple(known))
 
 

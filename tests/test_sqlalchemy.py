@@ -368,3 +368,18 @@ def test_sqlite_to_postgres(db, pg_url):
     with psycopg.connect(pg_url) as c:
         got = c.execute("SELECT id, note FROM public.from_sqlite ORDER BY id").fetchall()
     assert got == sqlite_rows(db, "SELECT id, note FROM people ORDER BY id")
+
+
+def test_drop_spares_an_untyped_column_of_mixed_values(tmp_path):
+    """SQLite lets a column without a type hold ints and strings: the type
+    probe read every column, and the run failed ('cannot read its values')
+    even with --drop on it."""
+    db = tmp_path / "hr.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE p (id INT, age INT, mixed)")
+        c.executemany("INSERT INTO p VALUES (?, ?, ?)", [(i, 20 + i % 40, i if i % 2 else "x") for i in range(400)])
+    url = f"sqlite:///{db}"
+    r = sqlanon.anonymize(url, tmp_path / "o.parquet", table="p", qi=["age"], k=5, drop=["mixed"], workers=1)
+    assert r.metrics.rows == 400
+    with pytest.raises(sqlanon.InputError, match="column 'mixed': cannot read its values"):
+        sqlanon.anonymize(url, tmp_path / "o2.parquet", table="p", qi=["age"], k=5, workers=1)
