@@ -564,6 +564,12 @@ def run(
             source = replace(source, columns=tuple(n for n, _ in columns if n not in drop))
         schema = source.arrow_schema(con)
         check_columns(schema, spec, drop, repr(source.describe()), names=[n for n, _ in columns] or None)
+        if getattr(target, "dialect", None) == "postgres":  # it would cut a longer name (a QI's _lo/_hi too)
+            from .warehouse import fits_postgres
+
+            qi_out = output_qi(schema) if output_qi else list(spec.qi_names)
+            for name in [*qi_out, *(c for c in schema.names if c not in spec.qi_names and c not in drop)]:
+                fits_postgres(name, "output column", " (rename it in a view)")
         if cluster:
             pool = start_executor()
             if pool.remote:  # the cluster's own task slots, not --workers (or this host's CPUs)
@@ -626,8 +632,8 @@ def run(
                 target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [])
                 target.text_columns = numeric
                 target.check_types()
-        staging = target.new_staging()
         out_schema = _empty_schema(schema, spec, drop)
+        staging = target.new_staging()
         text, cast = _restored_types(con, source, passthrough) if source.dialect == "duckdb" else ({}, {})
         if target.exact_parts:
             staging.as_text = {f.name: "INTERVAL" for f in out_schema if pa.types.is_interval(f.type)}

@@ -204,7 +204,7 @@ NAME_BYTES = 63
 """PostgreSQL cuts longer names (NAMEDATALEN - 1) without an error."""
 
 
-def _fits(name: str, what: str, hint: str = "") -> None:
+def fits_postgres(name: str, what: str, hint: str = "") -> None:
     """Refuse a name PostgreSQL would cut: the table made would not be the one named."""
     size = len(name.encode())
     if size > NAME_BYTES:
@@ -222,7 +222,7 @@ def _table(name: str, option: str, conn: Conn) -> tuple[str, str]:
         raise ConfigError(f"a database URL needs {option} (schema.table)")
     parts = split_table_name(name)
     for part in parts:
-        _fits(part, option)
+        fits_postgres(part, option)
     if len(parts) == 2:
         return parts[0], parts[1]
     with conn.connect() as c:
@@ -770,7 +770,7 @@ def open_target(url: str, table: str | None, *, overwrite: bool, metrics: str | 
     # Locked from the start, as a file output is: a second run on the same
     # table is refused before it does any work, not only if both publish at once.
     if metrics is None:
-        _fits(target._metrics_name(None)[1], "the metrics table", ": name one with --metrics")
+        fits_postgres(target._metrics_name(None)[1], "the metrics table", ": name one with --metrics")
     target.lock()
     with contextlib.ExitStack() as on_failure:
         on_failure.callback(target.unlock)

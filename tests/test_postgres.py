@@ -1456,6 +1456,12 @@ def test_names_postgresql_would_cut_are_refused(pg_url):
         assert p.returncode == 2 and what in one_error_line(p.stderr) and "PostgreSQL keeps 63 bytes" in p.stderr
     assert _cli("anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table",
                 f"{schema}.{'m' * 60}", "--qi", "age", "-k", 5, "--metrics", f"{schema}.m").returncode == 0
+    # A 61-character QI's bounds column, age…_lo: refused before any work (it failed after it).
+    long_qi = "a" * 61
+    sql(pg_url, f"ALTER TABLE {schema}.src RENAME COLUMN age TO {long_qi}")
+    p = _cli("anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table", f"{schema}.b",
+             "--qi", long_qi, "-k", 5, "--interval-format", "bounds")
+    assert p.returncode == 2 and f"output column '{long_qi}_lo' is 64 bytes long" in one_error_line(p.stderr)
 
 
 def test_drop_spares_a_column_the_role_may_not_read(pg_url, tmp_path):
