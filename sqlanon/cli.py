@@ -259,7 +259,9 @@ def _cluster_errors_left_to_the_run(record: logging.LogRecord) -> bool:
     the reason."""
     if logging.getLogger().isEnabledFor(logging.INFO) or record.levelno < logging.ERROR:
         return True
-    return not record.name.startswith(("distributed", "py4j", "pyspark"))
+    # By logger, or by file: py4j logs a Ctrl-C through the root logger.
+    theirs = ("distributed", "py4j", "pyspark")
+    return not (record.name.startswith(theirs) or any(f"{os.sep}{p}{os.sep}" in record.pathname for p in theirs))
 
 
 class _LogFormat(logging.Formatter):

@@ -29,6 +29,7 @@ Dask and Spark are optional extras: ``pip install 'sqlanon[dask]'`` or
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -390,6 +391,32 @@ def _quiet_local_spark(builder):
     return builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{path}")
 
 
+def _children() -> set[int]:
+    """The process ids of this process's descendants (Linux /proc; empty elsewhere)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _stop_new_children(before: set[int]) -> None:
+    """Terminate the descendants started since ``before`` (the JVM pyspark launched)."""
+    for pid in _children() - before:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+
+
 _MASTER = re.compile(r"(local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|yarn|(spark|k8s|mesos)://\S+)")
 
 
@@ -441,9 +468,13 @@ class SparkExecutor:
             try:
                 if quiet and local_ip is None:
                     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-                with warnings.catch_warnings():  # pyspark's 'pandas >= 3.0.0' FutureWarning, every run
-                    warnings.simplefilter("ignore", FutureWarning)
+                with warnings.catch_warnings(), contextlib.ExitStack() as on_failure:
+                    warnings.simplefilter("ignore", FutureWarning)  # pyspark's 'pandas >= 3.0.0', every run
+                    # A start cut short (Ctrl-C, SIGTERM, an error) left the
+                    # JVM it had launched running for good, orphaned.
+                    on_failure.callback(_stop_new_children, _children())
                     self._spark = builder.getOrCreate()
+                    on_failure.pop_all()
             except Exception as exc:  # noqa: BLE001 - py4j/Java errors of every kind
                 # Exit 1: the job is right (its master has a master's form), the cluster or Java is not.
                 raise InputError(f"cannot start Spark with master {master!r}: {_spark_error(exc)}") from None

@@ -362,6 +362,9 @@ def test_a_lost_scheduler_is_named_and_dasks_own_errors_left_to_the_run():
         assert not _cluster_errors_left_to_the_run(record("distributed.worker", logging.ERROR))
         assert _cluster_errors_left_to_the_run(record("distributed.worker", logging.WARNING))
         assert _cluster_errors_left_to_the_run(record("sqlanon", logging.ERROR))
+        py4j = logging.LogRecord("root", logging.ERROR, "/x/site-packages/py4j/java_gateway.py", 1,
+                                 "KeyboardInterrupt while sending command.", None, None)
+        assert not _cluster_errors_left_to_the_run(py4j)  # logging.exception(): the root logger
         root.setLevel(logging.INFO)  # -v: everything
         assert _cluster_errors_left_to_the_run(record("distributed.worker", logging.ERROR))
     finally:
@@ -395,3 +398,41 @@ def test_a_local_spark_run_keeps_stderr_for_errors(source, tmp_path):
     assert p.returncode == 0, p.stderr
     for noise in ("log4j", "WARN Utils", "NativeCodeLoader", "FutureWarning", "require_minimum_pandas_version"):
         assert noise not in p.stderr, p.stderr
+
+
+@pytest.mark.spark
+def test_a_spark_start_cut_short_leaves_no_jvm(source, tmp_path):
+    """SIGTERM while Spark started left its JVM running for good (orphaned,
+    its gateway thread alive), after a Java stack trace on stderr."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    mark = f"SQLANON_TEST_MARK={uuid.uuid4().hex}"
+    args = [sys.executable, "-m", "sqlanon", "anonymize", str(source), "-o", str(tmp_path / "o.parquet"),
+            "--qi", ",".join(QI), "-k", "5", "--workers", "2", "--executor", "spark", "--quiet"]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, mark.split("=")[0]: mark.split("=")[1]})
+    time.sleep(3)  # the JVM is starting
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143 and "Exception in thread" not in err, err
+
+    def marked() -> list[int]:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if mark.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                continue
+        return found
+
+    deadline = time.monotonic() + 15
+    while marked() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not marked()
