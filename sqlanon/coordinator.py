@@ -447,10 +447,16 @@ def execute(
 
     for f in plan.fragments:
         submit(f.id)
+    check_health = getattr(pool, "check_health", None)
     while pending:
         start_clocks()
-        finished, _ = wait(list(pending), timeout=_next_deadline(started, options), return_when=FIRST_COMPLETED)
-        if not finished and options.task_timeout:
+        timeout = _next_deadline(started, options)
+        if check_health is not None:  # a cluster whose workers all went away would be waited on for ever
+            timeout = HEALTH_CHECK_SECONDS if timeout is None else min(timeout, HEALTH_CHECK_SECONDS)
+        finished, _ = wait(list(pending), timeout=timeout, return_when=FIRST_COMPLETED)
+        if check_health is not None and not finished:
+            check_health()
+        if not finished and options.task_timeout and _next_deadline(started, options) == 0:
             late = min((f for f in started if f in pending), key=started.get)
             raise InputError(
                 f"fragment {pending[late]} did not finish within {options.task_timeout:g} s (--task-timeout); "
@@ -493,6 +499,11 @@ def execute(
             if options.progress:
                 options.progress(len(done), total)
     return plan, done, repaired
+
+
+HEALTH_CHECK_SECONDS = 5.0
+"""How often a cluster executor is asked whether it still has workers while
+no fragment finishes."""
 
 
 def _next_deadline(started: dict, options: RunOptions) -> float | None:

@@ -326,11 +326,29 @@ class DaskExecutor:
         self.host_slots = max(threads)
         self.memory_per_slot = int(min(m / t for m, t in zip(memory, threads)))
         self._retries = retries
+        self._no_workers_since: float | None = None
         # A concurrent.futures view of the client: Dask schedules and retries.
         self._executor = self._client.get_executor(retries=retries, pure=False)
 
     def warm(self) -> None:
         """Dask workers are already running."""
+
+    def check_health(self) -> None:
+        """Fail the run when the cluster has had no worker for
+        :data:`WAIT_FOR_WORKERS` seconds (every worker killed: the tasks
+        waited for ever), or the scheduler cannot be reached."""
+        try:
+            workers = self._client.scheduler_info().get("workers", {})
+        except (OSError, TimeoutError) as exc:
+            raise InputError(f"the connection to the Dask scheduler was lost ({exc}); nothing was published") from exc
+        if workers:
+            self._no_workers_since = None
+            return
+        now = time.monotonic()
+        if self._no_workers_since is None:
+            self._no_workers_since = now
+        elif now - self._no_workers_since > WAIT_FOR_WORKERS:
+            raise InputError(f"the Dask cluster has had no workers for {WAIT_FOR_WORKERS:g} s; nothing was published")
 
     def describe_error(self, exc: BaseException) -> str:
         """A failed task's reason; a cancelled one's: the scheduler went away

@@ -436,3 +436,27 @@ def test_a_spark_start_cut_short_leaves_no_jvm(source, tmp_path):
     while marked() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not marked()
+
+
+def test_a_cluster_that_loses_every_worker_fails_the_run(source, tmp_path, monkeypatch):
+    """With its only worker killed mid-run the scheduler kept the tasks and
+    the run waited for ever, without a word."""
+    from distributed import LocalCluster
+
+    from sqlanon import coordinator, executors
+
+    monkeypatch.setattr(executors, "WAIT_FOR_WORKERS", 1.0)
+    monkeypatch.setattr(coordinator, "HEALTH_CHECK_SECONDS", 0.5)
+    real = executors.make_executor
+    with LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as cluster:
+        def without_workers(*args, **kwargs):
+            pool = real(*args, **kwargs)
+            cluster.scale(0)  # every worker gone before a fragment is handed out
+            cluster.sync(cluster._correct_state)
+            return pool
+
+        monkeypatch.setattr(executors, "make_executor", without_workers)
+        out = tmp_path / "o.parquet"
+        with pytest.raises(sqlanon.InputError, match="the Dask cluster has had no workers for 1 s"):
+            run(source, out, "dask", scheduler=cluster.scheduler_address)
+    assert not out.exists()
