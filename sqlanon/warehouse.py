@@ -35,6 +35,7 @@ import uuid
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import unquote
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -76,7 +77,10 @@ class Conn:
             u.port  # noqa: B018 - parsed on first use: ':abc' fails here
         except (ArgumentError, ValueError) as exc:
             raise ConfigError(f"not a database URL: {redact_urls(self.url)!r} ({redact_urls(str(exc))})") from None
-        parts = {"host": u.host, "port": u.port, "dbname": u.database, "user": u.username, "password": u.password}
+        # A socket directory as the host, percent-encoded as libpq takes it
+        # (postgresql://user@%2Fvar%2Frun%2Fpostgresql/db).
+        host = unquote(u.host) if u.host and "%" in u.host else u.host
+        parts = {"host": host, "port": u.port, "dbname": u.database, "user": u.username, "password": u.password}
         parts.update({k: v for k, v in u.query.items() if isinstance(v, str)})
 
         def q(v) -> str:

@@ -1516,3 +1516,18 @@ def test_overwrite_as_a_member_of_the_owning_role(pg_url):
     assert scalar(pg_url, "SELECT to_regclass(%s)::oid", [f"{schema}.dst"]) == before, "expected a refill"
     assert scalar(pg_url, "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = to_regclass(%s)",
                   [f"{schema}.dst"]) == owners
+
+
+def test_a_socket_directory_as_the_url_host(pg_server, pg_url):
+    """postgresql://user@%2Fpath%2Fto%2Fsocket/db (libpq's and psql's way to
+    name a unix socket) failed: 'failed to resolve host'."""
+    from urllib.parse import quote
+
+    managed_only(pg_server)
+    schema = "sock"
+    _small_source(pg_url, schema, "")
+    url = (f"postgresql://{pg_server.user}:{quote(pg_server.password, safe='')}@"
+           f"{quote(str(pg_server.socket_dir), safe='')}:{pg_server.port}/{pg_server.dbname}")
+    r = sqlanon.anonymize(url, url, table=f"{schema}.src", target_table=f"{schema}.dst", qi=["age"], k=5, l=2,
+                          sensitive=["disease"], workers=2, fragments=2)
+    assert r.verification.ok and scalar(pg_url, f"SELECT count(*) FROM {schema}.dst") == 600
