@@ -602,6 +602,8 @@ def run(
             # Pass the text through, not DuckDB's guess of its type ("yes" would come out as true).
             source = replace(source, text_columns=tuple(passthrough))
             schema = source.arrow_schema(con)
+        elif passthrough and isinstance(source, io.FileSource) and source.fmt == "csv":
+            _refuse_rounded_numbers(con, source, schema, passthrough)
         compare_on = _checksum_dialect(source, target) if passthrough else None
         total, stats, sens_distinct, in_sums = domain_stats(
             con, source, spec, schema, passthrough if compare_on == "duckdb" else ())
@@ -754,6 +756,27 @@ def run(
         target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
         tuple(repaired), location, total, rss, source.dialect, options.executor, compare_on is not None,
     )
+
+
+def _refuse_rounded_numbers(con: duckdb.DuckDBPyConnection, source: io.FileSource, schema: pa.Schema,
+                            passthrough: list[str]) -> None:
+    """A CSV column DuckDB guesses to be DOUBLE (numbers too long for an
+    integer type) was published rounded (30-digit account numbers as one
+    1.2345678901234568e+29), and the checksums, which read both sides as
+    DOUBLE, agreed. Refused by name when a value has more than 15
+    significant digits."""
+    doubles = [c for c in passthrough if pa.types.is_floating(schema.field(c).type)]
+    if not doubles:
+        return
+    text = replace(source, as_text=True)
+    row = text.fetch(con, render("rounded_numbers.sql", relation=text.relation, columns=doubles))
+    for i, c in enumerate(doubles):
+        if row.column(f"r{i}")[0].as_py():
+            raise InputError(
+                f"column {c!r} of {source.describe()!r} holds numbers of more than 15 significant digits, which "
+                "DuckDB reads from CSV as DOUBLE (rounded): write CSV (the text passes through), convert the file "
+                "with that column as VARCHAR or DECIMAL (e.g. to Parquet), or drop it (--drop)"
+            )
 
 
 _ZONED_TIME = re.compile(r"time(\(\d+\))? with time zone", re.IGNORECASE)

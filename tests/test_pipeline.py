@@ -718,3 +718,20 @@ def test_nanosecond_timestamps_with_a_zone_are_refused_as_pass_through(tmp_path)
         sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], sensitive=["s"], k=5, l=2, workers=1)
     assert sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], sensitive=["s"], k=5, l=2, workers=1,
                              drop=["at"]).metrics.rows == 100
+
+
+def test_csv_numbers_a_double_would_round_are_refused(tmp_path):
+    """DuckDB guesses DOUBLE for a CSV column of 30-digit numbers: 200
+    account numbers were published as one 1.2345678901234568e+29 into
+    Parquet, and the checksums (both sides read as DOUBLE) agreed."""
+    src = tmp_path / "acct.csv"
+    src.write_text("age,acct,price,padded\n" + "".join(
+        f"{20 + i % 30},{123456789012345678901234567890 + i},{i * 1.5},1.500000000000000000000\n" for i in range(200)))
+    with pytest.raises(sqlanon.InputError, match="'acct' of .* more than 15 significant digits"):
+        sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], k=5, workers=1)
+    # Decimals with many zeros round-trip; into CSV the text passes through as it is.
+    r = sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], k=5, workers=1, drop=["acct"])
+    assert r.metrics.rows == 200
+    sqlanon.anonymize(src, tmp_path / "o.csv", qi=["age"], k=5, workers=1)
+    published = duckdb.sql(f"SELECT min(acct) FROM read_csv('{tmp_path / 'o.csv'}', all_varchar = true)").fetchone()
+    assert published == ("123456789012345678901234567890",)
