@@ -344,19 +344,22 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
             )
 
 
+def _real(path: str) -> str:
+    return os.path.realpath(path.rstrip("/"))
+
+
 def _same_place(a: str, b: str) -> bool:
-    return os.path.realpath(a.rstrip("/")) == os.path.realpath(b.rstrip("/"))
+    return _real(a) == _real(b)
 
 
 def _inside(a: str, b: str) -> bool:
     """Whether path ``a`` lies under directory ``b``."""
-    return os.path.realpath(a.rstrip("/")).startswith(os.path.realpath(b.rstrip("/")) + os.sep)
+    return _real(a).startswith(_real(b) + os.sep)
 
 
 def _overlaps(a: str, b: str) -> bool:
     """True when two local paths are the same or one lies inside the other."""
-    a, b = os.path.realpath(a.rstrip("/")), os.path.realpath(b.rstrip("/"))
-    return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
+    return _same_place(a, b) or _inside(a, b) or _inside(b, a)
 
 
 def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> None:

@@ -45,12 +45,6 @@ SAMPLE_MIN_ROWS = 20_000
 SAMPLE_BUDGET_BYTES = 16 * 2**20
 
 
-MIN_ROWS_PER_FRAGMENT_PER_K = 1
-"""A fragment is planned to hold at least k rows (times this): a smaller
-one cannot be anonymized on its own and is only merged again, at the cost
-of a task each (100,000 fragments of 32,561 rows ran for minutes)."""
-
-
 def default_sample_rows(n_qi: int, n_fragments: int) -> int:
     """The sample's size when ``--sample`` is not given.
 
@@ -619,7 +613,10 @@ def run(
         timings["read"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        most = max(1, total // (MIN_ROWS_PER_FRAGMENT_PER_K * spec.k))
+        # At most one fragment per k rows: a smaller one cannot be anonymized
+        # on its own and is only merged again, at the cost of a task each
+        # (100,000 fragments of 32,561 rows ran for minutes).
+        most = max(1, total // spec.k)
         if n_fragments > most:
             if options.fragments is not None:  # asked for; the default (one per worker) is capped silently
                 log.warning("%d fragments of %d rows would hold fewer than k=%d rows each: cutting %d",
@@ -824,6 +821,14 @@ def _restored_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[st
     return text, cast
 
 
+def _has_39_digits(con: duckdb.DuckDBPyConnection, source, column: str) -> bool:
+    """Whether a HUGEINT ``column`` holds a value DECIMAL(38,0) cannot."""
+    limit = "99999999999999999999999999999999999999::HUGEINT"
+    c = ident(column)
+    return bool(con.execute(f"SELECT count(*) FROM {source.relation} WHERE {c} > {limit} OR {c} < -{limit}")
+                .fetchone()[0])
+
+
 def _check_hugeint_bounds(
     con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec, schema: pa.Schema
 ) -> None:
@@ -835,10 +840,7 @@ def _check_hugeint_bounds(
         return
     types = {row[0]: row[1] for row in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()}
     for c in wide:
-        limit = "99999999999999999999999999999999999999::HUGEINT"
-        if types.get(c) == "HUGEINT" and con.execute(
-                f"SELECT count(*) FROM {source.relation} WHERE {ident(c)} > {limit} OR {ident(c)} < -{limit}"
-        ).fetchone()[0]:
+        if types.get(c) == "HUGEINT" and _has_39_digits(con, source, c):
             raise InputError(
                 f"column {c!r} is a HUGEINT holding values of 39 digits, which its --interval-format=bounds "
                 "columns (DECIMAL(38,0) on the way) cannot hold: use --interval-format=text, or cast it in a view"
@@ -849,9 +851,7 @@ def _check_parquet_hugeints(con: duckdb.DuckDBPyConnection, source, columns: lis
     """A HUGEINT goes into Parquet as DECIMAL(38,0): a value of 39 digits
     would be written as an invalid decimal. Refused by column."""
     for c in columns:
-        limit = "99999999999999999999999999999999999999::HUGEINT"
-        q = f"SELECT count(*) FROM {source.relation} WHERE {ident(c)} > {limit} OR {ident(c)} < -{limit}"
-        if con.execute(q).fetchone()[0]:
+        if _has_39_digits(con, source, c):
             raise InputError(
                 f"column {c!r} is a HUGEINT holding values of 39 digits, which Parquet ({target.describe()!r}) "
                 "cannot hold (DECIMAL(38,0) at most): write to a DuckDB table, cast it to text in a view, or drop "

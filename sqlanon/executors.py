@@ -396,17 +396,16 @@ appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
 """
 
 
-def _quiet_local_spark(builder):
+def _quiet_local_spark(builder) -> tuple[object, str]:
     """A local Spark printed ~8 lines on stderr (the CLI's error channel) per
     run: its default log4j profile, its WARNs about the host's address and
     native Hadoop. Its own errors stay; -v leaves Spark as configured. A
-    user's cluster (a remote master) is never touched."""
-    path = os.path.join(tempfile.gettempdir(), f"sqlanon-spark-log4j2-{os.getuid()}.properties")
-    if not os.path.exists(path):
-        with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(path), delete=False) as f:
-            f.write(_SPARK_LOG4J)
-        os.replace(f.name, path)
-    return builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{path}")
+    user's cluster (a remote master) is never touched. Returns the builder
+    and the log4j2 file (this run's own, private: removed at shutdown)."""
+    fd, path = tempfile.mkstemp(prefix="sqlanon-spark-log4j2-", suffix=".properties")
+    with os.fdopen(fd, "w") as f:
+        f.write(_SPARK_LOG4J)
+    return builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{path}"), path
 
 
 def _children() -> set[int]:
@@ -449,6 +448,8 @@ class SparkExecutor:
     """Tasks as one-element RDDs on a Spark cluster (or ``local[N]``)."""
 
     name = "spark"
+    _log_config: str | None = None
+    """The log4j2 file of a quiet local run (see :func:`_quiet_local_spark`)."""
 
     def __init__(self, master: str | None, workers: int, retries: int) -> None:
         try:
@@ -478,7 +479,7 @@ class SparkExecutor:
             )
             quiet = not remote_master(master) and not log.isEnabledFor(logging.INFO)
             if quiet:
-                builder = _quiet_local_spark(builder)
+                builder, self._log_config = _quiet_local_spark(builder)
             # The JVM is launched with this environment: on a local master, no
             # 'your hostname resolves to a loopback address' (the caller's
             # environment is left as it was).
@@ -491,6 +492,8 @@ class SparkExecutor:
                     # A start cut short (Ctrl-C, SIGTERM, an error) left the
                     # JVM it had launched running for good, orphaned.
                     on_failure.callback(_stop_new_children, _children())
+                    if self._log_config is not None:
+                        on_failure.callback(os.unlink, self._log_config)
                     self._spark = builder.getOrCreate()
                     on_failure.pop_all()
             except Exception as exc:  # noqa: BLE001 - py4j/Java errors of every kind
@@ -529,6 +532,9 @@ class SparkExecutor:
         self._threads.shutdown(wait=not abort, cancel_futures=True)
         if self._owned:
             self._spark.stop()
+        if self._log_config is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._log_config)
 
 
 def make_executor(

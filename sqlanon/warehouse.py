@@ -35,8 +35,8 @@ import uuid
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import unquote
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 import duckdb
 import pyarrow as pa
@@ -526,10 +526,11 @@ class PostgresTarget:
           place (``TRUNCATE`` + ``INSERT``), so all of it stays as it is.
         * Otherwise the staging table is renamed into the target's place and
           gets the old table's owner, grants to other roles (table and
-          column; those default privileges add are revoked) and comments; indexes, NOT NULL and defaults go with the old table
-          (a warning names them). What else is attached to a table whose
-          columns change cannot be kept: the run fails, naming it, and the
-          old table stays.
+          column; those default privileges add are revoked) and comments;
+          indexes, NOT NULL and defaults go with the old table (a warning
+          names them). What else is attached to a table whose columns
+          change cannot be kept: the run fails, naming it, and the old
+          table stays.
         """
         target = ident(list(self.table))
         rename = f"ALTER TABLE {stage} RENAME TO {ident(self.table[1])}"
