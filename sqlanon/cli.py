@@ -206,6 +206,9 @@ class _Command(click.Command):
     would silently weaken what the first asked for."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # --help wins over a --config given before it (whose errors would hide the help).
+        options = args[: args.index("--")] if "--" in args else args
+        ctx.meta["sqlanon.help"] = any(a in ctx.help_option_names for a in options)
         seen: dict[str, str] = {}
         for token in args:
             if token == "--":
@@ -324,7 +327,7 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     the wrong kind (``k: 4.9``, ``qi:`` left empty, a list where one value
     goes) and one option given twice (``o`` and ``output``) are errors naming the key.
     """
-    if not value:
+    if not value or ctx.meta.get("sqlanon.help"):
         return value
     try:
         with open(value, encoding="utf-8") as fh:

@@ -1499,3 +1499,10 @@ def test_bare_sqlanon_prints_its_help():
     r = run_subprocess()
     assert r.returncode == 2 and r.stdout.startswith("Usage: ") and "anonymize" in r.stdout
     assert r.stderr == ""
+
+
+def test_help_wins_over_a_bad_config_before_it(tmp_path):
+    """`--config bad.yml --help` showed the YAML error instead of the help."""
+    r = cli("anonymize", "--config", tmp_path / "missing.yml", "--help")
+    assert r.exit_code == 0 and r.stdout.startswith("Usage:")
+    assert cli("anonymize", "--config", tmp_path / "missing.yml").exit_code == 2
