@@ -36,6 +36,7 @@ import os
 import re
 import select
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -121,6 +122,10 @@ def start_local_server() -> None:
     _own_server = True
 
 
+QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
+"""A -W option for multiprocessing's resource tracker (see :func:`_start_server`)."""
+
+
 def _start_server() -> None:
     """Start multiprocessing's fork server (if not running) with Ctrl-C
     blocked: the mask is inherited, so a Ctrl-C (sent to the whole process
@@ -129,6 +134,12 @@ def _start_server() -> None:
     CLI's one line. This process gets its own Ctrl-C once unblocked."""
     from multiprocessing import forkserver, resource_tracker
 
+    # multiprocessing's resource tracker outlives a run that fails while its
+    # pool starts (the CLI then ends without waiting for the pool) and wrote
+    # 'leaked semaphore objects' warnings to the CLI's stderr after its one
+    # line. The tracker and the fork server take this process's -W options.
+    if QUIET_TRACKER not in sys.warnoptions:
+        sys.warnoptions.append(QUIET_TRACKER)
     # The tracker first: starting it unblocks SIGINT (it blocks it for its own start).
     resource_tracker.ensure_running()
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
