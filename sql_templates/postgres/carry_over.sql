@@ -1,7 +1,8 @@
 {# The statements that give the staging table `new` what the table `old` it
-   replaces had, in order: its owner; exactly its privileges (first revoking
-   what default privileges gave `new`, then granting the table and column
-   grants of `old`, PUBLIC included; the owner's own entry is implicit);
+   replaces had, in order: its owner; its grants to other roles (first
+   revoking what default privileges gave `new`, then granting the table and
+   column grants of `old`, PUBLIC included; the owner's own entry is not
+   carried: privileges it revoked from itself come back);
    and its comments (table and columns, for the columns both have).
    format() quotes every name (%I) and value (%L) on the server. #}
 WITH o AS (SELECT {{ p(old) }}::regclass::oid AS oid,
