@@ -489,7 +489,9 @@ def execute(
                 total = len(plan.fragments)
                 continue
             done[fid] = res
-            log.info("fragment %d done: %d rows in %.2fs (pid %d)", fid, res.rows, res.seconds, res.pid)
+            phases = ", ".join(f"{name} {s:.2f}s" for name, s in res.timings.items())
+            log.info("fragment %d done: %d rows in %.2fs%s (pid %d)", fid, res.rows, res.seconds,
+                     f" ({phases})" if phases else "", res.pid)
             if options.progress:
                 options.progress(len(done), total)
     return plan, done, repaired

@@ -6,6 +6,7 @@ import dataclasses
 import decimal
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -546,6 +547,9 @@ def test_checksums_agree_on_every_lake_type(tmp_path, caplog):
         r = run(src, tmp_path / name, qi=["age"], workers=2, fragments=3, **extra)
         assert r.metrics.rows == n and r.pass_through_checked
         assert "pass-through columns unchanged (checksums of 10 column(s) match)" in caplog.text, name
+        # each fragment's phases, to tell a slow read from a slow write
+        assert re.search(r"fragment 2 done: \d+ rows in [\d.]+s \(read [\d.]+s, anonymize [\d.]+s, write [\d.]+s\)",
+                         caplog.text), name
 
 
 def test_intervals_travel_exactly_or_not_at_all(tmp_path):
