@@ -312,7 +312,8 @@ class DaskExecutor:
             # told: a port in use (a user's own cluster) printed a warning.
             self._cluster = LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                memory_limit=int(total_memory() * 0.8 / workers),
+                memory_limit=int(total_memory() * 0.8 / workers), preload=[__name__],  # dask_setup below
+                env={_DASK_QUIET_ENV: "" if log.isEnabledFor(logging.INFO) else "1"},
             )
             self._client = Client(self._cluster)
             log.info("Dask LocalCluster of %d workers; dashboard: %s", workers, self._client.dashboard_link)
@@ -379,7 +380,39 @@ class DaskExecutor:
         self._executor.shutdown(wait=False)
         self._client.close()  # cancels what is still running
         if self._cluster is not None:
+            if abort:
+                # A worker in the middle of a task ends only when the task
+                # does, and the cluster's close waits 4 s before it kills it.
+                # Kill our own workers now, their nannies told first not to
+                # start new ones in their place.
+                for nanny in list(self._cluster.workers.values()):
+                    pid = getattr(nanny, "pid", None)
+                    if pid:
+                        nanny.close_gracefully("sqlanon run aborted")
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, signal.SIGKILL)
             self._cluster.close()
+
+
+_DASK_QUIET_ENV = "SQLANON_DASK_QUIET"
+"""Set to 1 in the environment of a LocalCluster's workers when the run logs
+less than INFO (no ``-v``): :func:`dask_setup` then silences their Dask logs."""
+
+
+def dask_setup(worker) -> None:
+    """Run by every worker process of sqlanon's own LocalCluster as it starts
+    (Dask's preload hook).
+
+    Those processes share the terminal's process group, so a Ctrl-C reached
+    each of them too, and each printed a KeyboardInterrupt traceback (~30
+    lines) under the CLI's one line: they ignore SIGINT, and the
+    coordinator, which handles it, stops them. Without ``-v`` their Dask
+    logs are off as well (a task cancelled by the stop logged a warning):
+    the coordinator reports what went wrong. A worker that Dask restarts
+    runs this again."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if os.environ.get(_DASK_QUIET_ENV) == "1":
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
 
 
 def _spark_error(exc: BaseException) -> str:

@@ -33,6 +33,21 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def session_members(sid: int) -> list[int]:
+    """The live processes (zombies are ended ones) of session ``sid``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":  # after the name: state, ppid, pgrp, session
+            out.append(int(entry.name))
+    return out
+
+
 def pool_workers(pid: int) -> list[int]:
     """The local pool's worker processes: children of the run's fork server."""
     servers = []

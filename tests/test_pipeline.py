@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from procs import descendants, kill_a_worker_when  # a helper module next to the tests
+from procs import descendants, kill_a_worker_when, session_members  # a helper module next to the tests
 import sqlanon
 from sqlanon import PrivacyError
 from sqlanon.engine import anonymize_table, column_stats
@@ -252,19 +252,23 @@ def test_config_file_and_flag_override(tmp_path, source):
     assert "fragmentaton" in p.stderr and "fragmentation" in p.stderr and "Traceback" not in p.stderr
 
 
-def _run_to_interrupt(tmp_path, seed: int, sigint_ignored: bool = False) -> tuple[list, Path, subprocess.Popen]:
+def _run_to_interrupt(
+    tmp_path, seed: int, sigint_ignored: bool = False, executor: str = "local"
+) -> tuple[list, Path, subprocess.Popen]:
     """A 300,000-row run over an existing target, 16 fragments on 2 workers:
     long enough to interrupt once its first parts are staged. ``sigint_ignored``:
-    started as ``cmd &`` starts it without job control."""
+    started as ``cmd &`` starts it without job control. It runs in a session
+    of its own, as a command at a terminal runs in its own process group."""
     src = tmp_path / "big.parquet"
     pq.write_table(people(300_000, seed=seed), src)
     out = tmp_path / "out.parquet"
     out.write_bytes(b"previous target")
     args = ["anonymize", src, "-o", out, "--qi", ",".join(QI), "-k", 5, "-l", 2, "--sensitive", "disease",
-            "--workers", 2, "--fragments", 16, "--overwrite", "--quiet"]
+            "--workers", 2, "--fragments", 16, "--overwrite", "--quiet", "--executor", executor]
     proc = subprocess.Popen(
         [sys.executable, "-m", "sqlanon.cli", *map(str, args)], stderr=subprocess.PIPE, text=True,
         preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
+        start_new_session=True,
     )
     return args, out, proc
 
@@ -310,6 +314,31 @@ def test_killed_coordinator_leaves_target_and_stale_staging_is_cleaned(tmp_path)
     assert p.returncode == 0, p.stderr
     assert not list(tmp_path.glob(".out.parquet.sqlanon-staging-*"))
     assert pq.read_metadata(out).num_rows == 300_000
+
+
+@pytest.mark.parametrize("executor", ["local", "dask"])
+def test_a_ctrl_c_at_the_terminal_prints_one_line_and_ends_the_run(tmp_path, executor):
+    """A Ctrl-C at a terminal reaches the run's whole process group, its
+    workers too. A Dask LocalCluster's workers each printed a
+    KeyboardInterrupt traceback (~60 lines under the CLI's one line), and
+    the cluster's close then waited up to 4 s for a worker still busy with
+    a task before killing it. Now: the one line, at once, and no process of
+    the run left behind."""
+    args, out, proc = _run_to_interrupt(tmp_path, seed=12, executor=executor)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and not _staged_parts(tmp_path):
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err == "Interrupted; nothing was published.\n", err
+    assert time.monotonic() - t0 < 3
+    assert out.read_bytes() == b"previous target"
+    deadline = time.time() + 10
+    while time.time() < deadline and session_members(proc.pid):
+        time.sleep(0.05)
+    assert session_members(proc.pid) == []
 
 
 @pytest.mark.parametrize("sigint_ignored", [False, True], ids=["", "sigint-ignored"])
