@@ -109,7 +109,10 @@ def in_library_terms(function: Callable) -> Callable:
     return library
 
 
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][\w+.-]*://[^:/@\s'\"]*:)[^@\s]*@")
+# A password runs to the next '@' (as SQLAlchemy parses it), quotes and raw
+# spaces included; so for a URL without one (host:port) the mask may take in
+# the text up to an '@' later on its line: the slip is towards hiding.
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][\w+.-]*://[^:/@\s'\"]*:)[^@\n]*@")
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s'\"]*", re.IGNORECASE)
 
 
