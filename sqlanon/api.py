@@ -255,9 +255,10 @@ def anonymize(
         task_timeout: seconds one fragment may take.
 
     Raises:
-        ConfigError: bad arguments (CLI exit code 2).
-        InputError, HierarchyError, PrivacyError, VerificationError: the run
-            failed (exit code 1).
+        ConfigError, HierarchyError: bad arguments, a hierarchy to fix (CLI
+            exit code 2).
+        InputError, PrivacyError, VerificationError: the run failed (exit
+            code 1).
     """
     src, out = _location(input, "input"), _location(output, "output")
     overwrite, explain = _flag(overwrite, "overwrite"), _flag(explain, "explain")

@@ -26,9 +26,11 @@ class ConfigError(SqlanonError, ValueError):
 
 
 class HierarchyError(SqlanonError, ValueError):
-    """A generalization hierarchy file is malformed or misses a value."""
+    """A generalization hierarchy file is missing, malformed or misses a
+    value of the data (exit code 2: the job's hierarchy needs fixing, a
+    retry would fail the same way)."""
 
-    exit_code = 1
+    exit_code = 2
 
 
 class InputError(SqlanonError):
