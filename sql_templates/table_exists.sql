@@ -1,7 +1,13 @@
-{# Does a DuckDB table exist? DuckDB matches identifiers case-insensitively,
-   quoted or not ("REPORT" names the table report), so this check does too. #}
-SELECT count(*)
-FROM information_schema.tables
-WHERE table_catalog = {{ p(catalog) }}
-  AND lower(table_schema) = lower({{ p(schema) }})
-  AND lower(table_name) = lower({{ p(table) }})
+{# Does a DuckDB table, and its schema, exist? DuckDB matches identifiers
+   case-insensitively, quoted or not ("REPORT" names the table report), so
+   this check does too. #}
+SELECT
+    (SELECT count(*)
+     FROM information_schema.schemata
+     WHERE catalog_name = {{ p(catalog) }}
+       AND lower(schema_name) = lower({{ p(schema) }})) AS schemas,
+    (SELECT count(*)
+     FROM information_schema.tables
+     WHERE table_catalog = {{ p(catalog) }}
+       AND lower(table_schema) = lower({{ p(schema) }})
+       AND lower(table_name) = lower({{ p(table) }})) AS tables

@@ -973,18 +973,30 @@ class DuckDBTarget(LocalStagingTarget):
             _remove(path)
 
     def exists(self) -> bool:
-        if not os.path.exists(self.path):
+        """Whether the table exists.
+
+        Raises:
+            ConfigError: its schema does not (found at the end of the run, after all the work).
+        """
+        schema = self.table[0] if len(self.table) == 2 else "main"
+        if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
+            if schema.lower() != "main":
+                raise ConfigError(f"schema {schema!r} does not exist in the new DuckDB file {self.path!r}, which "
+                                  "will have only 'main': name the table without a schema, or create the schema first")
             return False
         con = connect()
         try:
             con.execute(f"ATTACH {render('attach.sql', path=self.path).sql} AS \"__sqlanon_chk\" (READ_ONLY)")
-            schema = self.table[0] if len(self.table) == 2 else "main"
             q = render("table_exists.sql", catalog="__sqlanon_chk", schema=schema, table=self.table[-1])
-            return con.execute(q.sql, q.params).fetchone()[0] > 0
+            schemas, tables = con.execute(q.sql, q.params).fetchone()
         except duckdb.Error as exc:
             raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
         finally:
             con.close()
+        if not schemas:
+            raise ConfigError(f"schema {schema!r} does not exist in {self.path!r}: create it (CREATE SCHEMA), "
+                              "or name the table in another schema")
+        return tables > 0
 
 
 Target = FileTarget | DirectoryTarget | DuckDBTarget
@@ -1121,7 +1133,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             )
         def check(lock: PathLock) -> DuckDBTarget:
             target = DuckDBTarget(spec, tuple(split_table_name(table)), lock=lock)
-            if not overwrite and target.exists():
+            if target.exists() and not overwrite:  # its schema checked either way
                 raise ConfigError(
                     f"table {'.'.join(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
             return target

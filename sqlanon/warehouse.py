@@ -480,16 +480,33 @@ class PostgresTarget:
                 )
 
     def exists(self) -> bool:
-        """Whether the target table exists (a view or other relation there is an error)."""
+        """Whether the target table exists.
+
+        Raises:
+            ConfigError: a view or other relation is there, or the schema
+                does not exist (found at the end of the run, after all the work).
+            InputError: the role may not create tables in the schema (the
+                staging table goes there).
+        """
         import psycopg
 
         with self._connect() as c:
             try:
-                kind = c.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)",
-                                 (ident(list(self.table)),)).fetchone()
+                schema, can_create, kind = c.execute(
+                    "SELECT s.oid IS NOT NULL, s.oid IS NOT NULL AND has_schema_privilege(s.oid, 'CREATE'), "
+                    "(SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)) "
+                    "FROM (SELECT to_regnamespace(%s) AS oid) s",
+                    (ident(list(self.table)), ident(self.table[0])),
+                ).fetchone()
             except psycopg.Error as exc:  # e.g. no USAGE on its schema
                 raise InputError(f"cannot look up {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
-        if kind is not None and kind[0] not in ("r", "p"):
+        if not schema:
+            raise ConfigError(f"schema {self.table[0]!r} does not exist in {self.conn.safe()}: create it, or name "
+                              "the table in another schema with --target-table")
+        if not can_create:
+            raise InputError(f"cannot write {self.describe()}: the role may not create tables in schema "
+                             f"{self.table[0]!r} (the new table is staged there); GRANT CREATE ON SCHEMA first")
+        if kind is not None and kind not in ("r", "p"):
             raise ConfigError(f"{self.describe()} is not a table (a view?); name a table as --target-table")
         return kind is not None
 

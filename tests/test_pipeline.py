@@ -768,3 +768,26 @@ def test_csv_numbers_a_double_would_round_are_refused(tmp_path):
     sqlanon.anonymize(src, tmp_path / "o.csv", qi=["age"], k=5, workers=1)
     published = duckdb.sql(f"SELECT min(acct) FROM read_csv('{tmp_path / 'o.csv'}', all_varchar = true)").fetchone()
     assert published == ("123456789012345678901234567890",)
+
+
+def test_a_duckdb_target_schema_that_is_missing_is_refused_before_any_work(tmp_path):
+    """It failed after all the fragments ('Catalog Error: Schema with name hr
+    does not exist', exit 1); --explain did not notice."""
+    src = tmp_path / "src.parquet"
+    pq.write_table(people(200), src)
+    out = tmp_path / "o.duckdb"
+    args = ["anonymize", src, "-o", out, "--target-table", "hr.anon", "--qi", ",".join(QI), "-k", 5, "-v"]
+    for extra in ([], ["--explain"]):
+        p = _cli(*args, *extra)
+        assert p.returncode == 2 and "schema 'hr' does not exist in the new DuckDB file" in p.stderr, p.stderr
+        assert "fragment" not in p.stderr and not out.exists()
+    with duckdb.connect(str(out)) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS x")
+    p = _cli(*args)
+    assert p.returncode == 2 and f"schema 'hr' does not exist in '{out}'" in p.stderr, p.stderr
+    with duckdb.connect(str(out)) as con:
+        con.execute("CREATE SCHEMA HR")  # names match case-insensitively, as DuckDB's do
+    p = _cli(*args)
+    assert p.returncode == 0, p.stderr
+    with duckdb.connect(str(out), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM hr.anon").fetchone()[0] == 200

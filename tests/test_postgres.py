@@ -1531,3 +1531,27 @@ def test_a_socket_directory_as_the_url_host(pg_server, pg_url):
     r = sqlanon.anonymize(url, url, table=f"{schema}.src", target_table=f"{schema}.dst", qi=["age"], k=5, l=2,
                           sensitive=["disease"], workers=2, fragments=2)
     assert r.verification.ok and scalar(pg_url, f"SELECT count(*) FROM {schema}.dst") == 600
+
+
+def test_a_target_schema_that_is_missing_or_not_writable_is_refused_before_any_work(pg_url):
+    """A --target-table in a schema that does not exist failed after all the
+    fragments with DuckDB's 'Binder Error' and exit 1 (a scheduler retries
+    that for ever). A schema the role may not create tables in failed as
+    late."""
+    schema, role = "noschema_src", "sqlanon_nocreate"
+    _small_source(pg_url, schema, "")
+    args = ["anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table", "nosuchschema.dst",
+            "--qi", "age", "-k", 5, "-v"]
+    p = _cli(*args)  # (--explain does not connect to a database output)
+    assert p.returncode == 2, p.stderr
+    assert "schema 'nosuchschema' does not exist" in one_error_line(p.stderr)
+    assert "fragment" not in p.stderr  # nothing ran
+    sql(pg_url, f"DO $$BEGIN CREATE ROLE {role} LOGIN PASSWORD 'ncpw'; EXCEPTION WHEN duplicate_object "
+                f"THEN NULL; END$$")
+    sql(pg_url, f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON {schema}.src TO {role}")
+    url = re.sub(r"//[^@]*@", f"//{role}:ncpw@", pg_url)
+    p = _cli("anonymize", url, "--table", f"{schema}.src", "-o", url, "--target-table", f"{schema}.dst",
+             "--qi", "age", "-k", 5, "-v")
+    assert p.returncode == 1, p.stderr
+    assert "may not create tables in schema 'noschema_src'" in one_error_line(p.stderr)
+    assert "fragment" not in p.stderr and not exists(pg_url, schema, "dst")
