@@ -995,6 +995,7 @@ METRICS_SCHEMA = pa.schema(
         ("rows", pa.int64()),
         ("classes", pa.int64()),
         ("min_class_size", pa.int64()),
+        ("achieved_l", pa.int32()),
         ("dp", pa.int64()),
         ("ncp", pa.float64()),
         ("gcp", pa.float64()),
@@ -1052,6 +1053,7 @@ def _metrics_rows(
             dict(
                 common, kind="fragment", fragment_id=f.id, where_clause=where, where_params=_json(wparams),
                 rows=r.rows if r else 0, classes=m.classes if m else 0, min_class_size=m.min_class_size if m else None,
+                achieved_l=m.achieved_l if m else None,
                 dp=m.dp if m else 0, ncp=m.ncp if m else 0.0, gcp=m.gcp if m else 0.0,
                 seconds=r.seconds if r else 0.0, repaired=f.id in repaired, plan=None,
                 worker_pid=r.pid if r else None, worker_peak_rss_mb=r.peak_rss_mb if r else None,
@@ -1060,7 +1062,8 @@ def _metrics_rows(
     rows.append(
         dict(
             common, kind="total", fragment_id=None, where_clause=None, where_params=None, rows=total.rows,
-            classes=total.classes, min_class_size=total.min_class_size, dp=total.dp, ncp=total.ncp, gcp=total.gcp,
+            classes=total.classes, min_class_size=total.min_class_size, achieved_l=total.achieved_l,
+            dp=total.dp, ncp=total.ncp, gcp=total.gcp,
             seconds=seconds, repaired=bool(repaired), plan=_json(plan.to_dict()), worker_pid=None,
             worker_peak_rss_mb=None,
         )

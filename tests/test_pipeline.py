@@ -93,6 +93,8 @@ def test_fragments_cover_the_source_and_output_verifies(source, tmp_path, strate
     assert frag.rows.sum() == 20_000
     total = m[m.kind == "total"].iloc[0]
     assert total.rows == 20_000 and total.min_class_size >= 5
+    # l as requested, and as achieved (the published classes' fewest distinct sensitive values)
+    assert total.l == 2 and total.achieved_l == r.metrics.achieved_l >= 2 and (frag.achieved_l >= 2).all()
     assert total.dp == r.metrics.dp and abs(total.ncp - r.metrics.ncp) < 1e-6
     assert abs(frag.ncp.sum() - total.ncp) < 1e-6 * max(1.0, total.ncp)
     assert json.loads(total.plan)["strategy"] == strategy
