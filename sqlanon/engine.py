@@ -160,7 +160,7 @@ def _as_arrow(data) -> pa.Table:
                 data = data.reset_index()
             except ValueError as exc:
                 raise ConfigError(f"the DataFrame's index cannot become a column: {exc}") from None
-        elif not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1):
+        elif not index.equals(pd.RangeIndex(len(index))):  # 0..n-1 in order, a RangeIndex or not
             # Positions (a filter's, a chunk's): published, they would undo the
             # shuffle within classes; dropped, the result's 0..n-1 would pass
             # for them. The caller says which.

@@ -487,9 +487,12 @@ def test_anonymize_table_keeps_a_dataframes_index_as_data():
     assert sorted(zip(named.column("person_id").to_pylist(), named.column("note").to_pylist())) == \
         [(i, f"n{i}") for i in range(60)]
     assert sqlanon.anonymize_table(df, spec).table.column_names == ["age", "note"]  # the default: position only
+    # 0..n-1 in order is positions only whatever its kind (it was refused unless a RangeIndex)
+    for same in (df.sample(frac=1, random_state=0).sort_index(), df.set_axis(pd.Index(list(range(60))))):
+        assert sqlanon.anonymize_table(same, spec).table.column_names == ["age", "note"]
     # An unnamed index other than 0..n-1 holds positions (a filter's, a chunk's, df.iloc[10:]): published,
     # they would undo the shuffle within classes; dropped, to_pandas() would misalign. The caller decides.
-    for other in (df[df.age > 30], df.iloc[10:]):
+    for other in (df[df.age > 30], df.iloc[10:], df.sample(frac=1, random_state=0)):
         with pytest.raises(ConfigError, match=r"the DataFrame's index is not 0..n-1 .*rename_axis\('row_id'\)"
                                               r".*reset_index\(drop=True\)"):
             sqlanon.anonymize_table(other, spec)
