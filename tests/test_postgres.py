@@ -44,6 +44,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import quote
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv  # noqa: F401 - pa.csv
@@ -1283,8 +1284,6 @@ def test_stale_staging_cleanup_spares_other_targets(pg_url):
 def test_every_reader_sees_the_runs_snapshot(pg_url):
     """Rows committed after the coordinator exported its snapshot stay invisible
     to the readers of that run (statistics, sample and fragments agree)."""
-    import duckdb as _duckdb
-
     from sqlanon.warehouse import Conn, PostgresSource
 
     sql(pg_url, "DROP TABLE IF EXISTS public.snap_t")
@@ -1292,12 +1291,12 @@ def test_every_reader_sees_the_runs_snapshot(pg_url):
     source, holder = PostgresSource(Conn(pg_url), ("public", "snap_t")).export_snapshot()
     try:
         sql(pg_url, "INSERT INTO public.snap_t SELECT g FROM generate_series(101, 150) g")
-        con = _duckdb.connect()
+        con = duckdb.connect()
         source.attach(con)
         assert source.select(con, '"x" > 0').num_rows == 100
         source.detach(con)
         fresh = PostgresSource(Conn(pg_url), ("public", "snap_t"))
-        con2 = _duckdb.connect()
+        con2 = duckdb.connect()
         fresh.attach(con2)
         assert fresh.select(con2, '"x" > 0').num_rows == 150
     finally:
@@ -1555,3 +1554,21 @@ def test_a_target_schema_that_is_missing_or_not_writable_is_refused_before_any_w
     assert p.returncode == 1, p.stderr
     assert "may not create tables in schema 'noschema_src'" in one_error_line(p.stderr)
     assert "fragment" not in p.stderr and not exists(pg_url, schema, "dst")
+
+
+def test_signed_zeros_from_postgres_into_a_duckdb_table_are_refused(pg_url, tmp_path):
+    """As from a lake: a DuckDB table's storage does not keep the signs of a
+    float column holding both -0.0 and 0.0 apart. The server finds them
+    (PostgreSQL has no signbit(): its text of -0.0 is '-0')."""
+    schema = "zeros"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"""CREATE TABLE {schema}.src AS SELECT g AS id, 18 + g % 30 AS age,
+                    (CASE g % 3 WHEN 0 THEN '-0' WHEN 1 THEN '0' ELSE g::text END)::float8 AS f,
+                    '-0'::float4 AS g FROM generate_series(1, 300) g""")
+    out = tmp_path / "o.duckdb"
+    with pytest.raises(sqlanon.InputError, match=r"column 'f' holds both -0\.0 and 0\.0"):
+        sqlanon.anonymize(pg_url, out, table=f"{schema}.src", target_table="t", qi=["age"], k=5, workers=1)
+    assert not out.exists()
+    sqlanon.anonymize(pg_url, out, table=f"{schema}.src", target_table="t", qi=["age"], k=5, workers=1, drop=["f"])
+    with duckdb.connect(str(out), read_only=True) as con:
+        assert con.execute("SELECT count(*) FILTER (WHERE signbit(g)) FROM t").fetchone()[0] == 300
