@@ -353,6 +353,8 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     for key, val in data.items():
         p = keys.get(str(key).replace("-", "_"))
         if p is None:
+            if str(key) in ("debug", "config", "help"):
+                raise _ConfigFileError(f"{key!r} in {value!r} is a command-line flag only: pass --{key} instead")
             hint = suggest(str(key), sorted(k.replace("_", "-") for k in keys)) or _privacy_hint(str(key))
             raise _ConfigFileError(f"unknown key {key!r} in {value!r}{hint}")
         if p.name in given:

@@ -978,6 +978,16 @@ def test_config_hints_k_and_l_for_their_long_names(tmp_path, key, hint):
                              + "\n")
 
 
+@pytest.mark.parametrize("key", ["debug", "config"])
+def test_a_command_line_flag_in_a_job_file_is_named_as_one(tmp_path, key):
+    """'debug: true' was an unknown key with no hint, while the README said every option is a key."""
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"{key}: true\n")
+    r = cli("anonymize", "--config", cfg)
+    assert r.exit_code == 2
+    assert r.stderr == f"Error: {key!r} in {str(cfg)!r} is a command-line flag only: pass --{key} instead\n"
+
+
 @pytest.mark.parametrize(("line", "message"), [
     ("workers: 0", "'workers' in '{cfg}' must be a positive integer, got 0"),
     ("task-timeout: 0", "'task-timeout' in '{cfg}' must be a positive number of seconds"),
