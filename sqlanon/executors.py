@@ -36,6 +36,7 @@ import os
 import re
 import select
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -481,6 +482,26 @@ def _stop_new_children(before: set[int]) -> None:
 _MASTER = re.compile(r"(local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|yarn|(spark|k8s|mesos)://\S+)")
 
 
+def _check_standalone_master(master: str) -> None:
+    """A standalone master (``spark://host:port``, several for HA) that none
+    of whose addresses answers: Spark's driver tried for ~80 s, printed
+    ~130 lines of Java stack traces and then failed on 'a stopped
+    SparkContext'. One TCP connection per address tells at once."""
+    if not master.startswith("spark://"):
+        return
+    why = ""
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT / 6):
+                return
+        except ValueError:
+            return  # not host:port: Spark will say what it makes of it
+        except OSError as exc:
+            why = why or (exc.strerror or type(exc).__name__)
+    raise InputError(f"cannot reach the Spark master {master!r}: {why}")
+
+
 def remote_master(master: str) -> bool:
     """Whether a Spark master runs executors outside this process's working
     directory: everything but local[...] (local-cluster[...] runs them in
@@ -512,6 +533,7 @@ class SparkExecutor:
             if not _MASTER.fullmatch(master):  # the job's fault (exit 2), found before a JVM starts
                 raise ConfigError(f"cannot start Spark with master {master!r}: not a Spark master URL (local[N], "
                                   "local-cluster[…], spark://host:port, yarn, k8s://…)")
+            _check_standalone_master(master)
             ours = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
             builder = (
                 SparkSession.builder.master(master)

@@ -212,6 +212,20 @@ def test_unusable_cluster_address_is_a_config_error(source, tmp_path, executor, 
     assert not out.exists()
 
 
+def test_an_unreachable_spark_master_fails_at_once_in_one_line(source, tmp_path):
+    """Spark's driver tried a standalone master that did not answer for
+    ~80 s, printed ~130 lines of Java stack traces and failed on 'Cannot
+    call methods on a stopped SparkContext'. Now one line at once, before a
+    JVM starts."""
+    out = tmp_path / "out.parquet"
+    args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(source), "-o", str(out), "--qi", ",".join(QI),
+            "-k", "5", "--executor", "spark", "--spark-master", "spark://127.0.0.1:1,127.0.0.1:2"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1
+    assert p.stderr == "Error: cannot reach the Spark master 'spark://127.0.0.1:1,127.0.0.1:2': Connection refused\n"
+    assert not out.exists()
+
+
 def test_spark_errors_are_told_by_their_meaningful_line():
     """A failed Spark task's error is a generic line, a Python traceback and the
     error itself last; a failed start is a py4j line and a Java trace. The run's
