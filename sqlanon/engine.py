@@ -104,6 +104,20 @@ def _encode_qi(qi: QuasiIdentifier, col: pa.ChunkedArray, kind: str) -> _Encoded
     )
 
 
+def _place_nan(e: _Encoded, stats: ColumnStats) -> None:
+    """Put a float column's NaN (sorted last) at the *dataset's* largest
+    number, as the statistics do; :func:`span_values` could only place it
+    at the fragment's, so the same published interval ``[0, nan]`` cost a
+    different NCP in each plan."""
+    last = len(e.dictionary) - 1
+    if (e.kind != "interval" or last < 0 or stats.max is None or not pa.types.is_floating(e.dictionary.type)
+            or not math.isnan(e.dictionary[last].as_py())):
+        return
+    e.values[last] = stats.max * 0.5  # span_values' units
+    if e.null_code >= 0:
+        e.values[e.null_code] = e.values[last]  # the NULL code adds no span
+
+
 def _local_stats(e: _Encoded) -> ColumnStats:
     if e.kind == "interval":
         last = len(e.dictionary) - 1
@@ -250,6 +264,8 @@ def anonymize_table(
         if missing:
             raise ConfigError(f"no dataset statistics for quasi-identifier(s) {', '.join(map(repr, missing))}")
         stats = {e.name: stats[e.name] for e in enc}
+    for e in enc:
+        _place_nan(e, stats[e.name])
 
     d = len(enc)
     X = np.empty((n, d), np.int32)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import json
+import math
 import os
 import re
 import signal
@@ -671,6 +672,20 @@ def test_signed_zeros_into_a_duckdb_table_are_refused_before_any_work(tmp_path):
     sqlanon.anonymize(src, out, target_table="t", qi=["age"], k=2, workers=2, fragments=2, drop=["f"])
     with duckdb.connect(str(out), read_only=True) as con:
         assert con.execute("SELECT count(*) FILTER (WHERE signbit(g)) FROM t").fetchone()[0] == n
+
+
+def test_a_nan_costs_the_same_ncp_in_every_plan(tmp_path):
+    """NaN sits at the dataset's largest number (README); the engine put it
+    at its fragment's, so the same published class [0, nan] cost 20.37 with
+    one fragment and 0.73 with two."""
+    x = [float(i) for i in range(19)] + [math.nan] + [1000.0 + i for i in range(20)]
+    src = tmp_path / "nan.parquet"
+    pq.write_table(pa.table({"id": list(range(40)), "g": list(range(40)), "x": x}), src)
+    runs = [sqlanon.anonymize(src, tmp_path / f"o{f}.parquet", qi=["g", "x"], k=20, fragments=f, workers=1)
+            for f in (1, 2)]
+    outs = [sorted(set(pq.read_table(tmp_path / f"o{f}.parquet").column("x").to_pylist())) for f in (1, 2)]
+    assert outs[0] == outs[1] == ["[0, nan]", "[1000, 1019]"]
+    assert [r.metrics.ncp_by_attribute["x"] for r in runs] == pytest.approx([20 + 20 * 19 / 1019] * 2)
 
 
 def test_library_takes_column_names_as_one_string_too(tmp_path):
