@@ -4,7 +4,11 @@
    such as x'); DROP TABLE t; -- is a bound parameter, never SQL text. Every
    disjunction is parenthesized, and so is a conjunction of two or more
    predicates, so the result can be embedded in a larger condition. The ops
-   are the closed set sqlanon.fragmentation.OPS, checked before rendering. #}
+   are the closed set sqlanon.fragmentation.OPS, checked before rendering.
+   A NaN is above every number, so the side above a (non-NaN) float cut holds
+   it; DuckDB 1.4 still skips the Parquet row groups whose statistics (which
+   leave NaN out) say nothing is above the cut: `OR isnan()` keeps them read.
+   (`v == v` is false for a NaN only.) #}
 {% if not predicates %}
 TRUE
 {% else %}
@@ -14,7 +18,8 @@ TRUE
 {%- if pr.op == "le" -%}
 {{ pr.column | ident }} <= {{ p(pr.value) }}
 {%- elif pr.op == "gt_or_null" -%}
-({{ pr.column | ident }} > {{ p(pr.value) }} OR {{ pr.column | ident }} IS NULL)
+({{ pr.column | ident }} > {{ p(pr.value) }} OR {{ pr.column | ident }} IS NULL
+{%- if dialect == "duckdb" and pr.value is float and pr.value == pr.value %} OR isnan({{ pr.column | ident }}){% endif %})
 {%- elif pr.op == "in" and pr.value -%}
 {{ pr.column | ident }} IN ({% for v in pr.value %}{{ p(v) }}{{ ", " if not loop.last }}{% endfor %})
 {%- elif pr.op == "in" -%}
