@@ -976,7 +976,8 @@ class DuckDBTarget(LocalStagingTarget):
         """Whether the table exists.
 
         Raises:
-            ConfigError: its schema does not (found at the end of the run, after all the work).
+            ConfigError: its schema does not exist (a run would find out only
+                when it publishes, after all its work).
         """
         schema = self.table[0] if len(self.table) == 2 else "main"
         if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:

@@ -484,7 +484,8 @@ class PostgresTarget:
 
         Raises:
             ConfigError: a view or other relation is there, or the schema
-                does not exist (found at the end of the run, after all the work).
+                does not exist (a run would find out only when it publishes,
+                after all its work).
             InputError: the role may not create tables in the schema (the
                 staging table goes there).
         """
