@@ -9,7 +9,8 @@
    statement (same snapshot; GROUP BY puts the NULLs in one group).
    Text (`texts`) is counted by its bytes, as the engine counts it, whatever
    the column's collation (a case-insensitive one would count 'a' and 'A'
-   as one value: NCP above 1); DuckDB counts distinct values that way anyway.
+   as one value: NCP above 1, and an l the data has refused); DuckDB counts
+   distinct values that way anyway; MySQL and MariaDB count them as BINARY.
    SQLite keeps timestamps as text, where '2021-01-01T06:00' sorts after
    '2021-01-01 12:00': their min/max (`stamps`) compare one normalized form.
    The checksums (_checksum.sql) of the `checksum` columns in the same pass. #}
@@ -32,14 +33,14 @@ SELECT
 {% elif dialect == "postgres" %}
     , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} WHERE {{ c | ident }} IS NOT NULL GROUP BY {{ c | ident }}{% if c in texts %}::text COLLATE "C"{% endif %}) AS v) AS {{ ("d" ~ loop.index0) | ident }}
 {% else %}
-    , count(DISTINCT {{ c | ident }}{% if c in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) AS {{ ("d" ~ loop.index0) | ident }}
+    , count(DISTINCT {% if c in texts and dialect.startswith(("sqla:mysql", "sqla:mariadb")) %}CAST({{ c | ident }} AS BINARY){% else %}{{ c | ident }}{% endif %}{% if c in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) AS {{ ("d" ~ loop.index0) | ident }}
 {% endif %}
 {% endfor %}
 {% for s in sensitive %}
 {% if dialect == "postgres" %}
     , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}{% if s in texts %}::text COLLATE "C"{% endif %}) AS v) AS {{ ("s" ~ loop.index0) | ident }}
 {% else %}
-    , count(DISTINCT {{ s | ident }}{% if s in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
+    , count(DISTINCT {% if s in texts and dialect.startswith(("sqla:mysql", "sqla:mariadb")) %}CAST({{ s | ident }} AS BINARY){% else %}{{ s | ident }}{% endif %}{% if s in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
 {% endif %}
 {% endfor %}
 {% include "_checksum.sql" %}

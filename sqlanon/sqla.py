@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import ConfigError, InputError
 from .io import first_line, split_table_name
@@ -164,6 +165,8 @@ def _column(name: str, values: tuple, arrow_type: pa.DataType | None) -> pa.Arra
     try:
         if arrow_type is None:
             return pa.array(values)
+        if pa.types.is_time(arrow_type) and dt.timedelta in set(map(type, values)):
+            return _times_of_day(name, values, arrow_type)
         _exact(name, values, arrow_type)
         try:
             return pa.array(values, type=arrow_type)
@@ -172,6 +175,20 @@ def _column(name: str, values: tuple, arrow_type: pa.DataType | None) -> pa.Arra
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError) as exc:
         want = f" as {arrow_type}" if arrow_type is not None else ""
         raise InputError(f"column {name!r}: cannot read its values{want}: {first_line(exc)}") from None
+
+
+def _times_of_day(name: str, values: tuple, t: pa.DataType) -> pa.Array:
+    """A TIME column whose driver returns durations (MySQL's TIME through
+    PyMySQL, which may also hold -838:59:59 to 838:59:59) as times of day,
+    exactly; a duration outside one day is refused by column."""
+    micros = pa.array(values, pa.duration("us")).cast(pa.int64())
+    outside = pc.or_(pc.less(micros, 0), pc.greater_equal(micros, 86_400_000_000))
+    if pc.any(outside).as_py():
+        raise InputError(
+            f"column {name!r} is a TIME holding durations outside one day, which a time of day cannot hold: "
+            "read it as text in a view (CAST(… AS CHAR)), or drop it (--drop)"
+        )
+    return micros.cast(t)
 
 
 def _accepted(t: pa.DataType) -> tuple[type, ...] | None:
@@ -246,8 +263,8 @@ def arrow_type(sa_type, backend: str) -> pa.DataType | None:
 
     if isinstance(sa_type, t.Boolean):
         return pa.bool_()
-    if isinstance(sa_type, t.Integer):
-        return pa.int64()
+    if isinstance(sa_type, t.Integer):  # MySQL's BIGINT UNSIGNED reaches 2**64 - 1
+        return pa.uint64() if getattr(sa_type, "unsigned", False) else pa.int64()
     if isinstance(sa_type, t.Float) or (isinstance(sa_type, t.Numeric) and backend == "sqlite"):
         return pa.float64()
     if isinstance(sa_type, t.Numeric):
@@ -283,6 +300,8 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
         columns = inspect(_engine(conn)).get_columns(name, schema=schema)
     except NoSuchTableError:
         raise InputError(f"table {table!r} does not exist in {conn.safe()}") from None
+        if conn.backend in ("mysql", "mariadb"):
+            columns = _exact_names(conn, columns, schema, name)
     except SQLAlchemyError as exc:
         raise InputError(f"cannot read {conn.safe()}: {conn.redact(first_line(_cause(exc)))}") from None
     known = [(c["name"], arrow_type(c["type"], conn.backend)) for c in columns]
@@ -303,6 +322,25 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
 
         known = [(n, t if t is not None else probed(n)) for n, t in known]
     return SqlAlchemySource(conn, parts, tuple(known))
+
+
+def _exact_names(conn: Conn, columns: list[dict], schema: str | None, name: str) -> list[dict]:
+    """The reflected columns under their names as the server has them.
+
+    SQLAlchemy reads MySQL's names from SHOW CREATE TABLE without undoing
+    its quoting: a column named x`y came back as x``y (a"b as a""b under
+    sql_mode ANSI_QUOTES), and no statement could then find it."""
+    from sqlalchemy import text
+
+    with _engine(conn).connect() as c:
+        names = [row[0] for row in c.execute(
+            text("SELECT column_name FROM information_schema.columns "
+                 "WHERE table_schema = COALESCE(:s, DATABASE()) AND table_name = :t ORDER BY ordinal_position"),
+            {"s": schema, "t": name},
+        )]
+    if len(names) != len(columns):  # not the table reflected (a view of another schema?): as reflected
+        return columns
+    return [{**col, "name": n} for col, n in zip(columns, names)]
 
 
 def _inferred(t: pa.DataType) -> pa.DataType:

@@ -1572,3 +1572,22 @@ def test_signed_zeros_from_postgres_into_a_duckdb_table_are_refused(pg_url, tmp_
     sqlanon.anonymize(pg_url, out, table=f"{schema}.src", target_table="t", qi=["age"], k=5, workers=1, drop=["f"])
     with duckdb.connect(str(out), read_only=True) as con:
         assert con.execute("SELECT count(*) FILTER (WHERE signbit(g)) FROM t").fetchone()[0] == 300
+
+
+def test_unsigned_integers_from_a_lake_keep_their_values_in_postgresql(pg_url, tmp_path):
+    """PostgreSQL has no unsigned types; a UBIGINT (up to 2**64 - 1: MySQL's
+    BIGINT UNSIGNED arrives as one) and the smaller unsigned integers keep
+    their values there all the same."""
+    src = tmp_path / "u.parquet"
+    n = 200
+    pq.write_table(pa.table({
+        "age": pa.array([18 + i % 40 for i in range(n)], pa.int64()),
+        "u64": pa.array([2**64 - 1 - i for i in range(n)], pa.uint64()),
+        "u32": pa.array([2**32 - 1 - i for i in range(n)], pa.uint32()),
+        "u16": pa.array([2**16 - 1 - i for i in range(n)], pa.uint16()),
+        "u8": pa.array([255 - i for i in range(n)], pa.uint8()),
+    }), src)
+    fresh_schema(pg_url, "unsigned")
+    sqlanon.anonymize(src, pg_url, target_table="unsigned.dst", qi=["age"], k=5, workers=1)
+    got = sorted(sql(pg_url, "SELECT u64::text, u32, u16, u8 FROM unsigned.dst"))
+    assert got == sorted((str(2**64 - 1 - i), 2**32 - 1 - i, 2**16 - 1 - i, 255 - i) for i in range(n))

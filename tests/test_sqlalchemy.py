@@ -333,6 +333,36 @@ def test_quoting_and_binds_follow_the_dialect():
     assert where_sql(preds, "sqla:sqlite")[0] == '("we""ird%`col]" <= :p0 AND "c\\:x" IN (:p1, :p2))'
 
 
+def test_mysql_counts_text_by_its_bytes_and_reads_time_as_a_time_of_day():
+    """Under MySQL's default case-insensitive collations the server counted
+    'Flu' and 'flu' as one value, so -l 3 was refused on data with six
+    spellings and a set's NCP went above 1; a hierarchy's or prefix's domain
+    lost spellings. PyMySQL returns TIME as a duration, which failed any
+    run over a table with a TIME column, and BIGINT UNSIGNED past 2**63 did
+    not fit an int64. (Checked against MariaDB 10.11 by
+    hand; no MySQL server runs in the test suite.)"""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from sqlanon.sql import render
+
+    stats = render("domain_stats.sql", dialect="sqla:mysql+pymysql", relation="`t`", qi=["city"], interval=[],
+                   floats=[], stamps=[], texts=["city", "dx"], sensitive=["dx"], checksum=[]).sql
+    assert "count(DISTINCT CAST(`city` AS BINARY))" in stats and "count(DISTINCT CAST(`dx` AS BINARY))" in stats
+    values = render("distinct_values.sql", dialect="sqla:mariadb+pymysql", relation="`t`", column="city", text=True)
+    assert values.sql.endswith("GROUP BY CAST(`city` AS BINARY)")
+    from sqlalchemy.dialects import mysql
+
+    assert sqla.arrow_type(mysql.BIGINT(unsigned=True), "mysql") == pa.uint64()  # up to 2**64 - 1
+    assert sqla.arrow_type(mysql.BIGINT(), "mysql") == pa.int64()
+    times = sqla._column("tm", (dt.timedelta(hours=13, seconds=16), None), pa.time64("us"))
+    assert times.to_pylist() == [dt.time(13, 0, 16), None]
+    for outside in (dt.timedelta(hours=24), dt.timedelta(seconds=-1)):  # MySQL's TIME holds -838:59:59..838:59:59
+        with pytest.raises(sqlanon.InputError, match="column 'tm' is a TIME holding durations outside one day"):
+            sqla._column("tm", (outside,), pa.time64("us"))
+
+
 # --------------------------------------------------------------------------- 6. bad input
 
 
