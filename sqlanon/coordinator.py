@@ -264,7 +264,10 @@ def domain_stats(
              if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum))
-    row = source.fetch(con, q)
+    # SQLite's timestamps come back as text (`stamps`), typed below
+    typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
+             if c in interval and c not in stamps for m in ("min", "max")}
+    row = source.fetch(con, q, typed)
     total = row.column("n_rows")[0].as_py()
     stats: dict[str, ColumnStats] = {}
     for i, qi in enumerate(spec.quasi_identifiers):
@@ -314,7 +317,7 @@ def _checksum_dialect(source, target) -> str | None:
 def _distinct_values(con, source, column: str, field: pa.Field) -> pa.Array:
     text = pa.types.is_string(field.type) or pa.types.is_large_string(field.type)
     q = _render(source, "distinct_values.sql", relation=source.relation, column=column, text=text)
-    return _as_type(source.fetch(con, q).column(0).combine_chunks(), field)
+    return _as_type(source.fetch(con, q, {column: field}).column(0).combine_chunks(), field)
 
 
 def _as_type(values: pa.Array, field: pa.Field) -> pa.Array:
@@ -366,7 +369,7 @@ def draw_sample(
         **_portable_sample_hash(seed, rows, total),
     )
     if source.dialect != "duckdb":
-        sample = source.fetch(con, q)  # drawn by the server
+        sample = source.fetch(con, q, {c: schema.field(c) for c in spec.qi_names})  # drawn by the server
         return pa.table([_as_type(sample.column(c).combine_chunks(), schema.field(c)) for c in spec.qi_names],
                         names=spec.qi_names)
     # A seeded DuckDB sample is repeatable only single-threaded.

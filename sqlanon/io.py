@@ -131,8 +131,8 @@ class DuckDBReadable:
         """Column names and types, from a query that reads no rows."""
         return self.fetch(con, render("schema.sql", relation=self.relation)).schema
 
-    def fetch(self, con: duckdb.DuckDBPyConnection, stmt) -> pa.Table:
-        """Run a rendered statement over this source."""
+    def fetch(self, con: duckdb.DuckDBPyConnection, stmt, types=None) -> pa.Table:
+        """Run a rendered statement over this source (in DuckDB's types: ``types`` is for other databases)."""
         try:
             return con.execute(stmt.sql, stmt.params).fetch_arrow_table()
         except duckdb.Error as exc:

@@ -100,10 +100,14 @@ class SqlAlchemySource:
         """Column names and types, as reflected when the source was opened."""
         return pa.schema(list(self.fields))
 
-    def fetch(self, con: duckdb.DuckDBPyConnection, stmt: Rendered) -> pa.Table:
+    def fetch(self, con: duckdb.DuckDBPyConnection, stmt: Rendered,
+              types: dict[str, pa.Field] | None = None) -> pa.Table:
         """Run a rendered statement on the database; only its result travels.
-        Result types are the driver's (the caller casts what it needs)."""
-        return self._query(stmt.sql, stmt.params, {})
+        Result columns named in ``types`` are read as that field (a driver's
+        values may not say: MySQL's TIME arrives as a duration, a BIGINT
+        UNSIGNED past 2**63 as a Python int no int64 holds); the others
+        are the driver's (the caller casts what it needs)."""
+        return self._query(stmt.sql, stmt.params, types or {})
 
     def leave_out(self, drop) -> "SqlAlchemySource":
         """The source without the ``drop`` columns: they are never read (a
@@ -117,9 +121,10 @@ class SqlAlchemySource:
         sql = f"SELECT {cols} FROM {self.relation}" + (f" WHERE {where}" if where else "")
         return self._query(sql, list(params), dict(self.fields))
 
-    def _query(self, sql, params: list, types: dict[str, pa.DataType]) -> pa.Table:
+    def _query(self, sql, params: list, types: dict[str, pa.DataType | pa.Field]) -> pa.Table:
         """Run ``sql`` (text with ``:pN`` binds, or a SQLAlchemy statement) into
-        Arrow; result columns named in ``types`` get that type."""
+        Arrow; result columns named in ``types`` get that type (a field's
+        type, errors naming the field: a statistic's column is its QI's)."""
         from sqlalchemy import text
         from sqlalchemy.exc import SQLAlchemyError
 
@@ -131,7 +136,8 @@ class SqlAlchemySource:
                 batches = []
                 while rows := result.fetchmany(FETCH_ROWS):
                     columns = list(zip(*rows))
-                    batches.append(pa.record_batch([_column(n, col, types.get(n)) for n, col in zip(names, columns)], names=names))
+                    batches.append(pa.record_batch([_column(n, col, types.get(n)) for n, col in zip(names, columns)],
+                                                   names=names))
         except SQLAlchemyError as exc:
             raise InputError(f"cannot read {self.describe()}: {self.conn.redact(first_line(_cause(exc)))}") from None
         if not batches:
@@ -154,14 +160,16 @@ def _cause(exc: Exception) -> BaseException:
     return getattr(exc, "orig", None) or exc
 
 
-def _column(name: str, values: tuple, arrow_type: pa.DataType | None) -> pa.Array:
+def _column(name: str, values: tuple, arrow_type: pa.DataType | pa.Field | None) -> pa.Array:
     """One result column as Arrow, in ``arrow_type`` when it is given.
 
     Values must be what the type says (:func:`_exact`): SQLite lets any
     column hold any value, and Arrow would read 50.9 in an INTEGER column as
     50, 2 in a BOOLEAN column as true, or a number in a DATE column as days
-    since 1970, silently.
+    since 1970, silently. A field gives its type and, to errors, its name.
     """
+    if isinstance(arrow_type, pa.Field):
+        name, arrow_type = arrow_type.name, arrow_type.type
     try:
         if arrow_type is None:
             return pa.array(values)
@@ -298,10 +306,10 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
         raise InputError(f"SQLite database {source.root!r} does not exist")
     try:
         columns = inspect(_engine(conn)).get_columns(name, schema=schema)
-    except NoSuchTableError:
-        raise InputError(f"table {table!r} does not exist in {conn.safe()}") from None
         if conn.backend in ("mysql", "mariadb"):
             columns = _exact_names(conn, columns, schema, name)
+    except NoSuchTableError:
+        raise InputError(f"table {table!r} does not exist in {conn.safe()}") from None
     except SQLAlchemyError as exc:
         raise InputError(f"cannot read {conn.safe()}: {conn.redact(first_line(_cause(exc)))}") from None
     known = [(c["name"], arrow_type(c["type"], conn.backend)) for c in columns]

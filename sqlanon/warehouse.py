@@ -331,8 +331,9 @@ class PostgresSource:
             relation = f'(SELECT {", ".join(ident(c) for c in self.columns)} FROM {self.relation}) AS "__sqlanon_cols"'
         return self.fetch(con, render("schema.sql", dialect="postgres", inline=True, relation=relation)).schema
 
-    def fetch(self, con: duckdb.DuckDBPyConnection, stmt) -> pa.Table:
-        """Run a rendered (inline) statement on the server; only its result travels."""
+    def fetch(self, con: duckdb.DuckDBPyConnection, stmt, types=None) -> pa.Table:
+        """Run a rendered (inline) statement on the server; only its result
+        travels (in the types DuckDB's extension gives: ``types`` is for other databases)."""
         if stmt.params:
             raise ValueError("statements for the server must be rendered with inline literals")
         try:

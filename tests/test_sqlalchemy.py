@@ -358,6 +358,11 @@ def test_mysql_counts_text_by_its_bytes_and_reads_time_as_a_time_of_day():
     assert sqla.arrow_type(mysql.BIGINT(), "mysql") == pa.int64()
     times = sqla._column("tm", (dt.timedelta(hours=13, seconds=16), None), pa.time64("us"))
     assert times.to_pylist() == [dt.time(13, 0, 16), None]
+    # The statistics' and the sample's columns too, as their QI's field (a QI's min and max were
+    # read untyped: a duration that no cast made a time, an int past 2**63 that no int64 holds)
+    assert sqla._column("min0", (dt.timedelta(hours=1),), pa.field("tq", pa.time64("us"))).to_pylist() == [
+        dt.time(1)]
+    assert sqla._column("max0", (2**64 - 1,), pa.field("uq", pa.uint64())).to_pylist() == [2**64 - 1]
     for outside in (dt.timedelta(hours=24), dt.timedelta(seconds=-1)):  # MySQL's TIME holds -838:59:59..838:59:59
         with pytest.raises(sqlanon.InputError, match="column 'tm' is a TIME holding durations outside one day"):
             sqla._column("tm", (outside,), pa.time64("us"))
