@@ -7,6 +7,7 @@ verification), 2 usage or configuration error, 130 interrupted (Ctrl-C),
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -619,16 +620,32 @@ def anonymize(
         click.echo(strict_json(result.explain(), indent=None if as_json else 2))
         return
     if as_json:
-        click.echo(strict_json(result.to_dict()))
+        _report(strict_json(result.to_dict()))
         return
     m = result.metrics
-    click.echo(
+    _report(
         f"wrote {result.output}: {m.rows} rows in {m.classes} classes (min size {m.min_class_size}), "
         f"k={m.k} l={m.l}, DP={m.dp}, NCP={m.ncp:.6g}, GCP={m.gcp:.4f}; "
         f"{_count(len(result.plan.fragments), 'fragment')} on {_count(result.workers, 'worker')}, "
         f"{result.timings['total']:.2f}s; "
         f"metrics in {result.metrics_location}"
     )
+
+
+def _report(text: str) -> None:
+    """A published run's summary on stdout. The output and its metrics are
+    published by now: a stdout that is full, closed or gone (its reader left)
+    must not make the run exit 1, which tells a scheduler nothing was
+    published (a retry would publish again and append the metrics twice)."""
+    try:
+        if sys.stdout is None:  # started with stdout closed (>&-)
+            raise OSError("standard output is closed")
+        click.echo(text)
+        sys.stdout.flush()
+    except (OSError, ValueError) as exc:  # ValueError: a closed file; BrokenPipeError is an OSError
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            click.echo(f"Warning: published, but the summary could not be written to standard output "
+                       f"({getattr(exc, 'strerror', None) or exc})", err=True)
 
 
 @main.command(cls=_Command)
@@ -696,7 +713,7 @@ def entry(args: list[str] | None = None, prog_name: str | None = None) -> None:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except (OSError, ValueError):  # a closed pipe: nothing more to say
+            except (OSError, ValueError, AttributeError):  # a closed pipe, or no stream at all (>&-)
                 pass
         os._exit(code)
 

@@ -1125,6 +1125,8 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             raise ConfigError(f"{spec!r} is a DuckDB database: name the output table with --target-table")
         if not Path(spec).parent.is_dir():
             raise ConfigError(f"output directory {str(Path(spec).parent)!r} does not exist")
+        if not os.access(Path(spec).parent, os.W_OK):  # the database file, its WAL and the run's staging go there
+            raise ConfigError(f"output directory {str(Path(spec).parent)!r} is not writable")
         if os.path.isfile(spec) and os.path.getsize(spec) > 0:
             _check_duckdb_file(spec, "--target-table")
         elif not spec.lower().endswith(DUCKDB_SUFFIXES):

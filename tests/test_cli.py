@@ -1519,3 +1519,22 @@ def test_help_wins_over_a_bad_config_before_it(tmp_path):
     r = cli("anonymize", "--config", tmp_path / "missing.yml", "--help")
     assert r.exit_code == 0 and r.stdout.startswith("Usage:")
     assert cli("anonymize", "--config", tmp_path / "missing.yml").exit_code == 2
+
+
+@pytest.mark.parametrize("stdout", ["full", "closed"])
+def test_a_published_run_whose_summary_cannot_be_written_exits_0(tmp_path, stdout):
+    """Exit 1 tells a scheduler nothing was published: a run that had
+    published but then met a full disk on stdout exited 1 ('internal
+    error'), one started with stdout closed (>&-) printed a traceback."""
+    out = tmp_path / "o.parquet"
+    args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(ADULTS), "-o", str(out), "--qi", "age", "-k", "10",
+            "--json"]
+    if stdout == "full":
+        with open("/dev/full", "w") as full:
+            p = subprocess.run(args, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300, cwd=REPO)
+    else:
+        p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300, cwd=REPO,
+                           preexec_fn=lambda: os.close(1))
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.startswith("Warning: published, but the summary could not be written to standard output"), p.stderr
+    assert len(p.stderr.splitlines()) == 1 and pq.read_metadata(out).num_rows == ADULT_ROWS
