@@ -33,7 +33,7 @@ from .config import AnonymizationSpec, missing_column, strict_json, suggest
 from .domain import ColumnStats, as_text, check_type, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
-from .sql import ident, render
+from .sql import ident, literal, render
 from .sql.render import is_generic
 from .verification import Checksums, Verification, column_checksums, verify_relation
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
@@ -388,6 +388,7 @@ def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, co
     return FragmentTask(
         fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source, spec=spec, stats=stats,
         part_path=staging.part_path(plan_fragment.id), drop=drop, memory_limit=memory, threads=threads,
+        temp_directory=staging.spill_dir(str(plan_fragment.id)),
         part_compression=compression, as_text=tuple(staging.as_text), crash_once=os.environ.get(CRASH_ONCE_ENV),
     )
 
@@ -649,6 +650,7 @@ def run(
                 target.check_types()
         out_schema = _empty_schema(schema, spec, drop)
         staging = target.new_staging()
+        con.execute(f"SET temp_directory = {literal(staging.spill_dir('coordinator'))}")  # not ./.tmp
         text, cast = _restored_types(con, source, passthrough) if source.dialect == "duckdb" else ({}, {})
         if target.exact_parts:
             staging.as_text = {f.name: "INTERVAL" for f in out_schema if pa.types.is_interval(f.type)}

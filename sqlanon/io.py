@@ -52,8 +52,14 @@ STAGING_MARK = ".sqlanon-staging-"
 LOCK_MARK = ".sqlanon-lock"
 
 
-def connect(memory_limit: str | None = None, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    memory_limit: str | None = None, threads: int | None = None, temp_directory: str | None = None
+) -> duckdb.DuckDBPyConnection:
     """A fresh in-memory DuckDB connection (one per process or worker).
+
+    ``temp_directory``: where it spills (DuckDB's default is ``.tmp`` in the
+    working directory, which a scheduled job's may not allow, and where a
+    crashed worker's files stayed); a run's own staging area, removed with it.
 
     DuckDB's own progress bar is off: it would write to stdout, which belongs
     to ``--json``; the CLI shows progress by fragment instead. The time zone
@@ -65,6 +71,8 @@ def connect(memory_limit: str | None = None, threads: int | None = None) -> duck
         config["memory_limit"] = memory_limit
     if threads:
         config["threads"] = threads
+    if temp_directory:
+        config["temp_directory"] = temp_directory
     con = duckdb.connect(":memory:", config=config)
     con.execute("SET enable_progress_bar = false")
     con.execute("SET TimeZone = 'UTC'")  # not in ``config``: ICU is not loaded yet there
@@ -739,6 +747,10 @@ class Staging:
 
     def part_path(self, fragment_id: int) -> str:
         return str(self.parts_dir / f"part-{fragment_id:05d}.parquet")
+
+    def spill_dir(self, name: str) -> str:
+        """A DuckDB ``temp_directory`` of its own for one process (:func:`connect`)."""
+        return str(self.root / f"spill-{name}")
 
     def parts_relation(self) -> str:
         relation = FileSource(str(self.parts_dir / "*.parquet"), "parquet").relation

@@ -41,6 +41,8 @@ class FragmentTask:
     drop: tuple[str, ...] = ()
     memory_limit: str | None = None
     threads: int | None = 1
+    temp_directory: str | None = None
+    """Where the worker's DuckDB spills (in the run's staging area)."""
     part_compression: str = "zstd"
     as_text: tuple[str, ...] = ()
     """Columns to write to the part as text (:attr:`sqlanon.io.Staging.as_text`)."""
@@ -96,7 +98,7 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
 
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    con = io.connect(memory_limit=task.memory_limit, threads=task.threads)
+    con = io.connect(memory_limit=task.memory_limit, threads=task.threads, temp_directory=task.temp_directory)
     try:
         t0 = time.perf_counter()
         task.source.attach(con)

@@ -841,3 +841,29 @@ def test_a_duckdb_target_schema_that_is_missing_is_refused_before_any_work(tmp_p
     assert p.returncode == 0, p.stderr
     with duckdb.connect(str(out), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM hr.anon").fetchone()[0] == 200
+
+
+def test_a_worker_spills_into_the_runs_staging_area(tmp_path, monkeypatch):
+    """DuckDB spills into .tmp in the working directory by default: a
+    scheduled job's may be read-only ('Failed to create directory .tmp'),
+    and a crashed worker's files stayed there for good. Each worker spills
+    into a directory of the run's staging area, which goes with it."""
+    from sqlanon import io
+
+    spills = []
+    real = io.connect
+
+    def connect(*args, temp_directory=None, **kwargs):
+        con = real(*args, temp_directory=temp_directory, **kwargs)
+        spills.append(con.execute("SELECT current_setting('temp_directory')").fetchone()[0] if temp_directory else None)
+        return con
+
+    monkeypatch.setattr(io, "connect", connect)
+    src = tmp_path / "src.parquet"
+    pq.write_table(people(2_000), src)
+    run(src, tmp_path / "o.parquet", workers=1, fragments=2)  # the fragments run in this process
+    worker_spills = [s for s in spills if s]
+    assert len(worker_spills) == 2, spills
+    for s in worker_spills:
+        assert Path(s).parent.name.startswith(".o.parquet.sqlanon-staging-") and Path(s).name.startswith("spill-")
+    assert not list(tmp_path.glob(".o.parquet.sqlanon-staging-*"))  # gone with the staging
