@@ -26,10 +26,12 @@ Two planes, each with the tool that is best at it:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.metadata
 import itertools
 import logging
 import re
+import shutil
 import tempfile
 import uuid
 import zlib
@@ -445,6 +447,12 @@ class PostgresTarget:
         # still particular to this target, for the stale-staging clean-up.
         return f"{STAGING_SUFFIX}_{zlib.crc32(self.table[1].encode()):08x}_"
 
+    @property
+    def local_staging_prefix(self) -> str:
+        """The name of the run's local staging directory (its parts) starts so: particular to the target."""
+        key = hashlib.sha256(f"{self.conn.safe()}\0{self.table[0]}\0{self.table[1]}".encode()).hexdigest()[:16]
+        return f"sqlanon-staging-{key}-"
+
     def _staging_name(self, run: str) -> tuple[str, str]:
         return (self.table[0], f"{self._staging_prefix}{run}")
 
@@ -626,7 +634,13 @@ class PostgresTarget:
         if self._lock is None:
             self.lock()
         self._drop_stale_staging()
-        s = PgStaging(Path(tempfile.mkdtemp(prefix="sqlanon-staging-")), run=uuid.uuid4().hex[:12])
+        # The parts wait in a local directory named after this target: a run
+        # killed outright left its directory (the whole anonymized table) in
+        # the temporary directory for good; the next run on the target,
+        # holding the lock (so no live run's), removes such directories.
+        for stale in Path(tempfile.gettempdir()).glob(self.local_staging_prefix + "*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        s = PgStaging(Path(tempfile.mkdtemp(prefix=self.local_staging_prefix)), run=uuid.uuid4().hex[:12])
         s.parts_dir.mkdir()
         return s
 

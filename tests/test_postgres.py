@@ -706,13 +706,18 @@ def test_killed_worker_keeps_previous_target_and_next_run_succeeds(pg_url, short
     # A dead run's staging table, named as the target names its own.
     from sqlanon.warehouse import Conn, PostgresTarget
 
-    stale = PostgresTarget(Conn(pg_url), (schema, "dst"))._staging_name("deadbeef0000")[1]
+    target = PostgresTarget(Conn(pg_url), (schema, "dst"))
+    stale = target._staging_name("deadbeef0000")[1]
     sql(pg_url, f"CREATE TABLE {rel(schema, stale)} AS SELECT 1 AS x")
+    # And its local parts (it stayed in the temporary directory for good); another target's stay.
+    (short_tmp / f"{target.local_staging_prefix}dead" / "parts").mkdir(parents=True)
+    other = short_tmp / f"{PostgresTarget(Conn(pg_url), (schema, 'other')).local_staging_prefix}live"
+    other.mkdir()
     p = _cli(*args, env=env)
     assert p.returncode == 0, p.stderr
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst") == n
     assert not staging_left(pg_url, schema)
-    assert not list(short_tmp.glob("sqlanon-staging-*"))
+    assert list(short_tmp.glob("sqlanon-staging-*")) == [other]
     v = sqlanon.verify(pg_url, table=f"{q(schema)}.dst", qi=PEOPLE_QI.split(","), k=5, l=2, sensitive=["disease"])
     assert v.ok and v.rows == n
 
