@@ -298,6 +298,17 @@ def domain_stats(
     return total, stats, sens, sums
 
 
+def _input_files(source) -> list[str]:
+    """The files a run reads, to tell whether one changed during the run (a
+    server's table is read in one snapshot instead)."""
+    if isinstance(source, io.FileSource):
+        return source.files()
+    root = None if source.dialect == "postgres" else source.root  # a DuckDB or SQLite database file
+    if not root or not os.path.isfile(root):
+        return []
+    return [root, root + ".wal", root + "-wal"]  # DuckDB's and SQLite's write-ahead logs
+
+
 def _checksum_dialect(source, target) -> str | None:
     """Where the pass-through columns of the input and the output can be
     compared value for value (by checksums, ``_checksum.sql``): within one
@@ -569,6 +580,11 @@ def run(
         t0 = time.perf_counter()
         # One consistent view of a live table for every reader of this run.
         source, snapshot_holder = source.export_snapshot()
+        # Files have no snapshot: a change is found before publishing. (A
+        # DuckDB file that is the output's too is this run's to write.)
+        ours = os.path.realpath(target.path) if isinstance(target, io.DuckDBTarget) else None
+        inputs = [f for f in _input_files(source) if os.path.realpath(f) not in (ours, f"{ours}.wal")]
+        unchanged = io.fingerprint(inputs)
         source.attach(con)
         columns = source.server_columns() if source.dialect == "postgres" else []
         if columns and drop:  # never read, not even by the schema's probe (a column grant may leave them out)
@@ -674,6 +690,15 @@ def run(
             interrupts.check()
         plan, results, repaired = execute(plan, make_task, options, pool)
         interrupts.check()
+        # The input is read no more. A file of it that changed meanwhile may
+        # have given fragments rows of two versions (whose row count and
+        # checksums agree when the new version only moved QI values).
+        changed = [f for f, seen in io.fingerprint(inputs).items() if seen != unchanged[f]]
+        if changed:
+            raise InputError(
+                f"refusing to publish {target.describe()!r}: the input file {changed[0]!r} changed during the run "
+                "(replaced, rewritten or removed); rerun once it is complete"
+            )
         timings["anonymize"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()

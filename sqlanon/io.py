@@ -79,6 +79,20 @@ def connect(
     return con
 
 
+def fingerprint(paths: list[str]) -> dict[str, tuple[int, int, int] | None]:
+    """Identity, size and modification time of each file (None: missing), to
+    tell whether an input changed during a run (a file replaced by an
+    upstream ``mv`` at night is read half old, half new)."""
+    out: dict[str, tuple[int, int, int] | None] = {}
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out[p] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            out[p] = None
+    return out
+
+
 _CONVERT = re.compile(r"Could not convert string .* to ")
 
 
@@ -188,6 +202,12 @@ class FileSource(DuckDBReadable):
     double quotes), not the one DuckDB's sniffer guesses from the first
     rows, which when none of them is quoted is "no quoting", and a later
     ``"[72, 73]"`` then reads as two columns."""
+
+    def files(self) -> list[str]:
+        """The files the run reads (listed once, :attr:`globs`)."""
+        if not self.globs:
+            return [self.path]
+        return [f for g in self.globs for f in glob.glob(g)] or list(self.globs)
 
     @property
     def root(self) -> str:

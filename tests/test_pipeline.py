@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -867,3 +868,26 @@ def test_a_worker_spills_into_the_runs_staging_area(tmp_path, monkeypatch):
     for s in worker_spills:
         assert Path(s).parent.name.startswith(".o.parquet.sqlanon-staging-") and Path(s).name.startswith("spill-")
     assert not list(tmp_path.glob(".o.parquet.sqlanon-staging-*"))  # gone with the staging
+
+
+def test_an_input_file_replaced_during_the_run_is_not_published(tmp_path):
+    """An upstream job that replaces the input (write aside, mv) while a run
+    reads it: fragments read before held the old rows, those after the new
+    ones, and with the same row count and pass-through columns (a QI
+    shifted) the blend was published with exit 0. The input's files are
+    checked before publishing."""
+    args, out, proc = _run_to_interrupt(tmp_path, seed=13)
+    src = tmp_path / "big.parquet"
+    shifted = pq.read_table(src)
+    shifted = shifted.set_column(shifted.column_names.index("age"), "age", pc.add(shifted.column("age"), 1))
+    pq.write_table(shifted, tmp_path / "next.parquet")
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None and not _staged_parts(tmp_path):
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before its input could be replaced"
+    os.replace(tmp_path / "next.parquet", src)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert f"the input file {str(src)!r} changed during the run" in err and len(err.splitlines()) == 1, err
+    assert out.read_bytes() == b"previous target"
+    assert not list(tmp_path.glob(".out.parquet.sqlanon-staging-*"))
