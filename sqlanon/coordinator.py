@@ -768,12 +768,7 @@ def run(
             target.rollback(con, staging)
             staging.discard()
         if not succeeded:
-            # End the source's transaction here, where a server that has gone
-            # away is an error: left to close(), DuckDB's postgres extension
-            # would fail its ROLLBACK in a destructor and abort the process.
-            for stmt in ("ROLLBACK", 'DETACH DATABASE IF EXISTS "__sqlanon_src"'):  # io's and warehouse's alias
-                with contextlib.suppress(duckdb.Error):
-                    con.execute(stmt)
+            io.abandon_source(con)
         con.close()
         if snapshot_holder is not None:
             snapshot_holder.close()

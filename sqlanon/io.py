@@ -93,6 +93,17 @@ def fingerprint(paths: list[str]) -> dict[str, tuple[int, int, int] | None]:
     return out
 
 
+def abandon_source(con: duckdb.DuckDBPyConnection) -> None:
+    """End a failed reader's source transaction and attachment here, where a
+    server that has gone away is only an error: left to ``close()``, DuckDB's
+    postgres extension fails its ROLLBACK in a destructor and aborts the
+    process ('terminate called after throwing an instance of
+    duckdb::Exception')."""
+    for stmt in ("ROLLBACK", 'DETACH DATABASE IF EXISTS "__sqlanon_src"'):  # io's and warehouse's alias
+        with contextlib.suppress(duckdb.Error):
+            con.execute(stmt)
+
+
 _CONVERT = re.compile(r"Could not convert string .* to ")
 
 

@@ -14,6 +14,7 @@ same in every fragment), writes one Parquet part file and returns a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import time
@@ -102,7 +103,10 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
     try:
         t0 = time.perf_counter()
         task.source.attach(con)
-        table = task.source.select(con, task.where, task.params)
+        with contextlib.ExitStack() as on_failure:  # a server gone away must fail the task, not abort the process
+            on_failure.callback(io.abandon_source, con)
+            table = task.source.select(con, task.where, task.params)
+            on_failure.pop_all()
         task.source.detach(con)
         if task.drop:  # those the source did not leave out itself
             table = table.drop_columns([c for c in task.drop if c in table.column_names])

@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import uuid
 from pathlib import Path
@@ -1596,3 +1597,42 @@ def test_unsigned_integers_from_a_lake_keep_their_values_in_postgresql(pg_url, t
     sqlanon.anonymize(src, pg_url, target_table="unsigned.dst", qi=["age"], k=5, workers=1)
     got = sorted(sql(pg_url, "SELECT u64::text, u32, u16, u8 FROM unsigned.dst"))
     assert got == sorted((str(2**64 - 1 - i), 2**32 - 1 - i, 2**16 - 1 - i, 255 - i) for i in range(n))
+
+
+def test_a_worker_whose_server_connection_dies_fails_its_task_without_aborting(pg_url, tmp_path):
+    """A server restarted, or pg_terminate_backend(), while a worker pulled
+    its fragment: DuckDB's postgres extension then failed its ROLLBACK in a
+    destructor and aborted the worker ('terminate called after throwing an
+    instance of duckdb::Exception'), and the run said only that a worker
+    died. The task now fails with the server's reason. (The fragment's
+    clause makes the server end its own backend.)"""
+    schema = "dying"
+    _small_source(pg_url, schema, "")
+    from sqlanon.warehouse import Conn, PostgresSource
+
+    source, holder = PostgresSource(Conn(pg_url), (schema, "src")).export_snapshot()  # as a run's workers read
+    script = textwrap.dedent(f"""
+        import sys
+        import pyarrow as pa
+        import sqlanon
+        from sqlanon.engine import column_stats
+        from sqlanon.warehouse import Conn, PostgresSource
+        from sqlanon.worker import FragmentTask, run_fragment
+
+        spec = sqlanon.build_spec(["age"], k=5)
+        task = FragmentTask(
+            fragment_id=0, where="pg_terminate_backend(pg_backend_pid())", params=(),
+            source=PostgresSource(Conn({pg_url!r}), ({schema!r}, "src"), snapshot={source.snapshot!r}), spec=spec,
+            stats=column_stats(pa.table({{"age": [18, 77]}}), spec), part_path={str(tmp_path / "p.parquet")!r},
+        )
+        try:
+            run_fragment(task)
+        except sqlanon.InputError as exc:
+            print("failed:", exc)
+    """)
+    try:
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    finally:
+        holder.close()
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("failed: cannot read") and "terminate called" not in p.stderr, p.stdout + p.stderr
