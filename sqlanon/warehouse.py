@@ -33,6 +33,7 @@ import logging
 import re
 import shutil
 import tempfile
+import time
 import uuid
 import zlib
 from dataclasses import dataclass, field, replace
@@ -406,8 +407,11 @@ class PgStaging(Staging):
 
 
 STAGING_SUFFIX = "__sqlanon_staging"
-PUBLISH_LOCK_TIMEOUT = "2min"
+PUBLISH_LOCK_SECONDS = 120.0
 """How long publishing waits for other sessions' locks on the target table."""
+
+LOCK_TRY_MS = 200
+"""Each try for the target's lock waits this long (see :meth:`PostgresTarget._lock_target`)."""
 
 
 @dataclass
@@ -523,6 +527,39 @@ class PostgresTarget:
     def _connect(self):
         return self.conn.connect()
 
+    def _lock_target(self, c, target: str) -> None:
+        """Take the old table's ACCESS EXCLUSIVE lock in the publishing
+        transaction ``c``, in short tries.
+
+        A request that waits queues every new reader of the table behind it:
+        one long report query held up all readers for up to
+        :data:`PUBLISH_LOCK_SECONDS`; and a Ctrl-C or SIGTERM, deferred while
+        publishing, waited as long. Between tries readers go on, and a stop
+        signal ends the run before anything is published.
+        """
+        import psycopg
+
+        from . import interrupts
+
+        deadline, pause = time.monotonic() + PUBLISH_LOCK_SECONDS, 0.05
+        while True:
+            try:
+                with c.transaction():  # a savepoint: a failed try leaves the transaction usable
+                    c.execute(f"SET LOCAL lock_timeout = {LOCK_TRY_MS}")
+                    c.execute(f"LOCK TABLE {target} IN ACCESS EXCLUSIVE MODE")
+                break
+            except psycopg.errors.LockNotAvailable:
+                if interrupts.received():
+                    raise KeyboardInterrupt from None  # nothing is published: the transaction rolls back
+                if time.monotonic() > deadline:
+                    raise InputError(
+                        f"cannot replace {self.describe()}: other sessions held it for {PUBLISH_LOCK_SECONDS:g} s "
+                        "(lock timeout); the old table is kept"
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+        c.execute(f"SET LOCAL lock_timeout = {int(PUBLISH_LOCK_SECONDS * 1000)}")
+
     @contextlib.contextmanager
     def _transaction(self, what: str):
         """A connection in one transaction; a server error is one redacted line."""
@@ -561,10 +598,9 @@ class PostgresTarget:
         """
         target = ident(list(self.table))
         rename = f"ALTER TABLE {stage} RENAME TO {ident(self.table[1])}"
-        # Publishing waits for sessions that read the old table, but not for
-        # ever (a Ctrl-C is deferred while publishing): then the run fails
-        # with the server's "lock timeout" and the old table stays.
-        c.execute(f"SET LOCAL lock_timeout = {literal(PUBLISH_LOCK_TIMEOUT, 'postgres')}")
+        # Publishing waits for sessions that hold the old table, not for ever
+        # (then the run fails and the old table stays), the metrics table too.
+        c.execute(f"SET LOCAL lock_timeout = {int(PUBLISH_LOCK_SECONDS * 1000)}")
         kind = c.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", (target,)).fetchone()
         if kind is None:
             c.execute(rename)
@@ -575,7 +611,7 @@ class PostgresTarget:
             raise ConfigError(
                 f"{self.describe()} was created while this run was working; pass --overwrite to replace it"
             )
-        c.execute(f"LOCK TABLE {target} IN ACCESS EXCLUSIVE MODE")
+        self._lock_target(c, target)
         plan = render("replace_plan.sql", dialect="postgres", inline=True, old=target, new=stage)
         views, indexes, attached, owner, unkept, old_columns, new_columns = c.execute(plan.sql).fetchone()
         same = old_columns == new_columns

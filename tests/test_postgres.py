@@ -1264,7 +1264,7 @@ def test_a_view_as_the_target_is_refused_and_publishing_waits_for_locks_in_bound
         _run_small(pg_url, schema, target="v")
     _run_small(pg_url, schema)  # publishes locked.dst
     before = scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst")
-    monkeypatch.setattr(warehouse, "PUBLISH_LOCK_TIMEOUT", "1s")
+    monkeypatch.setattr(warehouse, "PUBLISH_LOCK_SECONDS", 1.0)
     with psycopg.connect(warehouse.Conn(pg_url).libpq()) as reader:
         # Ends itself after 20 s, so that a run that waits for ever fails this test instead of hanging it.
         reader.execute("SET idle_in_transaction_session_timeout = '20s'")
@@ -1636,3 +1636,37 @@ def test_a_worker_whose_server_connection_dies_fails_its_task_without_aborting(p
         holder.close()
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("failed: cannot read") and "terminate called" not in p.stderr, p.stdout + p.stderr
+
+
+def test_publishing_behind_a_long_reader_neither_blocks_readers_nor_ignores_sigterm(pg_url):
+    """A report query holding the old table made publishing wait (up to two
+    minutes) in one lock request: every new reader queued behind it, and a
+    SIGTERM, deferred while publishing, waited as long (a scheduler's grace
+    period then SIGKILLs the run). The lock is now asked for in short tries."""
+    import psycopg
+
+    schema = "long reader"
+    _small_source(pg_url, schema, "")
+    _run_small(pg_url, schema)
+    before = _rows(pg_url, schema, "dst")
+    args = ["anonymize", pg_url, "--table", f"{q(schema)}.src", "-o", pg_url, "--target-table", f"{q(schema)}.dst",
+            "--qi", "age", "-k", 5, "-l", 2, "--sensitive", "disease", "--workers", 1, "--overwrite", "--quiet"]
+    with psycopg.connect(warehouse.Conn(pg_url).libpq()) as report:
+        report.execute("SET idle_in_transaction_session_timeout = '60s'")  # a hung test ends
+        report.execute(f"SELECT count(*) FROM {rel(schema, 'dst')}").fetchone()  # its transaction holds the table
+        proc = _popen(*args)
+        waiting = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LOCK TABLE%%' AND pid <> pg_backend_pid()"
+        deadline = time.time() + 60
+        while time.time() < deadline and proc.poll() is None and not scalar(pg_url, waiting):
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it waited for the table"
+        time.sleep(1.0)
+        with psycopg.connect(warehouse.Conn(pg_url).libpq()) as reader:  # other readers go on meanwhile
+            reader.execute("SET statement_timeout = '3s'")
+            assert reader.execute(f"SELECT count(*) FROM {rel(schema, 'dst')}").fetchone()[0] == len(before)
+        proc.terminate()
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143 and err.strip() == "Terminated; nothing was published.", err
+        assert time.monotonic() - t0 < 5
+    assert _rows(pg_url, schema, "dst") == before and not staging_left(pg_url, schema)
