@@ -477,7 +477,8 @@ def execute(
             try:
                 res = fut.result()
             except BrokenProcessPool as exc:
-                raise InputError(f"a worker process died while anonymizing fragment {fid}; nothing was published") from exc
+                raise InputError(f"a worker process died (killed, or out of memory?) while anonymizing fragment "
+                                 f"{fid}; nothing was published") from exc
             except SqlanonError:
                 raise
             except Exception as exc:  # a task failed on Dask or Spark after its retries
