@@ -642,7 +642,9 @@ def _report(text: str) -> None:
             raise OSError("standard output is closed")
         click.echo(text)
         sys.stdout.flush()
-    except (OSError, ValueError) as exc:  # ValueError: a closed file; BrokenPipeError is an OSError
+    except BrokenPipeError:
+        pass  # its reader left (`| head -c0`): nothing to say, nobody to say it to
+    except (OSError, ValueError) as exc:  # ValueError: a closed file
         with contextlib.suppress(OSError, ValueError, AttributeError):
             click.echo(f"Warning: published, but the summary could not be written to standard output "
                        f"({getattr(exc, 'strerror', None) or exc})", err=True)

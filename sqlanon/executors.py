@@ -42,6 +42,7 @@ import tempfile
 import threading
 import time
 import warnings
+import weakref
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 
 from .errors import ConfigError, InputError
@@ -224,6 +225,31 @@ def exit_with(pid: int) -> None:
     threading.Thread(target=wait, daemon=True, name="sqlanon-exit-with-coordinator").start()
 
 
+_ABORTED: weakref.WeakSet = weakref.WeakSet()
+"""Management threads of process pools that a failed run tore down."""
+_excepthook = None
+
+
+def _quiet_after_abort(thread: threading.Thread | None) -> None:
+    """Keep the traceback of ``thread`` (a pool's management thread) off
+    stderr: a pool torn down while its workers start may fail in it ('Bad
+    file descriptor' in terminate_broken), after the run's one-line error."""
+    global _excepthook
+    if thread is None:
+        return
+    _ABORTED.add(thread)
+    if _excepthook is None:
+        _excepthook = threading.excepthook
+
+        def hook(args) -> None:
+            if args.thread is not None and args.thread in _ABORTED:
+                log.debug("a stopped worker pool's thread ended with %s: %s", args.exc_type.__name__, args.exc_value)
+                return
+            _excepthook(args)
+
+        threading.excepthook = hook
+
+
 class LocalExecutor:
     """A process pool whose workers fork from a server that has imported sqlanon."""
 
@@ -268,6 +294,8 @@ class LocalExecutor:
 
     def shutdown(self, abort: bool = False) -> None:
         """Stop the pool; ``abort`` (after a failure or a timeout) kills running tasks."""
+        if abort:
+            _quiet_after_abort(getattr(self._pool, "_executor_manager_thread", None))
         if abort and self._warming:
             # A run that failed while the fork server was still loading: the
             # pool's shutdown would wait for it (~1 s) to fork the first worker.
