@@ -410,8 +410,9 @@ STAGING_SUFFIX = "__sqlanon_staging"
 PUBLISH_LOCK_SECONDS = 120.0
 """How long publishing waits for other sessions' locks on the target table."""
 
-LOCK_TRY_MS = 200
-"""Each try for the target's lock waits this long (see :meth:`PostgresTarget._lock_target`)."""
+LOCK_TRIES_MS = (200, 400, 800, 1600, 3200, 5000)
+"""How long each try for the target's lock waits, the last one repeated
+(see :meth:`PostgresTarget._lock_target`)."""
 
 
 @dataclass
@@ -535,17 +536,20 @@ class PostgresTarget:
         one long report query held up all readers for up to
         :data:`PUBLISH_LOCK_SECONDS`; and a Ctrl-C or SIGTERM, deferred while
         publishing, waited as long. Between tries readers go on, and a stop
-        signal ends the run before anything is published.
+        signal ends the run before anything is published. The tries grow
+        (:data:`LOCK_TRIES_MS`): while a try waits, new readers queue behind
+        it, so one that outlasts the reads under way gets the table even when
+        reads overlap without a gap (fixed short tries never did).
         """
         import psycopg
 
         from . import interrupts
 
-        deadline, pause = time.monotonic() + PUBLISH_LOCK_SECONDS, 0.05
-        while True:
+        deadline = time.monotonic() + PUBLISH_LOCK_SECONDS
+        for attempt in itertools.count():
             try:
                 with c.transaction():  # a savepoint: a failed try leaves the transaction usable
-                    c.execute(f"SET LOCAL lock_timeout = {LOCK_TRY_MS}")
+                    c.execute(f"SET LOCAL lock_timeout = {LOCK_TRIES_MS[min(attempt, len(LOCK_TRIES_MS) - 1)]}")
                     c.execute(f"LOCK TABLE {target} IN ACCESS EXCLUSIVE MODE")
                 break
             except psycopg.errors.LockNotAvailable:
@@ -556,8 +560,7 @@ class PostgresTarget:
                         f"cannot replace {self.describe()}: other sessions held it for {PUBLISH_LOCK_SECONDS:g} s "
                         "(lock timeout); the old table is kept"
                     ) from None
-                time.sleep(pause)
-                pause = min(pause * 2, 1.0)
+                time.sleep(0.05)
         c.execute(f"SET LOCAL lock_timeout = {int(PUBLISH_LOCK_SECONDS * 1000)}")
 
     @contextlib.contextmanager

@@ -1670,3 +1670,39 @@ def test_publishing_behind_a_long_reader_neither_blocks_readers_nor_ignores_sigt
         assert proc.returncode == 143 and err.strip() == "Terminated; nothing was published.", err
         assert time.monotonic() - t0 < 5
     assert _rows(pg_url, schema, "dst") == before and not staging_left(pg_url, schema)
+
+
+def test_publishing_gets_a_table_whose_reads_overlap_without_a_gap(pg_url):
+    """Tries of 200 ms each never got a table read by two sessions whose
+    1-second reads overlapped: publishing failed after its 2 minutes, where
+    one queued request had got it at once. The tries grow."""
+    import threading
+
+    import psycopg
+
+    schema = "busy"
+    _small_source(pg_url, schema, "")
+    _run_small(pg_url, schema)
+    stop = threading.Event()
+
+    def read(delay: float) -> None:
+        time.sleep(delay)
+        with psycopg.connect(warehouse.Conn(pg_url).libpq(), autocommit=True) as c:
+            while not stop.is_set():
+                try:
+                    c.execute(f"SELECT count(*), pg_sleep(1) FROM {rel(schema, 'dst')}").fetchone()
+                except psycopg.errors.UndefinedTable:  # between the swap's rename and its commit
+                    pass
+
+    readers = [threading.Thread(target=read, args=(d,), daemon=True) for d in (0.0, 0.5)]
+    for r in readers:
+        r.start()
+    try:
+        time.sleep(1.5)
+        t0 = time.monotonic()
+        _run_small(pg_url, schema)
+        assert time.monotonic() - t0 < 30
+    finally:
+        stop.set()
+        for r in readers:
+            r.join(timeout=10)
