@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import re
+import tempfile
 import threading
 import time
 import uuid
@@ -33,7 +34,7 @@ from .config import AnonymizationSpec, missing_column, strict_json, suggest
 from .domain import ColumnStats, as_text, check_type, interval_stats, resolve_generalization
 from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
-from .sql import ident, literal, render
+from .sql import ident, render
 from .sql.render import is_generic
 from .verification import Checksums, Verification, column_checksums, verify_relation
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
@@ -573,7 +574,10 @@ def run(
         warm = threading.Thread(target=kernel.load, daemon=True)
     if not options.explain:
         warm.start()
-    con = io.connect()
+    # Its statistics and sample may spill before the run has a staging area:
+    # into a directory of its own in the temporary directory (TMPDIR), which
+    # DuckDB removes when it closes, not into ./.tmp.
+    con = io.connect(temp_directory=os.path.join(tempfile.gettempdir(), f"sqlanon-spill-{uuid.uuid4().hex[:12]}"))
     staging = None
     succeeded = False
     snapshot_holder = None
@@ -667,7 +671,6 @@ def run(
                 target.check_types()
         out_schema = _empty_schema(schema, spec, drop)
         staging = target.new_staging()
-        con.execute(f"SET temp_directory = {literal(staging.spill_dir('coordinator'))}")  # not ./.tmp
         text, cast = _restored_types(con, source, passthrough) if source.dialect == "duckdb" else ({}, {})
         if target.exact_parts:
             staging.as_text = {f.name: "INTERVAL" for f in out_schema if pa.types.is_interval(f.type)}

@@ -780,7 +780,7 @@ class Staging:
         return str(self.parts_dir / f"part-{fragment_id:05d}.parquet")
 
     def spill_dir(self, name: str) -> str:
-        """A DuckDB ``temp_directory`` of its own for one process (:func:`connect`)."""
+        """A DuckDB ``temp_directory`` of its own for one worker (:func:`connect`)."""
         return str(self.root / f"spill-{name}")
 
     def parts_relation(self) -> str:
