@@ -112,9 +112,10 @@ def in_library_terms(function: Callable) -> Callable:
 
 
 # A password runs to the next '@' (as SQLAlchemy parses it), quotes and raw
-# spaces included; so for a URL without one (host:port) the mask may take in
-# the text up to an '@' later on its line: the slip is towards hiding.
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][\w+.-]*://[^:/@\s'\"]*:)[^@\n]*@")
+# spaces included, but not past another URL: for a URL without one
+# (host:port) the mask may take in the text up to an '@' later on its line,
+# the slip being towards hiding, but never a second URL's start.
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][\w+.-]*://[^:/@\s'\"]*:)(?:(?!://)[^@\n])*@")
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s'\"]*", re.IGNORECASE)
 
 

@@ -36,7 +36,7 @@ from click.testing import CliRunner
 import sqlanon
 from sqlanon import coordinator as sqlanon_coordinator
 from sqlanon.cli import main
-from sqlanon.errors import InputError
+from sqlanon.errors import InputError, redact_urls
 from sqlanon.io import STAGING_MARK
 from sqlanon.sql import ident
 from sqlanon.verification import Verification
@@ -1506,6 +1506,9 @@ def test_a_url_quoted_in_an_error_has_its_password_masked(tmp_path):
     with pytest.raises(sqlanon.ConfigError) as caught:
         sqlanon.anonymize(ADULTS, tmp_path / "x.parquet", qi=["age"], k=5, metrics=url)
     assert "S3cretpw" not in str(caught.value) and "op:***@" in str(caught.value)
+    # A URL without a password before one with it: each keeps its own host (they were merged into one)
+    assert redact_urls("'postgresql://db1:5432/x' and 'postgresql://op:S3cret pw@db2/y'") == (
+        "'postgresql://db1:5432/x' and 'postgresql://op:***@db2/y'")
 
 
 def test_bare_sqlanon_prints_its_help():
