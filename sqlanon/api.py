@@ -374,6 +374,7 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
             same_file = isinstance(source, io.DuckDBSource) and source.same_path(out)
             if same_file and mkey == io.duckdb_table_key(source.table):
                 raise ConfigError(f"--metrics={metrics!r} is the input table; name another table")
+            io.DuckDBTarget(out, target.metrics_table(metrics)).exists()  # its schema must exist
             return
         if not io.file_format(metrics):
             if target_table:  # names resolved as the server does (an unqualified one on its search_path)

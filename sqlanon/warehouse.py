@@ -528,6 +528,28 @@ class PostgresTarget:
     def _connect(self):
         return self.conn.connect()
 
+    def check_metrics_table(self, where: str) -> None:
+        """``--metrics`` as a table of the output database: its schema must
+        exist, and the role create the table there unless it exists (found
+        when publishing, after all the work, before)."""
+        from .io import file_format
+
+        if file_format(where):
+            return
+        schema, name = self._metrics_name(where)
+        with self._connect() as c:
+            has_schema, can_create, found = c.execute(
+                "SELECT s.oid IS NOT NULL, s.oid IS NOT NULL AND has_schema_privilege(s.oid, 'CREATE'), "
+                "to_regclass(%s) IS NOT NULL FROM (SELECT to_regnamespace(%s) AS oid) s",
+                (ident([schema, name]), ident(schema)),
+            ).fetchone()
+        if not has_schema:
+            raise ConfigError(f"--metrics={where!r}: schema {schema!r} does not exist in {self.conn.safe()}: create "
+                              "it, or name a table in another schema")
+        if not found and not can_create:
+            raise InputError(f"cannot write the metrics table {schema}.{name} of {self.conn.safe()}: the role may "
+                             f"not create tables in schema {schema!r}")
+
     def _lock_target(self, c, target: str) -> None:
         """Take the old table's ACCESS EXCLUSIVE lock in the publishing
         transaction ``c``, in short tries.
@@ -848,6 +870,8 @@ def open_target(url: str, table: str | None, *, overwrite: bool, metrics: str | 
     # table is refused before it does any work, not only if both publish at once.
     if metrics is None:
         fits_postgres(target._metrics_name(None)[1], "the metrics table", ": name one with --metrics")
+    else:
+        target.check_metrics_table(metrics)
     target.lock()
     with contextlib.ExitStack() as on_failure:
         on_failure.callback(target.unlock)

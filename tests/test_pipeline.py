@@ -839,6 +839,8 @@ def test_a_duckdb_target_schema_that_is_missing_is_refused_before_any_work(tmp_p
     assert p.returncode == 2 and f"schema 'hr' does not exist in '{out}'" in p.stderr, p.stderr
     with duckdb.connect(str(out)) as con:
         con.execute("CREATE SCHEMA HR")  # names match case-insensitively, as DuckDB's do
+    p = _cli(*args, "--metrics", "audit.runs")  # the metrics table's schema too
+    assert p.returncode == 2 and f"schema 'audit' does not exist in '{out}'" in p.stderr, p.stderr
     p = _cli(*args)
     assert p.returncode == 0, p.stderr
     with duckdb.connect(str(out), read_only=True) as con:

@@ -1551,6 +1551,10 @@ def test_a_target_schema_that_is_missing_or_not_writable_is_refused_before_any_w
     assert p.returncode == 2, p.stderr
     assert "schema 'nosuchschema' does not exist" in one_error_line(p.stderr)
     assert "fragment" not in p.stderr  # nothing ran
+    args[args.index("nosuchschema.dst")] = f"{schema}.dst"
+    p = _cli(*args, "--metrics", "audit.runs")  # the metrics table's schema too
+    assert p.returncode == 2 and "--metrics='audit.runs': schema 'audit' does not exist" in one_error_line(p.stderr)
+    assert "fragment" not in p.stderr and not exists(pg_url, schema, "dst")
     sql(pg_url, f"DO $$BEGIN CREATE ROLE {role} LOGIN PASSWORD 'ncpw'; EXCEPTION WHEN duplicate_object "
                 f"THEN NULL; END$$")
     sql(pg_url, f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON {schema}.src TO {role}")
@@ -1559,6 +1563,12 @@ def test_a_target_schema_that_is_missing_or_not_writable_is_refused_before_any_w
              "--qi", "age", "-k", 5, "-v")
     assert p.returncode == 1, p.stderr
     assert "may not create tables in schema 'noschema_src'" in one_error_line(p.stderr)
+    assert "fragment" not in p.stderr and not exists(pg_url, schema, "dst")
+    sql(pg_url, f"GRANT CREATE ON SCHEMA {schema} TO {role}")  # its own schema, but not public's for the metrics
+    sql(pg_url, f"REVOKE CREATE ON SCHEMA public FROM PUBLIC, {role}")
+    p = _cli("anonymize", url, "--table", f"{schema}.src", "-o", url, "--target-table", f"{schema}.dst",
+             "--qi", "age", "-k", 5, "-v", "--metrics", "public.sqlanon_runs_nocreate")
+    assert p.returncode == 1 and "may not create tables in schema 'public'" in one_error_line(p.stderr), p.stderr
     assert "fragment" not in p.stderr and not exists(pg_url, schema, "dst")
 
 
