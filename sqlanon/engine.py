@@ -174,7 +174,8 @@ def _as_arrow(data) -> pa.Table:
                 data = data.reset_index()
             except ValueError as exc:
                 raise ConfigError(f"the DataFrame's index cannot become a column: {exc}") from None
-        elif not index.equals(pd.RangeIndex(len(index))):  # 0..n-1 in order, a RangeIndex or not
+        elif not (pd.api.types.is_integer_dtype(index.dtype) and index.equals(pd.RangeIndex(len(index)))):
+            # 0..n-1 in order, a RangeIndex or not (equals() takes [False, True] and 0.0, 1.0 for it too)
             # Positions (a filter's, a chunk's): published, they would undo the
             # shuffle within classes; dropped, the result's 0..n-1 would pass
             # for them. The caller says which.

@@ -341,7 +341,8 @@ class DaskExecutor:
             # told: a port in use (a user's own cluster) printed a warning.
             self._cluster = LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                memory_limit=int(total_memory() * 0.8 / workers), preload=[__name__],  # dask_setup below
+                memory_limit=int(total_memory() * 0.8 / workers),
+                preload=[*_dask_preloads(), __name__],  # dask_setup below, after the user's own
                 env={_DASK_QUIET_ENV: "" if log.isEnabledFor(logging.INFO) else "1"},
             )
             self._client = Client(self._cluster)
@@ -421,6 +422,15 @@ class DaskExecutor:
                         with contextlib.suppress(OSError):
                             os.kill(pid, signal.SIGKILL)
             self._cluster.close()
+
+
+def _dask_preloads() -> list[str]:
+    """The worker preloads the user's Dask configuration names (a preload
+    passed to the cluster replaces them)."""
+    import dask
+
+    configured = dask.config.get("distributed.worker.preload", default=[]) or []
+    return [configured] if isinstance(configured, str) else list(configured)
 
 
 _DASK_QUIET_ENV = "SQLANON_DASK_QUIET"

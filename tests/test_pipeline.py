@@ -338,7 +338,7 @@ def test_a_ctrl_c_at_the_terminal_prints_one_line_and_ends_the_run(tmp_path, exe
     t0 = time.monotonic()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and err == "Interrupted; nothing was published.\n", err
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 4  # it took up to 4 s more, and 10 once, before
     assert out.read_bytes() == b"previous target"
     deadline = time.time() + 10
     while time.time() < deadline and session_members(proc.pid):

@@ -492,7 +492,8 @@ def test_anonymize_table_keeps_a_dataframes_index_as_data():
         assert sqlanon.anonymize_table(same, spec).table.column_names == ["age", "note"]
     # An unnamed index other than 0..n-1 holds positions (a filter's, a chunk's, df.iloc[10:]): published,
     # they would undo the shuffle within classes; dropped, to_pandas() would misalign. The caller decides.
-    for other in (df[df.age > 30], df.iloc[10:], df.sample(frac=1, random_state=0)):
+    for other in (df[df.age > 30], df.iloc[10:], df.sample(frac=1, random_state=0),
+                  df.set_axis(pd.Index([float(i) for i in range(60)]))):
         with pytest.raises(ConfigError, match=r"the DataFrame's index is not 0..n-1 .*rename_axis\('row_id'\)"
                                               r".*reset_index\(drop=True\)"):
             sqlanon.anonymize_table(other, spec)
