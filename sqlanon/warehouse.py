@@ -503,18 +503,7 @@ class PostgresTarget:
             InputError: the role may not create tables in the schema (the
                 staging table goes there).
         """
-        import psycopg
-
-        with self._connect() as c:
-            try:
-                schema, can_create, kind = c.execute(
-                    "SELECT s.oid IS NOT NULL, s.oid IS NOT NULL AND has_schema_privilege(s.oid, 'CREATE'), "
-                    "(SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)) "
-                    "FROM (SELECT to_regnamespace(%s) AS oid) s",
-                    (ident(list(self.table)), ident(self.table[0])),
-                ).fetchone()
-            except psycopg.Error as exc:  # e.g. no USAGE on its schema
-                raise InputError(f"cannot look up {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+        schema, can_create, kind = self._probe(self.table)
         if not schema:
             raise ConfigError(f"schema {self.table[0]!r} does not exist in {self.conn.safe()}: create it, or name "
                               "the table in another schema with --target-table")
@@ -528,6 +517,23 @@ class PostgresTarget:
     def _connect(self):
         return self.conn.connect()
 
+    def _probe(self, table: tuple[str, str]) -> tuple[bool, bool, str | None]:
+        """Whether ``table``'s schema exists, whether the role may create
+        tables in it, and the relkind of ``table`` (None: nothing there)."""
+        import psycopg
+
+        with self._connect() as c:
+            try:
+                return c.execute(
+                    "SELECT s.oid IS NOT NULL, s.oid IS NOT NULL AND has_schema_privilege(s.oid, 'CREATE'), "
+                    "(SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)) "
+                    "FROM (SELECT to_regnamespace(%s) AS oid) s",
+                    (ident(list(table)), ident(table[0])),
+                ).fetchone()
+            except psycopg.Error as exc:  # e.g. no USAGE on its schema
+                raise InputError(f"cannot look up {'.'.join(table)} in {self.conn.safe()}: "
+                                 f"{self.conn.redact(_first_line(exc))}") from None
+
     def check_metrics_table(self, where: str) -> None:
         """``--metrics`` as a table of the output database: its schema must
         exist, and the role create the table there unless it exists (found
@@ -537,12 +543,7 @@ class PostgresTarget:
         if file_format(where):
             return
         schema, name = self._metrics_name(where)
-        with self._connect() as c:
-            has_schema, can_create, found = c.execute(
-                "SELECT s.oid IS NOT NULL, s.oid IS NOT NULL AND has_schema_privilege(s.oid, 'CREATE'), "
-                "to_regclass(%s) IS NOT NULL FROM (SELECT to_regnamespace(%s) AS oid) s",
-                (ident([schema, name]), ident(schema)),
-            ).fetchone()
+        has_schema, can_create, found = self._probe((schema, name))
         if not has_schema:
             raise ConfigError(f"--metrics={where!r}: schema {schema!r} does not exist in {self.conn.safe()}: create "
                               "it, or name a table in another schema")
