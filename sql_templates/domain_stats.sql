@@ -13,7 +13,8 @@
    distinct values that way anyway; MySQL and MariaDB count them as BINARY.
    SQLite keeps timestamps as text, where '2021-01-01T06:00' sorts after
    '2021-01-01 12:00': their min/max (`stamps`) compare one normalized form.
-   The checksums (_checksum.sql) of the `checksum` columns in the same pass. #}
+   The checksums (_checksum.sql) of the `checksum` columns, and whether each
+   `signed_zeros` column holds both zeros (_signed_zeros.sql), in the same pass. #}
 SELECT
     count(*) AS n_rows
 {% for c in qi %}
@@ -44,4 +45,5 @@ SELECT
 {% endif %}
 {% endfor %}
 {% include "_checksum.sql" %}
+{% include "_signed_zeros.sql" %}
 FROM {{ relation }}

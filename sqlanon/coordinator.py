@@ -253,10 +253,12 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
 
 def domain_stats(
     con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema,
-    checksum: list[str] | tuple[str, ...] = (),
-) -> tuple[int, dict[str, ColumnStats], dict[str, int], Checksums]:
-    """Row count, per-QI :class:`ColumnStats`, per-sensitive distinct counts and
-    the checksum of each ``checksum`` column (``_checksum.sql``), in one pass."""
+    checksum: list[str] | tuple[str, ...] = (), signed_zeros: list[str] | tuple[str, ...] = (),
+) -> tuple[int, dict[str, ColumnStats], dict[str, int], Checksums, list[str]]:
+    """Row count, per-QI :class:`ColumnStats`, per-sensitive distinct counts,
+    the checksum of each ``checksum`` column (``_checksum.sql``) and the
+    ``signed_zeros`` columns that hold both -0.0 and 0.0 (``_signed_zeros.sql``,
+    DuckDB and PostgreSQL), in one pass."""
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
     floats = [c for c in interval if pa.types.is_floating(schema.field(c).type)]
@@ -264,7 +266,8 @@ def domain_stats(
     texts = [c for c in [*spec.qi_names, *spec.sensitive]
              if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
-                stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum))
+                stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
+                signed_zeros=list(signed_zeros))
     # SQLite's timestamps come back as text (`stamps`), typed below
     typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
              if c in interval and c not in stamps for m in ("min", "max")}
@@ -296,7 +299,8 @@ def domain_stats(
     # may be 'infinity' or BC, which Python's dates cannot hold.
     names = [n for n in row.column_names if n.startswith("__sqlanon_h")]
     sums = Checksums.from_row(names, [row.column(n)[0].as_py() for n in names], list(checksum))
-    return total, stats, sens, sums
+    mixed = [c for i, c in enumerate(signed_zeros) if row.column(f"__sqlanon_z{i}")[0].as_py()]
+    return total, stats, sens, sums, mixed
 
 
 def _input_files(source) -> list[str]:
@@ -626,8 +630,18 @@ def run(
         elif passthrough and isinstance(source, io.FileSource) and source.fmt == "csv":
             _refuse_rounded_numbers(con, source, schema, passthrough)
         compare_on = _checksum_dialect(source, target) if passthrough else None
-        total, stats, sens_distinct, in_sums = domain_stats(
-            con, source, spec, schema, passthrough if compare_on == "duckdb" else ())
+        # A DuckDB table's storage does not keep -0.0 and 0.0 of one column
+        # apart (it compresses them as equal at a checkpoint, after the checksums).
+        zeros = [f.name for f in schema if f.name in passthrough and pa.types.is_floating(f.type)] if (
+            isinstance(target, io.DuckDBTarget) and source.dialect in ("duckdb", "postgres")) else []
+        total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
+            con, source, spec, schema, passthrough if compare_on == "duckdb" else (), zeros)
+        if mixed_zeros:
+            raise InputError(
+                f"column {mixed_zeros[0]!r} holds both -0.0 and 0.0, whose signs a DuckDB table "
+                f"({target.describe()!r}) does not keep apart: write Parquet, drop it (--drop), or cast it to text "
+                "in a view"
+            )
         if compare_on == "postgres":  # in the run's snapshot, on the server
             in_sums = column_checksums(snapshot_holder, source.relation, passthrough, "postgres")
         if total == 0:
@@ -677,8 +691,6 @@ def run(
             if isinstance(target, io.DuckDBTarget):
                 staging.as_text.update(text)
                 staging.cast_back = cast
-                _check_signed_zeros(con, source, [f.name for f in schema if f.name in passthrough
-                                                  and pa.types.is_floating(f.type)], target)
         else:
             _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
@@ -889,22 +901,6 @@ def _check_parquet_hugeints(con: duckdb.DuckDBPyConnection, source, columns: lis
                 f"column {c!r} is a HUGEINT holding values of 39 digits, which Parquet ({target.describe()!r}) "
                 "cannot hold (DECIMAL(38,0) at most): write to a DuckDB table, cast it to text in a view, or drop "
                 "it (--drop)"
-            )
-
-
-def _check_signed_zeros(con: duckdb.DuckDBPyConnection, source, columns: list[str], target) -> None:
-    """A float column holding both -0.0 and 0.0 comes out of a DuckDB
-    table's storage with the sign of some of its zeros changed (DuckDB 1.4
-    compares them equal when it compresses a column at a checkpoint, after
-    the checksums have compared the rows). Refused by column."""
-    if not columns or source.dialect not in ("duckdb", "postgres"):
-        return
-    row = source.fetch(con, _render(source, "signed_zeros.sql", relation=source.relation, columns=columns))
-    for c, mixed in zip(columns, row.to_pylist()[0].values()):
-        if mixed:
-            raise InputError(
-                f"column {c!r} holds both -0.0 and 0.0, whose signs a DuckDB table ({target.describe()!r}) does not "
-                "keep apart: write Parquet, drop it (--drop), or cast it to text in a view"
             )
 
 

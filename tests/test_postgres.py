@@ -1333,7 +1333,7 @@ def test_server_statistics_match_duckdbs(pg_url, tmp_path):
     for src in (pg_src, lake_src):
         con = io.connect()
         src.attach(con)
-        total, stats, sens, _ = coordinator.domain_stats(con, src, spec, src.arrow_schema(con))
+        total, stats, sens, _, _ = coordinator.domain_stats(con, src, spec, src.arrow_schema(con))
         src.detach(con)
         con.close()
         got.append((total, stats, sens))
