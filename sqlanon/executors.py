@@ -339,7 +339,8 @@ class DaskExecutor:
         if scheduler is None:
             # The scheduler serves HTTP even without a dashboard, on 8787 unless
             # told: a port in use (a user's own cluster) printed a warning.
-            self._cluster = LocalCluster(
+            self._cluster = _start_local_cluster(
+                LocalCluster,
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                 memory_limit=int(total_memory() * 0.8 / workers),
                 preload=[*_dask_preloads(), __name__],  # dask_setup below, after the user's own
@@ -413,15 +414,78 @@ class DaskExecutor:
             if abort:
                 # A worker in the middle of a task ends only when the task
                 # does, and the cluster's close waits 4 s before it kills it.
-                # Kill our own workers now, their nannies told first not to
-                # start new ones in their place.
-                for nanny in list(self._cluster.workers.values()):
-                    pid = getattr(nanny, "pid", None)
-                    if pid:
-                        nanny.close_gracefully("sqlanon run aborted")
-                        with contextlib.suppress(OSError):
-                            os.kill(pid, signal.SIGKILL)
+                _kill_workers([self._cluster])
             self._cluster.close()
+
+
+def _start_local_cluster(local_cluster, **kwargs):
+    """``local_cluster(**kwargs)``, started so that a Ctrl-C meanwhile ends
+    the run with its one line.
+
+    A Ctrl-C at a terminal reaches the worker processes too, and one still
+    starting printed its own traceback (or 'Fatal Python error') before
+    :func:`dask_setup` could make it ignore SIGINT; and the cluster left
+    half-started made Dask's exit hook fail (~30 lines of 'AssertionError:
+    Status.init'). So the cluster starts in a thread that blocks SIGINT:
+    Dask's threads, which it creates, and the processes they launch inherit
+    the mask, while this thread stays free to take the Ctrl-C. On one, the
+    processes already launched are stopped and Dask's exit hook is told to
+    leave the cluster alone (the thread goes on, its processes are stopped
+    again on the way out)."""
+    from multiprocessing import resource_tracker
+
+    from distributed.deploy.spec import SpecCluster
+
+    # Starting multiprocessing's resource tracker unblocks SIGINT in the
+    # thread that starts it: start it here, before.
+    resource_tracker.ensure_running()
+    known, before = set(SpecCluster._instances), _children()
+    outcome: dict = {}
+
+    def start() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            outcome["cluster"] = local_cluster(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - raised again in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=start, name="sqlanon-dask-start", daemon=True)
+    with contextlib.ExitStack() as on_failure:
+        on_failure.callback(_abandon_new_clusters, known, before)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.05)
+        on_failure.pop_all()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["cluster"]
+
+
+def _abandon_new_clusters(known: set, before: set[int]) -> None:
+    """After a LocalCluster's start was cut short: stop the processes it has
+    launched (now and at exit), and take it off the list of Dask's exit
+    hook, which cannot close a cluster whose workers never ran."""
+    import atexit
+
+    from distributed.deploy.spec import SpecCluster
+
+    abandoned = set(SpecCluster._instances) - known
+    for cluster in abandoned:
+        SpecCluster._instances.discard(cluster)
+    _stop_new_children(before)
+    atexit.register(_kill_workers, abandoned)
+
+
+def _kill_workers(clusters) -> None:
+    """Kill the worker processes of ``clusters`` (LocalClusters) now, their
+    nannies told first not to start new ones in their place."""
+    for cluster in clusters:
+        for nanny in list(getattr(cluster, "workers", {}).values()):
+            pid = getattr(nanny, "pid", None)
+            if pid:
+                nanny.close_gracefully("sqlanon run aborted")
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def _dask_preloads() -> list[str]:
@@ -509,7 +573,8 @@ def _children() -> set[int]:
 
 
 def _stop_new_children(before: set[int]) -> None:
-    """Terminate the descendants started since ``before`` (the JVM pyspark launched)."""
+    """Terminate the descendants started since ``before`` (the JVM pyspark
+    launched, a LocalCluster's workers)."""
     for pid in _children() - before:
         try:
             os.kill(pid, signal.SIGTERM)

@@ -346,6 +346,37 @@ def test_a_ctrl_c_at_the_terminal_prints_one_line_and_ends_the_run(tmp_path, exe
     assert session_members(proc.pid) == []
 
 
+def test_a_ctrl_c_while_the_dask_cluster_starts_prints_one_line(tmp_path):
+    """A Ctrl-C while the LocalCluster's workers were still starting left
+    the cluster half-built: Dask's own exit hook then failed to close it
+    (~30 lines of 'AssertionError: Status.init' under the CLI's one line).
+    Now: the one line, and none of the cluster's processes left."""
+    args, out, proc = _run_to_interrupt(tmp_path, seed=13, executor="dask")
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None and not _dask_workers_starting(proc.pid):
+        time.sleep(0.01)
+    assert proc.poll() is None and not _staged_parts(tmp_path), "the cluster started before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err == "Interrupted; nothing was published.\n", err
+    assert out.read_bytes() == b"previous target"
+    deadline = time.time() + 10
+    while time.time() < deadline and session_members(proc.pid):
+        time.sleep(0.05)
+    assert session_members(proc.pid) == []
+
+
+def _dask_workers_starting(pid: int) -> bool:
+    """Whether a worker process of the run's LocalCluster has been launched."""
+    for child in descendants(pid):
+        try:
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 @pytest.mark.parametrize("sigint_ignored", [False, True], ids=["", "sigint-ignored"])
 def test_terminated_run_cleans_up_like_an_interrupt(tmp_path, sigint_ignored):
     """SIGTERM (timeout, systemd, Kubernetes) stops the run as Ctrl-C does:
