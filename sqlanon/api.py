@@ -203,6 +203,7 @@ def anonymize(
     metrics: str | None = None,
     explain: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    status: Callable[[str], None] | None = None,
     executor: str = "local",
     scheduler: str | None = None,
     spark_master: str | None = None,
@@ -246,7 +247,11 @@ def anonymize(
         worker_memory: DuckDB memory limit per worker, e.g. ``2GB``.
         metrics: where to append the metrics table.
         explain: only plan: the result carries the plan, nothing is written.
-        progress: called with ``(finished, total)`` fragments.
+        progress: called with ``(finished, total)`` fragments: ``(0, total)``
+            as they start, then as each finishes.
+        status: called with each step of the run as it starts ("reading
+            statistics", "anonymizing", "checking k=10 l=2 of the output",
+            "publishing"…), for a progress display.
         executor: ``local``, ``dask`` or ``spark`` (see :mod:`sqlanon.executors`).
         scheduler: Dask scheduler address (default: a LocalCluster of ``workers``).
         spark_master: Spark master URL (default: ``local[workers,retries+1]``;
@@ -269,11 +274,13 @@ def anonymize(
         _text(value, name)
     if progress is not None and not callable(progress):
         raise ConfigError(f"progress must be a function of (finished, total), got {progress!r}")
+    if status is not None and not callable(status):
+        raise ConfigError(f"status must be a function of one string, got {status!r}")
     spec = build_spec.with_flags(qi, k, l, sensitive, hierarchies, generalization, interval_format)
     options = RunOptions(
         workers=_whole(workers), fragments=_whole(fragments), fragmentation=fragmentation,
         sample=_number(sample, "sample"), seed=_whole(seed), worker_memory=worker_memory, metrics=metrics,
-        explain=explain, progress=progress, executor=executor, scheduler=scheduler, spark_master=spark_master,
+        explain=explain, progress=progress, status=status, executor=executor, scheduler=scheduler, spark_master=spark_master,
         retries=_whole(retries), task_timeout=_number(task_timeout, "task_timeout"),
     )
     _check_reachable(options, src, out, table)

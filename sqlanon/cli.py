@@ -427,22 +427,47 @@ def _config_value(p: click.Parameter, val, base: str):
     return _scalar(val)
 
 
-def _progress(quiet: bool):
-    """A progress bar of finished fragments on a terminal's stderr.
+class _ProgressLine:
+    """The progress line on a terminal's stderr: the run's step, and a bar of
+    finished fragments once they run."""
+
+    width = 30
+
+    def __init__(self) -> None:
+        self._bar = ""
+        self._step = ""
+
+    def fragments(self, finished: int, total: int) -> None:
+        bar = "#" * (self.width * finished // max(total, 1))
+        self._bar = f"[{bar:<{self.width}}] {finished}/{total} fragments"
+        self._draw()
+
+    def status(self, step: str) -> None:
+        self._step = f"{step}..."
+        self._draw()
+
+    def done(self) -> None:
+        """The run is over: the bar alone stays on the screen."""
+        self._step = ""
+        if self._bar:
+            self._draw()
+        _end_progress_line()
+
+    def _draw(self) -> None:
+        text = " | ".join(part for part in (self._bar, self._step) if part)
+        click.echo(f"\r\x1b[K{text}", err=True, nl=False)  # \x1b[K: what a longer step left is erased
+        _progress_line_open[0] = True
+
+
+def _progress(quiet: bool) -> _ProgressLine | None:
+    """The progress line, on a terminal's stderr only.
 
     Not on a pipe or a log file: there ``-v`` logs each fragment instead, and
     stderr stays the one-line ``Error:`` channel for scripts.
     """
     if quiet or not sys.stderr.isatty() or logging.getLogger().isEnabledFor(logging.INFO):
         return None  # -v logs each fragment: a bar would be cut by the log lines
-    width = 30
-
-    def report(finished: int, total: int) -> None:
-        bar = "#" * (width * finished // max(total, 1))
-        click.echo(f"\r[{bar:<{width}}] {finished}/{total} fragments", err=True, nl=finished >= total)
-        _progress_line_open[0] = finished < total
-
-    return report
+    return _ProgressLine()
 
 
 _progress_line_open = [False]
@@ -576,6 +601,7 @@ def anonymize(
         if kernel.needs_build():  # the first run on a machine waits for it: say why
             click.echo("Compiling the Mondrian kernel once (about 15 s; later runs reuse it)...", err=True)
     finished = False
+    line = None if (explain or as_json) else _progress(quiet)
     try:
         from . import api
 
@@ -601,7 +627,8 @@ def anonymize(
             worker_memory=worker_memory,
             metrics=metrics,
             explain=explain,
-            progress=None if (explain or as_json) else _progress(quiet),
+            progress=line and line.fragments,
+            status=line and line.status,
             executor=executor,
             scheduler=scheduler,
             spark_master=spark_master,
@@ -609,6 +636,8 @@ def anonymize(
             task_timeout=task_timeout,
         )
         finished = True
+        if line is not None:
+            line.done()
         if interrupts.received():  # during publishing, which runs to its end
             click.echo("Interrupted while publishing: the output and its metrics were published first.", err=True)
     finally:

@@ -77,7 +77,10 @@ class RunOptions:
             default: 80% of RAM split between the workers.
         metrics: where to write the metrics table (default: next to the output).
         explain: plan only; nothing is read beyond statistics and the sample.
-        progress: called with ``(finished, total)`` fragments.
+        progress: called with ``(finished, total)`` fragments: ``(0, total)``
+            as they start, then as each finishes.
+        status: called with each step of the run as it starts ("reading
+            statistics", …, "publishing"), for a progress display.
         executor: ``local`` (process pool), ``dask`` or ``spark`` (see
             :mod:`sqlanon.executors`).
         scheduler: the Dask scheduler address (default: a LocalCluster).
@@ -95,6 +98,7 @@ class RunOptions:
     metrics: str | None = None
     explain: bool = False
     progress: Callable[[int, int], None] | None = None
+    status: Callable[[str], None] | None = None
     executor: str = "local"
     scheduler: str | None = None
     spark_master: str | None = None
@@ -459,6 +463,8 @@ def execute(
                 ) from exc
         pending[fut] = fid
 
+    if options.progress:
+        options.progress(0, total)
     for f in plan.fragments:
         submit(f.id)
     check_health = getattr(pool, "check_health", None)
@@ -562,6 +568,10 @@ def run(
             retries=options.retries,
         )
 
+    def step(text: str) -> None:
+        if options.status is not None:
+            options.status(text)
+
     pool = None if in_process or cluster else start_executor()
     if pool is not None:
         # Starting the local pool blocks until its fork server has imported
@@ -607,6 +617,7 @@ def run(
             for name in [*qi_out, *(c for c in schema.names if c not in spec.qi_names and c not in drop)]:
                 fits_postgres(name, "output column", " (rename it in a view)")
         if cluster:
+            step(f"starting {'Spark' if options.executor == 'spark' else 'the Dask cluster'}")
             pool = start_executor()
             if pool.remote:  # the cluster's own task slots, not --workers (or this host's CPUs)
                 workers = pool.slots
@@ -634,6 +645,7 @@ def run(
         # apart (it compresses them as equal at a checkpoint, after the checksums).
         zeros = [f.name for f in schema if f.name in passthrough and pa.types.is_floating(f.type)] if (
             isinstance(target, io.DuckDBTarget) and source.dialect in ("duckdb", "postgres")) else []
+        step("reading statistics")
         total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
             con, source, spec, schema, passthrough if compare_on == "duckdb" else (), zeros)
         if mixed_zeros:
@@ -663,6 +675,7 @@ def run(
                 log.warning("%d fragments of %d rows would hold fewer than k=%d rows each: cutting %d",
                             n_fragments, total, spec.k, most)
             n_fragments = most
+        step("sampling and planning fragments")
         sample = draw_sample(con, source, spec, schema, total, options.sample, options.seed, n_fragments)
         plan = fragmentation.plan_fragments(sample, spec, n_fragments, options.fragmentation, total_rows=total, stats=stats)
         timings["fragmentation"] = time.perf_counter() - t0
@@ -704,6 +717,7 @@ def run(
         while warm.is_alive():  # a stop signal must not wait for a worker start that may never end
             warm.join(timeout=0.1)
             interrupts.check()
+        step("anonymizing")
         plan, results, repaired = execute(plan, make_task, options, pool)
         interrupts.check()
         # The input is read no more. A file of it that changed meanwhile may
@@ -719,6 +733,7 @@ def run(
 
         t0 = time.perf_counter()
         source.detach(con)
+        step("writing the output")
         relation = target.assemble(con, staging, out_schema)
         timings["write"] = time.perf_counter() - t0
 
@@ -727,6 +742,7 @@ def run(
         server = target.verifier()
         vcon, dialect = server if server is not None else (con, "duckdb")
         with contextlib.closing(vcon) if server is not None else contextlib.nullcontext():
+            step(f"checking k={spec.k} l={spec.l} of the output")
             check = verify_relation(vcon, relation, qi_out, spec.k, spec.l, spec.sensitive, dialect=dialect)
             if not check.ok:
                 raise VerificationError(
@@ -742,6 +758,7 @@ def run(
                 typed = target.typed_relation(staging, relation)
                 if dialect == "duckdb" and not isinstance(target, io.DuckDBTarget):
                     typed = io.cast_columns(typed, cast)  # a fixed-size array comes out of Parquet as a list
+                step("comparing the pass-through columns with the input")
                 out_sums = column_checksums(vcon, typed, passthrough, dialect)
                 changed = in_sums.differences(out_sums)
                 if changed:
@@ -773,6 +790,7 @@ def run(
         )
         # The point of no return: refused after a Ctrl-C (even one DuckDB
         # swallowed), and not cut short by one (output and metrics together).
+        step("publishing")
         with interrupts.deferred():
             location = target.publish_with_metrics(con, staging, metrics_rows, options.metrics)
             staging = None  # published: nothing to roll back

@@ -943,8 +943,7 @@ def test_an_error_after_a_partial_progress_bar_starts_its_own_line(monkeypatch, 
     from sqlanon import cli as cli_module
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    report = cli_module._progress(quiet=False)
-    report(4, 8)
+    cli_module._progress(quiet=False).fragments(4, 8)
 
     @cli_module.handle_errors
     def failing():

@@ -435,33 +435,56 @@ def test_failed_run_stops_the_fork_server_it_started(tmp_path):
     assert all(s in (None, "Z") for s in states), states
 
 
-def test_progress_bar_on_a_terminal_and_quiet(tmp_path, source):
+def _on_a_terminal(args: list) -> tuple[int, str, str]:
+    """Run the CLI with its stderr on a pseudo-terminal: its exit code, its
+    stdout, and what the terminal got."""
     import pty
 
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "sqlanon.cli", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: the last writer closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    stdout = proc.stdout.read().decode()
+    return proc.wait(timeout=120), stdout, b"".join(chunks).decode()
+
+
+def test_progress_bar_on_a_terminal_and_quiet(tmp_path, source):
     def run_on_tty(*extra):
         out = tmp_path / f"o{len(extra)}.parquet"
-        args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(source), "-o", str(out), "--qi", ",".join(QI),
-                "-k", "5", "-l", "2", "--sensitive", "disease", "--workers", "2", "--fragments", "4", *extra]
-        master, slave = pty.openpty()
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 4096)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-        proc.wait()
-        os.close(master)
-        assert proc.returncode == 0
-        return b"".join(chunks).decode()
+        code, _, shown = _on_a_terminal(["anonymize", source, "-o", out, "--qi", ",".join(QI), "-k", 5, "-l", 2,
+                                         "--sensitive", "disease", "--workers", 2, "--fragments", 4, *extra])
+        assert code == 0, shown
+        return shown
 
     shown = run_on_tty()
     assert "4/4 fragments" in shown and "1/4 fragments" in shown
     assert run_on_tty("--quiet") == ""
+
+
+def test_the_progress_line_names_each_step_of_a_run(tmp_path, source):
+    """On a terminal the line showed only finished fragments: the statistics
+    pass before them and the assembly, check and publication after them (a
+    third of a 10M-row run) went by with nothing on the screen."""
+    code, stdout, term = _on_a_terminal(
+        ["anonymize", source, "-o", tmp_path / "o.parquet", "--qi", ",".join(QI), "-k", 5, "-l", 2,
+         "--sensitive", "disease", "--workers", 2, "--fragments", 4])
+    assert code == 0, term
+    shown = [s.replace("\x1b[K", "").strip() for s in term.replace("\n", "\r").split("\r")]
+    for expected in ("reading statistics", "planning", "0/4 fragments", "4/4 fragments", "checking k=5 l=2",
+                     "publishing"):
+        assert any(expected in s for s in shown), (expected, shown)
+    # The line ends before the summary: the last thing shown is the bar alone.
+    assert term.endswith("] 4/4 fragments\r\n") and stdout.startswith("wrote "), (term, stdout)
 
 
 def test_reserved_column_prefix_is_refused(tmp_path):

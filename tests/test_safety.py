@@ -428,6 +428,7 @@ def test_library_checks_seed_and_types_like_the_cli(lake, tmp_path):
     ({"task_timeout": "10"}, "task_timeout must be a number, got '10'"),
     ({"sample": "0.5"}, "sample must be a number"),
     ({"progress": True}, "progress must be a function"),
+    ({"status": "verbose"}, "status must be a function"),
     ({"table": 5}, "table must be a string"),
 ])
 def test_library_arguments_of_the_wrong_kind_are_named(lake, tmp_path, kwargs, pattern):
@@ -549,7 +550,7 @@ def test_every_library_flag_is_an_argument_of_anonymize():
 
     from sqlanon.errors import LIBRARY_FLAGS
 
-    arguments = set(inspect.signature(sqlanon.anonymize).parameters) - {"input", "output", "progress"}
+    arguments = set(inspect.signature(sqlanon.anonymize).parameters) - {"input", "output", "progress", "status"}
     named = {f.replace("-", "_") for f in LIBRARY_FLAGS} - {"no_overwrite", "hierarchy"} | {"hierarchies"}
     assert named == arguments
 
