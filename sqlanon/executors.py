@@ -625,6 +625,13 @@ class SparkExecutor:
         except ImportError as exc:
             raise ConfigError("--executor=spark needs PySpark: pip install 'sqlanon[spark]'") from exc
         active = SparkSession.getActiveSession()
+        if active is None:
+            from pyspark import SparkContext
+
+            if SparkContext._active_spark_context is not None:
+                # The caller's, started in another thread (pyspark's active
+                # session is per thread): taken for one of ours, it was stopped.
+                active = SparkSession.builder.getOrCreate()
         # A caller's session (a notebook's, say) is used as it is and left
         # running; only a session started here is configured and stopped.
         self._owned = active is None

@@ -163,6 +163,14 @@ def test_spark_leaves_a_callers_session_and_the_runs_ctrl_c_handling(source, tmp
         out = tmp_path / "out.parquet"
         check_same(run(source, out, "spark"), local_result, out)
         assert spark.range(3).count() == 3  # still running
+        # From another thread (Airflow, a web service), where pyspark's
+        # active session is not the caller's: it was stopped under them.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as thread:
+            check_same(thread.submit(run, source, tmp_path / "t.parquet", "spark").result(), local_result,
+                       tmp_path / "t.parquet")
+        assert spark.range(3).count() == 3
     finally:
         spark.stop()
     with interrupts.watching():
