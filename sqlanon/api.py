@@ -301,24 +301,26 @@ def anonymize(
         target = warehouse.open_target(out, target_table, overwrite=overwrite, metrics=metrics)
     else:
         target = io.open_target(out, overwrite=overwrite, table=target_table)
-    try:
-        if isinstance(target, io.LocalStagingTarget) and not explain and metrics is None and target_table is None:
-            default = io.default_metrics_path(out)
-            root = None if isinstance(source, warehouse.PostgresSource) else source.root
-            if root is not None and _overlaps(default, root):
-                raise ConfigError(f"the metrics file {default!r} (next to the output) is the input or inside it: "
-                                  "name another with --metrics")
-            io.check_metrics_file(default)
-        with interrupts.watching():  # a Ctrl-C that DuckDB consumes still stops the run before it publishes
+    # A Ctrl-C that DuckDB consumes still stops the run before it publishes;
+    # the output's lock is released before a SIGTERM ends the process.
+    with interrupts.watching():
+        try:
+            if isinstance(target, io.LocalStagingTarget) and not explain and metrics is None and target_table is None:
+                default = io.default_metrics_path(out)
+                root = None if isinstance(source, warehouse.PostgresSource) else source.root
+                if root is not None and _overlaps(default, root):
+                    raise ConfigError(f"the metrics file {default!r} (next to the output) is the input or inside it: "
+                                      "name another with --metrics")
+                io.check_metrics_file(default)
             return coordinator.run(
                 source, target, spec, _names(drop, "drop"), options,
                 output_qi=lambda schema: output_qi_columns(spec, schema),
             )
-    finally:
-        if isinstance(target, io.LocalStagingTarget):
-            target.release()  # another run may write the output now
-        elif isinstance(target, warehouse.PostgresTarget):
-            target.unlock()
+        finally:
+            if isinstance(target, io.LocalStagingTarget):
+                target.release()  # another run may write the output now
+            elif isinstance(target, warehouse.PostgresTarget):
+                target.unlock()
 
 
 def _check_reachable(options: RunOptions, src: str, out: str, table: str | None) -> None:

@@ -115,7 +115,7 @@ def handle_errors(fn):
         ctx = click.get_current_context(silent=True)
         debug = kwargs.pop("debug", False) or (ctx is not None and ctx.meta.get("sqlanon.debug", False))
         try:
-            with interrupts.watching():
+            with interrupts.watching(library=False):
                 return fn(*args, **kwargs)
         except click.ClickException:
             raise  # click prints usage errors itself (exit code 2)

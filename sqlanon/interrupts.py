@@ -5,19 +5,21 @@ interrupted")``, consuming the KeyboardInterrupt; code that handles database
 errors could then report a misleading error, or carry on and publish. While
 :func:`watching` is active (a run, in the main thread), a SIGINT also sets a
 flag: :func:`check` raises KeyboardInterrupt if it is set (the coordinator
-checks before it publishes), and the CLI reports any failure that follows it
-as the interrupt it is. Inside :func:`deferred` (publishing: a swap and the
+checks before it publishes), and a failure that follows it comes out as the
+KeyboardInterrupt it is. Inside :func:`deferred` (publishing: a swap and the
 metrics, short) a SIGINT is only recorded, so the output and its metrics are
 either both the old ones or both the new ones.
 
 A SIGTERM (how ``timeout``, systemd and Kubernetes stop a job) is handled the
 same way while no one else handles it: the run stops, cleans up and reports
-it, instead of dying with its staging files left behind.
+it, instead of dying with its staging files left behind; in a library call
+the process then ends by the signal, as it would have without sqlanon.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -47,12 +49,22 @@ def check() -> None:
 
 
 @contextlib.contextmanager
-def watching() -> Iterator[None]:
+def watching(library: bool = True) -> Iterator[None]:
     """Record SIGINTs and SIGTERMs while the block runs (main thread only).
 
-    Each signal is handled only if it is not someone else's: a SIGINT left
-    ignored (``cmd &`` without job control starts it so) stays ignored, and
-    a SIGTERM someone installed a handler for keeps it; each independently.
+    Each signal is handled only while it is not someone else's: a SIGINT
+    with Python's own handler (not one left ignored, as ``cmd &`` starts it,
+    nor a host's own handler: a graceful stop lets the call finish), a
+    SIGTERM with the default action (not a host's handler).
+
+    When the outermost block ends after a signal: an exception that stands
+    for it (DuckDB's "Query interrupted") comes out as KeyboardInterrupt.
+    With ``library`` (a call of the library, not the CLI, which reports
+    these itself), a block that ran to its end (the signal came while it
+    published) raises KeyboardInterrupt then, and after a SIGTERM the
+    process ends by the signal, as it would have without sqlanon, once the
+    block has cleaned up (a host that catches KeyboardInterrupt would have
+    survived its stop).
     """
     global _depth
     if threading.current_thread() is not threading.main_thread():
@@ -60,7 +72,7 @@ def watching() -> Iterator[None]:
         return
     previous = {
         signum: signal.getsignal(signum)
-        for signum, ours in ((signal.SIGINT, lambda h: h is not signal.SIG_IGN and h is not None),
+        for signum, ours in ((signal.SIGINT, lambda h: h is signal.default_int_handler),
                              (signal.SIGTERM, lambda h: h is signal.SIG_DFL))
         if ours(signal.getsignal(signum))
     }
@@ -69,28 +81,38 @@ def watching() -> Iterator[None]:
         return
     if _depth == 0:
         _received.clear()
-    default_int = previous.get(signal.SIGINT)
 
     def handler(signum, frame):
         global _signal
         _received.set()
         _signal = signum
-        if _deferring:
-            return
-        if callable(default_int) and signum == signal.SIGINT:
-            default_int(signum, frame)  # Python's default raises KeyboardInterrupt
-        else:
+        if not _deferring:
             raise KeyboardInterrupt
 
     for signum in previous:
         signal.signal(signum, handler)
     _depth += 1
+    outermost = _depth == 1
     try:
         yield
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        if outermost and _received.is_set():
+            raise KeyboardInterrupt from exc
+        raise
+    else:
+        if outermost and library and _received.is_set():
+            raise KeyboardInterrupt("interrupted while publishing: the output and its metrics were published first")
     finally:
         _depth -= 1
         for signum, old in previous.items():
             signal.signal(signum, old)
+        if outermost:
+            terminated = _received.is_set() and _signal == signal.SIGTERM and signal.SIGTERM in previous
+            _received.clear()  # a later call, from a thread too, starts afresh
+            if terminated and library:
+                os.kill(os.getpid(), signal.SIGTERM)
 
 
 @contextlib.contextmanager

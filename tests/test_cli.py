@@ -471,6 +471,101 @@ def test_an_interrupt_while_publishing_lets_it_finish(out_dir, monkeypatch):
     assert pq.read_metadata(out).num_rows == ADULT_ROWS and (out_dir / "o__metrics.parquet").exists()
 
 
+def _ctrl_c_inside(monkeypatch, how: str) -> None:
+    """A real SIGINT during the run's verification, which reports it as
+    ``how``: "duckdb" (RuntimeError("Query interrupted"), as DuckDB does),
+    or "handled" (the process's handler ran and returned)."""
+    real = sqlanon_coordinator.verify_relation
+
+    def verify_with_ctrl_c(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            if how == "duckdb":
+                raise RuntimeError("Query interrupted") from None
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sqlanon_coordinator, "verify_relation", verify_with_ctrl_c)
+
+
+def test_the_library_raises_a_ctrl_c_as_keyboardinterrupt_and_forgets_it_after(out_dir, monkeypatch):
+    """A library caller (a notebook, Airflow) got DuckDB's RuntimeError for a
+    Ctrl-C, which an `except Exception: continue` loop carries on after; and
+    the flag it left made the next call from a thread (which has no Ctrl-C
+    of its own) fail with a bare KeyboardInterrupt."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _ctrl_c_inside(monkeypatch, "duckdb")
+    args = dict(qi=["age"], k=10, workers=1)
+    with pytest.raises(KeyboardInterrupt):
+        sqlanon.anonymize(ADULTS, out_dir / "a.parquet", **args)
+    assert snapshot(out_dir) == {}
+    monkeypatch.undo()
+    with ThreadPoolExecutor(1) as thread:
+        result = thread.submit(sqlanon.anonymize, ADULTS, out_dir / "b.parquet", **args).result()
+    assert result.metrics.rows == ADULT_ROWS
+
+
+def test_the_library_raises_a_ctrl_c_while_publishing_once_published(out_dir, monkeypatch):
+    """The CLI says the run published before it stopped; a library call
+    returned as if no Ctrl-C had come."""
+    from sqlanon import io as sqlanon_io
+
+    real = sqlanon_io.FileTarget.publish_with_metrics
+
+    def publish_with_ctrl_c(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(sqlanon_io.FileTarget, "publish_with_metrics", publish_with_ctrl_c)
+    out = out_dir / "o.parquet"
+    with pytest.raises(KeyboardInterrupt, match="published"):
+        sqlanon.anonymize(ADULTS, out, qi=["age"], k=10, workers=1)
+    assert pq.read_metadata(out).num_rows == ADULT_ROWS and (out_dir / "o__metrics.parquet").exists()
+
+
+def test_a_callers_own_ctrl_c_handler_keeps_its_say(out_dir, monkeypatch):
+    """A host whose SIGINT handler only asks its jobs to finish (a graceful
+    stop) had the running call aborted all the same."""
+    asked = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: asked.append(signum))
+    try:
+        _ctrl_c_inside(monkeypatch, "handled")
+        result = sqlanon.anonymize(ADULTS, out_dir / "o.parquet", qi=["age"], k=10, workers=1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert asked == [signal.SIGINT] and result.metrics.rows == ADULT_ROWS
+
+
+def test_a_sigterm_ends_a_library_callers_process_once_cleaned_up(tmp_path):
+    """In a library call a SIGTERM (docker stop, systemd) came out as a
+    KeyboardInterrupt, which a host that catches those survived: the stop
+    was lost. Now the call cleans up, then the process ends by the signal,
+    as it would have without sqlanon."""
+    script = tmp_path / "host.py"
+    script.write_text(f"""
+import os, signal, time
+import sqlanon
+from sqlanon import coordinator
+
+real = coordinator.verify_relation
+def verify(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+    return real(*args, **kwargs)
+coordinator.verify_relation = verify
+try:
+    sqlanon.anonymize({str(ADULTS)!r}, {str(tmp_path / "o.parquet")!r}, qi=["age"], k=10, workers=1)
+except KeyboardInterrupt:
+    print("survived")
+""")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == -signal.SIGTERM and "survived" not in p.stdout, (p.returncode, p.stdout, p.stderr)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["host.py"]
+
+
 # --------------------------------------------------------------------------- 5. bad input
 
 
