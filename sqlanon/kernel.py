@@ -238,7 +238,13 @@ def _build(directory: Path, path: Path) -> None:
         from numba.pycc import CC
     from . import mondrian
 
+    from numba.pycc import platform
+
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
+    # numba's check for a working C compiler leaves its test files in the
+    # temporary directory for good: it makes them under ``work`` instead.
+    mkdtemp = platform.mkdtemp
+    platform.mkdtemp = lambda *args, **kwargs: tempfile.mkdtemp(*args, **{**kwargs, "dir": str(work)})
     try:
         cc = CC(_MODULE)
         cc.output_dir = str(work)
@@ -248,4 +254,5 @@ def _build(directory: Path, path: Path) -> None:
         cc.compile()
         os.replace(work / cc.output_file, path)
     finally:
+        platform.mkdtemp = mkdtemp
         shutil.rmtree(work, ignore_errors=True)

@@ -98,10 +98,14 @@ def test_the_key_follows_the_kernel_source(tmp_path, monkeypatch):
 
 
 def test_concurrent_first_runs_compile_once_and_replace_a_broken_module(tmp_path):
-    """Two processes start with a broken module in the cache: one compiles, the other waits and loads it."""
+    """Two processes start with a broken module in the cache: one compiles, the
+    other waits and loads it. The build leaves nothing in the temporary
+    directory (numba's compiler check left two directories there)."""
     broken = tmp_path / kernel._file_name(kernel.cache_key())
     broken.write_bytes(b"not an ELF file")
-    env = {**os.environ, "SQLANON_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    tmp = tmp_path.parent / f"{tmp_path.name}-tmp"
+    tmp.mkdir()
+    env = {**os.environ, "SQLANON_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(REPO), "TMPDIR": str(tmp)}
     env.pop("SQLANON_KERNEL", None)
     code = (
         "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stderr)\n"
@@ -120,6 +124,7 @@ def test_concurrent_first_runs_compile_once_and_replace_a_broken_module(tmp_path
     # The waiting process loaded the new module without importing numba.
     assert sorted(out for out, _ in outs) == ["sqlanon._mondrian_aot False\n", "sqlanon._mondrian_aot True\n"], outs
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([broken.name, "_mondrian_aot.lock"])
+    assert list(tmp.iterdir()) == []
 
 
 def test_needs_build_says_whether_a_load_compiles(tmp_path, monkeypatch):
