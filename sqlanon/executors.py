@@ -707,7 +707,13 @@ class SparkExecutor:
             self._spark.sparkContext.cancelAllJobs()
         self._threads.shutdown(wait=not abort, cancel_futures=True)
         if self._owned:
+            from pyspark import SparkFiles
+
+            # pyspark put the session's file directory first on sys.path, and
+            # leaves it there, gone, when the session stops (one per call).
+            files = SparkFiles.getRootDirectory()
             self._spark.stop()
+            sys.path[:] = [p for p in sys.path if p != files]
         if self._log_config is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self._log_config)

@@ -173,6 +173,7 @@ def test_spark_leaves_a_callers_session_and_the_runs_ctrl_c_handling(source, tmp
         assert spark.range(3).count() == 3
     finally:
         spark.stop()
+    path = list(sys.path)
     with interrupts.watching():
         ours = signal.getsignal(signal.SIGINT)
         pool = SparkExecutor(None, 1, 0)
@@ -181,6 +182,9 @@ def test_spark_leaves_a_callers_session_and_the_runs_ctrl_c_handling(source, tmp
         finally:
             pool.shutdown()
     assert SparkSession.getActiveSession() is None
+    # pyspark puts its session's file directory on sys.path and leaves it
+    # there, gone, when the session stops: one more entry per call.
+    assert sys.path == path
 
 
 def test_a_scheduler_without_workers_or_unreachable_fails_with_exit_1(source, tmp_path, monkeypatch):
