@@ -1252,6 +1252,33 @@ def test_pass_through_types_that_cannot_reach_a_file_are_refused_by_name(pg_url,
                           "WHERE a.dm::text = b.dm::text AND a.iv = b.iv") == 600
 
 
+def test_domains_at_any_depth_are_checked_as_their_base_type(pg_url, tmp_path):
+    """The checks above matched the server's type name: a domain over
+    timetz or interval, or over a numeric domain, got past them, and lost
+    its offset, its microseconds, or its NaN and digits (a double) with exit 0."""
+    schema = "crossdomains"
+    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_amount1 CASCADE; DROP DOMAIN IF EXISTS public.sqlanon_ttz; "
+                "DROP DOMAIN IF EXISTS public.sqlanon_iv; CREATE DOMAIN public.sqlanon_amount1 AS numeric; "
+                "CREATE DOMAIN public.sqlanon_amount2 AS public.sqlanon_amount1; "
+                "CREATE DOMAIN public.sqlanon_ttz AS timetz; CREATE DOMAIN public.sqlanon_iv AS interval")
+    _small_source(pg_url, schema, ", TIMETZ '12:00:00+02'::public.sqlanon_ttz AS ttzd, "
+                                  "(g * interval '1 microsecond')::public.sqlanon_iv AS ivd, "
+                                  "(CASE WHEN g % 10 = 0 THEN 'NaN' ELSE g * 123456789.123456789123 END)"
+                                  "::public.sqlanon_amount2 AS dm2")
+    run = dict(table=f"{q(schema)}.src", qi=["age"], k=5, l=2, sensitive=["disease"], workers=1)
+    with pytest.raises(sqlanon.ConfigError, match=r"'ttzd' is time with time zone"):
+        sqlanon.anonymize(pg_url, tmp_path / "a.parquet", **run)
+    with pytest.raises(sqlanon.ConfigError, match=r"'ivd' is interval .* a Parquet file"):
+        sqlanon.anonymize(pg_url, tmp_path / "b.parquet", drop=["ttzd"], **run)
+    assert not list(tmp_path.iterdir())
+    csv = tmp_path / "c.csv"
+    sqlanon.anonymize(pg_url, csv, drop=["ttzd"], **run)
+    got = {r["id"]: r for r in pa.csv.read_csv(csv, convert_options=pa.csv.ConvertOptions(
+        column_types={"dm2": pa.string(), "ivd": pa.string()})).to_pylist()}
+    assert got[1]["ivd"] == "00:00:00.000001" and got[10]["dm2"] == "NaN"
+    assert got[3]["dm2"] == scalar(pg_url, f"SELECT dm2::text FROM {q(schema)}.src WHERE id = 3")
+
+
 def test_a_view_as_the_target_is_refused_and_publishing_waits_for_locks_in_bounds(pg_url, monkeypatch):
     """A view over the source as the target deadlocked the run with its own
     snapshot; any session holding the target made publishing wait for ever."""

@@ -1,14 +1,28 @@
 {# Name and server type of every column of `relation`, in order
-   (format_type). A domain over numeric is reported as its base type: DuckDB
-   reads it as it reads the base type (a double when unconstrained), so it is
-   pulled as text and, in a table, created with the base type. A collation
-   other than the type's own follows the type (_collation.sql), so a table
-   created with these types compares and groups values as the source does. #}
+   (format_type). A domain, at any depth (a domain over a domain), whose base
+   type is numeric, time with time zone or interval is reported as that base
+   type (with the innermost type modifier): DuckDB reads it as it reads the
+   base type (a numeric as a double when unconstrained, a timetz without its
+   offset), so the checks by type name must see the base type; a numeric is
+   then pulled as text and, in a table, created with the base type. Other
+   domains keep their name (a table created with it keeps its constraint).
+   A collation other than the type's own follows the type (_collation.sql),
+   so a table created with these types compares and groups values as the
+   source does. #}
 SELECT
     a.attname,
-    CASE WHEN t.typtype = 'd' AND t.typbasetype = 'numeric'::regtype
-        THEN format_type(t.typbasetype, t.typtypmod) ELSE format_type(a.atttypid, a.atttypmod) END
+    coalesce((
+        WITH RECURSIVE chain(base, typmod, depth) AS (
+            SELECT t.typbasetype, t.typtypmod, 0 FROM pg_type t WHERE t.oid = a.atttypid AND t.typtype = 'd'
+            UNION ALL
+            SELECT d.typbasetype, CASE WHEN chain.typmod >= 0 THEN chain.typmod ELSE d.typtypmod END, chain.depth + 1
+            FROM chain JOIN pg_type d ON d.oid = chain.base AND d.typtype = 'd'
+        )
+        SELECT format_type(base, typmod) FROM chain
+        WHERE base IN ('numeric'::regtype, 'timetz'::regtype, 'interval'::regtype)
+        ORDER BY depth DESC LIMIT 1
+    ), format_type(a.atttypid, a.atttypmod))
     || ({% include "_collation.sql" %}) AS type
-FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+FROM pg_attribute a
 WHERE a.attrelid = to_regclass({{ p(relation) }}) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
