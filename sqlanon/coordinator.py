@@ -321,10 +321,15 @@ def _input_files(source) -> list[str]:
 def _checksum_dialect(source, target) -> str | None:
     """Where the pass-through columns of the input and the output can be
     compared value for value (by checksums, ``_checksum.sql``): within one
-    engine. DuckDB for lakes and DuckDB files; PostgreSQL for a table to a
-    table on the same server. Across engines values print and hash
-    differently: there the row count is what is checked."""
+    engine. DuckDB for lakes and DuckDB files, and for those into a
+    PostgreSQL table (read back through DuckDB's postgres extension: what it
+    changed on the way in shows); PostgreSQL for a table to a table on the
+    same server. From PostgreSQL into a file or another server values print
+    and hash differently: there the row count is what is checked (and the
+    server types that cannot travel are refused up front)."""
     dialect = getattr(target, "dialect", None)
+    if source.dialect == "duckdb" and dialect == "postgres":
+        return "duckdb"
     if source.dialect != dialect:
         return None
     if dialect == "postgres":
@@ -755,11 +760,14 @@ def run(
                     + ("" if source.dialect == "postgres" else " (did the input change during the run?)")
                 )
             if compare_on:
-                typed = target.typed_relation(staging, relation)
-                if dialect == "duckdb" and not isinstance(target, io.DuckDBTarget):
+                if compare_on != dialect:  # a lake into PostgreSQL: the server's table read back through DuckDB
+                    sums_con, typed = con, target.attached_relation(staging)
+                else:
+                    sums_con, typed = vcon, target.typed_relation(staging, relation)
+                if compare_on == "duckdb" and not isinstance(target, io.DuckDBTarget):
                     typed = io.cast_columns(typed, cast)  # a fixed-size array comes out of Parquet as a list
                 step("comparing the pass-through columns with the input")
-                out_sums = column_checksums(vcon, typed, passthrough, dialect)
+                out_sums = column_checksums(sums_con, typed, passthrough, compare_on)
                 changed = in_sums.differences(out_sums)
                 if changed:
                     raise VerificationError(

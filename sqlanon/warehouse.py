@@ -776,6 +776,11 @@ class PostgresTarget:
         """What the output's values are compared on: the staging table."""
         return relation
 
+    def attached_relation(self, staging: PgStaging) -> str:
+        """The staging table as the run's DuckDB connection sees it (attached
+        by :meth:`assemble`), to compare a lake's values with in DuckDB."""
+        return ident([DST, *self._staging_name(staging.run)])
+
     def verifier(self):
         """Where the k/l check runs: a connection to the server.
 

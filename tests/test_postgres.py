@@ -203,7 +203,7 @@ def test_cli_lake_to_postgres_quantile(pg_url, tmp_path):
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["rows"] == n and doc["fragments"] == 4
-    assert doc["pass_through_checked"] is False  # lake -> PostgreSQL: the row count only
+    assert doc["pass_through_checked"] is True  # lake -> PostgreSQL: read back through DuckDB
     assert scalar(pg_url, f'SELECT count(*) FROM {target}') == n
     # k and l checked by the server, through the CLI; and a stricter k fails.
     v = verify_cli(pg_url, target, "age,city,day")
@@ -1250,6 +1250,38 @@ def test_pass_through_types_that_cannot_reach_a_file_are_refused_by_name(pg_url,
     sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.dst", drop=["ttz"], **run)
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.src a JOIN {q(schema)}.dst b USING (id) "
                           "WHERE a.dm::text = b.dm::text AND a.iv = b.iv") == 600
+
+
+def test_a_lakes_pass_through_values_are_compared_in_postgresql_too(pg_url, tmp_path):
+    """Lake -> PostgreSQL compared the row count only, and DuckDB's postgres
+    extension changed values on the way with exit 0: a list's string 'NULL'
+    arrived as NULL, nanoseconds were cut (helper-34). The output is now read
+    back through DuckDB and its checksums compared with the input's: values
+    that travel exactly pass, the others stop the run by column."""
+    con = duckdb.connect()
+    good = tmp_path / "good.parquet"
+    con.execute(f"""COPY (SELECT g AS id, 18 + g % 60 AS age, (['flu','cold','covid'])[1 + g % 3] AS disease,
+        ['a,b', '{{x}}', 'q"u''o', 'back\\slash', NULL, ' lead'] AS words, [g, NULL] AS ints,
+        TIMESTAMP_NS '2020-01-01 12:34:56.123456' + to_microseconds(g) AS ts_ns,
+        TIMESTAMPTZ '2020-01-01 00:00:00+02' + to_hours(g) AS tstz, DATE '2020-01-01' + g::INTEGER AS day,
+        (g / 7)::DECIMAL(18, 3) AS amount, CASE WHEN g % 7 = 0 THEN -0.0 ELSE g / 3 END::DOUBLE AS ratio,
+        uuid() AS uid, to_microseconds(g * 1001) AS span, '\\x00\\xFF'::BLOB AS raw, '{{"a": [1, 2]}}'::JSON AS doc
+        FROM range(1, 601) t(g)) TO '{good}' (FORMAT parquet)""")
+    schema = "lake checks"
+    fresh_schema(pg_url, schema)
+    run = dict(qi=["age"], k=5, l=2, sensitive=["disease"], workers=2, fragments=2)
+    result = sqlanon.anonymize(good, pg_url, target_table=f"{q(schema)}.dst", **run)
+    assert result.pass_through_checked and scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst") == 600
+    g = np.arange(1, 601)
+    base = {"id": g, "age": 18 + g % 60, "disease": np.array(["flu", "cold", "covid"])[g % 3]}
+    nanos = np.datetime64("2020-01-01T12:34:56.123456789", "ns") + g.astype("timedelta64[us]")
+    for col, values in (("words", pa.array([["NULL", "x"]] * 600)),  # a list's string 'NULL' arrived as NULL
+                        ("ts_ns", pa.array(nanos))):  # as pandas writes timestamps: nanoseconds, cut
+        bad = tmp_path / f"{col}.parquet"
+        pq.write_table(pa.table({**base, col: values}), bad)
+        with pytest.raises(sqlanon.VerificationError, match=f"'{col}' did not come through unchanged"):
+            sqlanon.anonymize(bad, pg_url, target_table=f"{q(schema)}.{col}", **run)
+        assert not exists(pg_url, schema, col) and not staging_left(pg_url, schema)
 
 
 def test_domains_at_any_depth_are_checked_as_their_base_type(pg_url, tmp_path):
