@@ -645,6 +645,8 @@ def run(
             schema = source.arrow_schema(con)
         elif passthrough and isinstance(source, io.FileSource) and source.fmt == "csv":
             _refuse_rounded_numbers(con, source, schema, passthrough)
+        if isinstance(source, io.FileSource) and source.fmt == "csv":
+            _refuse_cut_times(con, source, schema, [c for c in schema.names if c not in drop])
         compare_on = _checksum_dialect(source, target) if passthrough else None
         # A DuckDB table's storage does not keep -0.0 and 0.0 of one column
         # apart (it compresses them as equal at a checkpoint, after the checksums).
@@ -844,6 +846,26 @@ def _refuse_rounded_numbers(con: duckdb.DuckDBPyConnection, source: io.FileSourc
                 f"column {c!r} of {source.describe()!r} holds numbers of more than 15 significant digits, which "
                 "DuckDB reads from CSV as DOUBLE (rounded): write CSV (the text passes through), convert the file "
                 "with that column as VARCHAR or DECIMAL (e.g. to Parquet), or drop it (--drop)"
+            )
+
+
+def _refuse_cut_times(con: duckdb.DuckDBPyConnection, source: io.FileSource, schema: pa.Schema,
+                      columns: list[str]) -> None:
+    """DuckDB reads a CSV timestamp or time of nanoseconds to microseconds:
+    they were published cut (pass-through, QI or sensitive), and the
+    checksums, which read both sides so, agreed. Refused by name when a
+    value has more than six decimals of a second."""
+    times = [c for c in columns if pa.types.is_timestamp(schema.field(c).type) or pa.types.is_time(schema.field(c).type)]
+    if not times:
+        return
+    text = replace(source, as_text=True)
+    row = text.fetch(con, render("sub_microseconds.sql", relation=text.relation, columns=times))
+    for i, c in enumerate(times):
+        if row.column(f"f{i}")[0].as_py():
+            raise InputError(
+                f"column {c!r} of {source.describe()!r} holds times finer than microseconds, which DuckDB reads "
+                "from CSV cut to microseconds: convert the file with that column as VARCHAR or TIMESTAMP_NS "
+                "(e.g. to Parquet), drop it (--drop), or, as a pass-through column, write CSV (its text passes through)"
             )
 
 

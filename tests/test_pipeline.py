@@ -876,6 +876,25 @@ def test_csv_numbers_a_double_would_round_are_refused(tmp_path):
     assert published == ("123456789012345678901234567890",)
 
 
+def test_csv_times_finer_than_microseconds_are_refused(tmp_path):
+    """DuckDB reads a CSV timestamp or time of nanoseconds to microseconds:
+    they were published cut, as pass-through, QI or sensitive values, and
+    the checksums (both sides read by DuckDB) agreed (helper-34)."""
+    src = tmp_path / "ev.csv"
+    src.write_text("age,at,clock,s\n" + "".join(
+        f"{20 + i % 30},2020-01-01 12:34:56.{123456000 + i},12:00:00.{1234567 + i},{i % 3}\n" for i in range(200)))
+    run = dict(k=5, l=2, sensitive=["s"], workers=1)
+    with pytest.raises(sqlanon.InputError, match="'at' of .* finer than microseconds"):
+        sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], **run)
+    with pytest.raises(sqlanon.InputError, match="'clock' of .* finer than microseconds"):
+        sqlanon.anonymize(src, tmp_path / "o.csv", qi=["age", "clock"], **run)  # as a QI, into CSV too
+    assert not list(tmp_path.glob("o*"))
+    # Into CSV the pass-through text travels as it is.
+    sqlanon.anonymize(src, tmp_path / "o.csv", qi=["age"], **run)
+    published = duckdb.sql(f"""SELECT max("at") FROM read_csv('{tmp_path / 'o.csv'}', all_varchar = true)""").fetchone()
+    assert published == ("2020-01-01 12:34:56.123456199",)
+
+
 def test_a_duckdb_target_schema_that_is_missing_is_refused_before_any_work(tmp_path):
     """It failed after all the fragments ('Catalog Error: Schema with name hr
     does not exist', exit 1); --explain did not notice."""
