@@ -1012,8 +1012,10 @@ def _check_cross_engine_types(columns: list[tuple[str, str]], spec: Anonymizatio
     Between engines no checksum compares the values (only the row count), so
     what DuckDB's postgres extension would change on the way is refused by
     name up front: ``time with time zone`` loses its offset; an ``interval``
-    in a Parquet file keeps milliseconds only. (A PostgreSQL target gets the
-    server's own types back, and its checksums compare the values.)
+    in a Parquet file keeps milliseconds only, and so does one in an array
+    into any file (the workers' Parquet parts hold it: only a column of
+    intervals travels as text). (A PostgreSQL target gets the server's own
+    types back, and its checksums compare the values.)
     """
     if getattr(target, "dialect", None) == "postgres":
         return
@@ -1021,8 +1023,9 @@ def _check_cross_engine_types(columns: list[tuple[str, str]], spec: Anonymizatio
     for name, typ in columns:
         if name in spec.qi_names or name in drop:
             continue
-        if _ZONED_TIME.match(typ) or (parquet and typ.startswith("interval")):
-            where = "a file" if _ZONED_TIME.match(typ) else "a Parquet file"
+        nested = typ.startswith("interval") and typ.endswith("]")
+        if _ZONED_TIME.match(typ) or (parquet and typ.startswith("interval")) or nested:
+            where = "a file" if _ZONED_TIME.match(typ) or nested else "a Parquet file"
             raise ConfigError(
                 f"column {name!r} is {typ} on the server, which cannot reach {where} exactly: "
                 f"drop it (--drop) or cast it to text in a view"
