@@ -713,6 +713,8 @@ def run(
                 staging.cast_back = cast
         else:
             _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
+        if source.dialect == "duckdb" and not (isinstance(target, io.FileTarget) and target.fmt == "csv"):
+            _check_nested_hugeints(con, source, passthrough)
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
             _check_hugeint_bounds(con, source, spec, schema)
         memory, threads = _task_resources(options, pool)
@@ -949,6 +951,30 @@ def _check_parquet_hugeints(con: duckdb.DuckDBPyConnection, source, columns: lis
                 f"column {c!r} is a HUGEINT holding values of 39 digits, which Parquet ({target.describe()!r}) "
                 "cannot hold (DECIMAL(38,0) at most): write to a DuckDB table, cast it to text in a view, or drop "
                 "it (--drop)"
+            )
+
+
+_NESTED_HUGEINT = re.compile(r"(?<![A-Z])HUGEINT(?=[\[\],) ])")
+"""A HUGEINT inside a list, array or struct type (not UHUGEINT)."""
+
+
+def _check_nested_hugeints(con: duckdb.DuckDBPyConnection, source, passthrough: list[str]) -> None:
+    """Inside a list or struct a HUGEINT travels as DECIMAL(38,0) and is
+    never cast back (only a column of them is): a value of 39 digits was
+    written into Parquet or a DuckDB table as a decimal its type cannot
+    hold, and the checksums, which compare text, agreed. Refused by column."""
+    keep = set(passthrough)
+    for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall():
+        if name not in keep or typ == "HUGEINT" or not _NESTED_HUGEINT.search(typ):
+            continue
+        c = ident(name)
+        found = con.execute(
+            f"SELECT count(*) FROM {source.relation} WHERE regexp_matches(CAST({c} AS VARCHAR), '(^|[^0-9])[0-9]{{39}}')"
+        ).fetchone()[0]
+        if found:
+            raise InputError(
+                f"column {name!r} holds HUGEINT values of 39 digits in a list or struct, which travel as "
+                "DECIMAL(38,0) (38 digits at most): cast it to text in a view, or drop it (--drop)"
             )
 
 

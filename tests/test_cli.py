@@ -1387,6 +1387,28 @@ def test_duckdb_types_arrow_does_not_keep_come_back_in_a_duckdb_table(tmp_path, 
     assert r.exit_code == 0, r.stderr
 
 
+def test_a_hugeint_of_39_digits_in_a_list_or_struct_is_refused(tmp_path, out_dir):
+    """Inside a list or a struct a HUGEINT travels as DECIMAL(38,0), and is
+    never cast back: a 39-digit value was written into Parquet or a DuckDB
+    table as a decimal its own type cannot hold (arithmetic on it overflowed;
+    the checksums compare text and agreed)."""
+    db = tmp_path / "in.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""
+            CREATE TABLE t AS SELECT i AS id, 20 + i % 40 AS age,
+                [(CASE WHEN i = 7 THEN 170141183460469231731687303715884105727 ELSE i END)::HUGEINT] AS hs,
+                {'h': i::HUGEINT} AS st
+            FROM range(300) r(i)""")
+        con.execute("CREATE TABLE small AS SELECT * FROM t WHERE id <> 7")
+    for out, extra in ((out_dir / "o.parquet", []), (out_dir / "o.duckdb", ["--target-table", "t"])):
+        r = cli("anonymize", db, "--table", "t", "-o", out, *extra, "--qi", "age", "-k", "5")
+        assert r.exit_code == 1
+        assert_one_line_error(r.stderr, "'hs' holds HUGEINT values of 39 digits .* a list or struct")
+        r = cli("anonymize", db, "--table", "small", "-o", out, *extra, "--qi", "age", "-k", "5", "--overwrite")
+        assert r.exit_code == 0, r.stderr
+    assert not list(out_dir.glob("*.sqlanon-staging-*"))
+
+
 def test_csv_quoted_only_after_the_sniffers_rows(tmp_path):
     """DuckDB's sniffer reads the first 20,480 rows; seeing no quoted value
     there it guessed "no quoting", and a later "Smith, J" in the input, or
