@@ -761,7 +761,8 @@ def run(
             if check.rows != total:
                 raise VerificationError(
                     f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
-                    + ("" if source.dialect == "postgres" else " (did the input change during the run?)")
+                    + (_qi_collation_hint(columns, spec) if source.dialect == "postgres"
+                       else " (did the input change during the run?)")
                 )
             if compare_on:
                 if compare_on != dialect:  # a lake into PostgreSQL: the server's table read back through DuckDB
@@ -988,6 +989,20 @@ def _collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> 
     return (
         f"; the server counts the values of {', '.join(collated)} under that collation, the anonymizer counts "
         "exact strings: give the run those values as the collation compares them (e.g. lower(...) in a view)"
+    )
+
+
+def _qi_collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> str:
+    """Why a PostgreSQL source's fragments can hold more rows than it has: a
+    QI compared under a collation that equates different strings (citext, a
+    nondeterministic collation) puts a row on both sides of a cut."""
+    collated = [repr(name) for name, typ in columns
+                if name in spec.qi_names and (" COLLATE " in typ or typ.split("[")[0] == "citext")]
+    if not collated:
+        return ""
+    return (
+        f"; the server compares {', '.join(collated)} under a collation (or citext) for which different strings "
+        "are equal, and a fragment's bounds then took rows of another: cast it to text in a view"
     )
 
 

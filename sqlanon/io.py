@@ -458,7 +458,8 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
             if precision is not None and precision > 38:
                 raise InputError(
                     f"column {name!r} of {f!r} is a DECIMAL of {precision} digits; DuckDB reads at most 38 "
-                    "exactly: cast it (e.g. to text) or leave it out"
+                    "exactly (this one as a wrong double), and --drop cannot keep it from the file: rewrite the "
+                    "file with that column cast (e.g. to text) or without it"
                 )
     return tuple(coarse)
 

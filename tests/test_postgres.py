@@ -462,6 +462,26 @@ def test_nondeterministic_sensitive_collation_is_verified_as_the_server_compares
     assert not exists(pg_url, schema, "dst") and staging_left(pg_url, schema) == set()
 
 
+def test_a_qi_under_a_case_insensitive_collation_is_named_when_rows_double(pg_url):
+    """Under a nondeterministic collation a fragment's bounds ('name' <= 'bob')
+    also take 'Bob' from the other side: the run failed '560 rows written,
+    400 in the source' without a word of why (helper-34)."""
+    schema = "collate_qi"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE COLLATION {q(schema)}.ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)")
+    sql(pg_url, f"""CREATE TABLE {rel(schema, 'src')} AS SELECT g AS id,
+        ((ARRAY['anna','Anna','bob','Bob','carl','Carl','dina','Dina'])[1 + g % 8] || (g % 5))::text
+        COLLATE {q(schema)}.ci AS name, (ARRAY['flu','cold','covid'])[1 + g % 3] AS disease
+        FROM generate_series(1, 400) g""")
+    p = _cli("anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table", f"{schema}.dst",
+             "--qi", "name", "-k", 5, "-l", 2, "--sensitive", "disease", "--workers", 2, "--fragments", 8,
+             "--fragmentation", "quantile", "--sample", 1.0)
+    assert p.returncode == 1
+    line = one_error_line(p.stderr)
+    assert "rows written, 400 in the source" in line and "compares 'name' under a collation" in line, line
+    assert not exists(pg_url, schema, "dst") and staging_left(pg_url, schema) == set()
+
+
 def test_metrics_table_of_an_older_shape_takes_new_columns(pg_url):
     """Rows go into an existing metrics table by name, adding the columns an
     older sqlanon's table lacks (it inserted by position: an error, or values
