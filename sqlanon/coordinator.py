@@ -629,6 +629,7 @@ def run(
         n_fragments = options.fragments or workers
         _refuse_zoned_times(con, source, spec, schema, columns)
         if columns:
+            _refuse_generated_from_qis(source, spec, drop, snapshot_holder)
             _check_numeric_qis(source, spec, columns, snapshot_holder)
             _check_cross_engine_types(columns, spec, drop, target)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
@@ -1018,6 +1019,19 @@ def _csv_empty_hint(target, spec: AnonymizationSpec, schema: pa.Schema, check) -
         f"if {', '.join(map(repr, text))} {'holds' if len(text) == 1 else 'hold'} both, map one of them in a view, "
         "or write Parquet"
     )
+
+
+def _refuse_generated_from_qis(source, spec: AnonymizationSpec, drop: tuple[str, ...], server) -> None:
+    """A stored generated column computed from a QI (``age_months =
+    age * 12``) passed through unchanged and gave the QI's exact value away
+    beside its generalization. Refused by name, with the QI it reads."""
+    stmt = render("generated_from.sql", dialect="postgres", inline=True, relation=source.relation)
+    for generated, reads in server.execute(stmt.sql).fetchall():
+        if reads in spec.qi_names and generated not in spec.qi_names and generated not in drop:
+            raise ConfigError(
+                f"column {generated!r} is generated from quasi-identifier {reads!r} and would be published "
+                f"unchanged, giving its value away: drop it (--drop) or make it a quasi-identifier too"
+            )
 
 
 def _check_numeric_qis(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], server) -> None:

@@ -482,6 +482,22 @@ def test_a_qi_under_a_case_insensitive_collation_is_named_when_rows_double(pg_ur
     assert not exists(pg_url, schema, "dst") and staging_left(pg_url, schema) == set()
 
 
+def test_a_column_generated_from_a_qi_is_refused(pg_url):
+    """A stored generated column computed from a QI passed through unchanged:
+    the published table held every person's exact age beside its interval
+    (helper-34)."""
+    schema = "generated"
+    _small_source(pg_url, schema, "")
+    sql(pg_url, f"ALTER TABLE {q(schema)}.src ADD COLUMN months int GENERATED ALWAYS AS (age * 12) STORED, "
+                "ADD COLUMN id2 int GENERATED ALWAYS AS (id * 2) STORED")
+    with pytest.raises(sqlanon.ConfigError, match="'months' is generated from quasi-identifier 'age'"):
+        _run_small(pg_url, schema)
+    assert not exists(pg_url, schema, "dst")
+    sqlanon.anonymize(pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst", qi=["age"], k=5,
+                      l=2, sensitive=["disease"], workers=1, drop=["months"])
+    assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst WHERE id2 = id * 2") == 600
+
+
 def test_metrics_table_of_an_older_shape_takes_new_columns(pg_url):
     """Rows go into an existing metrics table by name, adding the columns an
     older sqlanon's table lacks (it inserted by position: an error, or values
