@@ -716,6 +716,8 @@ def run(
             _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
         if source.dialect == "duckdb" and not (isinstance(target, io.FileTarget) and target.fmt == "csv"):
             _check_nested_hugeints(con, source, passthrough)
+        if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres":
+            _check_postgres_bound_types(con, source, passthrough)
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
             _check_hugeint_bounds(con, source, spec, schema)
         memory, threads = _task_resources(options, pool)
@@ -953,6 +955,27 @@ def _check_parquet_hugeints(con: duckdb.DuckDBPyConnection, source, columns: lis
                 f"column {c!r} is a HUGEINT holding values of 39 digits, which Parquet ({target.describe()!r}) "
                 "cannot hold (DECIMAL(38,0) at most): write to a DuckDB table, cast it to text in a view, or drop "
                 "it (--drop)"
+            )
+
+
+_NO_POSTGRES_TYPE = re.compile(r"(?<![A-Z])(UHUGEINT|BIT|TIME WITH TIME ZONE|STRUCT|UNION)(?![A-Z_])")
+"""DuckDB types DuckDB's postgres extension cannot write into a PostgreSQL
+table as they are: a double, bytea, a time without its offset, or no type
+at all (an unnamed composite)."""
+
+
+def _check_postgres_bound_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[str]) -> None:
+    """Lake into PostgreSQL: pass-through types the server's table cannot
+    take as they are, refused by name before any work (the checksums, or
+    the load into the staging table, refused them only after every
+    fragment, the latter without naming the column)."""
+    keep = set(passthrough)
+    for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall():
+        found = _NO_POSTGRES_TYPE.search(typ) if name in keep and not typ.startswith("ENUM(") else None
+        if found:
+            raise ConfigError(
+                f"column {name!r} is {typ}, which cannot reach a PostgreSQL table as it is ({found.group(1)} has no "
+                "exact PostgreSQL type on the way): drop it (--drop) or cast it to text in a view"
             )
 
 

@@ -1318,6 +1318,18 @@ def test_a_lakes_pass_through_values_are_compared_in_postgresql_too(pg_url, tmp_
         with pytest.raises(sqlanon.VerificationError, match=f"'{col}' did not come through unchanged"):
             sqlanon.anonymize(bad, pg_url, target_table=f"{q(schema)}.{col}", **run)
         assert not exists(pg_url, schema, col) and not staging_left(pg_url, schema)
+    # Types with no exact PostgreSQL type on the way: refused before any work
+    # (a struct failed in the load after every fragment, no column named).
+    db = tmp_path / "odd.duckdb"
+    with duckdb.connect(str(db)) as odd:
+        odd.execute("""CREATE TABLE t AS SELECT g AS id, 18 + g % 60 AS age,
+            (['flu','cold','covid'])[1 + g % 3] AS disease, {'a': g} AS pair, '101'::BIT AS flags,
+            g::UHUGEINT AS big FROM range(1, 601) t(g)""")
+    for col in ("pair", "flags", "big"):
+        others = [c for c in ("pair", "flags", "big") if c != col]
+        with pytest.raises(sqlanon.ConfigError, match=f"'{col}' is .* cannot reach a PostgreSQL table"):
+            sqlanon.anonymize(db, pg_url, table="t", target_table=f"{q(schema)}.{col}", drop=others, **run)
+        assert not exists(pg_url, schema, col) and not staging_left(pg_url, schema)
 
 
 def test_domains_at_any_depth_are_checked_as_their_base_type(pg_url, tmp_path):
