@@ -20,6 +20,7 @@ reported separately. Prints a Markdown table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -235,6 +236,22 @@ def settle(dsn: str) -> None:
             pass  # --url with a role that may not checkpoint
 
 
+@contextlib.contextmanager
+def _checkout(rev: str):
+    """A temporary git worktree of revision ``rev`` (its path), removed after."""
+    repo = Path(__file__).resolve().parent.parent
+    old = Path(tempfile.mkdtemp(prefix="sqlanon-compare-")) / "tree"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(old), rev], check=True)
+    # The editable install maps sqlanon.sql_templates to this tree's
+    # sql_templates/; inside the checkout, a link makes it find its own.
+    (old / "sqlanon" / "sql_templates").symlink_to(Path("..") / "sql_templates")
+    try:
+        yield old
+    finally:
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(old)], check=False)
+        shutil.rmtree(old.parent, ignore_errors=True)
+
+
 def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None) -> None:
     """Revision ``rev`` against this tree, end to end, runs alternating in one session.
 
@@ -246,13 +263,8 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None) -> 
     import statistics
 
     repo = Path(__file__).resolve().parent.parent
-    old = Path(tempfile.mkdtemp(prefix="sqlanon-compare-")) / "tree"
-    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(old), rev], check=True)
-    # The editable install maps sqlanon.sql_templates to this tree's
-    # sql_templates/; inside the checkout, a link makes it find its own.
-    (old / "sqlanon" / "sql_templates").symlink_to(Path("..") / "sql_templates")
-    out_dir = Path(tempfile.mkdtemp(prefix="sqlanon-bench-"))
-    try:
+    with _checkout(rev) as old, tempfile.TemporaryDirectory(prefix="sqlanon-bench-") as scratch:
+        out_dir = Path(scratch)
         if url is None:
             dsn = None
             base = ["anonymize", str(poker_file(rows)), "-o", str(out_dir / "out.parquet")]
@@ -280,10 +292,41 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None) -> 
         for name, rs in runs.items():
             cells = " | ".join(f"{statistics.median(r[p] for r in rs):.2f}" for p in phases)
             print(f"| {name} | {cells} | {min(r['wall'] for r in rs):.2f} |")
-    finally:
-        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(old)], check=False)
-        shutil.rmtree(old.parent, ignore_errors=True)
-        shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def hierarchy(rows: int, leaves: int, rev: str | None) -> None:
+    """A QI with a large hierarchy (ZIP codes, ICD-10): its cuts name
+    thousands of leaves. This tree, and ``rev`` when given, against a plain
+    copy; one run each (a slow version takes minutes)."""
+    DATA.mkdir(exist_ok=True)
+    src, tree_file = DATA / f"codes-{rows}-{leaves}.parquet", DATA / f"codes-{leaves}.csv"
+    if not tree_file.exists():  # leaf; group of 50; group of 2,500; *
+        tree_file.write_text("".join(f"c{i:06d};m{i // 50:05d};t{i // 2500:03d};*\n" for i in range(leaves)))
+    if not src.exists():
+        import duckdb
+
+        duckdb.sql(f"""COPY (SELECT i AS id, 'c' || lpad((hash(i, 2) % {leaves})::VARCHAR, 6, '0') AS code,
+            'dx' || (hash(i, 11) % 20)::VARCHAR AS diag FROM range({rows}) t(i)) TO '{src}' (FORMAT parquet)""")
+    with contextlib.ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqlanon-bench-")))
+        trees = {"this tree": None}
+        if rev:
+            trees[rev] = str(stack.enter_context(_checkout(rev)))
+        base = ["anonymize", str(src), "-o", str(scratch / "out.parquet"), "--qi", "code", "--hierarchy",
+                f"code={tree_file}", "--sensitive", "diag", "-k", "10", "-l", "2", "--workers", "2", "--json",
+                "--overwrite"]
+        print(f"{rows:,} rows, QI code with a hierarchy of {leaves:,} leaves (4 levels), k = 10, l = 2, "
+              f"2 workers; {machine()}\n")
+        print("| run | wall s | read s | anonymize s | classes | NCP |")
+        print("|---|---|---|---|---|---|")
+        print(f"| DuckDB COPY | {copy_baseline(src, scratch / 'copy.parquet'):.2f} | | | | |")
+        for name, tree in trees.items():
+            # Warm: the tree's kernel compiled and cached (one fragment: no cut to read by).
+            run_cli([*base[:-4], "--workers", "1", "--json", "--overwrite"], tree)
+            doc, wall, _ = run_cli(base, tree)
+            t = doc["timings"]
+            print(f"| {name} | {wall:.2f} | {t['read']:.2f} | {t['anonymize']:.2f} | {doc['classes']:,} | "
+                  f"{doc['ncp']:.6g} |")
 
 
 def _median_s(f, repeat: int) -> float:
@@ -511,6 +554,10 @@ def main() -> None:
     p = sub.add_parser("executors", help="local pool vs Dask vs Spark, and local scaling 1 -> 2 workers")
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--fragments", type=int, default=8)
+    p = sub.add_parser("hierarchy", help="a QI with a large hierarchy: cuts that name thousands of leaves")
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--leaves", type=int, default=50_000)
+    p.add_argument("--rev", help="also run this git revision (e.g. HEAD~1), once")
     p = sub.add_parser("compare", help="a git revision against this tree, runs alternating, medians")
     p.add_argument("rev", help="the revision to compare with, e.g. HEAD~3 or a commit")
     p.add_argument("--rows", type=int, default=1_000_000)
@@ -520,6 +567,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.what == "compare":
         compare(args.rev, args.rows, args.workers, args.repeat, args.url)
+        return
+    if args.what == "hierarchy":
+        hierarchy(args.rows, args.leaves, args.rev)
         return
     if args.what == "executors":
         executors_bench(args.rows, args.fragments)
