@@ -329,6 +329,69 @@ def hierarchy(rows: int, leaves: int, rev: str | None) -> None:
                   f"{doc['ncp']:.6g} |")
 
 
+def _tree_rss_mib(pid: int) -> float:
+    """Resident memory of ``pid`` and its descendants (Linux /proc), MiB."""
+    parents, rss = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                parents[int(entry)], rss[int(entry)] = int(fields[1]), int(fields[21])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, frontier = {pid}, {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - tree
+        tree |= frontier
+    return sum(rss.get(p, 0) for p in tree) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def wide(rows: int, rev: str | None) -> None:
+    """Wide rows (25 QIs, 60 pass-through columns: strings of 200
+    characters, lists, structs): the memory of the whole process tree,
+    sampled every 0.25 s, at its peak and once the fragments are done (the
+    coordinator assembling and verifying, the workers idle)."""
+    DATA.mkdir(exist_ok=True)
+    src = DATA / f"wide-{rows}.parquet"
+    if not src.exists():
+        import duckdb
+
+        qi = ", ".join(f"(hash(i, {j}) % {[5, 10, 20, 50, 100][j % 5]})::INT AS q{j}" for j in range(25))
+        rest = [f"(hash(i, {100 + j}) >> 1)::BIGINT AS n{j}" for j in range(50)]
+        rest += [f"repeat(md5((i * {j + 1})::VARCHAR), 6) || md5(i::VARCHAR)[:8] AS s{j}" for j in range(6)]
+        rest += ["[i, i + 1, i % 7] AS l0", "['a' || (i % 13)::VARCHAR, 'b'] AS l1",
+                 "{'x': i % 100, 'y': 'v' || (i % 17)::VARCHAR} AS st0", "{'k': [1, 2], 'm': i} AS st1"]
+        duckdb.sql(f"COPY (SELECT {qi}, {', '.join(rest)}, 'dx' || (hash(i, 999) % 20)::VARCHAR AS diag "
+                   f"FROM range({rows}) t(i)) TO '{src}' (FORMAT parquet)")
+    with contextlib.ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqlanon-bench-")))
+        trees = {"this tree": None}
+        if rev:
+            trees[rev] = str(stack.enter_context(_checkout(rev)))
+        args = ["-m", "sqlanon", "anonymize", str(src), "-o", str(scratch / "out.parquet"), "--qi",
+                ",".join(f"q{j}" for j in range(25)), "--sensitive", "diag", "-k", "10", "-l", "2", "--workers", "2",
+                "--json", "--overwrite", "--quiet"]
+        print(f"{rows:,} rows, 25 QIs and 61 other columns ({src.stat().st_size / 2**30:.2f} GiB of Parquet), "
+              f"k = 10, l = 2, 2 workers; {machine()}\n")
+        print("| run | wall s | tree peak MiB | tree peak once the fragments are done MiB | median then MiB |")
+        print("|---|---|---|---|---|")
+        for name, tree in trees.items():
+            env = {**os.environ, "PYTHONPATH": tree} if tree else None
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, text=True, env=env, cwd=tree)
+            samples = []
+            while proc.poll() is None:
+                samples.append((time.perf_counter() - t0, _tree_rss_mib(proc.pid)))
+                time.sleep(0.25)
+            wall = time.perf_counter() - t0
+            t = json.loads(proc.stdout.read())["timings"]
+            done = wall - t["total"] + t["read"] + t["fragmentation"] + t["anonymize"]
+            late = sorted(m for at, m in samples if at > done) or [0.0]
+            print(f"| {name} | {wall:.1f} | {max(m for _, m in samples):,.0f} | {late[-1]:,.0f} | "
+                  f"{late[len(late) // 2]:,.0f} |")
+
+
 def _median_s(f, repeat: int) -> float:
     """The median wall time of ``repeat`` calls of ``f``."""
     import statistics
@@ -558,6 +621,9 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--leaves", type=int, default=50_000)
     p.add_argument("--rev", help="also run this git revision (e.g. HEAD~1), once")
+    p = sub.add_parser("wide", help="wide rows: the process tree's memory, at its peak and after the fragments")
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--rev", help="also run this git revision (e.g. HEAD~1), once")
     p = sub.add_parser("compare", help="a git revision against this tree, runs alternating, medians")
     p.add_argument("rev", help="the revision to compare with, e.g. HEAD~3 or a commit")
     p.add_argument("--rows", type=int, default=1_000_000)
@@ -570,6 +636,9 @@ def main() -> None:
         return
     if args.what == "hierarchy":
         hierarchy(args.rows, args.leaves, args.rev)
+        return
+    if args.what == "wide":
+        wide(args.rows, args.rev)
         return
     if args.what == "executors":
         executors_bench(args.rows, args.fragments)
