@@ -644,10 +644,8 @@ def run(
             # Pass the text through, not DuckDB's guess of its type ("yes" would come out as true).
             source = replace(source, text_columns=tuple(passthrough))
             schema = source.arrow_schema(con)
-        elif passthrough and isinstance(source, io.FileSource) and source.fmt == "csv":
-            _refuse_rounded_numbers(con, source, schema, passthrough)
-        if isinstance(source, io.FileSource) and source.fmt == "csv":
-            _refuse_cut_times(con, source, schema, [c for c in schema.names if c not in drop])
+        if isinstance(source, io.FileSource) and source.fmt == "csv":  # CSV to CSV: its pass-through is text now
+            _refuse_lossy_csv_reads(con, source, schema, passthrough, [c for c in schema.names if c not in drop])
         compare_on = _checksum_dialect(source, target) if passthrough else None
         # A DuckDB table's storage does not keep -0.0 and 0.0 of one column
         # apart (it compresses them as equal at a checkpoint, after the checksums).
@@ -834,40 +832,33 @@ def run(
     )
 
 
-def _refuse_rounded_numbers(con: duckdb.DuckDBPyConnection, source: io.FileSource, schema: pa.Schema,
-                            passthrough: list[str]) -> None:
-    """A CSV column DuckDB guesses to be DOUBLE (numbers too long for an
-    integer type) was published rounded (30-digit account numbers as one
-    1.2345678901234568e+29), and the checksums, which read both sides as
-    DOUBLE, agreed. Refused by name when a value has more than 15
-    significant digits."""
+def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSource, schema: pa.Schema,
+                            passthrough: list[str], columns: list[str]) -> None:
+    """Values DuckDB's typed reading of a CSV file would change, refused by
+    column after one pass over the file's text (``csv_lossy_reads.sql``); the
+    checksums, which read both sides typed, agreed with both:
+
+    * a pass-through column DuckDB guesses to be DOUBLE (numbers too long
+      for an integer type) holding more than 15 significant digits: 30-digit
+      account numbers were published as one 1.2345678901234568e+29;
+    * a timestamp or time (of ``columns``: QI, sensitive or pass-through)
+      with more than six decimals of a second: published cut to microseconds.
+    """
     doubles = [c for c in passthrough if pa.types.is_floating(schema.field(c).type)]
-    if not doubles:
+    times = [c for c in columns if pa.types.is_timestamp(schema.field(c).type) or pa.types.is_time(schema.field(c).type)]
+    if not doubles and not times:
         return
     text = replace(source, as_text=True)
-    row = text.fetch(con, render("rounded_numbers.sql", relation=text.relation, columns=doubles))
+    row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times))
     for i, c in enumerate(doubles):
-        if row.column(f"r{i}")[0].as_py():
+        if row.column(f"d{i}")[0].as_py():
             raise InputError(
                 f"column {c!r} of {source.describe()!r} holds numbers of more than 15 significant digits, which "
                 "DuckDB reads from CSV as DOUBLE (rounded): write CSV (the text passes through), convert the file "
                 "with that column as VARCHAR or DECIMAL (e.g. to Parquet), or drop it (--drop)"
             )
-
-
-def _refuse_cut_times(con: duckdb.DuckDBPyConnection, source: io.FileSource, schema: pa.Schema,
-                      columns: list[str]) -> None:
-    """DuckDB reads a CSV timestamp or time of nanoseconds to microseconds:
-    they were published cut (pass-through, QI or sensitive), and the
-    checksums, which read both sides so, agreed. Refused by name when a
-    value has more than six decimals of a second."""
-    times = [c for c in columns if pa.types.is_timestamp(schema.field(c).type) or pa.types.is_time(schema.field(c).type)]
-    if not times:
-        return
-    text = replace(source, as_text=True)
-    row = text.fetch(con, render("sub_microseconds.sql", relation=text.relation, columns=times))
     for i, c in enumerate(times):
-        if row.column(f"f{i}")[0].as_py():
+        if row.column(f"t{i}")[0].as_py():
             raise InputError(
                 f"column {c!r} of {source.describe()!r} holds times finer than microseconds, which DuckDB reads "
                 "from CSV cut to microseconds: convert the file with that column as VARCHAR or TIMESTAMP_NS "

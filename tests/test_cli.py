@@ -432,19 +432,8 @@ def test_an_interrupt_that_does_not_surface_still_publishes_nothing(out_dir, mon
     neither may go on to publish. Both end as an interrupt: exit 130, nothing
     written. (The SIGINT is real; the query it interrupts is stood in for, as
     a real one does not always start before the signal on a busy machine.)"""
-    real = sqlanon_coordinator.verify_relation
-
-    def verify_with_ctrl_c(*args, **kwargs):
-        try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(5)
-        except KeyboardInterrupt:
-            if how == "as-duckdb-reports-it":
-                raise RuntimeError("Query interrupted") from None
-            # swallowed, e.g. by a retry loop or a clean-up that catches too much
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(sqlanon_coordinator, "verify_relation", verify_with_ctrl_c)
+    # swallowed, e.g. by a retry loop or a clean-up that catches too much
+    _ctrl_c_inside(monkeypatch, "duckdb" if how == "as-duckdb-reports-it" else "handled")
     out = out_dir / "o.parquet"
     r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10", "--workers", "1")
     assert r.exit_code == 130, r.stderr
@@ -474,7 +463,8 @@ def test_an_interrupt_while_publishing_lets_it_finish(out_dir, monkeypatch):
 def _ctrl_c_inside(monkeypatch, how: str) -> None:
     """A real SIGINT during the run's verification, which reports it as
     ``how``: "duckdb" (RuntimeError("Query interrupted"), as DuckDB does),
-    or "handled" (the process's handler ran and returned)."""
+    or "handled" (the KeyboardInterrupt swallowed, or a host's own handler
+    that returned)."""
     real = sqlanon_coordinator.verify_relation
 
     def verify_with_ctrl_c(*args, **kwargs):

@@ -1261,15 +1261,16 @@ def test_drop_leaves_an_unreadable_column_unread(pg_url, tmp_path):
     assert pq.read_table(out).column_names == ["id", "age", "disease"] and pq.read_metadata(out).num_rows == 600
 
 
-def test_pass_through_types_that_cannot_reach_a_file_are_refused_by_name(pg_url, tmp_path):
-    """PG -> file runs compare only row counts: a TIMETZ lost its offset and an
-    interval its microseconds in Parquet, silently. A numeric domain was read
-    as a double (NaN as 0) into a file and could not be published to PG at all."""
-    schema = "crosstypes"
-    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_amount CASCADE; CREATE DOMAIN public.sqlanon_amount AS numeric")
-    _small_source(pg_url, schema, ", TIMETZ '12:00:00.123456+02' AS ttz, g * interval '1 microsecond' AS iv, "
+def _refused_into_files_exact_in_csv(pg_url, tmp_path, schema: str, types: tuple[str, str, str]) -> dict:
+    """A source whose columns ttz, iv and dm are of ``types`` (a timetz, an
+    interval, a numeric, or domains over them): ttz is refused into any
+    file, iv into Parquet, and a CSV file gets iv and dm exactly (as text).
+    Returns the run's arguments."""
+    ttz, iv, dm = types
+    _small_source(pg_url, schema, f", TIMETZ '12:00:00.123456+02'::{ttz} AS ttz, "
+                                  f"(g * interval '1 microsecond')::{iv} AS iv, "
                                   "(CASE WHEN g % 10 = 0 THEN 'NaN' ELSE g * 123456789.123456789123 END)"
-                                  "::public.sqlanon_amount AS dm")
+                                  f"::{dm} AS dm")
     run = dict(table=f"{q(schema)}.src", qi=["age"], k=5, l=2, sensitive=["disease"], workers=1)
     with pytest.raises(sqlanon.ConfigError, match=r"'ttz' is time with time zone .* drop it \(drop=\)"):
         sqlanon.anonymize(pg_url, tmp_path / "a.parquet", **run)
@@ -1282,6 +1283,17 @@ def test_pass_through_types_that_cannot_reach_a_file_are_refused_by_name(pg_url,
         column_types={"dm": pa.string(), "iv": pa.string()})).to_pylist()}
     assert got[1]["iv"] == "00:00:00.000001" and got[10]["dm"] == "NaN"
     assert got[3]["dm"] == scalar(pg_url, f"SELECT dm::text FROM {q(schema)}.src WHERE id = 3")
+    return run
+
+
+def test_pass_through_types_that_cannot_reach_a_file_are_refused_by_name(pg_url, tmp_path):
+    """PG -> file runs compare only row counts: a TIMETZ lost its offset and an
+    interval its microseconds in Parquet, silently. A numeric domain was read
+    as a double (NaN as 0) into a file and could not be published to PG at all."""
+    schema = "crosstypes"
+    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_amount CASCADE; CREATE DOMAIN public.sqlanon_amount AS numeric")
+    run = _refused_into_files_exact_in_csv(pg_url, tmp_path, schema, ("time with time zone", "interval",
+                                                                      "public.sqlanon_amount"))
     # PG -> PG: checksummed (a TIMETZ still cannot travel: refused there by its checksum)
     sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.dst", drop=["ttz"], **run)
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.src a JOIN {q(schema)}.dst b USING (id) "
@@ -1341,27 +1353,13 @@ def test_domains_at_any_depth_are_checked_as_their_base_type(pg_url, tmp_path):
                 "DROP DOMAIN IF EXISTS public.sqlanon_iv; CREATE DOMAIN public.sqlanon_amount1 AS numeric; "
                 "CREATE DOMAIN public.sqlanon_amount2 AS public.sqlanon_amount1; "
                 "CREATE DOMAIN public.sqlanon_ttz AS timetz; CREATE DOMAIN public.sqlanon_iv AS interval")
-    _small_source(pg_url, schema, ", TIMETZ '12:00:00+02'::public.sqlanon_ttz AS ttzd, "
-                                  "(g * interval '1 microsecond')::public.sqlanon_iv AS ivd, "
-                                  "(CASE WHEN g % 10 = 0 THEN 'NaN' ELSE g * 123456789.123456789123 END)"
-                                  "::public.sqlanon_amount2 AS dm2")
-    run = dict(table=f"{q(schema)}.src", qi=["age"], k=5, l=2, sensitive=["disease"], workers=1)
-    with pytest.raises(sqlanon.ConfigError, match=r"'ttzd' is time with time zone"):
-        sqlanon.anonymize(pg_url, tmp_path / "a.parquet", **run)
-    with pytest.raises(sqlanon.ConfigError, match=r"'ivd' is interval .* a Parquet file"):
-        sqlanon.anonymize(pg_url, tmp_path / "b.parquet", drop=["ttzd"], **run)
-    assert not list(tmp_path.iterdir())
-    csv = tmp_path / "c.csv"
-    sqlanon.anonymize(pg_url, csv, drop=["ttzd"], **run)
-    got = {r["id"]: r for r in pa.csv.read_csv(csv, convert_options=pa.csv.ConvertOptions(
-        column_types={"dm2": pa.string(), "ivd": pa.string()})).to_pylist()}
-    assert got[1]["ivd"] == "00:00:00.000001" and got[10]["dm2"] == "NaN"
-    assert got[3]["dm2"] == scalar(pg_url, f"SELECT dm2::text FROM {q(schema)}.src WHERE id = 3")
+    run = _refused_into_files_exact_in_csv(pg_url, tmp_path, schema, ("public.sqlanon_ttz", "public.sqlanon_iv",
+                                                                      "public.sqlanon_amount2"))
     # An array of intervals travels through the workers' Parquet parts: cut
     # to milliseconds into a CSV file or a DuckDB table too, with exit 0.
     sql(pg_url, f"ALTER TABLE {q(schema)}.src ADD COLUMN ivs interval[] DEFAULT ARRAY[interval '1.234567 s']")
     with pytest.raises(sqlanon.ConfigError, match=r"'ivs' is interval\[\] .* a file"):
-        sqlanon.anonymize(pg_url, tmp_path / "d.csv", drop=["ttzd"], **run)
+        sqlanon.anonymize(pg_url, tmp_path / "d.csv", drop=["ttz"], **run)
 
 
 def test_a_view_as_the_target_is_refused_and_publishing_waits_for_locks_in_bounds(pg_url, monkeypatch):

@@ -1,0 +1,19 @@
+{# What DuckDB's typed reading of a CSV file would lose, counted on the
+   file's text (`relation` reads it as text), in one pass:
+   - per column of `doubles` (text DuckDB guesses to be DOUBLE), the values
+     of more than 15 significant digits, which a DOUBLE rounds
+     (123456789012345678901234567890 becomes 1.2345678901234568e+29): the
+     digits left once the exponent, the trailing zeros, every non-digit and
+     the leading zeros are taken away (`d<i>`);
+   - per column of `times` (text DuckDB reads as a timestamp or a time, to
+     microseconds), the values with more than six decimals of a second,
+     which that reading cuts (`t<i>`). #}
+SELECT count(*) AS "n"
+{% for c in doubles %}
+    , count(*) FILTER (WHERE length(ltrim(regexp_replace(regexp_replace(regexp_replace(trim({{ c | ident }}),
+        '[eE].*$', ''), '\.?0*$', ''), '[^0-9]', '', 'g'), '0')) > 15) AS {{ ("d" ~ loop.index0) | ident }}
+{% endfor %}
+{% for c in times %}
+    , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '[0-9]:[0-9]{2}\.[0-9]{7,}')) AS {{ ("t" ~ loop.index0) | ident }}
+{% endfor %}
+FROM {{ relation }}
