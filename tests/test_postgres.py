@@ -1360,6 +1360,21 @@ def test_domains_at_any_depth_are_checked_as_their_base_type(pg_url, tmp_path):
     sql(pg_url, f"ALTER TABLE {q(schema)}.src ADD COLUMN ivs interval[] DEFAULT ARRAY[interval '1.234567 s']")
     with pytest.raises(sqlanon.ConfigError, match=r"'ivs' is interval\[\] .* a file"):
         sqlanon.anonymize(pg_url, tmp_path / "d.csv", drop=["ttz"], **run)
+    # Domains over arrays of them, too (helper-36): a numeric[] domain came
+    # out as doubles, an interval[] domain cut, a timetz[] domain without offsets.
+    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_nums CASCADE; DROP DOMAIN IF EXISTS public.sqlanon_ivs; "
+                "DROP DOMAIN IF EXISTS public.sqlanon_ttzs; CREATE DOMAIN public.sqlanon_nums AS numeric[]; "
+                "CREATE DOMAIN public.sqlanon_ivs AS interval[]; CREATE DOMAIN public.sqlanon_ttzs AS timetz[]")
+    sql(pg_url, f"ALTER TABLE {q(schema)}.src DROP COLUMN ivs, "
+                "ADD COLUMN ivs public.sqlanon_ivs DEFAULT ARRAY[interval '1.234567 s'], "
+                "ADD COLUMN ttzs public.sqlanon_ttzs DEFAULT ARRAY[TIMETZ '12:00:00+02'], "
+                "ADD COLUMN nums public.sqlanon_nums DEFAULT ARRAY[123456789012345678.123456789]")
+    with pytest.raises(sqlanon.ConfigError, match=r"'ivs' is interval\[\] .* a file"):
+        sqlanon.anonymize(pg_url, tmp_path / "e.csv", drop=["ttz", "ttzs"], **run)
+    with pytest.raises(sqlanon.ConfigError, match=r"'ttzs' is time with time zone\[\]"):
+        sqlanon.anonymize(pg_url, tmp_path / "f.csv", drop=["ttz", "ivs"], **run)
+    sqlanon.anonymize(pg_url, tmp_path / "g.parquet", drop=["ttz", "ivs", "ttzs", "iv"], **run)
+    assert set(pq.read_table(tmp_path / "g.parquet").column("nums").to_pylist()) == {"{123456789012345678.123456789}"}
 
 
 def test_a_view_as_the_target_is_refused_and_publishing_waits_for_locks_in_bounds(pg_url, monkeypatch):

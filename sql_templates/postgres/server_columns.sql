@@ -1,7 +1,7 @@
 {# Name and server type of every column of `relation`, in order
    (format_type). A domain, at any depth (a domain over a domain), whose base
-   type is numeric, time with time zone or interval is reported as that base
-   type (with the innermost type modifier): DuckDB reads it as it reads the
+   type is numeric, time with time zone or interval, or an array of one, is
+   reported as that base type (with the innermost type modifier): DuckDB reads it as it reads the
    base type (a numeric as a double when unconstrained, a timetz without its
    offset), so the checks by type name must see the base type; a numeric is
    then pulled as text and, in a table, created with the base type. Other
@@ -18,8 +18,9 @@ SELECT
             SELECT d.typbasetype, CASE WHEN chain.typmod >= 0 THEN chain.typmod ELSE d.typtypmod END, chain.depth + 1
             FROM chain JOIN pg_type d ON d.oid = chain.base AND d.typtype = 'd'
         )
-        SELECT format_type(base, typmod) FROM chain
-        WHERE base IN ('numeric'::regtype, 'timetz'::regtype, 'interval'::regtype)
+        SELECT format_type(base, typmod) FROM chain JOIN pg_type b ON b.oid = chain.base
+        WHERE (CASE WHEN b.typcategory = 'A' THEN b.typelem ELSE b.oid END)
+            IN ('numeric'::regtype, 'timetz'::regtype, 'interval'::regtype)
         ORDER BY depth DESC LIMIT 1
     ), format_type(a.atttypid, a.atttypmod))
     || ({% include "_collation.sql" %}) AS type
