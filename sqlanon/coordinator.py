@@ -704,7 +704,8 @@ def run(
                 target.check_types()
         out_schema = _empty_schema(schema, spec, drop)
         staging = target.new_staging()
-        text, cast = _restored_types(con, source, passthrough) if source.dialect == "duckdb" else ({}, {})
+        text, cast = _restored_types(con, source, passthrough, into_postgres=getattr(target, "dialect", None) == "postgres"
+                                     ) if source.dialect == "duckdb" else ({}, {})
         if target.exact_parts:
             staging.as_text = {f.name: "INTERVAL" for f in out_schema if pa.types.is_interval(f.type)}
             if isinstance(target, io.DuckDBTarget):
@@ -892,12 +893,15 @@ def _refuse_zoned_times(con: duckdb.DuckDBPyConnection, source, spec: Anonymizat
             )
 
 
-def _restored_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[str]):
+def _restored_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[str], into_postgres: bool = False):
     """Pass-through columns whose DuckDB type Arrow and Parquet parts do not
     keep, for a DuckDB table output to keep the input's types: UUID, ENUM
     and HUGEINT (VARCHAR, VARCHAR, DECIMAL(38,0) on the way) travel as their
     exact text, a fixed-size array (a list on the way) is only cast back.
-    Two maps, name → type: :attr:`io.Staging.as_text` and ``cast_back``."""
+    Two maps, name → type: :attr:`io.Staging.as_text` and ``cast_back``
+    (also how the output is read for its checksums). ``into_postgres``: a
+    JSON inside a list or struct comes back from the server as VARCHAR,
+    which prints it quoted: cast back too, or its checksum differs."""
     described = con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()
     keep = set(passthrough)
     text, cast = {}, {}
@@ -906,7 +910,7 @@ def _restored_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[st
             continue
         if typ in ("UUID", "HUGEINT") or typ.startswith("ENUM("):
             text[name] = typ
-        elif re.search(r"\[\d+\]$", typ):
+        elif re.search(r"\[\d+\]$", typ) or (into_postgres and "JSON" in typ and typ != "JSON"):
             cast[name] = typ
     return text, cast
 

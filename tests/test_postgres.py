@@ -1313,7 +1313,8 @@ def test_a_lakes_pass_through_values_are_compared_in_postgresql_too(pg_url, tmp_
         TIMESTAMP_NS '2020-01-01 12:34:56.123456' + to_microseconds(g) AS ts_ns,
         TIMESTAMPTZ '2020-01-01 00:00:00+02' + to_hours(g) AS tstz, DATE '2020-01-01' + g::INTEGER AS day,
         (g / 7)::DECIMAL(18, 3) AS amount, CASE WHEN g % 7 = 0 THEN -0.0 ELSE g / 3 END::DOUBLE AS ratio,
-        uuid() AS uid, to_microseconds(g * 1001) AS span, '\\x00\\xFF'::BLOB AS raw, '{{"a": [1, 2]}}'::JSON AS doc
+        uuid() AS uid, to_microseconds(g * 1001) AS span, '\\x00\\xFF'::BLOB AS raw, '{{"a": [1, 2]}}'::JSON AS doc,
+        ['{{"a": 1}}'::JSON] AS docs
         FROM range(1, 601) t(g)) TO '{good}' (FORMAT parquet)""")
     schema = "lake checks"
     fresh_schema(pg_url, schema)
