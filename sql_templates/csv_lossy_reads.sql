@@ -6,14 +6,15 @@
      digits left once the exponent, the trailing zeros, every non-digit and
      the leading zeros are taken away (`d<i>`);
    - per column of `times` (text DuckDB reads as a timestamp or a time, to
-     microseconds), the values with more than six decimals of a second,
-     which that reading cuts (`t<i>`). #}
+     microseconds), the values with a non-zero digit past the sixth decimal
+     of a second, which that reading cuts (`t<i>`; SQL Server's seven
+     decimals, `10:00:00.1234560`, lose nothing). #}
 SELECT count(*) AS "n"
 {% for c in doubles %}
     , count(*) FILTER (WHERE length(ltrim(regexp_replace(regexp_replace(regexp_replace(trim({{ c | ident }}),
         '[eE].*$', ''), '\.?0*$', ''), '[^0-9]', '', 'g'), '0')) > 15) AS {{ ("d" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in times %}
-    , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '[0-9]:[0-9]{2}\.[0-9]{7,}')) AS {{ ("t" ~ loop.index0) | ident }}
+    , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '[0-9]:[0-9]{2}\.[0-9]{6}[0-9]*[1-9]')) AS {{ ("t" ~ loop.index0) | ident }}
 {% endfor %}
 FROM {{ relation }}

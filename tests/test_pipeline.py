@@ -889,6 +889,11 @@ def test_csv_times_finer_than_microseconds_are_refused(tmp_path):
     with pytest.raises(sqlanon.InputError, match="'clock' of .* finer than microseconds"):
         sqlanon.anonymize(src, tmp_path / "o.csv", qi=["age", "clock"], **run)  # as a QI, into CSV too
     assert not list(tmp_path.glob("o*"))
+    # Seven decimals that end in a zero (SQL Server's datetime2 exports) lose nothing.
+    exact = tmp_path / "exact.csv"
+    exact.write_text("age,at,s\n" + "".join(f"{20 + i % 30},2020-01-01 12:34:56.{1234560 + i * 10},{i % 3}\n"
+                                             for i in range(200)))
+    assert sqlanon.anonymize(exact, tmp_path / "exact.parquet", qi=["age"], **run).metrics.rows == 200
     # Into CSV the pass-through text travels as it is.
     sqlanon.anonymize(src, tmp_path / "o.csv", qi=["age"], **run)
     published = duckdb.sql(f"""SELECT max("at") FROM read_csv('{tmp_path / 'o.csv'}', all_varchar = true)""").fetchone()
