@@ -987,9 +987,11 @@ def _check_nested_hugeints(con: duckdb.DuckDBPyConnection, source, passthrough: 
     for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall():
         if name not in keep or typ == "HUGEINT" or not _NESTED_HUGEINT.search(typ):
             continue
-        c = ident(name)
+        # Exact: the value as it would travel, compared with itself (a 39-digit string beside it is no HUGEINT).
+        c, travels = ident(name), _NESTED_HUGEINT.sub("DECIMAL(38,0)", typ)
         found = con.execute(
-            f"SELECT count(*) FROM {source.relation} WHERE regexp_matches(CAST({c} AS VARCHAR), '(^|[^0-9])[0-9]{{39}}')"
+            f"SELECT count(*) FROM {source.relation} "
+            f"WHERE CAST({c} AS VARCHAR) IS DISTINCT FROM CAST(TRY_CAST({c} AS {travels}) AS VARCHAR)"
         ).fetchone()[0]
         if found:
             raise InputError(

@@ -1387,7 +1387,7 @@ def test_a_hugeint_of_39_digits_in_a_list_or_struct_is_refused(tmp_path, out_dir
         con.execute("""
             CREATE TABLE t AS SELECT i AS id, 20 + i % 40 AS age,
                 [(CASE WHEN i = 7 THEN 170141183460469231731687303715884105727 ELSE i END)::HUGEINT] AS hs,
-                {'h': i::HUGEINT} AS st
+                {'h': i::HUGEINT, 'iban': '1234567890123456789012345678901234567890'} AS st
             FROM range(300) r(i)""")
         con.execute("CREATE TABLE small AS SELECT * FROM t WHERE id <> 7")
     for out, extra in ((out_dir / "o.parquet", []), (out_dir / "o.duckdb", ["--target-table", "t"])):
