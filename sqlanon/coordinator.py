@@ -1023,7 +1023,8 @@ def _qi_collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) 
         return ""
     return (
         f"; the server compares {', '.join(collated)} under a collation (or citext) for which different strings "
-        "are equal, and a fragment's bounds then took rows of another: cast it to text in a view"
+        "are equal, and a fragment's bounds then took rows of another: give the run its values compared byte "
+        "by byte, in a view (name COLLATE \"C\"; a citext column: name::text)"
     )
 
 
@@ -1042,9 +1043,9 @@ def _csv_empty_hint(target, spec: AnonymizationSpec, schema: pa.Schema, check) -
 
 
 def _refuse_generated_from_qis(source, spec: AnonymizationSpec, drop: tuple[str, ...], server) -> None:
-    """A stored generated column computed from a QI (``age_months =
-    age * 12``) passed through unchanged and gave the QI's exact value away
-    beside its generalization. Refused by name, with the QI it reads."""
+    """A generated column computed from a QI (``age_months = age * 12``)
+    passed through unchanged and gave the QI's exact value away beside its
+    generalization. Refused by name, with the QI it reads."""
     stmt = render("generated_from.sql", dialect="postgres", inline=True, relation=source.relation)
     for generated, reads in server.execute(stmt.sql).fetchall():
         if reads in spec.qi_names and generated not in spec.qi_names and generated not in drop:
