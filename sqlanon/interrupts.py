@@ -27,7 +27,8 @@ from collections.abc import Iterator
 __all__ = ["watching", "deferred", "check", "received", "received_signal"]
 
 _received = threading.Event()
-_signal = signal.SIGINT
+_signals: set[int] = set()
+"""The signals received since the outermost :func:`watching` began."""
 _depth = 0
 _deferring = 0
 
@@ -38,8 +39,9 @@ def received() -> bool:
 
 
 def received_signal() -> int:
-    """Which signal :func:`received` saw last (SIGINT or SIGTERM)."""
-    return _signal
+    """Which signal :func:`received` saw: SIGTERM if one came (a request to
+    stop outranks a Ctrl-C after it), else SIGINT."""
+    return signal.SIGTERM if signal.SIGTERM in _signals else signal.SIGINT
 
 
 def check() -> None:
@@ -81,11 +83,11 @@ def watching(library: bool = True) -> Iterator[None]:
         return
     if _depth == 0:
         _received.clear()
+        _signals.clear()
 
     def handler(signum, frame):
-        global _signal
+        _signals.add(signum)
         _received.set()
-        _signal = signum
         if not _deferring:
             raise KeyboardInterrupt
 
@@ -109,8 +111,8 @@ def watching(library: bool = True) -> Iterator[None]:
         for signum, old in previous.items():
             signal.signal(signum, old)
         if outermost:
-            terminated = _received.is_set() and _signal == signal.SIGTERM and signal.SIGTERM in previous
-            _received.clear()  # a later call, from a thread too, starts afresh
+            terminated = signal.SIGTERM in _signals and signal.SIGTERM in previous
+            _received.clear()  # a later call, from a thread too, starts afresh (the CLI still reads _signals)
             if terminated and library:
                 os.kill(os.getpid(), signal.SIGTERM)
 

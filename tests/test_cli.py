@@ -529,6 +529,33 @@ def test_a_callers_own_ctrl_c_handler_keeps_its_say(out_dir, monkeypatch):
     assert asked == [signal.SIGINT] and result.metrics.rows == ADULT_ROWS
 
 
+def test_a_sigterm_then_a_ctrl_c_while_publishing_still_ends_the_process(tmp_path):
+    """Only the last signal was kept: a Ctrl-C after a SIGTERM, both while
+    publishing (which runs to its end), left a KeyboardInterrupt that the
+    host survived, and the SIGTERM was lost (helper-36)."""
+    script = tmp_path / "host.py"
+    script.write_text(f"""
+import os, signal, time
+import sqlanon
+from sqlanon import io
+
+real = io.FileTarget.publish_with_metrics
+def publish(self, *args, **kwargs):
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        os.kill(os.getpid(), signum)
+        time.sleep(0.2)
+    return real(self, *args, **kwargs)
+io.FileTarget.publish_with_metrics = publish
+try:
+    sqlanon.anonymize({str(ADULTS)!r}, {str(tmp_path / "o.parquet")!r}, qi=["age"], k=10, workers=1)
+except KeyboardInterrupt:
+    print("survived")
+""")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == -signal.SIGTERM and "survived" not in p.stdout, (p.returncode, p.stdout, p.stderr)
+    assert pq.read_metadata(tmp_path / "o.parquet").num_rows == ADULT_ROWS  # published first
+
+
 def test_a_sigterm_ends_a_library_callers_process_once_cleaned_up(tmp_path):
     """In a library call a SIGTERM (docker stop, systemd) came out as a
     KeyboardInterrupt, which a host that catches those survived: the stop
