@@ -248,7 +248,7 @@ def main(ctx: click.Context, verbose: int, debug: bool) -> None:
       sqlanon verify adults_anon.parquet --qi age,education-num,race,native-country \\
           --sensitive income -k 10 -l 2
     """
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _LogHandler(sys.stderr)
     handler.setFormatter(_LogFormat("%(asctime)s %(name)s %(levelname)s %(message)s"))
     handler.addFilter(_cluster_errors_left_to_the_run)
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
@@ -266,6 +266,15 @@ def _cluster_errors_left_to_the_run(record: logging.LogRecord) -> bool:
     # By logger, or by file: py4j logs a Ctrl-C through the root logger.
     theirs = ("distributed", "py4j", "pyspark")
     return not (record.name.startswith(theirs) or any(f"{os.sep}{p}{os.sep}" in record.pathname for p in theirs))
+
+
+class _LogHandler(logging.StreamHandler):
+    """Log lines on stderr, each on a line of its own: after an open
+    progress line too ('reading statistics...Warning: …')."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _end_progress_line()
+        super().emit(record)
 
 
 class _LogFormat(logging.Formatter):
@@ -455,7 +464,11 @@ class _ProgressLine:
 
     def _draw(self) -> None:
         text = " | ".join(part for part in (self._bar, self._step) if part)
-        click.echo(f"\r\x1b[K{text}", err=True, nl=False)  # \x1b[K: what a longer step left is erased
+        try:  # one row of the terminal: a longer line wraps, and \r returns to its last row only
+            columns = os.get_terminal_size(sys.stderr.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            columns = 80
+        click.echo(f"\r\x1b[K{text[:max(columns - 1, 1)]}", err=True, nl=False)  # \x1b[K: erase what was longer
         _progress_line_open[0] = True
 
 

@@ -438,9 +438,13 @@ def test_failed_run_stops_the_fork_server_it_started(tmp_path):
 def _on_a_terminal(args: list) -> tuple[int, str, str]:
     """Run the CLI with its stderr on a pseudo-terminal: its exit code, its
     stdout, and what the terminal got."""
+    import fcntl
     import pty
+    import struct
+    import termios
 
     master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # 80 columns
     proc = subprocess.Popen([sys.executable, "-m", "sqlanon.cli", *map(str, args)], stdout=subprocess.PIPE,
                             stderr=slave, stdin=subprocess.DEVNULL)
     os.close(slave)
@@ -485,6 +489,14 @@ def test_the_progress_line_names_each_step_of_a_run(tmp_path, source):
         assert any(expected in s for s in shown), (expected, shown)
     # The line ends before the summary: the last thing shown is the bar alone.
     assert term.endswith("] 4/4 fragments\r\n") and stdout.startswith("wrote "), (term, stdout)
+    # One row of the terminal (a longer line wrapped, and \r went back to its
+    # last row only); a warning starts a line of its own (helper-36).
+    assert max(len(s) for s in shown) < 80, shown
+    small = tmp_path / "small.parquet"
+    pq.write_table(people(60), small)  # 60 rows, k = 5: at most 12 fragments, 20 asked
+    _, _, term = _on_a_terminal(["anonymize", small, "-o", tmp_path / "w.parquet", "--qi", ",".join(QI), "-k", 5,
+                                 "--workers", 2, "--fragments", 20])
+    assert "\nWarning: " in term and "...Warning" not in term, term
 
 
 def test_reserved_column_prefix_is_refused(tmp_path):
