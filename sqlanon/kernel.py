@@ -235,10 +235,8 @@ def _build(directory: Path, path: Path) -> None:
     log.info("compiling the Mondrian kernel (once; about 10 s)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pycc is "pending deprecation" since numba 0.57
-        from numba.pycc import CC
+        from numba.pycc import CC, platform
     from . import mondrian
-
-    from numba.pycc import platform
 
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
     # numba's check for a working C compiler leaves its test files in the

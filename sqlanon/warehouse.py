@@ -372,8 +372,8 @@ class PostgresSource:
     def server_columns(self) -> list[tuple[str, str]]:
         """``(name, server type)`` of every column, in order
         (``postgres/server_columns.sql``: a domain over numeric, timetz or
-        interval, at any depth, as that base type; a collation other than
-        the type's own as ``COLLATE <name>``)."""
+        interval, or an array of one, at any depth, as that base type; a
+        collation other than the type's own as ``COLLATE <name>``)."""
         import psycopg
 
         stmt = render("server_columns.sql", dialect="postgres", inline=True, relation=self.relation)
