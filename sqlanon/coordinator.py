@@ -851,20 +851,17 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
         return
     text = replace(source, as_text=True)
     row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times))
-    for i, c in enumerate(doubles):
-        if row.column(f"d{i}")[0].as_py():
-            raise InputError(
-                f"column {c!r} of {source.describe()!r} holds numbers of more than 15 significant digits, which "
-                "DuckDB reads from CSV as DOUBLE (rounded): write CSV (the text passes through), convert the file "
-                "with that column as VARCHAR or DECIMAL (e.g. to Parquet), or drop it (--drop)"
-            )
-    for i, c in enumerate(times):
-        if row.column(f"t{i}")[0].as_py():
-            raise InputError(
-                f"column {c!r} of {source.describe()!r} holds times finer than microseconds, which DuckDB reads "
-                "from CSV cut to microseconds: convert the file with that column as VARCHAR or TIMESTAMP_NS "
-                "(e.g. to Parquet), drop it (--drop), or, as a pass-through column, write CSV (its text passes through)"
-            )
+    for key, found, why in (
+        ("d", doubles, "numbers of more than 15 significant digits, which DuckDB reads from CSV as DOUBLE (rounded): "
+                       "write CSV (the text passes through), convert the file with that column as VARCHAR or "
+                       "DECIMAL (e.g. to Parquet), or drop it (--drop)"),
+        ("t", times, "times finer than microseconds, which DuckDB reads from CSV cut to microseconds: convert the "
+                     "file with that column as VARCHAR or TIMESTAMP_NS (e.g. to Parquet), drop it (--drop), or, as "
+                     "a pass-through column, write CSV (its text passes through)"),
+    ):
+        for i, c in enumerate(found):
+            if row.column(f"{key}{i}")[0].as_py():
+                raise InputError(f"column {c!r} of {source.describe()!r} holds {why}")
 
 
 _ZONED_TIME = re.compile(r"time(\(\d+\))? with time zone", re.IGNORECASE)

@@ -533,12 +533,8 @@ def test_a_sigterm_then_a_ctrl_c_while_publishing_still_ends_the_process(tmp_pat
     """Only the last signal was kept: a Ctrl-C after a SIGTERM, both while
     publishing (which runs to its end), left a KeyboardInterrupt that the
     host survived, and the SIGTERM was lost (helper-36)."""
-    script = tmp_path / "host.py"
-    script.write_text(f"""
-import os, signal, time
-import sqlanon
+    p = _library_host(tmp_path, """
 from sqlanon import io
-
 real = io.FileTarget.publish_with_metrics
 def publish(self, *args, **kwargs):
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -546,12 +542,7 @@ def publish(self, *args, **kwargs):
         time.sleep(0.2)
     return real(self, *args, **kwargs)
 io.FileTarget.publish_with_metrics = publish
-try:
-    sqlanon.anonymize({str(ADULTS)!r}, {str(tmp_path / "o.parquet")!r}, qi=["age"], k=10, workers=1)
-except KeyboardInterrupt:
-    print("survived")
 """)
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert p.returncode == -signal.SIGTERM and "survived" not in p.stdout, (p.returncode, p.stdout, p.stderr)
     assert pq.read_metadata(tmp_path / "o.parquet").num_rows == ADULT_ROWS  # published first
 
@@ -561,26 +552,31 @@ def test_a_sigterm_ends_a_library_callers_process_once_cleaned_up(tmp_path):
     KeyboardInterrupt, which a host that catches those survived: the stop
     was lost. Now the call cleans up, then the process ends by the signal,
     as it would have without sqlanon."""
-    script = tmp_path / "host.py"
-    script.write_text(f"""
-import os, signal, time
-import sqlanon
+    p = _library_host(tmp_path, """
 from sqlanon import coordinator
-
 real = coordinator.verify_relation
 def verify(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(5)
     return real(*args, **kwargs)
 coordinator.verify_relation = verify
+""")
+    assert p.returncode == -signal.SIGTERM and "survived" not in p.stdout, (p.returncode, p.stdout, p.stderr)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["host.py"]
+
+
+def _library_host(tmp_path, patch: str) -> subprocess.CompletedProcess:
+    """A host script that applies ``patch`` (Python code, with os, signal and
+    time imported), anonymizes ADULTS into ``tmp_path/o.parquet`` and, as
+    hosts do, catches KeyboardInterrupt and carries on ('survived')."""
+    script = tmp_path / "host.py"
+    script.write_text("import os, signal, time\nimport sqlanon\n" + patch + f"""
 try:
     sqlanon.anonymize({str(ADULTS)!r}, {str(tmp_path / "o.parquet")!r}, qi=["age"], k=10, workers=1)
 except KeyboardInterrupt:
     print("survived")
 """)
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert p.returncode == -signal.SIGTERM and "survived" not in p.stdout, (p.returncode, p.stdout, p.stderr)
-    assert sorted(f.name for f in tmp_path.iterdir()) == ["host.py"]
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
 
 
 # --------------------------------------------------------------------------- 5. bad input
