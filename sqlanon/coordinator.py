@@ -629,6 +629,8 @@ def run(
         n_fragments = options.fragments or workers
         _refuse_zoned_times(con, source, spec, schema, columns)
         if columns:
+            if getattr(target, "dialect", None) == "postgres":
+                _refuse_ungroupable_sensitive(source, spec, columns, snapshot_holder)
             _refuse_generated_from_qis(source, spec, drop, snapshot_holder)
             _check_numeric_qis(source, spec, columns, snapshot_holder)
             _check_cross_engine_types(columns, spec, drop, target)
@@ -1037,6 +1039,27 @@ def _csv_empty_hint(target, spec: AnonymizationSpec, schema: pa.Schema, check) -
         f"if {', '.join(map(repr, text))} {'holds' if len(text) == 1 else 'hold'} both, map one of them in a view, "
         "or write Parquet"
     )
+
+
+def _refuse_ungroupable_sensitive(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], server) -> None:
+    """Into a PostgreSQL table the output's classes are counted on the
+    server, grouped by each sensitive column, kept in its server type: a
+    json, xml or point one (no equality) failed at that check, after all the
+    work, naming the type only. Refused by column up front (a probe that
+    reads no row)."""
+    import psycopg
+
+    types = dict(columns)
+    for name in spec.sensitive:
+        c = ident(name)
+        try:
+            with server.transaction():  # a savepoint: the run's snapshot transaction goes on
+                server.execute(f"SELECT 1 FROM {source.relation} WHERE false GROUP BY {c}")
+        except psycopg.Error:
+            raise ConfigError(
+                f"sensitive column {name!r} is {types.get(name, 'of a type')} on the server, which has no equality "
+                "to count its distinct values by: cast it in a view (e.g. to text or jsonb)"
+            ) from None
 
 
 def _refuse_generated_from_qis(source, spec: AnonymizationSpec, drop: tuple[str, ...], server) -> None:

@@ -498,6 +498,19 @@ def test_a_column_generated_from_a_qi_is_refused(pg_url):
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst WHERE id2 = id * 2") == 600
 
 
+def test_a_sensitive_column_without_an_equality_is_refused_into_postgresql(pg_url, tmp_path):
+    """Into a PostgreSQL table a json sensitive column failed at the
+    server's check, after all the work, naming the type only (helper-34).
+    Into a file the check counts its text: it works."""
+    schema = "incomparable"
+    _small_source(pg_url, schema, ", json_build_object('g', g % 7) AS doc")
+    run = dict(table=f"{q(schema)}.src", qi=["age"], k=5, l=2, sensitive=["doc"], workers=2, fragments=2)
+    with pytest.raises(sqlanon.ConfigError, match="sensitive column 'doc' is json on the server, which has no"):
+        sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.dst", **run)
+    assert not exists(pg_url, schema, "dst")
+    assert sqlanon.anonymize(pg_url, tmp_path / "o.parquet", **run).metrics.rows == 600
+
+
 def test_metrics_table_of_an_older_shape_takes_new_columns(pg_url):
     """Rows go into an existing metrics table by name, adding the columns an
     older sqlanon's table lacks (it inserted by position: an error, or values
