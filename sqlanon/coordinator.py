@@ -627,7 +627,6 @@ def run(
             if pool.remote:  # the cluster's own task slots, not --workers (or this host's CPUs)
                 workers = pool.slots
         n_fragments = options.fragments or workers
-        _refuse_zoned_times(con, source, spec, schema, columns)
         if columns:
             if getattr(target, "dialect", None) == "postgres":
                 _refuse_ungroupable_sensitive(source, spec, columns, snapshot_holder)
@@ -648,6 +647,12 @@ def run(
             schema = source.arrow_schema(con)
         if isinstance(source, io.FileSource) and source.fmt == "csv":  # CSV to CSV: its pass-through is text now
             _refuse_lossy_csv_reads(con, source, schema, passthrough, [c for c in schema.names if c not in drop])
+        # The input's DuckDB types, for the checks by type (the server's for a PostgreSQL source).
+        described = ([tuple(row[:2]) for row in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()]
+                     if source.dialect == "duckdb" else columns)
+        _refuse_zoned_times(spec, schema, described)
+        if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres":
+            _check_postgres_bound_types(described, passthrough)
         compare_on = _checksum_dialect(source, target) if passthrough else None
         # A DuckDB table's storage does not keep -0.0 and 0.0 of one column
         # apart (it compresses them as equal at a checkpoint, after the checksums).
@@ -706,7 +711,7 @@ def run(
                 target.check_types()
         out_schema = _empty_schema(schema, spec, drop)
         staging = target.new_staging()
-        text, cast = _restored_types(con, source, passthrough, into_postgres=getattr(target, "dialect", None) == "postgres"
+        text, cast = _restored_types(described, passthrough, into_postgres=getattr(target, "dialect", None) == "postgres"
                                      ) if source.dialect == "duckdb" else ({}, {})
         if target.exact_parts:
             staging.as_text = {f.name: "INTERVAL" for f in out_schema if pa.types.is_interval(f.type)}
@@ -716,11 +721,9 @@ def run(
         else:
             _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
         if source.dialect == "duckdb" and not (isinstance(target, io.FileTarget) and target.fmt == "csv"):
-            _check_nested_hugeints(con, source, passthrough)
-        if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres":
-            _check_postgres_bound_types(con, source, passthrough)
+            _check_nested_hugeints(con, source, described, passthrough)
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
-            _check_hugeint_bounds(con, source, spec, schema)
+            _check_hugeint_bounds(con, source, spec, schema, described)
         memory, threads = _task_resources(options, pool)
 
         def make_task(frag):
@@ -870,8 +873,7 @@ _ZONED_TIME = re.compile(r"time(\(\d+\))? with time zone", re.IGNORECASE)
 """DuckDB's TIME WITH TIME ZONE; PostgreSQL's timetz, written time(3) with time zone with a precision."""
 
 
-def _refuse_zoned_times(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec, schema: pa.Schema,
-                        server_columns: list[tuple[str, str]]) -> None:
+def _refuse_zoned_times(spec: AnonymizationSpec, schema: pa.Schema, described: list[tuple[str, str]]) -> None:
     """A TIME WITH TIME ZONE reaches Arrow without its offset (a plain
     time64): as a QI, 12:00+05:30 and 12:00+00 would be published as one
     time. Refused by name as a QI or sensitive column (as a pass-through
@@ -879,11 +881,7 @@ def _refuse_zoned_times(con: duckdb.DuckDBPyConnection, source, spec: Anonymizat
     times = [c for c in [*spec.qi_names, *spec.sensitive] if pa.types.is_time(schema.field(c).type)]
     if not times:
         return
-    if source.dialect == "duckdb":
-        typed = con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()
-    else:
-        typed = server_columns
-    for name, typ, *_ in typed:
+    for name, typ in described:
         if (name in spec.qi_names or name in spec.sensitive) and _ZONED_TIME.match(typ):
             role = "quasi-identifier" if name in spec.qi_names else "sensitive column"
             raise ConfigError(
@@ -892,7 +890,7 @@ def _refuse_zoned_times(con: duckdb.DuckDBPyConnection, source, spec: Anonymizat
             )
 
 
-def _restored_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[str], into_postgres: bool = False):
+def _restored_types(described: list[tuple[str, str]], passthrough: list[str], into_postgres: bool = False):
     """Pass-through columns whose DuckDB type Arrow and Parquet parts do not
     keep, for a DuckDB table output to keep the input's types: UUID, ENUM
     and HUGEINT (VARCHAR, VARCHAR, DECIMAL(38,0) on the way) travel as their
@@ -901,10 +899,9 @@ def _restored_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[st
     (also how the output is read for its checksums). ``into_postgres``: a
     JSON inside a list or struct comes back from the server as VARCHAR,
     which prints it quoted: cast back too, or its checksum differs."""
-    described = con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()
     keep = set(passthrough)
     text, cast = {}, {}
-    for name, typ, *_ in described:
+    for name, typ in described:
         if name not in keep:
             continue
         if typ in ("UUID", "HUGEINT") or typ.startswith("ENUM("):
@@ -923,7 +920,7 @@ def _has_39_digits(con: duckdb.DuckDBPyConnection, source, column: str) -> bool:
 
 
 def _check_hugeint_bounds(
-    con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec, schema: pa.Schema
+    con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec, schema: pa.Schema, described: list[tuple[str, str]]
 ) -> None:
     """A HUGEINT QI's ``_lo``/``_hi`` bounds travel as DECIMAL(38,0) (its
     Arrow form): a value of 39 digits was written into a DuckDB table as an
@@ -931,7 +928,7 @@ def _check_hugeint_bounds(
     wide = [q for q in spec.qi_names if schema.field(q).type == pa.decimal128(38, 0)]
     if not wide:
         return
-    types = {row[0]: row[1] for row in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()}
+    types = dict(described)
     for c in wide:
         if types.get(c) == "HUGEINT" and _has_39_digits(con, source, c):
             raise InputError(
@@ -958,13 +955,13 @@ table as they are: a double, bytea, a time without its offset, or no type
 at all (an unnamed composite)."""
 
 
-def _check_postgres_bound_types(con: duckdb.DuckDBPyConnection, source, passthrough: list[str]) -> None:
+def _check_postgres_bound_types(described: list[tuple[str, str]], passthrough: list[str]) -> None:
     """Lake into PostgreSQL: pass-through types the server's table cannot
     take as they are, refused by name before any work (the checksums, or
     the load into the staging table, refused them only after every
     fragment, the latter without naming the column)."""
     keep = set(passthrough)
-    for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall():
+    for name, typ in described:
         found = _NO_POSTGRES_TYPE.search(typ) if name in keep and not typ.startswith("ENUM(") else None
         if found:
             raise ConfigError(
@@ -977,13 +974,14 @@ _NESTED_HUGEINT = re.compile(r"(?<![A-Z])HUGEINT(?=[\[\],) ])")
 """A HUGEINT inside a list, array or struct type (not UHUGEINT)."""
 
 
-def _check_nested_hugeints(con: duckdb.DuckDBPyConnection, source, passthrough: list[str]) -> None:
+def _check_nested_hugeints(con: duckdb.DuckDBPyConnection, source, described: list[tuple[str, str]],
+                           passthrough: list[str]) -> None:
     """Inside a list or struct a HUGEINT travels as DECIMAL(38,0) and is
     never cast back (only a column of them is): a value of 39 digits was
     written into Parquet or a DuckDB table as a decimal its type cannot
     hold, and the checksums, which compare text, agreed. Refused by column."""
     keep = set(passthrough)
-    for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall():
+    for name, typ in described:
         if name not in keep or typ == "HUGEINT" or not _NESTED_HUGEINT.search(typ):
             continue
         # Exact: the value as it would travel, compared with itself (a 39-digit string beside it is no HUGEINT).
