@@ -57,6 +57,11 @@ class ColumnStats:
         """Range(a) of Eq. 3 in span units, 0 for non-numeric columns."""
         return self.span
 
+    @property
+    def unit(self) -> float:
+        """The span unit of float and decimal values (see :func:`span_values`)."""
+        return 1.0 if self.min is None else span_unit(self.min, self.max)
+
 
 def is_numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
@@ -137,15 +142,23 @@ def normalize_floats(arr: pa.Array) -> pa.Array:
     return arr
 
 
-def span_values(sorted_values: pa.Array) -> np.ndarray:
+def span_unit(lo: float, hi: float) -> float:
+    """The unit of float positions between ``lo`` and ``hi``: the value
+    itself, or half of it where ``hi - lo`` passes the largest double."""
+    return 1.0 if math.isfinite(hi - lo) else 0.5
+
+
+def span_values(sorted_values: pa.Array, unit: float | None = None) -> np.ndarray:
     """Positions of sorted distinct values on a line, for spans and their ratios.
 
     Integers, dates and timestamps: exact 64-bit offsets from the first
     value, as floats (no loss for spans below 2**53, e.g. nanosecond
-    timestamps of a century or 64-bit ids). Floats and decimals: half the value, so that the
-    difference of any two finite doubles stays finite. Only differences and
-    their ratios to :attr:`ColumnStats.span` (same units) are meaningful.
-    NaN (sorted last) gets the position of the largest number.
+    timestamps of a century or 64-bit ids). Floats and decimals: the value
+    times ``unit``: 1 (exact, denormals too) unless the dataset's span passes
+    the largest double, then 0.5 (:func:`span_unit`); None takes the unit of
+    these values' own range, which is right when they are the whole dataset.
+    Only differences and their ratios to :attr:`ColumnStats.span` (same
+    units) are meaningful. NaN (sorted last) gets the position of the largest number.
     """
     if len(sorted_values) == 0:
         return np.zeros(0)
@@ -160,11 +173,14 @@ def span_values(sorted_values: pa.Array) -> np.ndarray:
         # 2**64 and exact, where int64 overflowed past 2**63 (1677 to 2262 in
         # nanoseconds; -5e18 to 5e18) into negative spans.
         return (ticks - ticks[0]).astype(np.float64)
-    out = sorted_values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False).astype(np.float64) * 0.5
+    out = sorted_values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False).astype(np.float64)
     nan = np.isnan(out)
+    finite = out[~nan]  # sorted: NaN last
+    if unit is None:
+        unit = span_unit(finite[0], finite[-1]) if finite.size else 1.0
+    out *= unit
     if nan.any():
-        finite = out[~nan]
-        out[nan] = finite.max() if finite.size else 0.0
+        out[nan] = finite[-1] * unit if finite.size else 0.0
     return out
 
 

@@ -94,28 +94,25 @@ def _encode_qi(qi: QuasiIdentifier, col: pa.ChunkedArray, kind: str) -> _Encoded
     lut = np.append(rank, np.int32(null_code))
     idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False) if has_null else enc.indices.to_numpy()
     codes = lut[idx]
-    values = None
-    if kind == "interval":
-        values = span_values(sorted_dict)
-        values = np.append(values, values[-1] if n_vals else 0.0)  # NULL code: no extra span
     return _Encoded(
         name=qi.name, kind=kind, codes=codes, dictionary=sorted_dict, null_code=null_code,
-        n_codes=n_vals + int(has_null), present=len(dictionary) + int(has_null), values=values, qi=qi,
+        n_codes=n_vals + int(has_null), present=len(dictionary) + int(has_null), qi=qi,
     )
 
 
-def _place_nan(e: _Encoded, stats: ColumnStats) -> None:
-    """Put a float column's NaN (sorted last) at the *dataset's* largest
-    number, as the statistics do; :func:`span_values` could only place it
-    at the fragment's, so the same published interval ``[0, nan]`` cost a
-    different NCP in each plan."""
-    last = len(e.dictionary) - 1
-    if (e.kind != "interval" or last < 0 or stats.max is None or not pa.types.is_floating(e.dictionary.type)
-            or not math.isnan(e.dictionary[last].as_py())):
+def _place_values(e: _Encoded, stats: ColumnStats) -> None:
+    """Positions of an interval column's codes in the *dataset's* span unit
+    (:func:`span_values`), the NULL code adding no span. A float column's NaN
+    (sorted last) goes at the dataset's largest number, as the statistics
+    put it; the fragment's own would make the same published interval
+    ``[0, nan]`` cost a different NCP in each plan."""
+    if e.kind != "interval":
         return
-    e.values[last] = stats.max * 0.5  # span_values' units
-    if e.null_code >= 0:
-        e.values[e.null_code] = e.values[last]  # the NULL code adds no span
+    values = span_values(e.dictionary, stats.unit)
+    if (len(values) and stats.max is not None and pa.types.is_floating(e.dictionary.type)
+            and math.isnan(e.dictionary[len(values) - 1].as_py())):
+        values[-1] = stats.max * stats.unit
+    e.values = np.append(values, values[-1] if len(values) else 0.0)
 
 
 def _local_stats(e: _Encoded) -> ColumnStats:
@@ -266,7 +263,7 @@ def anonymize_table(
             raise ConfigError(f"no dataset statistics for quasi-identifier(s) {', '.join(map(repr, missing))}")
         stats = {e.name: stats[e.name] for e in enc}
     for e in enc:
-        _place_nan(e, stats[e.name])
+        _place_values(e, stats[e.name])
 
     d = len(enc)
     X = np.empty((n, d), np.int32)

@@ -451,7 +451,7 @@ def _leaf_values(leaves: list[str], dtype: pa.DataType) -> list[Any]:
     return out
 
 
-def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray) -> _Column:
+def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None) -> _Column:
     arr = _plain(col)
     kind = resolve_generalization(qi, arr.type)
     if kind == "hierarchy":
@@ -479,7 +479,7 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray) -> _Column:
         sorted_values = dictionary.take(pa.array(order, pa.int64()))
         numeric = kind == "interval"
         col_out = _Column(qi.name, numeric, np.empty(0, np.int64), null_code, sorted_values=sorted_values,
-                          span_values=span_values(sorted_values) if numeric else None,
+                          span_values=span_values(sorted_values, unit) if numeric else None,
                           cuttable=_bindable(sorted_values))
     idx = enc.indices
     if idx.null_count:
@@ -669,14 +669,18 @@ def plan_fragments(
     if n == 0 or workers == 1:
         parts = [(np.arange(n), "" if strategy == "mondrian" else "0", ())]
     else:
-        cols = [_encode(q, sample.column(q.name)) for q in spec.quasi_identifiers]
+        if stats is not None and strategy == "mondrian":
+            missing = [q.name for q in spec.quasi_identifiers if q.name not in stats]
+            if missing:
+                raise ConfigError(f"no dataset statistics for quasi-identifier(s) {', '.join(map(repr, missing))}")
+        else:
+            stats = None  # the sample's own span units
+        cols = [_encode(q, sample.column(q.name), stats[q.name].unit if stats else None)
+                for q in spec.quasi_identifiers]
         if strategy == "quantile":
             parts = _quantile(cols, n, workers)
         else:
             if stats is not None:
-                missing = [c.name for c in cols if c.name not in stats]
-                if missing:
-                    raise ConfigError(f"no dataset statistics for quasi-identifier(s) {', '.join(map(repr, missing))}")
                 whole = [stats[c.name].range if c.numeric else float(stats[c.name].n_distinct) for c in cols]
             else:
                 whole = []

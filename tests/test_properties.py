@@ -804,3 +804,19 @@ def test_output_to_parquet():
     import pyarrow.parquet as pq
 
     pq.write_table(_dictionary_output(), pa.BufferOutputStream())
+
+
+@pytest.mark.parametrize("values", [[0.0, 5e-324], [-5e-324, 5e-324], [1e-310, 3e-310]])
+def test_interval_ncp_with_denormal_floats(values):
+    """Found by test_anonymize_properties: span positions were half the
+    value, and half of the smallest denormal is 0, so the class [0, 5e-324]
+    cost nothing where it spans the whole range."""
+    t = pa.table({"x": values * 2})
+    spec = AnonymizationSpec((QuasiIdentifier("x"),), k=4)
+    assert anonymize_table(t, spec).metrics.ncp == 4.0
+    # a fragment holding only part of the range, measured against the whole
+    stats = column_stats(pa.table({"x": values * 2 + [1e308, -1e308]}), spec)
+    assert anonymize_table(t, spec, stats=stats).metrics.ncp < 1e-300
+    stats = column_stats(pa.table({"x": values * 2 + [values[0], values[1] * 3]}), spec)
+    assert anonymize_table(t, spec, stats=stats).metrics.ncp == pytest.approx(
+        4 * (values[1] - values[0]) / (values[1] * 3 - values[0]))
