@@ -569,15 +569,16 @@ def _choose_cut(cols: list[_Column], rows: np.ndarray, w: int, whole: list[float
         if len(u) < 2:
             continue
         rep = _ratio(_span(c, u) if c.numeric else float(len(u)), whole[j])
-        key = (-rep, -len(u), j)
+        miss = np.abs(np.cumsum(cnt)[:-1] - len(rows) * (w // 2) / w)  # distance to the floor(w/2)/w quantile
+        # Between equally representative QIs (Eq. 1 leaves the choice open;
+        # poker's ten all span their range), the one cut nearest the
+        # quantile: the workers' loads are the run's critical path.
+        key = (-rep, float(miss.min()), -len(u), j)
         if best is None or key < best[0]:
-            best = (key, c, codes, u, cnt)
+            best = (key, c, codes, u, miss)
     if best is None:
         return None
-    _, c, codes, u, cnt = best
-    n = len(rows)
-    left_rows = np.cumsum(cnt)[:-1]
-    miss = np.abs(left_rows - n * (w // 2) / w)  # distance to the floor(w/2)/w quantile
+    _, c, codes, u, miss = best
     i = int(np.flatnonzero(miss == miss.min())[-1])  # on a tie the larger left side, as "rank <= median"
     w_left = w // 2
     left, right = c.cut(int(u[i]), int(u[i + 1]))

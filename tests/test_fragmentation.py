@@ -291,6 +291,20 @@ def test_statistics_change_the_attribute():
 # --------------------------------------------------------------------------- balance
 
 
+def test_equally_representative_qis_cut_where_the_halves_are_even():
+    # Both span their whole range (representativity 1, as poker's ten QIs):
+    # r's 13 values split 24/28 at best, s's 4 values exactly in half.
+    sample = pa.table({"r": list(range(1, 14)) * 4, "s": [1, 2, 3, 4] * 13})
+    spec = AnonymizationSpec((QuasiIdentifier("r"), QuasiIdentifier("s")), k=2)
+    plan = plan_fragments(sample, spec, 2)
+    assert [f.sample_rows for f in plan.fragments] == [26, 26]
+    assert plan.fragments[0].predicates[0].column == "s"
+    # representativity still comes first (Eq. 1): s over half its range
+    stats = column_stats(pa.table({"r": [1, 13], "s": [1, 8]}), spec)
+    assert plan_fragments(sample, spec, 2, stats=stats).fragments[0].predicates[0].column == "r"
+
+
+
 @pytest.fixture(scope="module")
 def uniform():
     rng = np.random.default_rng(3)
