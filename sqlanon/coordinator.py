@@ -704,10 +704,11 @@ def run(
         if drop and is_generic(source.dialect):
             source = source.leave_out(drop)
         if source.dialect == "postgres":
-            source, numeric = _exact_numeric(source, spec, columns, drop)
-            if getattr(target, "dialect", None) == "postgres":
+            into_postgres = getattr(target, "dialect", None) == "postgres"
+            source, pulled = _text_pulls(source, spec, columns, drop, into_postgres)
+            if into_postgres:
                 target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [])
-                target.text_columns = numeric
+                target.text_columns = pulled
                 target.check_types()
         out_schema = _empty_schema(schema, spec, drop)
         staging = target.new_staging()
@@ -1126,23 +1127,43 @@ def _check_cross_engine_types(columns: list[tuple[str, str]], spec: Anonymizatio
             )
 
 
-def _exact_numeric(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], drop: tuple[str, ...] = ()):
-    """Pull pass-through ``numeric`` columns of a PostgreSQL source as text,
-    and leave ``--drop`` columns out of the workers' SELECT.
+# Server types DuckDB's postgres extension reads and writes back exactly
+# (binary COPY both ways), as format_type names them. Arrays are not among
+# them: PostgreSQL does not fix their dimensions (a 2-D one fails DuckDB's
+# read) and a text[]'s string 'NULL' comes back as a NULL.
+_BINARY_EXACT = re.compile(
+    r"(smallint|integer|bigint|real|double precision|boolean|text|character varying|character|bytea|date|uuid"
+    r"|jsonb?|interval|time without time zone|timestamp)\b(?!.*\[\])",
+    re.IGNORECASE,
+)
+
+
+def _text_pulls(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], drop: tuple[str, ...] = (),
+                into_postgres: bool = False):
+    """Pull some pass-through columns of a PostgreSQL source as text, and
+    leave ``--drop`` columns out of the workers' SELECT.
 
     DuckDB's postgres extension reads an unconstrained ``numeric`` as DOUBLE
-    and a ``NaN`` as 0; their text is exact, and a PostgreSQL target gets the
-    server type back on the server. (In a lake target they stay text.) A
-    dropped column is never read (DuckDB may not read it at all: a 2-D array).
+    and a ``NaN`` as 0: numerics always travel as their text (in a lake
+    target they stay text). Into PostgreSQL every type the extension does not
+    carry back exactly (see :data:`_BINARY_EXACT`: a composite, an oid, an
+    array, a time with time zone...) travels as the server's own text and
+    gets its type back on the server. A dropped column is never read (DuckDB
+    may not read it at all: a 2-D array).
+
+    Returns:
+        The source, and the columns pulled as text.
     """
-    numeric = tuple(
+    text = tuple(
         name for name, typ in columns
-        if typ.startswith("numeric") and name not in spec.qi_names and name not in drop
+        if name not in spec.qi_names and name not in drop
+        and (typ.startswith("numeric") or (into_postgres and not _BINARY_EXACT.match(typ)))
     )
-    if not numeric and not drop:
-        return source, ()
+    arrays = tuple(name for name, typ in columns if name not in drop and name not in text and "[]" in typ)
+    if not text and not drop:
+        return replace(source, arrays=arrays), ()
     kept = tuple(name for name, _ in columns if name not in drop)
-    return replace(source, text_columns=numeric, columns=kept), numeric
+    return replace(source, text_columns=text, columns=kept, arrays=arrays), text
 
 
 def _server_types(columns, spec: AnonymizationSpec, drop, qi_out: list[str]) -> dict[str, str]:

@@ -265,6 +265,8 @@ class PostgresSource:
     table: tuple[str, str]
     text_columns: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
+    arrays: tuple[str, ...] = ()
+    """The array columns pulled as arrays, named when DuckDB cannot read one."""
     snapshot: str | None = None
     """An exported snapshot (``pg_export_snapshot()``) every reader imports, so
     statistics, sample and all fragments see the same data on a live table."""
@@ -342,7 +344,12 @@ class PostgresSource:
         try:
             return con.execute(f"SELECT * FROM postgres_query({literal(SRC)}, ?)", [stmt.sql]).fetch_arrow_table()
         except duckdb.Error as exc:
-            raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+            msg = self.conn.redact(_first_line(exc))
+            if self.arrays and "dimensions" in msg:
+                msg += (f" (in an array column: {', '.join(map(repr, self.arrays))}; PostgreSQL does not hold an "
+                        "array column to its declared dimensions, DuckDB does: drop it (--drop), or cast it to text "
+                        "in a view)")
+            raise InputError(f"cannot read {self.describe()}: {msg}") from None
 
     def select(self, con: duckdb.DuckDBPyConnection, where: str | None = None, params=()) -> pa.Table:
         """The fragment's rows: ``SELECT * … WHERE <clause>`` executed by the server."""
@@ -747,13 +754,12 @@ class PostgresTarget:
                 collist = ", ".join(ident(c) for c in cols)
                 con.execute(f"INSERT INTO {local} ({collist}) SELECT {collist} FROM {parts}")
                 retype = [
-                    f"ALTER TABLE {ident(list(name))} ALTER COLUMN {ident(c)} TYPE {self.column_types[c]} "
-                    f"USING {ident(c)}::{self.column_types[c]}"
+                    f"ALTER COLUMN {ident(c)} TYPE {self.column_types[c]} USING {ident(c)}::{self.column_types[c]}"
                     for c in cols
                     if c in self.text_columns and c in self.column_types
                 ]
-                if retype:
-                    self._run(retype, "stage")
+                if retype:  # one statement: the table is rewritten once
+                    self._run(f"ALTER TABLE {ident(list(name))} {', '.join(retype)}", "stage")
             else:
                 con.execute(f"CREATE TABLE {local} AS SELECT * FROM {parts}")
         except duckdb.Error as exc:
