@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import glob
 import logging
 import os
 import re
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -654,23 +656,50 @@ class PathLock:
 
     def _open(self) -> int | None:
         """The lock file, created if need be (writable by all: another user's
-        run must be able to lock it too); None if it cannot be opened."""
+        run must be able to lock it too); None if it cannot be opened.
+
+        Never through a symbolic link, and only a regular file: in a directory
+        others may write, a link planted at the lock's name made the run open
+        (and make writable by all) whatever file it pointed to.
+        """
+        flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+        fd = None
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            for _ in range(100):  # its holder may remove it between the two opens
+                try:
+                    fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o666)
+                except FileExistsError:
+                    try:
+                        fd = os.open(self.path, flags)
+                    except FileNotFoundError:
+                        continue
+                else:
+                    os.fchmod(fd, 0o666)  # ours, just made: past the umask
+                break
         except PermissionError:
             try:  # another user's lock file, left by a run that crashed: flock works read-only too
-                return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
             except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    self._refuse("a symbolic link")
                 log.warning("cannot lock %s (%s); going on without the lock", self.what, exc.strerror)
                 return None
         except OSError as exc:  # a directory we cannot write: the run's own writes say so
+            if exc.errno == errno.ELOOP:
+                self._refuse("a symbolic link")
             log.warning("cannot lock %s (%s); going on without the lock", self.what, exc.strerror)
             return None
-        try:
-            os.fchmod(fd, 0o666)  # past the umask
-        except OSError:
-            pass  # not ours
+        if fd is None:
+            log.warning("cannot lock %s (its lock file keeps changing); going on without the lock", self.what)
+            return None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            self._refuse("not a regular file")
         return fd
+
+    def _refuse(self, why: str) -> None:
+        raise InputError(f"refusing to write {self.what}: its lock file {str(self.path)!r} is {why}, which sqlanon "
+                         "never makes; remove it")
 
     def release(self) -> None:
         """Give the lock up, removing its file (see the class docstring)."""

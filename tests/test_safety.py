@@ -215,6 +215,25 @@ def test_a_lock_file_left_by_another_user_still_locks(tmp_path):
                 PathLock(target, "o").acquire()
 
 
+def test_a_link_or_fifo_at_the_lock_files_name_is_refused(lake, tmp_path):
+    """In a directory others may write, a symbolic link planted at the lock
+    file's name made the run open its target and make it writable by all."""
+    victim = tmp_path / "victim"
+    victim.write_text("secret")
+    os.chmod(victim, 0o600)
+    out, lock = tmp_path / "o.parquet", tmp_path / ".o.parquet.sqlanon-lock"
+    os.symlink(victim, lock)
+    with pytest.raises(sqlanon.InputError, match=r"lock file '.*\.o\.parquet\.sqlanon-lock' is a symbolic link"):
+        sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1)
+    assert os.stat(victim).st_mode & 0o777 == 0o600 and not out.exists()
+    lock.unlink()
+    os.mkfifo(lock)
+    with pytest.raises(sqlanon.InputError, match="is not a regular file"):
+        sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1)
+    lock.unlink()
+    assert sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1).metrics.rows == 100
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
