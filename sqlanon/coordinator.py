@@ -36,7 +36,7 @@ from .errors import ConfigError, InputError, PrivacyError, SqlanonError, Verific
 from .metrics import Metrics
 from .sql import ident, render
 from .sql.render import is_generic
-from .verification import Checksums, Verification, column_checksums, verify_relation
+from .verification import Checksums, Verification, column_checksums, refuse_reserved, verify_relation
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
 
 log = logging.getLogger("sqlanon")
@@ -212,11 +212,6 @@ class RunResult:
 # ----------------------------------------------------------------------- statistics
 
 
-RESERVED_PREFIX = "__sqlanon_"
-"""sqlanon's own SQL names its helper columns and CTEs with this prefix, so a
-user's column must not start with it."""
-
-
 def _render(source, template: str, **context):
     # PostgreSQL statements travel as text through postgres_query: inline literals.
     return render(template, dialect=source.dialect, inline=source.dialect == "postgres", **context)
@@ -230,9 +225,7 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
     names = names or schema.names
     if "" in names and "" not in drop:
         raise InputError(f"{where} has a column without a name: give it one in a view")
-    for c in [*spec.qi_names, *spec.sensitive]:
-        if c.startswith(RESERVED_PREFIX):
-            raise ConfigError(f"column {c!r}: names starting with {RESERVED_PREFIX!r} are sqlanon's own; rename it")
+    refuse_reserved([*spec.qi_names, *spec.sensitive])
     for c in [*spec.qi_names, *spec.sensitive, *drop]:
         if c not in names:
             raise ConfigError(missing_column(c, where, names))

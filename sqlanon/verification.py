@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from .errors import InputError, SqlanonError
+from .errors import ConfigError, InputError, SqlanonError
 from .io import first_line
 from .sql import render
 
@@ -151,6 +151,21 @@ def column_checksums(con, relation: str, columns: list[str], dialect: str = "duc
     return Checksums.from_row(names, list(rows[0]), columns)
 
 
+RESERVED_PREFIX = "__sqlanon_"
+"""sqlanon's own SQL names its helper columns and CTEs with this prefix, so a
+column it groups or counts must not start with it."""
+
+
+def refuse_reserved(names) -> None:
+    """Refuse QI and sensitive columns named like sqlanon's helper columns,
+    in any case (DuckDB's names are case-insensitive): the SQL would take
+    the user's column for its own count, and pass a table breaking k."""
+    for c in names:
+        if c.lower().startswith(RESERVED_PREFIX):
+            raise ConfigError(f"column {c!r}: names starting with {RESERVED_PREFIX!r} (in any case) are sqlanon's "
+                              "own; rename it")
+
+
 def verify_relation(
     con: duckdb.DuckDBPyConnection,
     relation: str,
@@ -176,6 +191,7 @@ def verify_relation(
         dialect: the SQL dialect of ``con``.
     """
     sensitive = list(sensitive)
+    refuse_reserved([*qi, *sensitive])
     server = not isinstance(con, duckdb.DuckDBPyConnection)
 
     def fetch(template: str, **context) -> tuple[list[str], list[tuple]]:

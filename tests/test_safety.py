@@ -234,6 +234,24 @@ def test_a_link_or_fifo_at_the_lock_files_name_is_refused(lake, tmp_path):
     assert sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1).metrics.rows == 100
 
 
+@pytest.mark.parametrize("name", ["__SQLANON_ROWS", "__sqlanon_l_0", "__Sqlanon_N"])
+def test_a_column_named_like_sqlanons_own_is_refused_in_any_case(lake, tmp_path, name):
+    """`verify` passed a table whose every class holds one row when a QI
+    was named __SQLANON_ROWS (its value 100 read as the class size), and
+    anonymize refused such names in lower case only."""
+    import duckdb
+
+    bad = tmp_path / "bad.parquet"
+    duckdb.sql(f"COPY (SELECT i AS zip, 100 AS {name}, 'a' AS dx FROM range(50) t(i)) TO '{bad}'")
+    with pytest.raises(ConfigError, match=f"column '{name}': names starting with '__sqlanon_' .*rename it"):
+        sqlanon.verify(bad, qi=["zip", name], k=10)
+    with pytest.raises(ConfigError, match=f"column '{name}'"):
+        sqlanon.verify(bad, qi=["zip"], sensitive=[name], k=10, l=2)
+    with pytest.raises(ConfigError, match=f"column '{name}'"):
+        sqlanon.anonymize(bad, tmp_path / "o.parquet", qi=["zip", name], k=5, workers=1)
+    assert not (tmp_path / "o.parquet").exists()
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
