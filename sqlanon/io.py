@@ -801,6 +801,8 @@ class Staging:
     cast_back: dict[str, str] = field(default_factory=dict)
     """Columns whose part type only needs a cast back to the input's (a
     fixed-size ``DOUBLE[2]`` comes out of Parquet as a list): name → type."""
+    run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    """This run's own mark, for names outside the staging area (a staging table)."""
 
     @property
     def parts_dir(self) -> Path:
@@ -814,7 +816,9 @@ class Staging:
         return str(self.root / f"spill-{name}")
 
     def parts_relation(self) -> str:
-        relation = FileSource(str(self.parts_dir / "*.parquet"), "parquet").relation
+        # The directory escaped: it is named after the output, whose name may hold glob characters ('a[x].parquet').
+        pattern = os.path.join(glob.escape(str(self.parts_dir)), "*.parquet")
+        relation = FileSource(pattern, "parquet", globs=(pattern,)).relation
         return cast_columns(relation, {**self.as_text, **self.cast_back})
 
     def has_parts(self) -> bool:
@@ -967,9 +971,10 @@ class DuckDBTarget(LocalStagingTarget):
     def describe(self) -> str:
         return f"{self.path} table {'.'.join(self.table)}"
 
-    @property
-    def staging_table(self) -> tuple[str, ...]:
-        return (*self.table[:-1], f"{self.table[-1]}__sqlanon_staging")
+    def staging_table(self, staging: Staging) -> tuple[str, ...]:
+        """The run's own table next to the target (an existing table of the
+        name it once had, ``<target>__sqlanon_staging``, was dropped)."""
+        return (*self.table[:-1], f"{self.table[-1]}__sqlanon_staging_{staging.run}")
 
     def metrics_table(self, where: str | None) -> tuple[str, ...]:
         """``--metrics`` as a table: ``schema.name`` as given, a bare name in the target's schema."""
@@ -985,8 +990,7 @@ class DuckDBTarget(LocalStagingTarget):
         try:
             con.execute(f"ATTACH {render('attach.sql', path=self.path).sql} AS \"__sqlanon_dst\"")
             con.execute("BEGIN TRANSACTION")
-            name = ident(["__sqlanon_dst", *self.staging_table])
-            con.execute(f"DROP TABLE IF EXISTS {name}")
+            name = ident(["__sqlanon_dst", *self.staging_table(staging)])
             if staging.has_parts():
                 con.execute(f"CREATE TABLE {name} AS SELECT * FROM {staging.parts_relation()}")
             else:
@@ -1011,7 +1015,7 @@ class DuckDBTarget(LocalStagingTarget):
                 on_failure.callback(swap.discard)
             try:
                 con.execute(f"DROP TABLE IF EXISTS {target}")
-                staged = ident(["__sqlanon_dst", *self.staging_table])
+                staged = ident(["__sqlanon_dst", *self.staging_table(staging)])
                 con.execute(f"ALTER TABLE {staged} RENAME TO {ident(self.table[-1])}")
                 if swap is None:
                     con.register("__sqlanon_metrics", metrics)

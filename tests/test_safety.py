@@ -252,6 +252,30 @@ def test_a_column_named_like_sqlanons_own_is_refused_in_any_case(lake, tmp_path,
     assert not (tmp_path / "o.parquet").exists()
 
 
+def test_a_table_named_like_the_old_staging_table_is_kept(tmp_path):
+    """A DuckDB target dropped any table named <target>__sqlanon_staging
+    (the source itself, here) and published without a word."""
+    import duckdb
+
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as c:
+        c.execute("CREATE TABLE src__sqlanon_staging AS SELECT i AS x, i % 3 AS s FROM range(100) t(i)")
+    sqlanon.anonymize(db, db, table="src__sqlanon_staging", target_table="src", qi=["x"], k=5, workers=2)
+    with duckdb.connect(str(db)) as c:
+        tables = {r[0] for r in c.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        assert tables == {"src__sqlanon_staging", "src", "src__metrics"}
+        assert c.execute("SELECT count(*) FROM src__sqlanon_staging").fetchone() == (100,)
+
+
+@pytest.mark.parametrize("name", ["a[x].parquet", "d[x]/", "w[x].duckdb", "c[1]*?.csv"])
+def test_an_output_named_with_glob_characters(lake, tmp_path, name):
+    """The parts were read back by a pattern made of the output's name: a
+    name with brackets failed after all the work ('No files found')."""
+    out = str(tmp_path / name)
+    kw = {"target_table": "t"} if name.endswith(".duckdb") else {}
+    assert sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=2, **kw).metrics.rows == 100
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
