@@ -1,6 +1,6 @@
-{# Does a DuckDB table, and its schema, exist? DuckDB matches identifiers
-   case-insensitively, quoted or not ("REPORT" names the table report), so
-   this check does too. #}
+{# Does a DuckDB table, and its schema, exist? Is it a view? DuckDB matches
+   identifiers case-insensitively, quoted or not ("REPORT" names the table
+   report), so this check does too. #}
 SELECT
     (SELECT count(*)
      FROM information_schema.schemata
@@ -10,4 +10,10 @@ SELECT
      FROM information_schema.tables
      WHERE table_catalog = {{ p(catalog) }}
        AND lower(table_schema) = lower({{ p(schema) }})
-       AND lower(table_name) = lower({{ p(table) }})) AS tables
+       AND lower(table_name) = lower({{ p(table) }})) AS tables,
+    (SELECT count(*)
+     FROM information_schema.tables
+     WHERE table_catalog = {{ p(catalog) }}
+       AND lower(table_schema) = lower({{ p(schema) }})
+       AND lower(table_name) = lower({{ p(table) }})
+       AND table_type = 'VIEW') AS views

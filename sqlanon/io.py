@@ -323,6 +323,9 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
     if table is not None or spec.lower().endswith(DUCKDB_SUFFIXES):
         if table is None:
             raise ConfigError(f"{spec!r} is a DuckDB database: name the table with --table")
+        if os.path.isdir(spec):
+            raise ConfigError(f"{spec!r} is a directory, not a DuckDB file: --table names a table of a DuckDB "
+                              "file (a directory is read as a lake of files, without --table)")
         if not os.path.isfile(spec):
             raise InputError(f"DuckDB file {spec!r} does not exist")
         _check_duckdb_file(spec, "--table")
@@ -852,7 +855,7 @@ class LocalStagingTarget:
             except OSError as exc:  # EBUSY: a bind-mounted file or a mount point; EXDEV…
                 raise InputError(f"cannot put {self.path!r} in place: {exc.strerror}") from exc
             on_failure.pop_all()
-        staged()
+        staged.after_publishing(self.describe())
         return path
 
     dialect = "duckdb"
@@ -1035,7 +1038,7 @@ class DuckDBTarget(LocalStagingTarget):
                 raise InputError(f"cannot publish {self.describe()!r}: {first_line(exc)}") from exc
             on_failure.pop_all()
         if swap is not None:
-            swap()
+            swap.after_publishing(self.describe())
         staging.discard()
         return location
 
@@ -1066,7 +1069,7 @@ class DuckDBTarget(LocalStagingTarget):
         try:
             con.execute(f"ATTACH {render('attach.sql', path=self.path).sql} AS \"__sqlanon_chk\" (READ_ONLY)")
             q = render("table_exists.sql", catalog="__sqlanon_chk", schema=schema, table=self.table[-1])
-            schemas, tables = con.execute(q.sql, q.params).fetchone()
+            schemas, tables, views = con.execute(q.sql, q.params).fetchone()
         except duckdb.Error as exc:
             raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
         finally:
@@ -1074,6 +1077,9 @@ class DuckDBTarget(LocalStagingTarget):
         if not schemas:
             raise ConfigError(f"schema {schema!r} does not exist in {self.path!r}: create it (CREATE SCHEMA), "
                               "or name the table in another schema")
+        if views:  # found only when publishing, after all the work
+            raise ConfigError(f"{'.'.join(self.table)!r} in {self.path!r} is a view: sqlanon writes tables; "
+                              "name another")
         return tables > 0
 
 
@@ -1101,10 +1107,46 @@ def not_metrics(columns, where: str) -> str | None:
     return f"{where} exists and is not a sqlanon metrics table (it has no {missing[0]!r} column)"
 
 
+def check_replaceable(path: str, what: str, renamed: bool = True) -> None:
+    """Before any work: ``path`` (an output, a metrics file) can be written
+    aside and renamed into place, or the run would fail (or publish its
+    output and lose its metrics) only at the end.
+
+    * Names: the staging name next to it adds ~27 bytes and the process id
+      to its name; past the filesystem's limit on a name, a run failed or
+      not depending on its process id. Checked with room for any pid.
+    * ``renamed`` (not a DuckDB file, written in place): in a directory with
+      the sticky bit (``/tmp``, a team's shared directory) only the owner of
+      a file may replace it (or the directory's owner, or root).
+    """
+    p = Path(os.path.abspath(path.rstrip("/") or "/"))
+    try:
+        room = os.pathconf(p.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        room = 255
+    longest = len(os.fsencode(f".{p.name}{STAGING_MARK}")) + 10 + 1 + 8  # pid (up to 10 digits), uuid
+    if longest > room:
+        raise ConfigError(f"{what} name {p.name!r} is too long: sqlanon stages it under a name "
+                          f"{longest - len(os.fsencode(p.name))} bytes longer, past this filesystem's {room}; "
+                          "shorten it")
+    try:
+        st, parent = os.lstat(p), os.stat(p.parent)
+    except OSError:
+        return  # new (or its directory is checked elsewhere)
+    if not renamed:
+        return
+    euid = os.geteuid()
+    if parent.st_mode & stat.S_ISVTX and euid not in (0, st.st_uid, parent.st_uid):
+        raise ConfigError(f"{what} {str(p)!r} belongs to another user, in a directory with the sticky bit: "
+                          "only its owner may replace it; name another")
+
+
 def check_metrics_file(path: str) -> None:
-    """Before any work: the metrics file must be new, or an earlier run's metrics."""
+    """Before any work: the metrics file must be new, or an earlier run's
+    metrics, and replaceable (:func:`check_replaceable`)."""
     if os.path.isdir(path):
         raise ConfigError(f"metrics file {path!r} is a directory")
+    check_replaceable(path, "metrics file")
     fmt = _format_of(path)
     if fmt is None or not os.path.exists(path):
         return
@@ -1136,6 +1178,17 @@ class StagedMetrics:
     def discard(self) -> None:
         _remove(self.aside)
         self._lock.release()
+
+    def after_publishing(self, output: str) -> None:
+        """Swap it in once ``output`` is published: the run has succeeded
+        then, whatever happens here (exit 0 means published), so a failure
+        (a file made immutable meanwhile) is a warning."""
+        try:
+            self()
+        except OSError as exc:
+            self.discard()
+            log.warning("published %s, but its metrics were not written: cannot put %r in place (%s)",
+                        output, self.path, exc.strerror)
 
 
 METRICS_LOCK_WAIT = 60.0
@@ -1204,6 +1257,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             raise ConfigError(f"output directory {str(Path(spec).parent)!r} does not exist")
         if not os.access(Path(spec).parent, os.W_OK):  # the database file, its WAL and the run's staging go there
             raise ConfigError(f"output directory {str(Path(spec).parent)!r} is not writable")
+        check_replaceable(spec, "DuckDB file", renamed=False)
         if os.path.isfile(spec) and os.path.getsize(spec) > 0:
             _check_duckdb_file(spec, "--target-table")
         elif not spec.lower().endswith(DUCKDB_SUFFIXES):
@@ -1230,6 +1284,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
         raise ConfigError(f"output directory {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK):
         raise ConfigError(f"output directory {str(parent)!r} is not writable")
+    check_replaceable(spec, "output")
     if is_dir:
         if os.path.isfile(spec.rstrip("/")):
             raise ConfigError(f"output {spec!r} is a file, not a directory")

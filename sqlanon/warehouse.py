@@ -812,7 +812,7 @@ class PostgresTarget:
                 with self._transaction("publish") as c:
                     self._replace(c, ident(list(self._staging_name(staging.run))))
                 on_failure.pop_all()
-            swap_metrics()
+            swap_metrics.after_publishing(self.describe())
             self._detach(con)
             staging.discard()
             self.unlock()

@@ -276,6 +276,75 @@ def test_an_output_named_with_glob_characters(lake, tmp_path, name):
     assert sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=2, **kw).metrics.rows == 100
 
 
+def test_names_too_long_to_stage_are_refused_before_any_work(lake, tmp_path):
+    """A name within ~27 bytes of the filesystem's limit failed after all the
+    work ('File name too long', an internal error), or not, by process id."""
+    with pytest.raises(ConfigError, match=r"output name 'z{226}\.parquet' is too long"):
+        sqlanon.anonymize(lake, tmp_path / ("z" * 226 + ".parquet"), qi=["x"], k=5, workers=1)
+    # its default metrics file, 9 bytes longer, is the one that does not fit
+    with pytest.raises(ConfigError, match=r"metrics file name 'z{205}__metrics\.parquet' is too long"):
+        sqlanon.anonymize(lake, tmp_path / ("z" * 205 + ".parquet"), qi=["x"], k=5, workers=1)
+    assert not list(tmp_path.glob("z*")) and not list(tmp_path.glob(".z*"))
+    assert sqlanon.anonymize(lake, tmp_path / ("z" * 190 + ".parquet"), qi=["x"], k=5, workers=1).metrics.rows == 100
+
+
+def test_a_file_only_its_owner_may_replace_is_refused_before_any_work(lake, tmp_path, monkeypatch):
+    """In a directory with the sticky bit, another user's metrics file cannot
+    be renamed over: the run published its output, then failed with exit 1
+    (an internal error) and lost its metrics row."""
+    import sqlanon.io as sio
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    metrics = shared / "all.parquet"
+    sqlanon.anonymize(lake, tmp_path / "a.parquet", qi=["x"], k=5, workers=1, metrics=str(metrics))
+    monkeypatch.setattr(sio.os, "geteuid", lambda: 65534)  # another user than the files' (root)
+    with pytest.raises(ConfigError, match=r"metrics file '.*all\.parquet' belongs to another user, in a directory "
+                                          r"with the sticky bit"):
+        sqlanon.anonymize(lake, tmp_path / "b.parquet", qi=["x"], k=5, workers=1, metrics=str(metrics))
+    with pytest.raises(ConfigError, match=r"output '.*all\.parquet' belongs to another user"):
+        sqlanon.anonymize(lake, metrics, qi=["x"], k=5, workers=1, overwrite=True, metrics=str(tmp_path / "m.csv"))
+    assert not (tmp_path / "b.parquet").exists()
+
+
+def test_metrics_that_cannot_be_put_in_place_after_publishing_are_a_warning(lake, tmp_path, monkeypatch, caplog):
+    """Published is published (exit 0): a metrics file that could not be
+    swapped in afterwards (made immutable meanwhile) failed the run with
+    exit 1, 'nothing published', and left its staged file behind."""
+    import sqlanon.io as sio
+
+    real = os.replace
+
+    def immutable(src, dst):
+        if str(dst).endswith("__metrics.parquet"):
+            raise PermissionError(1, "Operation not permitted")
+        return real(src, dst)
+
+    monkeypatch.setattr(sio.os, "replace", immutable)
+    out = tmp_path / "o.parquet"
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        assert sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1).metrics.rows == 100
+    assert out.exists() and not (tmp_path / "o__metrics.parquet").exists()
+    assert "but its metrics were not written: cannot put" in caplog.text and "Operation not permitted" in caplog.text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lake", "o.parquet"]
+
+
+def test_a_duckdb_view_as_the_target_or_metrics_table_is_refused_before_any_work(lake, tmp_path):
+    """A view as --target-table or --metrics failed only when publishing,
+    after all the work, with DuckDB's catalog error (exit 1)."""
+    import duckdb
+
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as c:
+        c.execute("CREATE VIEW v AS SELECT 1 AS run_id, 2 AS kind, 3 AS fragment_id")
+    for kw in (dict(target_table="v", overwrite=True), dict(target_table="anon", metrics="v")):
+        with pytest.raises(ConfigError, match=r"'v' in '.*w\.duckdb' is a view: sqlanon writes tables"):
+            sqlanon.anonymize(lake, db, qi=["x"], k=5, workers=1, **kw)
+    with pytest.raises(ConfigError, match=r"is a directory, not a DuckDB file: table= names"):
+        sqlanon.anonymize(lake, tmp_path / "o.parquet", table="foo", qi=["x"], k=5, workers=1)
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
