@@ -115,12 +115,19 @@ def in_library_terms(function: Callable) -> Callable:
 # spaces included, but not past another URL: for a URL without one
 # (host:port) the mask may take in the text up to an '@' later on its line,
 # the slip being towards hiding, but never a second URL's start.
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][\w+.-]*://[^:/@\s'\"]*:)(?:(?!://)[^@\n])*@")
-_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s'\"]*", re.IGNORECASE)
+# To the *last* '@' before the line's end (an unencoded '@' in a password,
+# 'user:Sup@Secret9@host', must not show its second half).
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][\w+.-]*://[^:/@\s'\"]*:)(?:(?!://)[^\n])*@")
+# ?password= and libpq's ?sslpassword= (a client key's passphrase).
+_QUERY_PASSWORD = re.compile(r"([?&]\w*password=)[^&\s'\"]*", re.IGNORECASE)
+# A libpq key=value string: password=secret, password='se cret'.
+_KEYWORD_PASSWORD = re.compile(r"(\b\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s'\"]+)", re.IGNORECASE)
 
 
 def redact_urls(text: str) -> str:
     """``text`` with the password of every URL in it masked
-    (``postgresql://user:***@host/db``, ``?password=***``): a message may
-    quote a URL given where a path was expected."""
-    return _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
+    (``postgresql://user:***@host/db``, ``?password=***``), and any libpq
+    ``password=…``: a message may quote a URL or a connection string given
+    where a path was expected."""
+    text = _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
+    return _KEYWORD_PASSWORD.sub(r"\1***", text)

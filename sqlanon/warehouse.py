@@ -80,6 +80,9 @@ class Conn:
             u.port  # noqa: B018 - parsed on first use: ':abc' fails here
         except (ArgumentError, ValueError) as exc:
             raise ConfigError(f"not a database URL: {redact_urls(self.url)!r} ({redact_urls(str(exc))})") from None
+        if u.host and "@" in u.host:  # 'user:Sup@Secret9@host': the rest of the password would show as the host
+            raise ConfigError(f"the user or password of {redact_urls(self.url)!r} holds an '@': percent-encode it "
+                              "(%40), as in postgresql://user:p%40ss@host/db")
         # A socket directory as the host, percent-encoded as libpq takes it
         # (postgresql://user@%2Fvar%2Frun%2Fpostgresql/db).
         host = unquote(u.host) if u.host and "%" in u.host else u.host
@@ -134,8 +137,9 @@ class Conn:
         """The URL with its password masked (the user part's and a ``?password=``)."""
         try:
             u = self._u
-            if "password" in u.query:
-                u = u.update_query_dict({"password": "***"})
+            secret = {k: "***" for k in u.query if "password" in k.lower()}  # and libpq's sslpassword
+            if secret:
+                u = u.update_query_dict(secret)
             return u.render_as_string(hide_password=True).replace("password=%2A%2A%2A", "password=***")
         except Exception:  # noqa: BLE001 - an unparsable URL: show none of it
             return "<database URL>"

@@ -100,6 +100,32 @@ def test_redaction():
     assert "hunter22" not in q.redact(f"cannot connect to {q.url}: hunter22 rejected")
 
 
+def test_secrets_in_unusual_places_are_masked(lake, tmp_path, capsys):
+    """helper-37: an unencoded '@' in the password printed its second half
+    (SQLAlchemy took 'Secret9@127.0.0.1' for the host); libpq's
+    ?sslpassword= (a client key's passphrase) went unmasked into messages
+    and metrics tables; a libpq key=value string given as the input was
+    printed whole."""
+    with pytest.raises(ConfigError, match=r"percent-encode it \(%40\)") as e:
+        sqlanon.anonymize("postgresql://bob:Sup@Secret9@127.0.0.1:1/db", tmp_path / "o.parquet", table="t",
+                          qi=["x"], k=5)
+    assert "Secret9" not in str(e.value) and "Sup" not in str(e.value)
+    c = Conn("postgresql://bob:pw@h:5432/db?sslpassword=KeyPass77&sslmode=require")
+    assert "KeyPass77" not in c.safe() and "sslpassword=***" in c.safe()
+    assert "KeyPass77" not in c.redact(f"cannot connect to {c.url}: sslpassword=KeyPass77")
+    from sqlanon.errors import redact_urls
+
+    assert "KeyPass77" not in redact_urls("x postgresql://h/db?a=1&sslpassword=KeyPass77 y")
+    with pytest.raises(sqlanon.SqlanonError) as e:
+        sqlanon.anonymize("host=127.0.0.1 password=Secret99 dbname=x", tmp_path / "o.parquet", table="people",
+                          qi=["x"], k=5)
+    assert "Secret99" not in str(e.value)
+    r = subprocess.run([sys.executable, "-m", "sqlanon", "anonymize", "host=h password='Se cret99' dbname=x",
+                        "--table", "t", "-o", str(tmp_path / "o.parquet"), "--qi", "x", "-k", "5"],
+                       capture_output=True, text=True)
+    assert r.returncode in (1, 2) and "cret99" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+
+
 def test_usage_errors_before_any_work(lake, tmp_path):
     t = pa.table({"age": [1, 2, 3, 4], "age_lo": [0, 0, 0, 0]})
     src = tmp_path / "t.parquet"
