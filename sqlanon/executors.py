@@ -337,10 +337,17 @@ class DaskExecutor:
             logging.getLogger("distributed").setLevel(logging.WARNING)
         self.remote = scheduler is not None
         if scheduler is None:
+            try:  # TLS with a key made for this cluster: on a plain port any local user could run code in it
+                from distributed.security import Security
+
+                security = Security.temporary()
+            except ImportError as exc:
+                raise ConfigError("--executor=dask secures its LocalCluster with TLS, which needs cryptography: "
+                                  "pip install 'sqlanon[dask]'") from exc
             # The scheduler serves HTTP even without a dashboard, on 8787 unless
             # told: a port in use (a user's own cluster) printed a warning.
             self._cluster = _start_local_cluster(
-                LocalCluster,
+                LocalCluster, security=security,
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                 memory_limit=int(total_memory() * 0.8 / workers),
                 preload=[*_dask_preloads(), __name__],  # dask_setup below, after the user's own

@@ -260,6 +260,28 @@ def test_task_timeout_with_one_worker_says_it_is_not_applied(source, tmp_path, c
     assert "--task-timeout applies to worker processes" in caplog.text
 
 
+def test_the_local_dask_cluster_takes_no_stranger():
+    """helper-37: the LocalCluster sqlanon starts listened on a plain TCP port
+    of 127.0.0.1, where any local user's Client could run code as ours (and
+    read the task's database password). It speaks TLS with a key of its own."""
+    from distributed import Client
+    from distributed.security import Security
+
+    from sqlanon.executors import DaskExecutor
+
+    ex = DaskExecutor(None, 1, 0)
+    try:
+        address = ex._client.scheduler.address
+        assert address.startswith("tls://")
+        with pytest.raises((OSError, TimeoutError)):  # a key and certificate of its own: not trusted
+            Client(address, security=Security.temporary(), timeout=3)
+        with pytest.raises((OSError, TimeoutError)):
+            Client(address.replace("tls://", "tcp://"), timeout=3)
+        assert ex._client.submit(sum, [1, 2]).result() == 3
+    finally:
+        ex.shutdown()
+
+
 def test_dask_keeps_stderr_for_errors(source, tmp_path):
     """Dask logs its cluster's life at INFO; on the CLI's stderr (its error
     channel) that was ~34 lines per run. Only with -v now. And with Dask's
