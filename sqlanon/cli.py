@@ -321,6 +321,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         seen: set = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (list, dict)):  # '[a, b]: 1' (unhashable: a TypeError traceback)
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a key must be a name, not a list or mapping", key_node.start_mark
+                )
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} appears twice", key_node.start_mark

@@ -738,6 +738,8 @@ def test_click_usage_errors(out_dir, args, pattern):
     ("workers: 1.5", r"'workers' .* whole number"),
     ("seed: 2024-01-01", r"'seed' .* whole number"),
     ("k: 10\nk: 5", r"key 'k' appears twice"),  # YAML keeps the last one
+    ("[a, b]: 1", r"a key must be a name, not a list or mapping"),  # was a TypeError traceback
+    ("hierarchy: {[race]: h.json}", r"a key must be a name"),
     ("interval-format: bounds\ninterval_format: text", r"'interval-format' and 'interval_format' .* same option"),
     ("o: x.parquet", r"'output' and 'o' .* same option"),
     ("sensitive:", r"'sensitive' .* column name"),  # was the column 'None'
