@@ -991,7 +991,7 @@ class DuckDBTarget(LocalStagingTarget):
         if not os.path.exists(self.path):
             staging.created += [self.path, self.path + ".wal"]
         try:
-            con.execute(f"ATTACH {render('attach.sql', path=self.path).sql} AS \"__sqlanon_dst\"")
+            con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_dst\"")
             con.execute("BEGIN TRANSACTION")
             name = ident(["__sqlanon_dst", *self.staging_table(staging)])
             if staging.has_parts():
@@ -1067,7 +1067,7 @@ class DuckDBTarget(LocalStagingTarget):
             return False
         con = connect()
         try:
-            con.execute(f"ATTACH {render('attach.sql', path=self.path).sql} AS \"__sqlanon_chk\" (READ_ONLY)")
+            con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\" (READ_ONLY)")
             q = render("table_exists.sql", catalog="__sqlanon_chk", schema=schema, table=self.table[-1])
             schemas, tables, views = con.execute(q.sql, q.params).fetchone()
         except duckdb.Error as exc:

@@ -371,6 +371,17 @@ def test_a_duckdb_view_as_the_target_or_metrics_table_is_refused_before_any_work
         sqlanon.anonymize(lake, tmp_path / "o.parquet", table="foo", qi=["x"], k=5, workers=1)
 
 
+def test_a_duckdb_path_with_a_prefix_is_a_local_file(lake, tmp_path, monkeypatch):
+    """DuckDB reads 'md:name' as MotherDuck's cloud service: the output went
+    to download its extension (and, with a token set, would have gone there)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("motherduck_token", "not-a-token")
+    sqlanon.anonymize(lake, "md:w.duckdb", target_table="t", qi=["x"], k=5, workers=1)
+    assert (tmp_path / "md:w.duckdb").is_file()
+    assert sqlanon.anonymize("md:w.duckdb", "md:w.duckdb", table="t", target_table="t2", qi=["x"], k=5,
+                             workers=1).metrics.rows == 100
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
