@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import re
+import shutil
 import tempfile
 import threading
 import time
@@ -210,6 +211,15 @@ class RunResult:
 
 
 # ----------------------------------------------------------------------- statistics
+
+
+def _private_directory(prefix: str) -> str:
+    """A new directory in TMPDIR only this user may read; if none can be
+    made there, the name of one for DuckDB to make when it first spills."""
+    try:
+        return tempfile.mkdtemp(prefix=prefix)
+    except OSError:
+        return os.path.join(tempfile.gettempdir(), f"{prefix}{uuid.uuid4().hex[:12]}")
 
 
 def _render(source, template: str, **context):
@@ -587,9 +597,11 @@ def run(
     if not options.explain:
         warm.start()
     # Its statistics and sample may spill before the run has a staging area:
-    # into a directory of its own in the temporary directory (TMPDIR), which
-    # DuckDB removes when it closes, not into ./.tmp.
-    con = io.connect(temp_directory=os.path.join(tempfile.gettempdir(), f"sqlanon-spill-{uuid.uuid4().hex[:12]}"))
+    # into a directory of its own in the temporary directory (TMPDIR), not
+    # into ./.tmp; made here, private (DuckDB makes it readable by all, and
+    # its files hold the input's rows), and removed after.
+    spill = _private_directory("sqlanon-spill-")
+    con = io.connect(temp_directory=spill)
     staging = None
     succeeded = False
     snapshot_holder = None
@@ -818,6 +830,7 @@ def run(
         if not succeeded:
             io.abandon_source(con)
         con.close()
+        shutil.rmtree(spill, ignore_errors=True)
         if snapshot_holder is not None:
             snapshot_holder.close()
         if pool is not None:

@@ -870,8 +870,12 @@ class LocalStagingTarget:
         return relation
 
     def new_staging(self) -> Staging:
+        """The staging area, readable by this user only: the workers' DuckDB
+        spills there (the input's rows), and it would make its files readable
+        by all. (The parts directory, a directory output, keeps the usual mode.)"""
         s = Staging(_staging_name(Path(self.path.rstrip("/"))))
-        s.parts_dir.mkdir(parents=True)
+        s.root.mkdir(mode=0o700)
+        s.parts_dir.mkdir()
         return s
 
     def verifier(self):

@@ -382,6 +382,31 @@ def test_a_duckdb_path_with_a_prefix_is_a_local_file(lake, tmp_path, monkeypatch
                              workers=1).metrics.rows == 100
 
 
+def test_spill_directories_are_private_and_removed(lake, tmp_path, monkeypatch):
+    """DuckDB made its spill directories readable by all (0755, files 0644),
+    and they hold the input's rows: the coordinator's in TMPDIR, the
+    workers' in the staging area next to the output (helper-37)."""
+    import stat
+
+    import sqlanon.io as sio
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    real, seen = sio.connect, {}
+
+    def connect(*args, temp_directory=None, **kw):
+        if temp_directory:  # the coordinator's own directory, a worker's inside the staging area
+            d = Path(temp_directory)
+            d = d if d.name.startswith("sqlanon-spill-") else d.parent
+            seen[str(d)] = stat.S_IMODE(os.stat(d).st_mode)
+        return real(*args, temp_directory=temp_directory, **kw)
+
+    monkeypatch.setattr(sio, "connect", connect)
+    assert sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["x"], k=5, workers=1).metrics.rows == 100
+    assert len(seen) == 2 and set(seen.values()) == {0o700}, seen
+    assert not any(os.path.exists(d) for d in seen) and not list((tmp_path / "tmp").iterdir())
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
