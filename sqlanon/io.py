@@ -586,6 +586,19 @@ def _negative_zero(con: duckdb.DuckDBPyConnection, relation: str, skip: tuple[st
 # --------------------------------------------------------------------------- targets
 
 
+def _keep_access(new: str, old: str) -> None:
+    """Give ``new``, about to replace ``old``, the mode and group of ``old``:
+    made under the umask, it widened an output kept 0600 (or 0700) to 0644 on
+    every nightly run. The group as far as this user may set it."""
+    try:
+        st = os.stat(old)
+    except OSError:
+        return  # nothing replaced
+    os.chmod(new, stat.S_IMODE(st.st_mode))
+    with contextlib.suppress(OSError):
+        os.chown(new, -1, st.st_gid)
+
+
 def _staging_name(path: Path) -> Path:
     path = Path(os.path.abspath(path))
     return path.with_name(f".{path.name}{STAGING_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
@@ -923,7 +936,11 @@ class FileTarget(LocalStagingTarget):
         return relation
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
-        path = self._swap_with_metrics(con, metrics, where, lambda: os.replace(self._staged(staging), self.path))
+        def swap_in() -> None:
+            _keep_access(self._staged(staging), self.path)
+            os.replace(self._staged(staging), self.path)
+
+        path = self._swap_with_metrics(con, metrics, where, swap_in)
         staging.discard()
         return path
 
@@ -952,6 +969,10 @@ class DirectoryTarget(LocalStagingTarget):
     def _swap_in(self, staging: Staging) -> None:
         target = self.path.rstrip("/")
         if os.path.exists(target):
+            _keep_access(str(staging.parts_dir), target)
+            old_parts = sorted(Path(target).glob("*.parquet"))
+            for part in staging.parts_dir.iterdir() if old_parts else ():
+                _keep_access(str(part), str(old_parts[0]))
             if not _exchange(str(staging.parts_dir), target):
                 # No atomic exchange on this filesystem (NFS, FUSE…): keep the
                 # old output under a backup name that the next run puts back
@@ -1175,6 +1196,7 @@ class StagedMetrics:
 
     def __call__(self) -> None:
         try:
+            _keep_access(self.aside, self.path)
             os.replace(self.aside, self.path)
         finally:
             self._lock.release()

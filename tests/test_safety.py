@@ -407,6 +407,29 @@ def test_spill_directories_are_private_and_removed(lake, tmp_path, monkeypatch):
     assert not any(os.path.exists(d) for d in seen) and not list((tmp_path / "tmp").iterdir())
 
 
+def test_overwrite_keeps_the_outputs_mode_and_group(lake, tmp_path):
+    """Made under the umask and renamed into place, an output kept 0600 (a
+    directory 0700) came back 0644 (0755) from every --overwrite (helper-37)."""
+    import stat
+
+    def access(p):
+        st = os.stat(p)
+        return stat.S_IMODE(st.st_mode), st.st_gid
+
+    out, d = tmp_path / "o.parquet", tmp_path / "d"
+    for target in (out, d):
+        sqlanon.anonymize(lake, target, qi=["x"], k=5, workers=2)
+    metrics = tmp_path / "o__metrics.parquet"
+    for p, mode in ((out, 0o600), (metrics, 0o640), (d, 0o700), *((f, 0o600) for f in d.iterdir())):
+        os.chmod(p, mode)
+        os.chown(p, -1, 1)  # another group (as root; a user may give a file one of its groups)
+    before = {p: access(p) for p in (out, metrics, d)}
+    for target in (out, d):
+        sqlanon.anonymize(lake, target, qi=["x"], k=5, workers=2, overwrite=True)
+    assert {p: access(p) for p in (out, metrics, d)} == before
+    assert {access(f) for f in d.iterdir()} == {(0o600, 1)}
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
