@@ -418,7 +418,8 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
         # pattern (and reads data1.parquet); it reports the file by its name.
         if fmt == "parquet":
             rows = con.execute(
-                "SELECT file_name, name, num_children, precision, logical_type FROM parquet_schema(?)",
+                "SELECT file_name, name, num_children, precision, logical_type, type, converted_type "
+                "FROM parquet_schema(?)",
                 [[glob.escape(f) for f in files]]
             ).fetchall()
             by_file: dict[str, list[tuple]] = {}
@@ -435,17 +436,18 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                 header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
                 if header is None:  # DuckDB would read a column "column0" from it
                     raise InputError(f"{f!r} is empty: a CSV file starts with its header row")
-                columns[f] = [(name, None, None) for name in header]
+                columns[f] = [(name, None, None, None) for name in header]
     except duckdb.Error as exc:
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
     finally:
         con.close()
     _check_same_columns(columns)
+    _check_same_kinds(columns)
     coarse: dict[str, None] = {}
     for f, cols in columns.items():
         keys = {k.lower() for k in _hive_keys([f], root)} if root else set()
         seen: dict[str, str] = {}
-        for i, (name, precision, logical) in enumerate(cols, 1):
+        for i, (name, precision, logical, _) in enumerate(cols, 1):
             if name is None or name == "":
                 raise InputError(f"column {i} of {f!r} has no name: give it one")
             if name.lower() in seen:
@@ -496,10 +498,54 @@ def _check_same_columns(columns: dict[str, list[tuple]]) -> None:
             )
 
 
+def _check_same_kinds(columns: dict[str, list[tuple]]) -> None:
+    """The files of one input must agree on each column's kind of value
+    (:func:`_parquet_kind`: a number, text, a date…).
+
+    DuckDB reads the files as one table, every column in one type their
+    types share: a nightly file whose ``age`` came as text ('21y') turned
+    the whole column into text, and the QI's generalization from intervals
+    into sets, without a word (and a pass-through column's output type).
+    Widths may differ (INT32 and INT64, FLOAT and DOUBLE are one kind).
+    """
+    first: dict[str, tuple[str, str]] = {}
+    for f, cols in sorted(columns.items()):
+        for name, _, _, kind in cols:
+            if kind is None:
+                continue
+            seen = first.setdefault(name.lower(), (f, kind))
+            if seen[1] != kind:
+                raise InputError(
+                    f"column {name!r} holds {kind} in {f!r} but {seen[1]} in {seen[0]!r}: DuckDB would read "
+                    "both as one type, changing the column's generalization or output type; align the files "
+                    "or read them through a view"
+                )
+
+
+def _parquet_kind(physical: str | None, converted: str | None, logical: str | None, children: int | None) -> str:
+    """What a Parquet column holds, as far as reading it changes: nested,
+    a date, a timestamp, a time, a number, text, a boolean, a UUID or bytes."""
+    tags = f"{converted or ''} {logical or ''}".upper()
+    if children:
+        return "a map" if "MAP" in tags else "a list" if "LIST" in tags else "a struct"
+    for tag, kind in (("DATE", "dates"), ("TIMESTAMP", "timestamps"), ("TIME", "times"), ("INTERVAL", "intervals"),
+                      ("DECIMAL", "numbers"), ("INT", "numbers"), ("UUID", "UUIDs"), ("UTF8", "text"),
+                      ("STRING", "text"), ("ENUM", "text"), ("JSON", "text")):
+        if tag in tags:
+            return kind
+    if physical == "INT96":
+        return "timestamps"
+    if physical in ("INT32", "INT64", "FLOAT", "DOUBLE"):
+        return "numbers"
+    if physical == "BOOLEAN":
+        return "booleans"
+    return "bytes"
+
+
 def _top_level(elements: list[tuple]) -> list[tuple]:
-    """The top-level (name, precision, logical type) of a Parquet schema
-    listed depth-first as (name, num_children, precision, logical type), its
-    root first."""
+    """The top-level (name, precision, logical type, kind) of a Parquet
+    schema listed depth-first as (name, num_children, precision, logical
+    type, physical type, converted type), its root first."""
     out = []
     i = 1
 
@@ -511,7 +557,8 @@ def _top_level(elements: list[tuple]) -> list[tuple]:
         return i
 
     for _ in range(elements[0][1] or 0):
-        out.append((elements[i][0], elements[i][2], elements[i][3]))
+        name, children, precision, logical, physical, converted = elements[i]
+        out.append((name, precision, logical, _parquet_kind(physical, converted, logical, children)))
         i = past(i)
     return out
 

@@ -430,6 +430,24 @@ def test_overwrite_keeps_the_outputs_mode_and_group(lake, tmp_path):
     assert {access(f) for f in d.iterdir()} == {(0o600, 1)}
 
 
+def test_files_disagreeing_on_a_columns_kind_are_refused(tmp_path):
+    """A nightly file whose age came as text ('21y') made DuckDB read the
+    whole column as text: the QI went from intervals to sets, silently
+    (helper-38). Widths may differ: INT32 beside INT64 is fine."""
+    lake = tmp_path / "lake"
+    for day, age in ((1, pa.array([30, 40] * 10, pa.int32())), (2, pa.array([35, 45] * 10, pa.int64())),
+                     (3, pa.array(["21y", "33"] * 10))):
+        (lake / f"day={day}").mkdir(parents=True)
+        pq.write_table(pa.table({"age": age, "s": list(range(20))}), lake / f"day={day}" / "a.parquet")
+    with pytest.raises(sqlanon.InputError, match=r"column 'age' holds text in '.*day=3/a\.parquet' but numbers in "
+                                                 r"'.*day=1/a\.parquet'.*align the files"):
+        sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["age"], k=5, workers=1)
+    import shutil
+
+    shutil.rmtree(lake / "day=3")
+    assert sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["age"], k=5, workers=1).metrics.rows == 40
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
