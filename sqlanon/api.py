@@ -311,7 +311,7 @@ def anonymize(
                 if root is not None and _overlaps(default, root):
                     raise ConfigError(f"the metrics file {default!r} (next to the output) is the input or inside it: "
                                       "name another with --metrics")
-                io.check_metrics_file(default)
+                io.check_metrics_file(default, coordinator.METRICS_SCHEMA)
             return coordinator.run(
                 source, target, spec, _names(drop, "drop"), options,
                 output_qi=lambda schema: output_qi_columns(spec, schema),
@@ -401,7 +401,7 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
     root = None if isinstance(source, warehouse.PostgresSource) else source.root
     if _overlaps(metrics, out) or (root is not None and _overlaps(metrics, root)):
         raise ConfigError(f"--metrics={metrics!r} would overwrite the input or the output; name another file")
-    io.check_metrics_file(metrics)
+    io.check_metrics_file(metrics, coordinator.METRICS_SCHEMA)
 
 
 def _refuse_same(source, out: str, target_table: str | None) -> None:

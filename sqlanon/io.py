@@ -1213,9 +1213,16 @@ def check_replaceable(path: str, what: str, renamed: bool = True) -> None:
                           "only its owner may replace it; name another")
 
 
-def check_metrics_file(path: str) -> None:
+# A value of each type a metrics column has, to try its cast into an
+# existing file's column (a NULL casts to anything).
+_METRICS_SAMPLES = {"VARCHAR": "'{}'", "INTEGER": "1", "BIGINT": "1", "DOUBLE": "1.5", "BOOLEAN": "true",
+                    "TIMESTAMP WITH TIME ZONE": "TIMESTAMPTZ '2026-01-01 00:00:00+00'"}
+
+
+def check_metrics_file(path: str, schema: pa.Schema | None = None) -> None:
     """Before any work: the metrics file must be new, or an earlier run's
-    metrics, and replaceable (:func:`check_replaceable`)."""
+    metrics (whose columns take rows of ``schema``, the run's), and
+    replaceable (:func:`check_replaceable`)."""
     if os.path.isdir(path):
         raise ConfigError(f"metrics file {path!r} is a directory")
     check_replaceable(path, "metrics file")
@@ -1224,14 +1231,43 @@ def check_metrics_file(path: str) -> None:
         return
     con = connect()
     try:
-        names = [d[0] for d in con.execute(f"SELECT * FROM {exact_file(path, fmt).relation} LIMIT 0").description]
-    except duckdb.Error as exc:
-        raise ConfigError(f"metrics file {path!r} exists and cannot be read: {first_line(exc)}") from exc
+        relation = exact_file(path, fmt).relation
+        try:
+            names = [d[0] for d in con.execute(f"SELECT * FROM {relation} LIMIT 0").description]
+        except duckdb.Error as exc:
+            raise ConfigError(f"metrics file {path!r} exists and cannot be read: {first_line(exc)}") from exc
+        why = not_metrics(names, f"metrics file {path!r}")
+        if why:
+            raise ConfigError(why + ": name another file with --metrics")
+        if schema is not None:
+            _check_metrics_types(con, relation, schema, f"metrics file {path!r}")
     finally:
         con.close()
-    why = not_metrics(names, f"metrics file {path!r}")
-    if why:
-        raise ConfigError(why + ": name another file with --metrics")
+
+
+def _check_metrics_types(con: duckdb.DuckDBPyConnection, relation: str, schema: pa.Schema, where: str) -> None:
+    """The run's rows, appended by name, must fit the columns ``relation``
+    already has: a column of another kind (a struct where the run writes a
+    count) failed the run when publishing, after all its work, naming the
+    hidden staging file."""
+    con.register("__sqlanon_metrics", schema.empty_table())
+    try:
+        ours = dict(r[:2] for r in con.execute('DESCRIBE SELECT * FROM "__sqlanon_metrics"').fetchall())
+        both = dict(r[:2] for r in con.execute(
+            f'DESCRIBE SELECT * FROM {relation} UNION ALL BY NAME SELECT * FROM "__sqlanon_metrics"').fetchall())
+        for col, typ in ours.items():
+            if both.get(col, typ) == typ:
+                continue
+            try:
+                con.execute(f"SELECT CAST(CAST({_METRICS_SAMPLES.get(typ, 'NULL')} AS {typ}) AS {both[col]})")
+            except duckdb.Error:
+                raise ConfigError(f"{where}: its column {col!r} is {both[col]}, where sqlanon writes {typ}; "
+                                  "name another file with --metrics") from None
+    except duckdb.Error as exc:
+        raise ConfigError(f"{where} has columns that do not take sqlanon's metrics ({first_line(exc)}); "
+                          "name another file with --metrics") from None
+    finally:
+        con.unregister("__sqlanon_metrics")
 
 
 class StagedMetrics:
@@ -1282,7 +1318,7 @@ def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
     aside = str(_staging_name(Path(path)))
     with contextlib.ExitStack() as on_failure:  # undone unless the file is written whole
         on_failure.callback(lock.release)
-        check_metrics_file(path)
+        check_metrics_file(path, metrics.schema)
         remove_stale_staging(path, locked=lock.held)
         on_failure.callback(_remove, aside)  # a half-written file must not linger
         if os.path.exists(path):

@@ -448,6 +448,23 @@ def test_files_disagreeing_on_a_columns_kind_are_refused(tmp_path):
     assert sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["age"], k=5, workers=1).metrics.rows == 40
 
 
+def test_a_metrics_file_whose_columns_take_no_metrics_is_refused_before_any_work(lake, tmp_path):
+    """A file with the key columns but 'rows' a struct failed when publishing,
+    after all the work, naming the hidden staging file (helper-38)."""
+    import duckdb
+
+    hand = tmp_path / "hand.parquet"
+    duckdb.sql(f"COPY (SELECT 'x' AS run_id, 'y' AS kind, 1 AS fragment_id, {{'a': 1}} AS \"rows\") TO '{hand}'")
+    with pytest.raises(ConfigError, match=r"metrics file '.*hand\.parquet': its column 'rows' is STRUCT\(a INTEGER\), "
+                                          r"where sqlanon writes BIGINT"):
+        sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["x"], k=5, workers=1, metrics=str(hand))
+    assert not (tmp_path / "o.parquet").exists()
+    for m in ("m.parquet", "m.csv"):  # sqlanon's own files take every later run's rows
+        for _ in range(2):
+            sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["x"], k=5, workers=1, metrics=str(tmp_path / m),
+                              overwrite=True)
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
