@@ -136,10 +136,14 @@ _format_of = file_format
 
 def split_table_name(name: str) -> list[str]:
     """``schema.table`` → ``[schema, table]``; quote a part holding a dot: ``"a.b".c``."""
-    parts = re.findall(r'"((?:[^"]|"")*)"|([^.]+)', name)
-    out = [q.replace('""', '"') if q else p for q, p in parts]
-    if not out or any(p == "" for p in out) or len(out) > 2:
+    part = r'"((?:[^"]|"")+)"|([^."][^.]*)'  # quoted, or bare (not starting with a quote)
+    m = re.fullmatch(rf"(?:{part})(?:\.(?:{part}))?", name)
+    if m is None:  # 'a..b', '"x"y', '.t'; a part holding a dot is quoted: "a.b".c
         raise ConfigError(f"bad table name {name!r}: use table or schema.table")
+    q1, p1, q2, p2 = m.groups()
+    out = [q1.replace('""', '"') if q1 is not None else p1]
+    if q2 is not None or p2 is not None:
+        out.append(q2.replace('""', '"') if q2 is not None else p2)
     return out
 
 

@@ -465,6 +465,17 @@ def test_a_metrics_file_whose_columns_take_no_metrics_is_refused_before_any_work
                               overwrite=True)
 
 
+def test_table_names_are_parsed_strictly():
+    """'a..b' was taken as a.b and '"x"y' as x.y (helper-37)."""
+    from sqlanon.io import split_table_name
+
+    assert split_table_name('"a.b".c') == ["a.b", "c"] and split_table_name('"a""b"') == ['a"b']
+    assert split_table_name('a"b') == ['a"b'] and split_table_name("People Data") == ["People Data"]
+    for bad in ("a..b", '"x"y', ".t", "t.", "a.b.c", '""', ""):
+        with pytest.raises(ConfigError, match="bad table name"):
+            split_table_name(bad)
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
