@@ -660,7 +660,8 @@ class PostgresTarget:
             log.info("refilling %s in place: %s", self.describe(), ", ".join(kept))
             staged = c.execute(f"SELECT count(*) FROM {stage}").fetchone()[0]
             c.execute(f"TRUNCATE {target}")
-            inserted = c.execute(f"INSERT INTO {target} SELECT * FROM {stage}").rowcount
+            # OVERRIDING SYSTEM VALUE: an identity column (GENERATED ALWAYS) takes the pass-through values
+            inserted = c.execute(f"INSERT INTO {target} OVERRIDING SYSTEM VALUE SELECT * FROM {stage}").rowcount
             if inserted != staged:  # e.g. a trigger on the table that skips rows
                 raise InputError(f"cannot replace {self.describe()}: {inserted} of {staged} rows went in "
                                  "(a trigger on the table?); the old table is kept")

@@ -1670,6 +1670,25 @@ def test_a_type_the_target_database_lacks_is_refused_before_any_work(pg_url):
     assert not scalar(target, "SELECT count(*) FROM pg_tables WHERE tablename LIKE %s", ["%sqlanon%"])
 
 
+def test_overwrite_a_table_with_identity_or_generated_columns(pg_url):
+    """A nightly target whose id is an identity column (GENERATED ALWAYS)
+    failed at publish, after all the work ('cannot insert a non-DEFAULT
+    value into column "id"'): it is refilled, keeping the pass-through ids.
+    A generated column of the output's name cannot be filled at all: the
+    table is replaced."""
+    schema = "identity"
+    _small_source(pg_url, schema, "")
+    sql(pg_url, f"CREATE TABLE {schema}.dst (id int GENERATED ALWAYS AS IDENTITY, age text, disease text)")
+    assert _run_small(pg_url, schema).metrics.rows == 600
+    assert scalar(pg_url, f"SELECT count(*) FROM {schema}.src s JOIN {schema}.dst d USING (id)") == 600
+    assert scalar(pg_url, f"SELECT attidentity FROM pg_attribute WHERE attrelid = '{schema}.dst'::regclass "
+                          "AND attname = 'id'") == "a"  # refilled: the identity stays
+    sql(pg_url, f"DROP TABLE {schema}.dst; CREATE TABLE {schema}.dst (id int, age text, "
+                f"disease text GENERATED ALWAYS AS ('x' || id) STORED)")
+    assert _run_small(pg_url, schema).metrics.rows == 600
+    assert scalar(pg_url, f"SELECT count(*) FROM {schema}.src s JOIN {schema}.dst d USING (id, disease)") == 600
+
+
 def test_overwrite_as_a_member_of_the_owning_role(pg_url):
     """A table owned by a group role the publishing role is a member of: the
     swap's ALTER OWNER needs the owner's CREATE on the schema, so a nightly

@@ -4,7 +4,8 @@
    foreign-key and exclusion constraints, partitions and inheritance,
    publications; `unkept`: NOT NULL, defaults; `owner`: the old table's
    owner when the publishing role is not it), and both column lists
-   (name, type and a collation other than the type's own, in order).
+   (name, type and a collation other than the type's own, in order; a
+   generated column of `old`, which no INSERT may fill, never matches).
    `old` and `new` are quoted relation names, bound as literals and
    resolved by the server (regclass). #}
 WITH o AS (SELECT {{ p(old) }}::regclass::oid AS oid), n AS (SELECT {{ p(new) }}::regclass::oid AS oid)
@@ -47,6 +48,7 @@ SELECT
     ) AS unkept,
     ARRAY(
         SELECT a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ({% include "_collation.sql" %})
+               || CASE WHEN a.attgenerated <> '' THEN ' generated' ELSE '' END
         FROM pg_attribute a, o WHERE a.attrelid = o.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
     ) AS old_columns,
     ARRAY(
