@@ -901,7 +901,8 @@ def _restored_types(described: list[tuple[str, str]], passthrough: list[str], in
     """Pass-through columns whose DuckDB type Arrow and Parquet parts do not
     keep, for a DuckDB table output to keep the input's types: UUID, ENUM
     and HUGEINT (VARCHAR, VARCHAR, DECIMAL(38,0) on the way) travel as their
-    exact text, a fixed-size array (a list on the way) is only cast back.
+    exact text; a fixed-size array (a list on the way), a JSON (VARCHAR) and
+    a TIMESTAMP_S or _MS (microseconds) are only cast back.
     Two maps, name → type: :attr:`io.Staging.as_text` and ``cast_back``
     (also how the output is read for its checksums). ``into_postgres``: a
     JSON inside a list or struct comes back from the server as VARCHAR,
@@ -913,7 +914,8 @@ def _restored_types(described: list[tuple[str, str]], passthrough: list[str], in
             continue
         if typ in ("UUID", "HUGEINT") or typ.startswith("ENUM("):
             text[name] = typ
-        elif re.search(r"\[\d+\]$", typ) or (into_postgres and "JSON" in typ and typ != "JSON"):
+        elif (re.search(r"\[\d+\]$", typ) or typ in ("JSON", "TIMESTAMP_S", "TIMESTAMP_MS")
+              or (into_postgres and "JSON" in typ)):
             cast[name] = typ
     return text, cast
 

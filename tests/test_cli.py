@@ -1383,18 +1383,22 @@ def test_duckdb_types_arrow_does_not_keep_come_back_in_a_duckdb_table(tmp_path, 
             CREATE TABLE t AS SELECT i AS id, 20 + i % 40 AS age,
                 (CASE WHEN i = 7 THEN 170141183460469231731687303715884105727 ELSE i * 10 END)::HUGEINT AS h,
                 uuid() AS u, (['sad', 'ok', 'happy'])[1 + i % 3]::mood AS m,
-                [i::DOUBLE, 1.5]::DOUBLE[2] AS arr, ['a,"b', 'c']::VARCHAR[2] AS sarr
+                [i::DOUBLE, 1.5]::DOUBLE[2] AS arr, ['a,"b', 'c']::VARCHAR[2] AS sarr,
+                ('{"k": ' || i || '}')::JSON AS j, (TIMESTAMP '2020-01-01' + i * INTERVAL 1 SECOND)::TIMESTAMP_S AS ts,
+                (TIMESTAMP '2020-01-01' + i * INTERVAL 1 MILLISECOND)::TIMESTAMP_MS AS tms
             FROM range(300) r(i)""")
         con.execute("CREATE TABLE small AS SELECT * FROM t WHERE id <> 7")
-        source = con.execute("SELECT id, h, u, m, arr, sarr FROM t ORDER BY id").fetchall()
+        source = con.execute("SELECT id, h, u, m, arr, sarr, j, ts, tms FROM t ORDER BY id").fetchall()
     out = out_dir / "out.duckdb"
     r = cli("anonymize", db, "--table", "t", "-o", out, "--target-table", "t", "--qi", "age", "-k", "5")
     assert r.exit_code == 0, r.stderr
     with duckdb.connect(str(out), read_only=True) as con:
         types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE t)").fetchall())
-        assert con.execute("SELECT id, h, u, m, arr, sarr FROM t ORDER BY id").fetchall() == source
+        assert con.execute("SELECT id, h, u, m, arr, sarr, j, ts, tms FROM t ORDER BY id").fetchall() == source
     assert types["h"] == "HUGEINT" and types["u"] == "UUID" and types["m"] == "ENUM('sad', 'ok', 'happy')"
     assert types["arr"] == "DOUBLE[2]" and types["sarr"] == "VARCHAR[2]"
+    # JSON came out as VARCHAR, TIMESTAMP_S and _MS as TIMESTAMP (microseconds)
+    assert (types["j"], types["ts"], types["tms"]) == ("JSON", "TIMESTAMP_S", "TIMESTAMP_MS")
     r = cli("anonymize", db, "--table", "t", "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
     assert r.exit_code == 1
     assert_one_line_error(r.stderr, "'h' is a HUGEINT .* 39 digits")
