@@ -656,6 +656,7 @@ def run(
         described = ([tuple(row[:2]) for row in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()]
                      if source.dialect == "duckdb" else columns)
         _refuse_zoned_times(spec, schema, described)
+        _refuse_unions(described, drop)
         if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres":
             _check_postgres_bound_types(described, passthrough)
         compare_on = _checksum_dialect(source, target) if passthrough else None
@@ -894,6 +895,22 @@ def _refuse_zoned_times(spec: AnonymizationSpec, schema: pa.Schema, described: l
             raise ConfigError(
                 f"column {name!r} is TIME WITH TIME ZONE, whose offset does not reach the anonymizer (two times "
                 f"would read as one) and cannot be a {role}: cast it to text, or to a time in one zone, in a view"
+            )
+
+
+_UNION = re.compile(r"(?<![A-Z_])UNION\(")
+
+
+def _refuse_unions(described: list[tuple[str, str]], drop: tuple[str, ...]) -> None:
+    """A DuckDB UNION (a tagged value) reaches Arrow and Parquet as a struct
+    of its members: into any output it failed after all the work (the
+    checksums, or 'a table cannot be created from an unnamed struct').
+    Refused by name up front, as a column or inside one."""
+    for name, typ in described:
+        if name not in drop and _UNION.search(typ):
+            raise ConfigError(
+                f"column {name!r} is {typ}: a UNION cannot travel to any output exactly (Arrow and Parquet "
+                "have no such type); drop it (--drop) or cast it to text in a view"
             )
 
 

@@ -1406,6 +1406,27 @@ def test_duckdb_types_arrow_does_not_keep_come_back_in_a_duckdb_table(tmp_path, 
     assert r.exit_code == 0, r.stderr
 
 
+@pytest.mark.parametrize("output", ["o.parquet", "o.csv", "d/", "w.duckdb"])
+def test_a_union_column_is_refused_before_any_work(tmp_path, out_dir, output):
+    """A UNION reaches Arrow and Parquet as a struct: every output failed
+    after all the work (the checksums, or 'a table cannot be created from an
+    unnamed struct' into a DuckDB table)."""
+    db = tmp_path / "in.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS age, union_value(num := i)::UNION(num INT, s VARCHAR) AS u, "
+                    "[union_value(num := i)::UNION(num INT, s VARCHAR)] AS us FROM range(100) r(i)")
+    extra = ["--target-table", "t"] if output.endswith(".duckdb") else []
+    r = cli("anonymize", db, "--table", "t", "-o", out_dir / output, *extra, "--qi", "age", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"column 'u' is UNION\(num INTEGER, s VARCHAR\): a UNION cannot travel")
+    assert snapshot(out_dir) == {}
+    r = cli("anonymize", db, "--table", "t", "-o", out_dir / output, *extra, "--qi", "age", "-k", "5", "--drop", "u")
+    assert r.exit_code == 2 and "column 'us' is UNION(num INTEGER, s VARCHAR)[]" in r.stderr
+    r = cli("anonymize", db, "--table", "t", "-o", out_dir / output, *extra, "--qi", "age", "-k", "5",
+            "--drop", "u,us")
+    assert r.exit_code == 0, r.stderr
+
+
 def test_a_hugeint_of_39_digits_in_a_list_or_struct_is_refused(tmp_path, out_dir):
     """Inside a list or a struct a HUGEINT travels as DECIMAL(38,0), and is
     never cast back: a 39-digit value was written into Parquet or a DuckDB
