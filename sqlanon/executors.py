@@ -562,6 +562,24 @@ def _quiet_local_spark(builder) -> tuple[object, str]:
     return builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{path}"), path
 
 
+@contextlib.contextmanager
+def _jvm_stderr_quiet():
+    """Launch the JVM with its stderr on /dev/null: it printed Java's
+    'Using incubator modules' warning and Spark's 'Setting default log
+    level' banner on the CLI's stderr, the error channel, in every quiet
+    local run. (What goes wrong reaches the run as a Python exception;
+    ``-v`` leaves stderr alone.) fd 2 is this process's again after."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 def _children() -> set[int]:
     """The process ids of this process's descendants (Linux /proc; empty elsewhere)."""
     parents: dict[int, int] = {}
@@ -677,7 +695,8 @@ class SparkExecutor:
                     on_failure.callback(_stop_new_children, _children())
                     if self._log_config is not None:
                         on_failure.callback(os.unlink, self._log_config)
-                    self._spark = builder.getOrCreate()
+                    with _jvm_stderr_quiet() if quiet else contextlib.nullcontext():
+                        self._spark = builder.getOrCreate()
                     on_failure.pop_all()
             except Exception as exc:  # noqa: BLE001 - py4j/Java errors of every kind
                 # Exit 1: the job is right (its master has a master's form), the cluster or Java is not.

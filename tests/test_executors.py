@@ -303,6 +303,22 @@ def test_dask_keeps_stderr_for_errors(source, tmp_path):
     assert p.returncode == 0 and p.stderr == "", p.stderr
 
 
+@pytest.mark.spark
+def test_spark_keeps_stderr_for_errors(source, tmp_path):
+    """Every quiet local Spark run printed Java's 'Using incubator modules'
+    warning and Spark's 'Setting default log level' banner on the CLI's
+    stderr, its error channel (helper-40); an error still gets its line."""
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(source), "-o", str(tmp_path / "o.parquet"),
+            "--qi", ",".join(QI), "--workers", "2", "--executor", "spark", "--quiet"]
+    p = subprocess.run([*args, "-k", "5", "--json"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    p = subprocess.run([*args, "-k", "999999", "--overwrite"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and p.stderr.startswith("Error: cannot reach k=999999") and p.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("how", ["file", "stdin", "module"])
 def test_a_script_without_a_main_guard_runs_with_a_worker_pool(tmp_path, how):
     """Workers used to import the caller's script again, as multiprocessing
