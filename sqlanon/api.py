@@ -404,6 +404,17 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
     io.check_metrics_file(metrics, coordinator.METRICS_SCHEMA)
 
 
+def _published_qi(qi: Sequence[str], cols: list[str]) -> list[str]:
+    """The columns QIs were published as: ``age`` as ``age_lo`` and
+    ``age_hi`` in an ``--interval-format bounds`` output (where ``age`` is
+    not a column)."""
+    out: list[str] = []
+    for q in qi:
+        bounds = [f"{q}_lo", f"{q}_hi"]
+        out += bounds if q not in cols and all(b in cols for b in bounds) else [q]
+    return out
+
+
 def _refuse_same(source, out: str, target_table: str | None) -> None:
     """The output must not be the input (file, directory, DuckDB table or server table)."""
     same = False
@@ -492,6 +503,7 @@ def verify(
         with source.conn.connect() as server:
             if not cols:
                 raise InputError(f"table {'.'.join(source.table)!r} does not exist in {source.conn.safe()}")
+            qi = _published_qi(qi, cols)
             for c in [*qi, *sensitive]:
                 if c not in cols:
                     raise ConfigError(missing_column(c, source.describe(), cols))
@@ -506,6 +518,7 @@ def verify(
     try:
         source.attach(con)
         cols = [c[0] for c in con.execute(f"SELECT * FROM {source.relation} LIMIT 0").description]
+        qi = _published_qi(qi, cols)
         for c in [*qi, *sensitive]:
             if c not in cols:
                 raise ConfigError(missing_column(c, repr(source.describe()), cols))

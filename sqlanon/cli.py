@@ -698,7 +698,9 @@ def _report(text: str) -> None:
 
 @main.command(cls=_Command)
 @click.argument("input", metavar="TABLE_OR_FILE")
-@click.option("--qi", "qi", multiple=True, required=True, help="Generalized QI columns, comma-separated.")
+@click.option("--qi", "qi", multiple=True, required=True,
+              help="Generalized QI columns, comma-separated (a QI published with --interval-format bounds "
+                   "by its name: age means age_lo,age_hi).")
 @click.option("-k", type=int, required=True, help="Minimum rows per class.")
 @click.option("-l", "l_", type=int, default=1, show_default=True, help="Minimum distinct sensitive values per class.")
 @click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated.")

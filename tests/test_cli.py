@@ -318,10 +318,13 @@ def test_bounds_interval_format(tmp_path, adults_rid, ext):
     assert ((lo <= orig) & (orig <= hi)).all()
     assert (lo < hi).any(), "no age was generalized"
     qi_out = "age_lo,age_hi,education-num_lo,education-num_hi,race,native-country"
-    v = cli("verify", out, "--qi", qi_out, "-k", "10")
+    v = cli("verify", out, "--qi", qi_out, "-k", "10", "--json")
     assert v.exit_code == 0, v.stderr
-    # the text column is gone: verifying by it is an error
-    assert cli("verify", out, "--qi", "age", "-k", "10").exit_code != 0
+    # a QI by the name it was anonymized under means its bounds (helper-40: 'did you mean age_lo?')
+    by_name = cli("verify", out, "--qi", ",".join(ADULT_QI), "-k", "10", "--json")
+    assert by_name.exit_code == 0, by_name.stderr
+    assert json.loads(by_name.stdout)["classes"] == json.loads(v.stdout)["classes"]
+    assert cli("verify", out, "--qi", "ag", "-k", "10").exit_code == 2
 
 
 # --------------------------------------------------------------------------- 3. --drop
