@@ -8,6 +8,8 @@
     python -m examples.bench checksums [--rows 1000000] [--url postgresql://…]
     python -m examples.bench lake [--files 3000] [--rows-per-file 100]
     python -m examples.bench compare REV [--workers 2] [--repeat 8] [--url postgresql://…]
+    python -m examples.bench hierarchy [--rows 1000000] [--leaves 50000] [--rev REV]
+    python -m examples.bench wide [--rows 1000000] [--rev REV]
 
 ``engine``: the Poker Hand data set (examples/poker.py, seed 0) as Parquet,
 10 QIs (s1..s5, r1..r5), sensitive ``hand``, l = 2; every run is the real CLI

@@ -15,7 +15,7 @@ from .errors import ConfigError, HierarchyError, InputError, PrivacyError, Sqlan
 if TYPE_CHECKING:
     from .api import RunResult, anonymize, build_spec, verify
     from .domain import ColumnStats
-    from .engine import EngineResult, anonymize_table
+    from .engine import EngineResult, anonymize_table, column_stats
     from .hierarchies import Hierarchy, load_hierarchy
     from .metrics import Metrics
     from .verification import Verification
@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "RunResult": "api", "anonymize": "api", "build_spec": "api", "verify": "api",
     "ColumnStats": "domain",
-    "EngineResult": "engine", "anonymize_table": "engine",
+    "EngineResult": "engine", "anonymize_table": "engine", "column_stats": "engine",
     "Hierarchy": "hierarchies", "load_hierarchy": "hierarchies",
     "Metrics": "metrics",
     "Verification": "verification",
@@ -40,7 +40,7 @@ def __getattr__(name: str):
         import importlib
 
         found = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        if name == "anonymize_table":  # the engine's, with errors in the library's terms (api's are already)
+        if name in ("anonymize_table", "column_stats"):  # the engine's, with errors in the library's terms
             from .errors import in_library_terms
 
             found = globals()[name] = in_library_terms(found)
@@ -65,6 +65,7 @@ __all__ = [
     "anonymize",
     "anonymize_table",
     "build_spec",
+    "column_stats",
     "load_hierarchy",
     "verify",
 ]

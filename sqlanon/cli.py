@@ -244,7 +244,7 @@ def main(ctx: click.Context, verbose: int, debug: bool) -> None:
       sqlanon anonymize examples/adults.csv -o adults_anon.parquet \\
           --qi age,education-num,race,native-country \\
           --hierarchy native-country=hierarchies/countries.json \\
-          --sensitive income -k 10 -l 2
+          --sensitive income -k 10 -l 2 --overwrite
       sqlanon verify adults_anon.parquet --qi age,education-num,race,native-country \\
           --sensitive income -k 10 -l 2
     """
@@ -537,12 +537,12 @@ def _sample(value: str | None) -> float | None:
 @click.option(
     "--hierarchy", multiple=True, metavar="COL=FILE",
     help=("Generalization hierarchy of a QI column: a JSON tree {\"cat\": name, \"subcats\": [...]} or ARX-style "
-          "CSV levels (one row per leaf: value;level1;level2;...)."),
+          "CSV levels (one row per leaf: value;level1;level2;...). Repeat it for each column."),
 )
 @click.option(
     "--generalization", multiple=True, metavar="COL=KIND",
     help=f"How to generalize a QI: {', '.join(GENERALIZATIONS)}. Default: hierarchy if given, "
-    "interval for numbers and dates, set otherwise.",
+    "interval for numbers and dates, set otherwise. Repeat it for each column.",
 )
 @click.option("--drop", multiple=True, help="Columns to remove from the output (direct identifiers), comma-separated.")
 @click.option(
@@ -553,7 +553,8 @@ def _sample(value: str | None) -> float | None:
 @click.option("--fragments", type=int, help="Fragments to cut the data into (default: --workers).")
 @click.option(
     "--fragmentation", type=click.Choice(STRATEGIES), default="mondrian", show_default=True,
-    help="mondrian: recursive median cuts (paper Fig. 5); quantile: W quantiles of one column (Fig. 4).",
+    help="mondrian: recursive cuts of the sample, each on the QI whose values span the largest share of its "
+         "range (paper Fig. 5); quantile: --fragments quantiles of the QI with most distinct values (Fig. 4).",
 )
 @click.option(
     "--sample",
@@ -575,12 +576,13 @@ def _sample(value: str | None) -> float | None:
     help="Spark master URL (default: local[WORKERS,RETRIES+1]; a notebook's active session is used as it is).",
 )
 @click.option("--retries", type=int, default=2, show_default=True, help="Reruns of a failed task (Dask, Spark).")
-@click.option("--task-timeout", type=float, help="Seconds one fragment may take before the run fails.")
-@click.option("--metrics", help="Metrics table to append to (default: OUTPUT__metrics.parquet, or TABLE__metrics).")
+@click.option("--task-timeout", type=float, help="Seconds one fragment may take before the run fails (default: no limit).")
+@click.option("--metrics", help="Metrics to append to: a .parquet/.csv file, or a table when OUTPUT is a database "
+                                "(default: OUTPUT without its extension + __metrics.parquet, or TABLE__metrics).")
 @click.option("--explain", is_flag=True, help="Print the plan (fragments, WHERE clauses, sizes) and stop.")
 @click.option(
     "--overwrite/--no-overwrite", default=False,
-    help="Replace an existing output (only once the new one is verified).",
+    help="Replace an existing output (only once the new one is verified). Default: refuse to.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the run's metrics and timings as one JSON object.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
@@ -606,6 +608,9 @@ def anonymize(
     class) before it is swapped in; on any error nothing is published and an
     existing output is left as it was. A metrics table (one row per fragment
     and a total) is appended next to the output.
+
+    Exit codes: 0 published, 1 the run failed (nothing published), 2 a usage
+    or configuration error, 130 interrupted, 143 terminated (SIGTERM).
     """
     for name, value in (("INPUT", input), ("-o", output), ("--qi", qi), ("-k", k)):
         if value is None or value == () or value == "":
@@ -704,7 +709,7 @@ def _report(text: str) -> None:
 @click.option("-k", type=int, required=True, help="Minimum rows per class.")
 @click.option("-l", "l_", type=int, default=1, show_default=True, help="Minimum distinct sensitive values per class.")
 @click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated.")
-@click.option("--table", help="The table, when TABLE_OR_FILE is a DuckDB file or a database URL (schema.table).")
+@click.option("--table", help="The table, when TABLE_OR_FILE is a DuckDB file or a database URL ([schema.]table).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @debug_option
 @verbose_option("Log the checks' steps to stderr (-vv for debug).")
@@ -714,7 +719,7 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
 
     Groups the rows by the QI columns; exits 0 when every group has at least
     k rows and l distinct values of each sensitive column, 1 otherwise (and
-    lists the violating groups).
+    lists the first 20 violating groups and their count), 2 on a usage error.
     """
     from . import api
 

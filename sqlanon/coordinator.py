@@ -691,7 +691,7 @@ def run(
         most = max(1, total // spec.k)
         if n_fragments > most:
             if options.fragments is not None:  # asked for; the default (one per worker) is capped silently
-                log.warning("%d fragments of %d rows would hold fewer than k=%d rows each: cutting %d",
+                log.warning("%d fragments of %d rows would hold fewer than k=%d rows each: planning at most %d",
                             n_fragments, total, spec.k, most)
             n_fragments = most
         step("sampling and planning fragments")

@@ -181,7 +181,7 @@ def test_far_more_fragments_than_k_allows_are_capped(tmp_path, caplog):
     r = sqlanon.anonymize(ROOT / "examples" / "adults.csv", out, qi=["age", "education-num"], k=5_000, workers=2,
                           fragments=100_000)
     assert len(r.plan.fragments) <= 32_561 // 5_000
-    assert "100000 fragments of 32561 rows would hold fewer than k=5000 rows each: cutting 6" in caplog.text
+    assert "100000 fragments of 32561 rows would hold fewer than k=5000 rows each: planning at most 6" in caplog.text
 
 
 def test_impossible_request_fails_and_writes_nothing(tmp_path):
