@@ -145,7 +145,7 @@ def normalize_floats(arr: pa.Array) -> pa.Array:
 def span_unit(lo: float, hi: float) -> float:
     """The unit of float positions between ``lo`` and ``hi``: the value
     itself, or half of it where ``hi - lo`` passes the largest double."""
-    return 1.0 if math.isfinite(hi - lo) else 0.5
+    return 1.0 if math.isfinite(float(hi) - float(lo)) else 0.5  # Python floats: no numpy overflow warning
 
 
 def span_values(sorted_values: pa.Array, unit: float | None = None) -> np.ndarray:
