@@ -852,13 +852,18 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     column after one pass over the file's text (``csv_lossy_reads.sql``); the
     checksums, which read both sides typed, agreed with both:
 
-    * a pass-through column DuckDB guesses to be DOUBLE (numbers too long
-      for an integer type) holding more than 15 significant digits: 30-digit
-      account numbers were published as one 1.2345678901234568e+29;
-    * a timestamp or time (of ``columns``: QI, sensitive or pass-through)
-      with more than six decimals of a second: published cut to microseconds.
+    * a column DuckDB guesses to be DOUBLE (numbers too long for an integer
+      type) holding more than 15 significant digits: 30-digit account
+      numbers were published as one 1.2345678901234568e+29, and a QI's
+      interval missed its rows' values (CSV to CSV too: only the
+      pass-through columns travel as text there);
+    * a timestamp or time with more than six decimals of a second:
+      published cut to microseconds.
+
+    Of ``columns`` (QI, sensitive and pass-through ones; a pass-through
+    column read as text is not in ``schema`` as a number or time).
     """
-    doubles = [c for c in passthrough if pa.types.is_floating(schema.field(c).type)]
+    doubles = [c for c in columns if pa.types.is_floating(schema.field(c).type)]
     times = [c for c in columns if pa.types.is_timestamp(schema.field(c).type) or pa.types.is_time(schema.field(c).type)]
     if not doubles and not times:
         return
@@ -866,8 +871,8 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times))
     for key, found, why in (
         ("d", doubles, "numbers of more than 15 significant digits, which DuckDB reads from CSV as DOUBLE (rounded): "
-                       "write CSV (the text passes through), convert the file with that column as VARCHAR or "
-                       "DECIMAL (e.g. to Parquet), or drop it (--drop)"),
+                       "convert the file with that column as VARCHAR or DECIMAL (e.g. to Parquet), drop it (--drop), "
+                       "or, as a pass-through column, write CSV (its text passes through)"),
         ("t", times, "times finer than microseconds, which DuckDB reads from CSV cut to microseconds: convert the "
                      "file with that column as VARCHAR or TIMESTAMP_NS (e.g. to Parquet), drop it (--drop), or, as "
                      "a pass-through column, write CSV (its text passes through)"),

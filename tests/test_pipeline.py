@@ -886,6 +886,11 @@ def test_csv_numbers_a_double_would_round_are_refused(tmp_path):
     sqlanon.anonymize(src, tmp_path / "o.csv", qi=["age"], k=5, workers=1)
     published = duckdb.sql(f"SELECT min(acct) FROM read_csv('{tmp_path / 'o.csv'}', all_varchar = true)").fetchone()
     assert published == ("123456789012345678901234567890",)
+    # As a QI it is read typed, CSV to CSV too: intervals missed their rows' values (helper-39)
+    for out in ("q.csv", "q.parquet"):
+        with pytest.raises(sqlanon.InputError, match="'acct' of .* more than 15 significant digits"):
+            sqlanon.anonymize(src, tmp_path / out, qi=["age", "acct"], k=5, workers=1)
+        assert not (tmp_path / out).exists()
 
 
 def test_csv_times_finer_than_microseconds_are_refused(tmp_path):
