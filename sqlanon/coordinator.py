@@ -639,12 +639,16 @@ def run(
             _check_numeric_qis(source, spec, columns, snapshot_holder)
             _check_cross_engine_types(columns, spec, drop, target)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
-        coarse = [c for c in getattr(source, "coarse", ()) if c in passthrough]
+        coarse = [c for c in getattr(source, "coarse", ()) if c not in drop]
         if coarse:
+            # As a QI too: its interval's upper bound fell below its rows' values ('.000000999' cut).
+            c = coarse[0]
+            kind = "times" if pa.types.is_time(schema.field(c).type) else "timestamps with a time zone"
+            role = ("cannot pass through unchanged" if c in passthrough else
+                    f"cannot be generalized truthfully as a {'quasi-identifier' if c in spec.qi_names else 'sensitive column'}")
             raise ConfigError(
-                f"column {coarse[0]!r} holds nanosecond timestamps with a time zone, which DuckDB reads to "
-                "microseconds: it cannot pass through unchanged; drop it (--drop), or write it without a zone "
-                "(TIMESTAMP_NS) or as text"
+                f"column {c!r} holds nanosecond {kind}, which DuckDB reads to microseconds: it {role}; drop it "
+                "(--drop), or write it as text" + ("" if kind == "times" else " or without a zone (TIMESTAMP_NS)")
             )
         if passthrough and io.csv_to_csv(source, target):
             # Pass the text through, not DuckDB's guess of its type ("yes" would come out as true).

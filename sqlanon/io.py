@@ -212,8 +212,9 @@ class FileSource(DuckDBReadable):
     """The hive partition keys of the files (``year`` of ``year=2019/``)."""
     coarse: tuple[str, ...] = ()
     """Columns DuckDB reads coarser than the files hold them (Parquet
-    nanosecond timestamps with a time zone, read to microseconds): they
-    cannot pass through unchanged."""
+    nanosecond timestamps with a time zone and nanosecond times, read to
+    microseconds): they can neither pass through unchanged nor be
+    generalized truthfully."""
     ours: bool = False
     """CSV written by sqlanon: read in the dialect DuckDB writes (comma,
     double quotes), not the one DuckDB's sniffer guesses from the first
@@ -413,7 +414,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
 
     Returns:
         The columns DuckDB reads coarser than written: Parquet nanosecond
-        timestamps with a time zone, read to microseconds (see
+        timestamps with a time zone and nanosecond times, read to microseconds (see
         :attr:`FileSource.coarse`).
     """
     con = connect()
@@ -464,8 +465,9 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                     f"column {name!r} of {f!r} is also a hive partition key of its directory, whose value "
                     "would replace the column's: rename one"
                 )
-            if logical and "isAdjustedToUTC=1" in logical and "NANOS=NanoSeconds()" in logical:
-                coarse[name] = None
+            if logical and "NANOS=NanoSeconds()" in logical and (
+                    "isAdjustedToUTC=1" in logical or logical.startswith("TimeType")):
+                coarse[name] = None  # TIMESTAMP(NANOS) with a zone, TIME(NANOS): DuckDB reads microseconds
             if precision is not None and precision > 38:
                 raise InputError(
                     f"column {name!r} of {f!r} is a DECIMAL of {precision} digits; DuckDB reads at most 38 "

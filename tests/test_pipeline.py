@@ -857,7 +857,7 @@ def test_hugeint_bounds_of_39_digits_are_refused(tmp_path):
             == (100,)
 
 
-def test_nanosecond_timestamps_with_a_zone_are_refused_as_pass_through(tmp_path):
+def test_parquet_nanoseconds_duckdb_reads_coarser_are_refused(tmp_path):
     """DuckDB reads a Parquet timestamp[ns, tz] to microseconds: 100 distinct
     instants came out as 1, and the checksums (both sides read by DuckDB)
     said the column came through unchanged."""
@@ -869,6 +869,17 @@ def test_nanosecond_timestamps_with_a_zone_are_refused_as_pass_through(tmp_path)
         sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], sensitive=["s"], k=5, l=2, workers=1)
     assert sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], sensitive=["s"], k=5, l=2, workers=1,
                              drop=["at"]).metrics.rows == 100
+    # As a QI its intervals' upper bounds fell below the rows' values (helper-39); a nanosecond time too
+    with pytest.raises(sqlanon.ConfigError, match="'at' holds nanosecond timestamps .* cannot be generalized "
+                                                  "truthfully as a quasi-identifier"):
+        sqlanon.anonymize(src, tmp_path / "q.parquet", qi=["age", "at"], sensitive=["s"], k=5, l=2, workers=1)
+    clock = tmp_path / "clock.parquet"
+    pq.write_table(pa.table({"age": [i % 10 for i in range(100)], "t": pa.array(
+        [36_007_000_000_999 + i for i in range(100)], pa.time64("ns"))}), clock)
+    for qi in (["age"], ["age", "t"]):
+        with pytest.raises(sqlanon.ConfigError, match="'t' holds nanosecond times, which DuckDB reads to microseconds"):
+            sqlanon.anonymize(clock, tmp_path / "c.parquet", qi=qi, k=5, workers=1)
+    assert not (tmp_path / "c.parquet").exists()
 
 
 def test_csv_numbers_a_double_would_round_are_refused(tmp_path):
