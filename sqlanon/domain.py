@@ -131,7 +131,36 @@ def as_text(values: pa.Array) -> pa.Array:
         ticks = values.view(pa.int32() if pa.types.is_time32(t) else pa.int64())
         end = "24:00:00" + ("." + "0" * digits if digits else "")
         return pc.if_else(pc.equal(ticks, day), pa.scalar(end), values.cast(pa.string()))
-    return values.cast(pa.string())
+    text = values.cast(pa.string())
+    if pa.types.is_date(t) or pa.types.is_timestamp(t):
+        text = _far_years(values, text)
+    return text
+
+
+def _far_years(values: pa.Array, text: pa.Array) -> pa.Array:
+    """Dates and timestamps outside years -9999 to 9999 in the same form as
+    the others, through numpy's formatting: Arrow writes those past year
+    32767 as '<value out of range: 13890172>', and a zoned one as a year
+    wrapped around (40000 as -25536); DuckDB holds years to 294247."""
+    t = values.type
+    if pa.types.is_date32(t):
+        ticks, unit = values.cast(pa.int32()).cast(pa.int64()), "D"
+    elif pa.types.is_date64(t):
+        ticks, unit = values.cast(pa.int64()), "ms"
+    else:
+        ticks, unit = values.cast(pa.int64()), t.unit
+    lo = int(np.datetime64("-9999-01-01", unit).astype(np.int64))
+    hi = int(np.datetime64("10000-01-01", unit).astype(np.int64))
+    far = pc.fill_null(pc.or_(pc.less(ticks, lo), pc.greater_equal(ticks, hi)), False)
+    if not pc.any(far).as_py():
+        return text
+    picked = ticks.filter(far).to_numpy(zero_copy_only=False).astype(f"datetime64[{unit}]")
+    formatted = np.char.replace(np.datetime_as_string(picked), "T", " ")
+    if pa.types.is_date64(t):
+        formatted = np.array([f.split(" ")[0] for f in formatted])
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        formatted = np.char.add(formatted, "Z")
+    return pc.replace_with_mask(text, far, pa.array(formatted.tolist(), pa.string()))
 
 
 def normalize_floats(arr: pa.Array) -> pa.Array:

@@ -857,6 +857,34 @@ def test_hugeint_bounds_of_39_digits_are_refused(tmp_path):
             == (100,)
 
 
+def test_dates_and_timestamps_past_year_9999_are_published_as_dates(tmp_path):
+    """Arrow writes a date past year 32767 as '<value out of range: 13890172>'
+    and a zoned timestamp there as a wrapped-around year (40000 as -25536):
+    those were the published intervals and sets (helper-39)."""
+    db = tmp_path / "far.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id,
+            CASE WHEN i % 2 = 0 THEN DATE '2020-01-01' + i::INT ELSE DATE '40000-01-01' + i::INT END AS d,
+            CASE WHEN i % 2 = 0 THEN TIMESTAMPTZ '2020-01-01 00:00:00+00' ELSE TIMESTAMPTZ '40000-01-01 00:00:00+00' END
+                + i * INTERVAL 1 HOUR AS ts
+            FROM range(40) r(i)""")
+    for kind in ("interval", "set"):
+        out = tmp_path / f"{kind}.parquet"
+        sqlanon.anonymize(db, out, table="t", qi=["d", "ts"], k=4, workers=1, generalization={"d": kind, "ts": kind})
+        got = duckdb.sql(f"SELECT id, d, ts FROM '{out}'").fetchall()
+        assert len(got) == 40 and not any("out of range" in d or "out of range" in ts for _, d, ts in got)
+        source = dict(duckdb.connect(str(db), read_only=True).execute(
+            "SELECT id, [strftime(d, '%Y-%m-%d'), strftime(ts AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S')] FROM t").fetchall())
+        for i, d, ts in got:
+            day, stamp = source[i]
+            if kind == "set":
+                assert day in d and stamp in ts, (i, d, ts, source[i])
+            else:  # within the published interval, compared as dates by DuckDB
+                lo, hi = d.strip("[]").split(", ") if d.startswith("[") else (d, d)
+                assert duckdb.sql(f"SELECT DATE '{lo}' <= DATE '{day}' AND DATE '{day}' <= DATE '{hi}'").fetchone()[0]
+        assert any(d.startswith("[40000-01-") or d.startswith("40000-01-") or "40000-01-" in d for _, d, _ in got)
+
+
 def test_parquet_nanoseconds_duckdb_reads_coarser_are_refused(tmp_path):
     """DuckDB reads a Parquet timestamp[ns, tz] to microseconds: 100 distinct
     instants came out as 1, and the checksums (both sides read by DuckDB)
