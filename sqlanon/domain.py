@@ -6,6 +6,7 @@ The coordinator needs these without loading the kernel (numba) or pandas;
 
 from __future__ import annotations
 
+import decimal
 import math
 import shlex
 
@@ -134,7 +135,21 @@ def as_text(values: pa.Array) -> pa.Array:
     text = values.cast(pa.string())
     if pa.types.is_date(t) or pa.types.is_timestamp(t):
         text = _far_years(values, text)
+    elif pa.types.is_decimal(t):
+        text = _plain_decimals(text)
     return text
+
+
+def _plain_decimals(text: pa.Array) -> pa.Array:
+    """Decimals written out, as DuckDB and PostgreSQL write them: Arrow
+    writes a small one in scientific notation (0.00000001 of a
+    DECIMAL(38,10) as '1.00E-8'; -1E-38), which a reader's cast to the
+    column's DECIMAL type read as NULL or 0."""
+    sci = pc.fill_null(pc.match_substring(text, "E"), False)
+    if not pc.any(sci).as_py():
+        return text
+    written = [format(decimal.Decimal(v), "f") for v in text.filter(sci).to_pylist()]
+    return pc.replace_with_mask(text, sci, pa.array(written, pa.string()))
 
 
 def _far_years(values: pa.Array, text: pa.Array) -> pa.Array:

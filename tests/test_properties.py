@@ -820,3 +820,17 @@ def test_interval_ncp_with_denormal_floats(values):
     stats = column_stats(pa.table({"x": values * 2 + [values[0], values[1] * 3]}), spec)
     assert anonymize_table(t, spec, stats=stats).metrics.ncp == pytest.approx(
         4 * (values[1] - values[0]) / (values[1] * 3 - values[0]))
+
+
+def test_small_decimals_are_published_written_out():
+    """Arrow writes 0.00000001 of a DECIMAL(38,10) as '1.00E-8' (and -1E-38):
+    published intervals a reader's cast to the column's type read as NULL
+    or 0 (helper-39). Written out, as DuckDB writes them."""
+    import decimal
+
+    t = pa.table({"x": pa.array([decimal.Decimal(v) for v in ("0.00000001", "0.0000002", "-0.00000003", "1.5")],
+                                pa.decimal128(38, 10))})
+    res = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("x"),), k=4))
+    assert set(res.table.column("x").to_pylist()) == {"[-0.0000000300, 1.5000000000]"}
+    res = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("x", "set"),), k=4))
+    assert "0.0000000100" in res.table.column("x")[0].as_py() and "E" not in res.table.column("x")[0].as_py()
