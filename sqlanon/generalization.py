@@ -65,6 +65,23 @@ def _wrap(prefix: str, middle: pa.Array, suffix: str) -> pa.Array:
     return pc.binary_join_element_wise(pa.scalar(prefix), middle, pa.scalar(suffix), "")
 
 
+_NEEDS_QUOTES = r'[,{}"]|^[ \t\n\r\f\v]|[ \t\n\r\f\v]$|^$| or NULL$'
+
+
+def _quote_members(text: pa.Array) -> pa.Array:
+    """Set members as published: in double quotes (a quote doubled) when
+    their text would read as more than one member or as a set or a NULL
+    (a ', ', a brace, a quote, spaces at an end, the empty string, an
+    ending ' or NULL'): the value '{a, b}' beside NULLs was published as
+    '{a, b} or NULL', which reads as a or b (helper-39). Other values as
+    they are."""
+    odd = pc.fill_null(pc.match_substring_regex(text, _NEEDS_QUOTES), False)
+    if not pc.any(odd).as_py():
+        return text
+    escaped = _wrap('"', pc.replace_substring(text, '"', '""'), '"')
+    return pc.if_else(odd, escaped, text)
+
+
 def _text_key(text: pa.Array) -> np.ndarray:
     return pc.dictionary_encode(text).indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
@@ -128,8 +145,9 @@ def generalize_column(
         cost = h.leaves_under(node) / h.n_leaves
     elif e.kind == "set":
         offsets, codes = kernel.class_distinct(col, bounds, e.n_codes, e.null_code)
-        members = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), dstr.take(pa.array(codes)))
-        text = pc.if_else(pa.array(single), lo_s, _wrap("{", pc.binary_join(members, ", "), "}"))
+        quoted = _quote_members(dstr)
+        members = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), quoted.take(pa.array(codes)))
+        text = pc.if_else(pa.array(single), quoted.take(pa.array(safe_lo)), _wrap("{", pc.binary_join(members, ", "), "}"))
         cost = np.diff(offsets) / max(stats.n_distinct, 1)
     elif e.kind == "prefix":
         text, cost = _prefix(e, stats, dstr, safe_lo, safe_hi, col, bounds)

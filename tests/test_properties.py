@@ -241,12 +241,45 @@ def _out_qi_columns(case: Case) -> dict[str, list[str]]:
             for q in case.qis}
 
 
+def _set_member(s: str) -> str:
+    """A set member as the README says it is published: quoted ("" for a
+    quote) when it holds a comma, a brace or a quote, starts or ends with
+    a space, is empty, or ends with ' or NULL'."""
+    spaces = " \t\n\r\f\v"
+    odd = s == "" or any(c in s for c in ',{}"') or s[0] in spaces or s[-1] in spaces or s.endswith(NULL_SUFFIX)
+    return '"' + s.replace('"', '""') + '"' if odd else s
+
+
+def _set_members(body: str) -> list[str]:
+    """The members of a published set body (``{…}`` or one member): quoted
+    ones up to their closing quote, others up to the next ', '."""
+    inner = body[1:-1] if body.startswith("{") and body.endswith("}") else body
+    out, i = [], 0
+    while True:
+        if inner.startswith('"', i):
+            m = re.compile(r'"((?:[^"]|"")*)"', re.S).match(inner, i)
+            assert m, f"unterminated quote in {body!r}"
+            out.append(m.group(1).replace('""', '"'))
+            i = m.end()
+        else:
+            j = inner.find(", ", i)
+            j = len(inner) if j < 0 else j
+            out.append(inner[i:j])
+            i = j
+        if i == len(inner):
+            return out
+        assert inner.startswith(", ", i), f"not a set: {body!r}"
+        i += 2
+
+
 def _expected_text(q: QISpec, vals: list, strs: list):
     """The generalized text of a class holding ``vals`` (with text forms ``strs``)."""
     present = {v: s for v, s in zip(vals, strs) if v is not None}
     has_null = any(v is None for v in vals)
     if not present:
         return None
+    if q.gen == "set":
+        present = {v: _set_member(s) for v, s in present.items()}
     if len(present) == 1:
         body = next(iter(present.values()))
     elif q.gen == "interval":
@@ -272,11 +305,13 @@ def _row_ncp_text(q: QISpec, dom: Domain, v, s, o) -> float:
     if o is None:
         assert v is None, f"{q.name}: value {s!r} published as NULL"
         return 0.0
-    if v is not None and o == s:
+    if v is not None and o == (_set_member(s) if q.gen == "set" else s):
         return 0.0
-    mixed = o.endswith(NULL_SUFFIX)
+    mixed = o.endswith(NULL_SUFFIX) and not (q.gen == "set" and o.endswith('"'))
     body = o[: -len(NULL_SUFFIX)] if mixed else o
     assert mixed or v is not None, f"{q.name}: NULL published as {o!r} without '{NULL_SUFFIX}'"
+    if q.gen == "set" and not body.startswith("{"):  # one value, quoted if need be, plus NULLs
+        (body,) = _set_members(body)
     if body in dom.str2val:  # a single value plus NULLs
         assert mixed, f"{q.name}: {s!r} published as another value {o!r}"
         assert v is None or dom.str2val[body] == v, f"{q.name}: {s!r} not in {o!r}"
@@ -290,7 +325,7 @@ def _row_ncp_text(q: QISpec, dom: Domain, v, s, o) -> float:
         cost = _interval_cost(dom, lo, hi)
     elif q.gen == "set":
         assert body.startswith("{") and body.endswith("}"), f"{q.name}: not a set: {o!r}"
-        members = body[1:-1].split(", ")
+        members = _set_members(body)
         keys = [dom.str2val[x] for x in members]
         assert len(keys) >= 2 and all(a < b for a, b in zip(keys, keys[1:])), f"{q.name}: set not sorted: {o!r}"
         assert v is None or s in members, f"{q.name}: {s!r} not in {o!r}"
