@@ -1076,10 +1076,10 @@ def _csv_empty_hint(target, spec: AnonymizationSpec, schema: pa.Schema, check) -
 
 def _refuse_ungroupable_sensitive(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], server) -> None:
     """Into a PostgreSQL table the output's classes are counted on the
-    server, with ``count(DISTINCT …)`` of each sensitive column, kept in its
-    server type: a json, xml or point one (no equality, no order) failed at
-    that check, after all the work, naming the type only. Refused by column
-    up front (the same count, reading no row)."""
+    server, grouped by each sensitive column, kept in its server type: a
+    json, xml or point one (no equality) failed at that check, after all the
+    work, naming the type only. Refused by column up front (a probe that
+    reads no row)."""
     import psycopg
 
     types = dict(columns)
@@ -1087,10 +1087,10 @@ def _refuse_ungroupable_sensitive(source, spec: AnonymizationSpec, columns: list
         c = ident(name)
         try:
             with server.transaction():  # a savepoint: the run's snapshot transaction goes on
-                server.execute(f"SELECT count(DISTINCT {c}) FROM {source.relation} WHERE false")
+                server.execute(f"SELECT 1 FROM {source.relation} WHERE false GROUP BY {c}")
         except psycopg.Error:
             raise ConfigError(
-                f"sensitive column {name!r} is {types.get(name, 'of a type')} on the server, which has no order "
+                f"sensitive column {name!r} is {types.get(name, 'of a type')} on the server, which has no equality "
                 "to count its distinct values by: cast it in a view (e.g. to text or jsonb)"
             ) from None
 
