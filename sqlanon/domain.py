@@ -122,6 +122,8 @@ def as_text(values: pa.Array) -> pa.Array:
     t = values.type
     if pa.types.is_string(t):
         return values
+    if isinstance(values, pa.ChunkedArray):  # one array: the fixes below replace by mask
+        values = values.combine_chunks()
     if pa.types.is_timestamp(t) and t.tz is not None:
         values = values.cast(pa.timestamp(t.unit, "UTC"))
     if pa.types.is_time(t):
