@@ -1,10 +1,12 @@
 {# What DuckDB's typed reading of a CSV file would lose, counted on the
    file's text (`relation` reads it as text), in one pass:
    - per column of `doubles` (text DuckDB guesses to be DOUBLE), the values
-     of more than 15 significant digits, which a DOUBLE rounds
+     of more than 15 significant digits that a DOUBLE rounds
      (123456789012345678901234567890 becomes 1.2345678901234568e+29): the
      digits left once the exponent, the trailing zeros, every non-digit and
-     the leading zeros are taken away (`d<i>`);
+     the leading zeros are taken away, unless they are those of the double's
+     own shortest text (0.30000000000000004, as pandas writes doubles,
+     reads back exactly) (`d<i>`);
    - per column of `times` (text DuckDB reads as a timestamp or a time, to
      microseconds), the values with a non-zero digit past the sixth decimal
      of a second, which that reading cuts (`t<i>`; SQL Server's seven
@@ -12,7 +14,11 @@
 SELECT count(*) AS "n"
 {% for c in doubles %}
     , count(*) FILTER (WHERE length(ltrim(regexp_replace(regexp_replace(regexp_replace(trim({{ c | ident }}),
-        '[eE].*$', ''), '\.?0*$', ''), '[^0-9]', '', 'g'), '0')) > 15) AS {{ ("d" ~ loop.index0) | ident }}
+        '[eE].*$', ''), '\.?0*$', ''), '[^0-9]', '', 'g'), '0')) > 15
+      AND ltrim(regexp_replace(regexp_replace(regexp_replace(trim({{ c | ident }}),
+        '[eE].*$', ''), '\.?0*$', ''), '[^0-9]', '', 'g'), '0')
+       <> ltrim(regexp_replace(regexp_replace(regexp_replace(CAST(TRY_CAST(trim({{ c | ident }}) AS DOUBLE) AS VARCHAR),
+        '[eE].*$', ''), '\.?0*$', ''), '[^0-9]', '', 'g'), '0')) AS {{ ("d" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in times %}
     , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '[0-9]:[0-9]{2}\.[0-9]{6}[0-9]*[1-9]')) AS {{ ("t" ~ loop.index0) | ident }}

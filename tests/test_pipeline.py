@@ -930,6 +930,12 @@ def test_csv_numbers_a_double_would_round_are_refused(tmp_path):
         with pytest.raises(sqlanon.InputError, match="'acct' of .* more than 15 significant digits"):
             sqlanon.anonymize(src, tmp_path / out, qi=["age", "acct"], k=5, workers=1)
         assert not (tmp_path / out).exists()
+    # Doubles as pandas writes them (their shortest text, up to 17 digits) read back exactly (helper-41)
+    floats = tmp_path / "bmi.csv"
+    floats.write_text("age,bmi\n" + "".join(f"{20 + i % 30},{repr(i / 10 + 0.1 + 0.2 - 0.3)}\n" for i in range(200)))
+    assert "0.30000000000000004" in floats.read_text() or "0.3000000000000001" in floats.read_text()
+    for out in ("f.csv", "f.parquet"):
+        assert sqlanon.anonymize(floats, tmp_path / out, qi=["age", "bmi"], k=5, workers=1).metrics.rows == 200
 
 
 def test_csv_times_finer_than_microseconds_are_refused(tmp_path):
