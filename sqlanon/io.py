@@ -512,7 +512,9 @@ def _check_same_kinds(columns: dict[str, list[tuple]]) -> None:
     types share: a nightly file whose ``age`` came as text ('21y') turned
     the whole column into text, and the QI's generalization from intervals
     into sets, without a word (and a pass-through column's output type).
-    Widths may differ (INT32 and INT64, FLOAT and DOUBLE are one kind).
+    Widths may differ (INT32 and INT64, FLOAT and DOUBLE are one kind);
+    integers beside floats may not (a 64-bit id read as a double loses
+    digits), nor a zoned timestamp beside a naive one.
     """
     first: dict[str, tuple[str, str]] = {}
     for f, cols in sorted(columns.items()):
@@ -528,24 +530,25 @@ def _check_same_kinds(columns: dict[str, list[tuple]]) -> None:
                 )
 
 
-def _parquet_kind(physical: str | None, converted: str | None, logical: str | None, children: int | None) -> str:
-    """What a Parquet column holds, as far as reading it changes: nested,
-    a date, a timestamp, a time, a number, text, a boolean, a UUID or bytes."""
+def _parquet_kind(physical: str | None, converted: str | None, logical: str | None, children: int | None) -> str | None:
+    """What a Parquet column holds, as far as reading it beside other files
+    changes: nested, dates, timestamps (with a zone or not), times,
+    integers, floats, decimals, text, booleans, UUIDs or bytes; None for a
+    column of NULLs only (pyarrow's NullType), which takes any type."""
     tags = f"{converted or ''} {logical or ''}".upper()
+    if "NULLTYPE" in tags or "UNKNOWN" in tags:
+        return None
     if children:
         return "a map" if "MAP" in tags else "a list" if "LIST" in tags else "a struct"
-    for tag, kind in (("DATE", "dates"), ("TIMESTAMP", "timestamps"), ("TIME", "times"), ("INTERVAL", "intervals"),
-                      ("DECIMAL", "numbers"), ("INT", "numbers"), ("UUID", "UUIDs"), ("UTF8", "text"),
-                      ("STRING", "text"), ("ENUM", "text"), ("JSON", "text")):
+    if "TIMESTAMP" in tags:
+        return "timestamps with a time zone" if "ISADJUSTEDTOUTC=1" in tags else "timestamps"
+    for tag, kind in (("DATE", "dates"), ("TIME", "times"), ("INTERVAL", "intervals"), ("DECIMAL", "decimals"),
+                      ("INT", "integers"), ("UUID", "UUIDs"), ("UTF8", "text"), ("STRING", "text"), ("ENUM", "text"),
+                      ("JSON", "text")):
         if tag in tags:
             return kind
-    if physical == "INT96":
-        return "timestamps"
-    if physical in ("INT32", "INT64", "FLOAT", "DOUBLE"):
-        return "numbers"
-    if physical == "BOOLEAN":
-        return "booleans"
-    return "bytes"
+    return {"INT96": "timestamps", "INT32": "integers", "INT64": "integers", "FLOAT": "floats",
+            "DOUBLE": "floats", "BOOLEAN": "booleans"}.get(physical, "bytes")
 
 
 def _top_level(elements: list[tuple]) -> list[tuple]:
