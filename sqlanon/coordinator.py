@@ -601,7 +601,10 @@ def run(
     # into ./.tmp; made here, private (DuckDB makes it readable by all, and
     # its files hold the input's rows), and removed after.
     spill = _private_directory("sqlanon-spill-")
-    con = io.connect(temp_directory=spill)
+    with contextlib.ExitStack() as on_failure:
+        on_failure.callback(shutil.rmtree, spill, True)
+        con = io.connect(temp_directory=spill)
+        on_failure.pop_all()
     staging = None
     succeeded = False
     snapshot_holder = None

@@ -165,6 +165,8 @@ def _far_years(values: pa.Array, text: pa.Array) -> pa.Array:
     elif pa.types.is_date64(t):
         ticks, unit = values.cast(pa.int64()), "ms"
     else:
+        if t.unit == "ns":  # 1677 to 2262: always in range (and the bounds below would overflow)
+            return text
         ticks, unit = values.cast(pa.int64()), t.unit
     lo = int(np.datetime64("-9999-01-01", unit).astype(np.int64))
     hi = int(np.datetime64("10000-01-01", unit).astype(np.int64))

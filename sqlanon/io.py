@@ -746,7 +746,8 @@ class PathLock:
                     except FileNotFoundError:
                         continue
                 else:
-                    os.fchmod(fd, 0o666)  # ours, just made: past the umask
+                    with contextlib.suppress(OSError):  # vfat, CIFS: no modes to set
+                        os.fchmod(fd, 0o666)  # ours, just made: past the umask
                 break
         except PermissionError:
             try:  # another user's lock file, left by a run that crashed: flock works read-only too

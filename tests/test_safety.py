@@ -484,6 +484,24 @@ def test_table_names_are_parsed_strictly():
             split_table_name(bad)
 
 
+def test_a_filesystem_without_modes_still_locks(lake, tmp_path, monkeypatch):
+    """vfat or CIFS refuse fchmod: the lock's fchmod, moved into the opening
+    this session, made the run go on unlocked (or leak a descriptor) and
+    leave the lock file behind (helper-41)."""
+    import sqlanon.io as sio
+
+    def no_modes(fd, mode):
+        raise OSError(95, "Operation not supported")
+
+    monkeypatch.setattr(sio.os, "fchmod", no_modes)
+    before = len(os.listdir("/proc/self/fd"))
+    with PathLock(tmp_path / "o.parquet", "o") as lock:
+        assert lock.held
+        with pytest.raises(sqlanon.InputError, match="another sqlanon run is writing o"):
+            PathLock(tmp_path / "o.parquet", "o").acquire()
+    assert len(os.listdir("/proc/self/fd")) == before and not (tmp_path / ".o.parquet.sqlanon-lock").exists()
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
