@@ -120,8 +120,10 @@ def in_library_terms(function: Callable) -> Callable:
 _URL_PASSWORD = re.compile(r"(\b[A-Za-z][\w+.-]*://[^:/@\s'\"]*:)(?:(?!://)[^\n])*@")
 # ?password= and libpq's ?sslpassword= (a client key's passphrase).
 _QUERY_PASSWORD = re.compile(r"([?&]\w*password=)[^&\s'\"]*", re.IGNORECASE)
-# A libpq key=value string: password=secret, password='se cret'.
-_KEYWORD_PASSWORD = re.compile(r"(\b\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s'\"]+)", re.IGNORECASE)
+# A libpq key=value string: password=secret, password='se cret', password=se\ cret
+# (a value runs to a space or a URL's '&').
+_KEYWORD_PASSWORD = re.compile(
+    r"""(\b\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|(?:\\.|[^\s&])+)""", re.IGNORECASE)
 
 
 def redact_urls(text: str) -> str:

@@ -116,6 +116,11 @@ def test_secrets_in_unusual_places_are_masked(lake, tmp_path, capsys):
     from sqlanon.errors import redact_urls
 
     assert "KeyPass77" not in redact_urls("x postgresql://h/db?a=1&sslpassword=KeyPass77 y")
+    # libpq's quoting and escapes; the URL's other parameters stay (helper-41)
+    for text in ('host=h password="se cret" dbname=x', r"host=h password=se\ cret dbname=x",
+                 "host=h password=ab'cd dbname=x", "host=h password='se cret' dbname=x"):
+        assert redact_urls(text) == "host=h password=*** dbname=x", text
+    assert redact_urls("postgresql://h/db?password=abc&sslmode=require") == "postgresql://h/db?password=***&sslmode=require"
     with pytest.raises(sqlanon.SqlanonError) as e:
         sqlanon.anonymize("host=127.0.0.1 password=Secret99 dbname=x", tmp_path / "o.parquet", table="people",
                           qi=["x"], k=5)
