@@ -1169,8 +1169,10 @@ def _check_cross_engine_types(columns: list[tuple[str, str]], spec: Anonymizatio
 # them: PostgreSQL does not fix their dimensions (a 2-D one fails DuckDB's
 # read) and a text[]'s string 'NULL' comes back as a NULL.
 _BINARY_EXACT = re.compile(
-    r"(smallint|integer|bigint|real|double precision|boolean|text|character varying|character|bytea|date|uuid"
-    r"|jsonb?|interval|time without time zone|timestamp)\b(?!.*\[\])",
+    r"(smallint|integer|bigint|real|double precision|boolean|text|bytea|date|uuid|jsonb?"
+    r"|character( varying)?(\(\d+\))?|interval(\(\d+\))?( [a-z ]+(\(\d+\))?)?"
+    r"|time(\(\d+\))? without time zone|timestamp(\(\d+\))?( with(out)? time zone)?)"
+    r"( COLLATE .+)?",  # the whole name: 'text.mood' is a type of a schema named text
     re.IGNORECASE,
 )
 
@@ -1194,7 +1196,7 @@ def _text_pulls(source, spec: AnonymizationSpec, columns: list[tuple[str, str]],
     text = tuple(
         name for name, typ in columns
         if name not in spec.qi_names and name not in drop
-        and (typ.startswith("numeric") or (into_postgres and not _BINARY_EXACT.match(typ)))
+        and (typ.startswith("numeric") or (into_postgres and not _BINARY_EXACT.fullmatch(typ)))
     )
     arrays = tuple(name for name, typ in columns if name not in drop and name not in text and "[]" in typ)
     if not text and not drop:
