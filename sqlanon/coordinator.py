@@ -648,7 +648,8 @@ def run(
             c = coarse[0]
             kind = "times" if pa.types.is_time(schema.field(c).type) else "timestamps with a time zone"
             role = ("cannot pass through unchanged" if c in passthrough else
-                    f"cannot be generalized truthfully as a {'quasi-identifier' if c in spec.qi_names else 'sensitive column'}")
+                    "cannot be generalized truthfully as a quasi-identifier" if c in spec.qi_names else
+                    "cannot be counted exactly as a sensitive column (two values would read as one)")
             raise ConfigError(
                 f"column {c!r} holds nanosecond {kind}, which DuckDB reads to microseconds: it {role}; drop it "
                 "(--drop), or write it as text" + ("" if kind == "times" else " or without a zone (TIMESTAMP_NS)")

@@ -474,7 +474,27 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                     "exactly (this one as a wrong double), and --drop cannot keep it from the file: rewrite the "
                     "file with that column cast (e.g. to text) or without it"
                 )
-    return tuple(coarse)
+    return tuple(c for c in coarse if _finer_than_microseconds(files, c)) if fmt == "parquet" else tuple(coarse)
+
+
+def _finer_than_microseconds(files: list[str], column: str) -> bool:
+    """Whether a Parquet nanosecond column of ``files`` holds a value with a
+    digit past the microsecond (DuckDB reads it cut there): pandas writes a
+    zoned datetime64[ns] column so, holding whole microseconds mostly, which
+    DuckDB reads exactly. Reads that column of each file (pyarrow)."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    for f in files:
+        try:
+            values = pq.read_table(f, columns=[column]).column(0)
+        except (OSError, pa.ArrowException, KeyError):
+            return True  # cannot tell: as the schema says
+        ticks = pc.fill_null(values.cast(pa.int64(), safe=False), 0).to_numpy(zero_copy_only=False)
+        if np.any(ticks % 1000):
+            return True
+    return False
 
 
 def _check_same_columns(columns: dict[str, list[tuple]]) -> None:

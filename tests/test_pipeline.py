@@ -908,6 +908,14 @@ def test_parquet_nanoseconds_duckdb_reads_coarser_are_refused(tmp_path):
         with pytest.raises(sqlanon.ConfigError, match="'t' holds nanosecond times, which DuckDB reads to microseconds"):
             sqlanon.anonymize(clock, tmp_path / "c.parquet", qi=qi, k=5, workers=1)
     assert not (tmp_path / "c.parquet").exists()
+    # Whole microseconds (pandas' zoned datetime64[ns], mostly) read exactly: taken, as a QI too (helper-41)
+    whole = tmp_path / "whole.parquet"
+    pq.write_table(pa.table({"age": [i % 10 for i in range(100)], "at": pa.array(
+        [1_600_000_000_000_000_000 + i * 1000 for i in range(99)] + [None], pa.timestamp("ns", "UTC")),
+        "t": pa.array([36_007_000_000_000 + i * 1000 for i in range(100)], pa.time64("ns"))}), whole)
+    r = sqlanon.anonymize(whole, tmp_path / "w.parquet", qi=["age", "at"], k=5, workers=1)
+    assert r.metrics.rows == 100 and sorted(pq.read_table(tmp_path / "w.parquet").column("t").to_pylist()) == \
+        sorted(pq.read_table(whole).column("t").cast(pa.time64("us")).to_pylist())
 
 
 def test_csv_numbers_a_double_would_round_are_refused(tmp_path):
