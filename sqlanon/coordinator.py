@@ -725,7 +725,7 @@ def run(
                 target.text_columns = pulled
                 target.check_types()
         out_schema = _empty_schema(schema, spec, drop)
-        staging = target.new_staging()
+        staging = target.new_staging(shared=getattr(pool, "remote", False))
         text, cast = _restored_types(described, passthrough, into_postgres=getattr(target, "dialect", None) == "postgres"
                                      ) if source.dialect == "duckdb" else ({}, {})
         if target.exact_parts:

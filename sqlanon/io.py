@@ -670,9 +670,10 @@ def _keep_access(new: str, old: str) -> None:
         st = os.stat(old)
     except OSError:
         return  # nothing replaced
-    os.chmod(new, stat.S_IMODE(st.st_mode))
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # a group this user is not in
         os.chown(new, -1, st.st_gid)
+    with contextlib.suppress(OSError):  # a part a cluster's worker wrote as another user
+        os.chmod(new, stat.S_IMODE(st.st_mode))
 
 
 def _staging_name(path: Path) -> Path:
@@ -959,12 +960,14 @@ class LocalStagingTarget:
         """What the output's values are compared on: the output itself."""
         return relation
 
-    def new_staging(self) -> Staging:
+    def new_staging(self, shared: bool = False) -> Staging:
         """The staging area, readable by this user only: the workers' DuckDB
         spills there (the input's rows), and it would make its files readable
-        by all. (The parts directory, a directory output, keeps the usual mode.)"""
+        by all. (The parts directory, a directory output, keeps the usual
+        mode.) ``shared``: a cluster's workers write there, perhaps as
+        another user of the group: the usual mode (the umask's)."""
         s = Staging(_staging_name(Path(self.path.rstrip("/"))))
-        s.root.mkdir(mode=0o700)
+        s.root.mkdir(mode=0o777 if shared else 0o700)
         s.parts_dir.mkdir()
         return s
 

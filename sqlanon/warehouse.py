@@ -705,7 +705,7 @@ class PostgresTarget:
             self._lock.close()  # a session-level advisory lock ends with its session
             self._lock = None
 
-    def new_staging(self) -> PgStaging:
+    def new_staging(self, shared: bool = False) -> PgStaging:
         if self._lock is None:
             self.lock()
         self._drop_stale_staging()

@@ -507,6 +507,32 @@ def test_a_filesystem_without_modes_still_locks(lake, tmp_path, monkeypatch):
     assert len(os.listdir("/proc/self/fd")) == before and not (tmp_path / ".o.parquet.sqlanon-lock").exists()
 
 
+def test_a_clusters_staging_area_is_shared_and_its_parts_modes_best_effort(tmp_path, monkeypatch):
+    """With a remote scheduler or master the workers may run as another
+    user of the group: a private (0700) staging area shut them out, and
+    --overwrite's chmod of their part files raised after all the work
+    (helper-41)."""
+    import stat
+
+    import sqlanon.io as sio
+
+    old = os.umask(0o002)
+    try:
+        shared = sio.DirectoryTarget(str(tmp_path / "d")).new_staging(shared=True)
+        private = sio.DirectoryTarget(str(tmp_path / "e")).new_staging()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(shared.root).st_mode) == 0o775 and stat.S_IMODE(os.stat(private.root).st_mode) == 0o700
+    (tmp_path / "old").write_text("x")
+    (tmp_path / "new").write_text("y")
+
+    def not_ours(path, mode):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(sio.os, "chmod", not_ours)
+    sio._keep_access(str(tmp_path / "new"), str(tmp_path / "old"))  # no error: best effort
+
+
 def test_an_interrupted_clean_up_releases_the_outputs_lock(lake, tmp_path, monkeypatch):
     """A Ctrl-C while removing a dead run's big staging kept the lock: every
     later run in the process was refused as 'another run'."""
