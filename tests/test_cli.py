@@ -1416,8 +1416,9 @@ def test_a_union_column_is_refused_before_any_work(tmp_path, out_dir, output):
     unnamed struct' into a DuckDB table)."""
     db = tmp_path / "in.duckdb"
     with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TYPE label AS ENUM ('UNION(x)', 'b')")  # a label is no UNION
         con.execute("CREATE TABLE t AS SELECT i AS age, union_value(num := i)::UNION(num INT, s VARCHAR) AS u, "
-                    "[union_value(num := i)::UNION(num INT, s VARCHAR)] AS us FROM range(100) r(i)")
+                    "[union_value(num := i)::UNION(num INT, s VARCHAR)] AS us, 'b'::label AS lab FROM range(100) r(i)")
     extra = ["--target-table", "t"] if output.endswith(".duckdb") else []
     r = cli("anonymize", db, "--table", "t", "-o", out_dir / output, *extra, "--qi", "age", "-k", "5")
     assert r.exit_code == 2
