@@ -646,13 +646,15 @@ def run(
         if coarse:
             # As a QI too: its interval's upper bound fell below its rows' values ('.000000999' cut).
             c = coarse[0]
-            kind = "times" if pa.types.is_time(schema.field(c).type) else "timestamps with a time zone"
+            field_type = schema.field(c).type
+            kind = ("times" if pa.types.is_time(field_type) else
+                    "timestamps with a time zone" if getattr(field_type, "tz", None) else "timestamps (INT96)")
             role = ("cannot pass through unchanged" if c in passthrough else
                     "cannot be generalized truthfully as a quasi-identifier" if c in spec.qi_names else
                     "cannot be counted exactly as a sensitive column (two values would read as one)")
             raise ConfigError(
                 f"column {c!r} holds nanosecond {kind}, which DuckDB reads to microseconds: it {role}; drop it "
-                "(--drop), or write it as text" + ("" if kind == "times" else " or without a zone (TIMESTAMP_NS)")
+                "(--drop), or write it as text" + (" or as TIMESTAMP_NS" if kind.startswith("timestamps") else "")
             )
         if passthrough and io.csv_to_csv(source, target):
             # Pass the text through, not DuckDB's guess of its type ("yes" would come out as true).

@@ -452,7 +452,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
     for f, cols in columns.items():
         keys = {k.lower() for k in _hive_keys([f], root)} if root else set()
         seen: dict[str, str] = {}
-        for i, (name, precision, logical, _) in enumerate(cols, 1):
+        for i, (name, precision, logical, kind) in enumerate(cols, 1):
             if name is None or name == "":
                 raise InputError(f"column {i} of {f!r} has no name: give it one")
             if name.lower() in seen:
@@ -465,9 +465,12 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                     f"column {name!r} of {f!r} is also a hive partition key of its directory, whose value "
                     "would replace the column's: rename one"
                 )
-            if logical and "NANOS=NanoSeconds()" in logical and (
-                    "isAdjustedToUTC=1" in logical or logical.startswith("TimeType")):
-                coarse[name] = None  # TIMESTAMP(NANOS) with a zone, TIME(NANOS): DuckDB reads microseconds
+            if (logical and "NANOS=NanoSeconds()" in logical and (
+                    "isAdjustedToUTC=1" in logical or logical.startswith("TimeType"))) or (
+                    kind == "timestamps" and not logical):
+                # TIMESTAMP(NANOS) with a zone, TIME(NANOS), INT96 (Impala's, legacy Spark's):
+                # DuckDB reads microseconds
+                coarse[name] = None
             if precision is not None and precision > 38:
                 raise InputError(
                     f"column {name!r} of {f!r} is a DECIMAL of {precision} digits; DuckDB reads at most 38 "
@@ -491,6 +494,8 @@ def _finer_than_microseconds(files: list[str], column: str) -> bool:
             values = pq.read_table(f, columns=[column]).column(0)
         except (OSError, pa.ArrowException, KeyError):
             return True  # cannot tell: as the schema says
+        if getattr(values.type, "unit", None) != "ns":  # an old TIMESTAMP_MILLIS, say: nothing past the microsecond
+            continue
         ticks = pc.fill_null(values.cast(pa.int64(), safe=False), 0).to_numpy(zero_copy_only=False)
         if np.any(ticks % 1000):
             return True

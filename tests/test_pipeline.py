@@ -908,6 +908,17 @@ def test_parquet_nanoseconds_duckdb_reads_coarser_are_refused(tmp_path):
         with pytest.raises(sqlanon.ConfigError, match="'t' holds nanosecond times, which DuckDB reads to microseconds"):
             sqlanon.anonymize(clock, tmp_path / "c.parquet", qi=qi, k=5, workers=1)
     assert not (tmp_path / "c.parquet").exists()
+    # INT96 (Impala's, legacy Spark's) holds nanoseconds too
+    legacy = tmp_path / "int96.parquet"
+    pq.write_table(pa.table({"age": [i % 10 for i in range(100)], "at": pa.array(
+        [1_600_000_000_000_000_000 + i for i in range(100)], pa.timestamp("ns"))}), legacy,
+        use_deprecated_int96_timestamps=True)
+    with pytest.raises(sqlanon.ConfigError, match=r"'at' holds nanosecond timestamps \(INT96\), which DuckDB reads"):
+        sqlanon.anonymize(legacy, tmp_path / "l.parquet", qi=["age"], k=5, workers=1)
+    pq.write_table(pa.table({"age": [i % 10 for i in range(100)], "at": pa.array(
+        [1_600_000_000_000_000_000 + i * 1000 for i in range(100)], pa.timestamp("ns"))}), legacy,
+        use_deprecated_int96_timestamps=True)
+    assert sqlanon.anonymize(legacy, tmp_path / "l.parquet", qi=["age"], k=5, workers=1).metrics.rows == 100
     # Whole microseconds (pandas' zoned datetime64[ns], mostly) read exactly: taken, as a QI too (helper-41)
     whole = tmp_path / "whole.parquet"
     pq.write_table(pa.table({"age": [i % 10 for i in range(100)], "at": pa.array(
