@@ -417,7 +417,8 @@ def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, co
         fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source, spec=spec, stats=stats,
         part_path=staging.part_path(plan_fragment.id), drop=drop, memory_limit=memory, threads=threads,
         temp_directory=staging.spill_dir(str(plan_fragment.id)),
-        part_compression=compression, as_text=tuple(staging.as_text), crash_once=os.environ.get(CRASH_ONCE_ENV),
+        part_compression=compression, as_text=tuple(staging.as_text), arrow_fields=staging.arrow_fields,
+        crash_once=os.environ.get(CRASH_ONCE_ENV),
     )
 
 
@@ -737,6 +738,8 @@ def run(
                 staging.cast_back = cast
         else:
             _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
+            if isinstance(source, io.FileSource) and source.fmt == "parquet":
+                staging.arrow_fields = io.restorable_fields(source.files(), schema, passthrough)
         if source.dialect == "duckdb" and not (isinstance(target, io.FileTarget) and target.fmt == "csv"):
             _check_nested_hugeints(con, source, described, passthrough)
         if spec.interval_format == "bounds" and source.dialect == "duckdb":

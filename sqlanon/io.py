@@ -24,6 +24,7 @@ removes the staging left behind by a dead run.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
 import errno
@@ -36,7 +37,7 @@ import shutil
 import stat
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -620,19 +621,22 @@ def _check_duckdb_file(path: str, option: str) -> None:
 
 
 def write_parquet(
-    con: duckdb.DuckDBPyConnection, table: pa.Table, path: str, compression: str = "zstd", as_text: tuple[str, ...] = ()
+    con: duckdb.DuckDBPyConnection, table: pa.Table, path: str, compression: str = "zstd", as_text: tuple[str, ...] = (),
+    arrow_fields: Mapping[str, pa.Field] | None = None,
 ) -> None:
-    """Write an Arrow table to one Parquet file with DuckDB (the ``as_text`` columns as text)."""
-    copy_relation(con, table, path, "parquet", compression, as_text)
+    """Write an Arrow table to one Parquet file with DuckDB (the ``as_text``
+    columns as text, ``arrow_fields`` as :func:`copy_relation` does)."""
+    copy_relation(con, table, path, "parquet", compression, as_text, arrow_fields=arrow_fields)
 
 
 def copy_relation(
     con: duckdb.DuckDBPyConnection, data: pa.Table | str, path: str, fmt: str, compression: str = "zstd",
-    as_text: tuple[str, ...] = (), like: str | None = None,
+    as_text: tuple[str, ...] = (), like: str | None = None, arrow_fields: Mapping[str, pa.Field] | None = None,
 ) -> None:
     """``COPY`` an Arrow table or an SQL relation to a file. CSV: delimited and
     compressed as ``like`` (default ``path``) is named: a staging file's name
-    does not end as its destination's."""
+    does not end as its destination's. Parquet: ``arrow_fields`` (see
+    :func:`restorable_fields`) are written into the file's ``ARROW:schema``."""
     relation = data
     if isinstance(data, pa.Table):
         con.register("__sqlanon_out", data)
@@ -642,9 +646,13 @@ def copy_relation(
             delim, compression = csv_dialect(like or path)
         else:
             delim = None
-        plain = fmt == "parquet" and _negative_zero(con, relation, skip=as_text)
+        plain = arrow_schema = None
+        if fmt == "parquet":
+            described = con.sql(f"SELECT * FROM {relation}")
+            plain = _negative_zero(con, relation, described, skip=as_text)
+            arrow_schema = _arrow_schema(described.columns, arrow_fields or {})
         stmt = render("copy_to.sql", relation=relation, path=path, fmt=fmt, compression=compression, as_text=as_text,
-                      delim=delim, plain=plain)
+                      delim=delim, plain=plain, arrow_schema=arrow_schema)
         con.execute(stmt.sql, stmt.params)
     except (duckdb.Error, OSError) as exc:
         raise InputError(f"cannot write {path!r}: {first_line(exc)}") from exc
@@ -653,15 +661,77 @@ def copy_relation(
             con.unregister("__sqlanon_out")
 
 
-def _negative_zero(con: duckdb.DuckDBPyConnection, relation: str, skip: tuple[str, ...]) -> bool:
+def _negative_zero(con: duckdb.DuckDBPyConnection, relation: str, described, skip: tuple[str, ...]) -> bool:
     """Whether a FLOAT or DOUBLE column of ``relation`` (but those in ``skip``)
     holds a -0.0, which DuckDB's Parquet dictionaries would turn into 0.0."""
-    described = con.sql(f"SELECT * FROM {relation}")
     floats = [c for c, t in zip(described.columns, described.types) if str(t) in ("FLOAT", "DOUBLE") and c not in skip]
     if not floats:
         return False
     stmt = render("negative_zero.sql", relation=relation, columns=floats)
     return bool(con.execute(stmt.sql, stmt.params).fetchone()[0])
+
+
+def _restorable(t: pa.DataType) -> bool:
+    """An Arrow type that pyarrow reads back from a file's ``ARROW:schema``
+    over what DuckDB writes for it, every value the same: a duration (the
+    int64 count DuckDB reads and writes as it is), a time zone's name (the
+    instants are UTC in the file either way), large and dictionary-encoded
+    strings (pandas' categoricals)."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+        return pa.types.is_string(t) or pa.types.is_large_string(t)
+    return (pa.types.is_duration(t) or pa.types.is_timestamp(t) and t.tz is not None
+            or pa.types.is_large_string(t) or pa.types.is_large_binary(t))
+
+
+def restorable_fields(files: Sequence[str], read: pa.Schema, columns: Sequence[str]) -> dict[str, pa.Field]:
+    """The Arrow fields of ``columns`` that pyarrow (pandas, Polars…) wrote
+    into Parquet files and DuckDB would not give back: DuckDB reads a
+    duration as its int64 count, a zoned timestamp without its zone's name,
+    a categorical as plain strings (``read``: the columns as DuckDB reads
+    them). Written into the output's ``ARROW:schema`` (:func:`copy_relation`),
+    they make the pass-through columns read back as they were written. Only
+    fields every file agrees on; a file without an ``ARROW:schema``
+    (DuckDB's, Spark's) ends the search."""
+    columns = [c for c in columns if _may_restore(read.field(c).type)]
+    if not columns:  # no footer to read (an integer pass-through column cannot be any of them)
+        return {}
+    import pyarrow.parquet as pq
+
+    found: dict[str, pa.Field] | None = None
+    for path in files:
+        try:
+            f = pq.ParquetFile(path)
+        except (OSError, pa.ArrowException):
+            return {}  # unreadable to pyarrow: DuckDB's own error comes first elsewhere
+        with contextlib.closing(f):
+            if b"ARROW:schema" not in (f.metadata.metadata or {}):
+                return {}
+            schema = f.schema_arrow
+        fields = {c: schema.field(c) for c in columns if c in schema.names and _restorable(schema.field(c).type)}
+        found = fields if found is None else {c: x for c, x in found.items() if c in fields and fields[c].equals(x)}
+        if not found:
+            return {}
+    return found or {}
+
+
+def _may_restore(read: pa.DataType) -> bool:
+    """Whether a column DuckDB reads as ``read`` may be :func:`_restorable` in its file."""
+    t = pa.types
+    return (t.is_int64(read) or t.is_timestamp(read) and read.tz is not None or t.is_string(read)
+            or t.is_large_string(read) or t.is_string_view(read) or t.is_binary(read) or t.is_large_binary(read)
+            or t.is_binary_view(read))
+
+
+def _arrow_schema(columns: Sequence[str], fields: Mapping[str, pa.Field]) -> str | None:
+    """The ``ARROW:schema`` value of a file of ``columns`` (pyarrow's
+    serialized schema, base64), with ``fields`` where they apply: pyarrow
+    applies it by position, and skips a field whose type does not fit what
+    the file holds (a null type here: every column not in ``fields``)."""
+    if not any(c in fields for c in columns):
+        return None
+    schema = pa.schema([fields.get(c) or pa.field(c, pa.null()) for c in columns])
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
 
 
 # --------------------------------------------------------------------------- targets
@@ -900,6 +970,9 @@ class Staging:
     cast_back: dict[str, str] = field(default_factory=dict)
     """Columns whose part type only needs a cast back to the input's (a
     fixed-size ``DOUBLE[2]`` comes out of Parquet as a list): name → type."""
+    arrow_fields: dict[str, pa.Field] = field(default_factory=dict)
+    """Pass-through columns whose Arrow types a Parquet output records
+    (:func:`restorable_fields`)."""
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     """This run's own mark, for names outside the staging area (a staging table)."""
 
@@ -999,10 +1072,8 @@ class FileTarget(LocalStagingTarget):
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         """Gather the parts into the final file inside the staging area; return its relation."""
         out = self._staged(staging)
-        if staging.has_parts():
-            copy_relation(con, f"(SELECT * FROM {staging.parts_relation()})", out, self.fmt)
-        else:
-            copy_relation(con, empty.empty_table(), out, self.fmt)
+        data = f"(SELECT * FROM {staging.parts_relation()})" if staging.has_parts() else empty.empty_table()
+        copy_relation(con, data, out, self.fmt, arrow_fields=staging.arrow_fields)
         return FileSource(out, self.fmt, as_text=True, ours=True).relation
 
     def _staged(self, staging: Staging) -> str:
@@ -1043,7 +1114,7 @@ class DirectoryTarget(LocalStagingTarget):
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         if not staging.has_parts():
-            write_parquet(con, empty.empty_table(), staging.part_path(0))
+            write_parquet(con, empty.empty_table(), staging.part_path(0), arrow_fields=staging.arrow_fields)
         return staging.parts_relation()
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:

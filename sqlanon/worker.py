@@ -49,6 +49,8 @@ class FragmentTask:
     part_compression: str = "zstd"
     as_text: tuple[str, ...] = ()
     """Columns to write to the part as text (:attr:`sqlanon.io.Staging.as_text`)."""
+    arrow_fields: dict[str, pa.Field] = field(default_factory=dict)
+    """:attr:`sqlanon.io.Staging.arrow_fields`."""
     crash_once: str | None = None
     """See :data:`CRASH_ONCE_ENV` (tests only)."""
 
@@ -131,7 +133,7 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
             )
         timings["anonymize"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        io.write_parquet(con, result.table, task.part_path, task.part_compression, task.as_text)
+        io.write_parquet(con, result.table, task.part_path, task.part_compression, task.as_text, task.arrow_fields)
         timings["write"] = time.perf_counter() - t0
     finally:
         con.close()

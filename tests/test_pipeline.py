@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -650,6 +651,47 @@ def test_checksums_agree_on_every_lake_type(tmp_path, caplog):
         # each fragment's phases, to tell a slow read from a slow write
         assert re.search(r"fragment 2 done: \d+ rows in [\d.]+s \(read [\d.]+s, anonymize [\d.]+s, write [\d.]+s\)",
                          caplog.text), name
+
+
+def test_parquet_outputs_keep_the_arrow_types_pyarrow_wrote(tmp_path):
+    """DuckDB reads a pyarrow duration as its int64 count, a zoned timestamp
+    without its zone's name, a categorical as plain strings: pass-through
+    columns of a pandas-written Parquet input came back as int64, UTC and
+    strings. The output's ARROW:schema gives them back as they were, in a
+    file and in a directory's parts; a column the lake's files disagree on
+    is left as DuckDB writes it."""
+    n = 300
+    i = np.arange(n)
+    first = pa.table({
+        "id": pa.array(i),
+        "age": pa.array(18 + i % 50),
+        "disease": pa.array(np.array(["flu", "cold", "covid"])[i % 3]).dictionary_encode(),
+        "wait": pa.array(i * 1_000_000_007, pa.duration("ns")),
+        "stay": pa.array(i * 3, pa.duration("s")),
+        "seen": pa.array(np.datetime64("2020-03-29T01:30:00", "us") + i * 60_000_001,
+                         pa.timestamp("us", tz="Europe/Rome")),
+        "note": pa.array([f"n{v}" if v % 7 else None for v in i], pa.large_string()),
+        "ward": pa.array(np.array(["a", "b"])[i % 2]).dictionary_encode(),
+    })
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    pq.write_table(first.slice(0, 200), lake / "a.parquet")
+    pq.write_table(first.slice(200).set_column(7, "ward", first.column("ward").slice(200).cast(pa.string())),
+                   lake / "b.parquet")
+    for src in (lake / "a.parquet", lake):
+        want = pq.read_table(src).sort_by("id")
+        for out in (tmp_path / "o.parquet", tmp_path / "odir"):
+            run(src, out, qi=["age"], workers=2, fragments=3, overwrite=True)
+            got = pq.read_table(out).sort_by("id")
+            for c in ("disease", "wait", "stay", "seen", "note") + (("ward",) if src != lake else ()):
+                assert got.schema.field(c) == want.schema.field(c), (src, out, c)
+                assert got.column(c).to_pylist() == want.column(c).to_pylist(), (src, out, c)
+            if src == lake:  # dictionary in one file, strings in the other: DuckDB's strings
+                assert got.schema.field("ward").type == pa.string()
+                assert got.column("ward").to_pylist() == want.column("ward").cast(pa.string()).to_pylist()
+    frame = pd.read_parquet(tmp_path / "o.parquet")
+    assert str(frame["wait"].dtype) == "timedelta64[ns]" and str(frame["seen"].dtype).endswith("Europe/Rome]")
+    assert isinstance(frame["disease"].dtype, pd.CategoricalDtype)
 
 
 def test_intervals_travel_exactly_or_not_at_all(tmp_path):
