@@ -643,7 +643,8 @@ def run(
             _check_numeric_qis(source, spec, columns, snapshot_holder)
             _check_cross_engine_types(columns, spec, drop, target)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
-        coarse = [c for c in getattr(source, "coarse", ()) if c not in drop]
+        coarse = [c for c in getattr(source, "coarse", ())  # read to tell: only the columns kept
+                  if c not in drop and io.finer_than_microseconds(source.files(), c)]
         if coarse:
             # As a QI too: its interval's upper bound fell below its rows' values ('.000000999' cut).
             c = coarse[0]

@@ -212,10 +212,11 @@ class FileSource(DuckDBReadable):
     hive_keys: tuple[str, ...] = ()
     """The hive partition keys of the files (``year`` of ``year=2019/``)."""
     coarse: tuple[str, ...] = ()
-    """Columns DuckDB reads coarser than the files hold them (Parquet
-    nanosecond timestamps with a time zone and nanosecond times, read to
-    microseconds): they can neither pass through unchanged nor be
-    generalized truthfully."""
+    """Columns DuckDB may read coarser than the files hold them (Parquet
+    nanosecond timestamps with a time zone, nanosecond times and INT96
+    timestamps, read to microseconds): one holding a digit past the
+    microsecond (:func:`finer_than_microseconds`, asked only of the columns
+    a run keeps) can neither pass through unchanged nor be generalized truthfully."""
     ours: bool = False
     """CSV written by sqlanon: read in the dialect DuckDB writes (comma,
     double quotes), not the one DuckDB's sniffer guesses from the first
@@ -414,9 +415,9 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
     digits is read as a wrong double (DuckDB 1.4).
 
     Returns:
-        The columns DuckDB reads coarser than written: Parquet nanosecond
-        timestamps with a time zone and nanosecond times, read to microseconds (see
-        :attr:`FileSource.coarse`).
+        The columns DuckDB may read coarser than written: Parquet nanosecond
+        timestamps with a time zone, nanosecond times and INT96 timestamps
+        (see :attr:`FileSource.coarse`).
     """
     con = connect()
     try:
@@ -478,10 +479,10 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                     "exactly (this one as a wrong double), and --drop cannot keep it from the file: rewrite the "
                     "file with that column cast (e.g. to text) or without it"
                 )
-    return tuple(c for c in coarse if _finer_than_microseconds(files, c)) if fmt == "parquet" else tuple(coarse)
+    return tuple(coarse)
 
 
-def _finer_than_microseconds(files: list[str], column: str) -> bool:
+def finer_than_microseconds(files: list[str], column: str) -> bool:
     """Whether a Parquet nanosecond column of ``files`` holds a value with a
     digit past the microsecond (DuckDB reads it cut there): pandas writes a
     zoned datetime64[ns] column so, holding whole microseconds mostly, which
