@@ -592,9 +592,23 @@ def _top_level(elements: list[tuple]) -> list[tuple]:
             i = past(i)
         return i
 
+    def leaf_kinds(i: int) -> list[str | None]:  # the kinds of the leaves below i, in order
+        name, children, precision, logical, physical, converted = elements[i]
+        if not children:
+            return [_parquet_kind(physical, converted, logical, children)]
+        kinds, j = [], i + 1
+        for _ in range(children):
+            kinds += leaf_kinds(j)
+            j = past(j)
+        return kinds
+
     for _ in range(elements[0][1] or 0):
         name, children, precision, logical, physical, converted = elements[i]
-        out.append((name, precision, logical, _parquet_kind(physical, converted, logical, children)))
+        kind = _parquet_kind(physical, converted, logical, children)
+        if children:  # a list of integers is not a list of text (DuckDB reads both as VARCHAR[])
+            leaves = leaf_kinds(i)
+            kind = None if None in leaves else f"{kind} of {', '.join(sorted(set(leaves)))}"
+        out.append((name, precision, logical, kind))
         i = past(i)
     return out
 

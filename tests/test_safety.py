@@ -463,6 +463,17 @@ def test_files_disagreeing_on_a_columns_kind_are_refused(tmp_path):
     pq.write_table(pa.table({"age": [30.5] * 20, "s": list(range(20))}), lake / "day=5" / "a.parquet")
     with pytest.raises(sqlanon.InputError, match="column 'age' holds floats in .* but integers in"):
         sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["age"], k=5, workers=1, overwrite=True)
+    # nested: a list of integers beside a list of text became VARCHAR[] (a list of NULLs takes any)
+    lists = tmp_path / "lists"
+    for day, tags in ((6, pa.array([[1, 2]] * 20)), (7, pa.array([[None]] * 20, pa.list_(pa.null()))),
+                      (8, pa.array([["x"]] * 20))):
+        (lists / f"day={day}").mkdir(parents=True)
+        pq.write_table(pa.table({"age": [30] * 20, "s": list(range(20)), "tags": tags}), lists / f"day={day}" / "a.parquet")
+        if day == 7:
+            assert sqlanon.anonymize(lists, tmp_path / "o.parquet", qi=["age"], k=5, workers=1,
+                                     overwrite=True).metrics.rows == 40
+    with pytest.raises(sqlanon.InputError, match="column 'tags' holds a list of text in .* but a list of integers in"):
+        sqlanon.anonymize(lists, tmp_path / "o.parquet", qi=["age"], k=5, workers=1, overwrite=True)
 
 
 def test_a_metrics_file_whose_columns_take_no_metrics_is_refused_before_any_work(lake, tmp_path):
