@@ -88,6 +88,17 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     return out
 
 
+def _per_column(ctx: click.Context, name: str, values: tuple[str, ...], option: str) -> dict[str, str]:
+    """``--hierarchy`` or ``--generalization`` on the command line changes
+    the --config file's mapping column by column: it replaced the whole
+    mapping, so one more ``--hierarchy race=…`` silently published the
+    file's other hierarchy columns as sets."""
+    pairs = _pairs(values, option)
+    if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+        pairs = {**_pairs(tuple((ctx.default_map or {}).get(name) or ()), option), **pairs}
+    return pairs
+
+
 def _config_keys_named(message: str) -> str:
     """A usage error about a value that came from the --config file names its
     key and the file, not the flag the user did not type: ``'workers' in
@@ -99,10 +110,11 @@ def _config_keys_named(message: str) -> str:
     for param in ctx.command.params:
         if param.name not in keys or ctx.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT_MAP:
             continue
-        for opt in param.opts:
+        # An option without a long form is named by its letter ("k must be…").
+        for opt in [o for o in param.opts if o.startswith("--")] or [o.lstrip("-") for o in param.opts]:
             # Only a message about the value itself ("--workers must be…"), not
             # one that advises the flag ("pass --overwrite to replace it").
-            if opt.startswith("--") and re.match(rf"{re.escape(opt)}(?![\w-])", message):
+            if re.match(rf"{re.escape(opt)}(?![\w-])", message):
                 return f"{keys[param.name]!r} in {ctx.meta['sqlanon.config']!r}" + message[len(opt):]
     return message
 
@@ -169,11 +181,12 @@ def _one_line(exc: click.UsageError) -> click.ClickException:
     param = getattr(exc, "param", None)
     config = ctx.meta.get("sqlanon.config") if ctx is not None else None
     from_file = (ctx.default_map or {}).get(param.name) if param is not None and config else None
-    if from_file is not None and str(from_file) in exc.format_message():
-        # The value came from the --config file (click 8.4 has not recorded
-        # the source yet): name its key and the file, not the flag.
-        message = exc.format_message().replace(f"'{param.opts[-1]}'", repr(param.name))
-        return _ConfigFileError(f"{message.rstrip('.')} (key {param.name!r} in {config!r})")
+    if from_file is not None and param.name not in ctx.meta.get("sqlanon.typed", ()):
+        # The value came from the --config file: name its key (as the file
+        # writes it) and the file, not the flag.
+        key = ctx.meta.get("sqlanon.config_keys", {}).get(param.name, param.name)
+        message = exc.format_message().replace(f"'{param.opts[-1]}'", repr(key))
+        return _ConfigFileError(f"{message.rstrip('.')} (key {key!r} in {config!r})")
     where = ctx.command_path if ctx is not None else "sqlanon"
     return _UsageLine(f"{exc.format_message()} (see '{where} --help')")
 
@@ -211,23 +224,30 @@ class _Command(click.Command):
         options = args[: args.index("--")] if "--" in args else args
         ctx.meta["sqlanon.help"] = any(a in ctx.help_option_names for a in options)
         seen: dict[str, str] = {}
+        typed: set[str] = set()
         for token in args:
             if token == "--":
                 break
             for param in self.params:
-                if not isinstance(param, click.Option) or param.multiple or param.count:
+                if not isinstance(param, click.Option):
                     continue
                 for opt in param.opts + param.secondary_opts:
                     long_form = opt.startswith("--")
                     if token == opt or (long_form and token.startswith(opt + "=")) or (
                         not long_form and token.startswith(opt) and len(token) > len(opt) and not token.startswith("--")
                     ):
+                        typed.add(param.name)
+                        if param.multiple or param.count:
+                            continue
                         if param.name in seen:
                             first = seen[param.name]
                             raise click.UsageError(
                                 f"option {opt} given twice: give it once" if first == opt
                                 else f"options {first} and {opt} set the same thing: give one", ctx)
                         seen[param.name] = opt
+        # Which values the command line gave (click records where a value
+        # came from only after converting it: a bad one was blamed on --config).
+        ctx.meta["sqlanon.typed"] = typed
         return super().parse_args(ctx, args)
 
 
@@ -315,11 +335,17 @@ class _ConfigFileError(_OneLine):
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """A safe YAML loader that refuses a key written twice in one mapping
-    (plain YAML keeps the last one, silently)."""
+    (plain YAML keeps the last one, silently), with YAML 1.2's plain
+    scalars: PyYAML's YAML 1.1 read ``k: 010`` as 8 (octal), ``k: 1:30``
+    as 90 (base 60) and ``on``/``no`` as booleans. Numbers are decimal
+    (``010`` is text, refused where a number goes), booleans
+    ``true``/``false``; merge keys (``<<: *defaults``) work."""
 
     def construct_mapping(self, node, deep=False):
         seen: set = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # merged keys may be overridden by the mapping's own, as YAML says
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, (list, dict)):  # '[a, b]: 1' (unhashable: a TypeError traceback)
                 raise yaml.constructor.ConstructorError(
@@ -331,6 +357,22 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+_YAML_1_1 = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+             "tag:yaml.org,2002:timestamp"}
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in _YAML_1_1]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+(?=[eE]))(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."))
 
 
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -365,7 +407,9 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     defaults: dict[str, object] = {}
     given: dict[str, object] = {}
     for key, val in data.items():
-        p = keys.get(str(key).replace("-", "_"))
+        if not isinstance(key, str):  # '~: x', '5: x'
+            raise _ConfigFileError(f"{value!r} has the key {key!r}: keys are option names")
+        p = keys.get(key.replace("-", "_"))
         if p is None:
             if str(key) in ("debug", "config", "help"):
                 raise _ConfigFileError(f"{key!r} in {value!r} is a command-line flag only: pass --{key} instead")
@@ -510,7 +554,10 @@ def _sample(value: str | None) -> float | None:
 @main.command(cls=_Command)
 @click.option(
     "--config", type=click.Path(dir_okay=False), is_eager=True, expose_value=False, callback=_load_config,
-    help="YAML file with any of these options as keys (e.g. qi: [age, zip]); flags override it.",
+    help="YAML file with any of these options as keys (e.g. qi: [age, zip]); its relative paths are relative to "
+         "it (no ~ or $VAR expansion). Flags override it, except that --drop adds to its drop, --qi and "
+         "--sensitive may not leave its columns out, and --hierarchy/--generalization change only the columns "
+         "they name.",
 )
 @click.argument("input", metavar="INPUT", required=False)
 @click.option(
@@ -634,8 +681,8 @@ def anonymize(
             k=k,
             l=l_,
             sensitive=_covering(ctx, "sensitive", sensitive, "which would then go unchecked for l"),
-            hierarchies=_pairs(hierarchy, "--hierarchy"),
-            generalization=_pairs(generalization, "--generalization"),
+            hierarchies=_per_column(ctx, "hierarchy", hierarchy, "--hierarchy"),
+            generalization=_per_column(ctx, "generalization", generalization, "--generalization"),
             drop=_drops(ctx, drop),
             overwrite=overwrite,
             interval_format=interval_format,

@@ -754,6 +754,15 @@ def test_click_usage_errors(out_dir, args, pattern):
     ("hierarchy: {race: }", r"'hierarchy' .* a path"),
     ("generalization: {age: }", r"'generalization' .* a kind"),
     ("generalization: [age]", r"'generalization' .* map columns"),
+    # YAML 1.1 read these as 8 (octal), 90 (base 60), 10 and 16: numbers are decimal, as YAML 1.2 has them
+    ("k: 010", r"'k' .* must be a whole number, not '010'"),
+    ("k: 1:30", r"'k' .* must be a whole number, not '1:30'"),
+    ("k: 1_0", r"'k' .* must be a whole number, not '1_0'"),
+    ("k: 0x10", r"'k' .* must be a whole number, not '0x10'"),
+    ("overwrite: yes", r"'overwrite' .* true or false, not 'yes'"),  # YAML 1.1's boolean
+    ("on: true", r"unknown key 'on'"),  # was the key True
+    ("~: x", r"has the key None: keys are option names"),
+    ("k: 1", r"'k' in '.*job.yml' must be an integer >= 2, got 1"),  # named k, not the flag -k
 ])
 def test_config_values_of_the_wrong_kind_are_usage_errors(tmp_path, out_dir, body, pattern):
     """A YAML value is checked against what its option takes, by key name:
@@ -1119,6 +1128,33 @@ def test_a_bad_value_from_a_config_file_names_its_key(tmp_path, out_dir, line, m
         r = cli("anonymize", "--config", cfg, flag, line.split(": ")[1])
         assert r.exit_code == 2 and r.stderr.startswith(f"Error: {flag} "), r.stderr
     assert snapshot(out_dir) == {}
+
+
+def test_a_bad_command_line_value_is_not_blamed_on_the_config_file(tmp_path, out_dir):
+    """'--fragmentation Mondrian' beside 'fragmentation: mondrian' in the file
+    was reported as the file's key (helper-43); a bad value from the file
+    names the key as the file writes it."""
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"input: {ADULTS}\noutput: {out_dir / 'o.parquet'}\nqi: age\nk: 10\n"
+                   "fragmentation: mondrian\nseed: 1\n")
+    for flag, value in (("--fragmentation", "Mondrian"), ("--seed", "-1")):
+        r = cli("anonymize", "--config", cfg, flag, value)
+        assert r.exit_code == 2 and "job.yml" not in r.stderr and flag in r.stderr, r.stderr
+    cfg.write_text(f"input: {ADULTS}\noutput: {out_dir / 'o.parquet'}\nqi: age\nk: 10\ninterval-format: Bounds\n")
+    r = cli("anonymize", "--config", cfg)
+    assert r.exit_code == 2 and "(key 'interval-format' in" in r.stderr, r.stderr
+    assert snapshot(out_dir) == {}
+
+
+def test_config_merge_keys_work(tmp_path):
+    """'<<: *defaults' failed as 'not valid YAML' (helper-43); the mapping's
+    own keys override the merged ones, as YAML says."""
+    out = tmp_path / "o.parquet"
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"<<: {{k: 5, qi: [age], workers: 1}}\ninput: {ADULTS}\noutput: {out}\nk: 7\n")
+    r = cli("anonymize", "--config", cfg, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["k"] == 7
 
 
 def test_a_config_file_overwrite_can_be_turned_off(tmp_path):
@@ -1543,6 +1579,24 @@ def test_qi_or_sensitive_on_the_command_line_keeps_the_config_files(tmp_path, ou
     r = cli("anonymize", "--config", job, ADULTS, "-o", out_dir / "o.parquet", "--qi", "sex,age,race,education-num")
     assert r.exit_code == 0, r.stderr
     assert pq.read_table(out_dir / "o.parquet").column("education-num").type == pa.string()
+
+
+def test_hierarchy_on_the_command_line_keeps_the_config_files_other_columns(tmp_path):
+    """--hierarchy replaced the job file's whole mapping: one more
+    '--hierarchy race=…' published the file's sex column as a set, exit 0
+    (helper-43). Flags now set only the columns they name."""
+    h = REPO / "hierarchies" / "adult"
+    job = tmp_path / "job.yml"
+    job.write_text(f"qi: [race, sex]\nhierarchy: {{race: {h / 'race.csv'}, sex: {h / 'sex.csv'}}}\nk: 10\n"
+                   "generalization: {race: hierarchy}\n")
+    out = tmp_path / "o.parquet"
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out, "--hierarchy", f"race={h / 'race.csv'}",
+            "--generalization", "sex=hierarchy", "--json")
+    assert r.exit_code == 0, r.stderr
+    params = json.loads(duckdb.execute("SELECT parameters FROM read_parquet(?) WHERE kind = 'total'",
+                                       [str(tmp_path / "o__metrics.parquet")]).fetchone()[0])
+    assert params["generalization"] == {"race": "hierarchy", "sex": "hierarchy"}
+    assert set(params["hierarchy"]) == {"race", "sex"}
 
 
 def test_metrics_record_what_was_applied(tmp_path):
