@@ -286,8 +286,11 @@ def _frozen(values: list[int]) -> np.ndarray:
 
 def _refuse_reused_names(source: str, names: list[str], parent: list[int]) -> None:
     """Refuse a name given to two nodes unless one is the other's ancestor
-    (a group named as its only member, say): rows generalized to a group
-    named as a leaf outside it would be published under that leaf's value.
+    and, when the name is a leaf's (a value of the data), both stand for that
+    leaf alone (a group named as its only member, ARX's ``Male;Male;*``):
+    rows generalized to a group named as a leaf outside it, or as one of
+    several leaves below it, would be published under that leaf's value.
+    Groups may share a label across levels (``*`` at two levels).
 
     Raises:
         HierarchyError: naming the value and the two places it is used.
@@ -295,6 +298,7 @@ def _refuse_reused_names(source: str, names: list[str], parent: list[int]) -> No
     nodes: dict[str, list[int]] = {}
     for node, name in enumerate(names):
         nodes.setdefault(name, []).append(node)
+    leaves: list[int] | None = None
     for name, ids in nodes.items():
         if len(ids) < 2:
             continue
@@ -308,15 +312,37 @@ def _refuse_reused_names(source: str, names: list[str], parent: list[int]) -> No
                     f"hierarchy file {source} uses the value {name!r} for two different nodes ({where[0]}; "
                     f"{where[1]}): rows generalized to one would read as the other; rename one"
                 )
+        if ids[-1] + 1 < len(parent) and parent[ids[-1] + 1] == ids[-1]:
+            continue  # the deepest has children (pre-order: a first child follows its parent): groups only
+        leaves = leaves or _leaf_counts(parent)
+        for group in ids[:-1]:
+            if leaves[group] > 1:
+                raise HierarchyError(
+                    f"hierarchy file {source}: the group {' > '.join(_path(names, parent, group))!r} has the "
+                    f"name of one of its {leaves[group]} leaves ({' > '.join(_path(names, parent, ids[-1]))}): "
+                    f"rows of the others generalized to the group would be published as {name!r}; rename the group"
+                )
+
+
+def _leaf_counts(parent: list[int]) -> list[int]:
+    """The number of leaves under each node of a pre-order tree (node 0 the root)."""
+    counts = [0] * len(parent)
+    has_child = [False] * len(parent)
+    for node in range(len(parent) - 1, 0, -1):  # children come after their parent
+        if not has_child[node]:
+            counts[node] += 1
+        has_child[parent[node]] = True
+        counts[parent[node]] += counts[node]
+    return counts
 
 
 def _path(names: list[str], parent: list[int], node: int) -> list[str]:
-    """The labels from the root's child down to ``node``."""
+    """The labels from the root's child down to ``node`` (the root's own for the root)."""
     out = []
     while node > 0:
         out.append(names[node])
         node = parent[node]
-    return out[::-1]
+    return out[::-1] or [names[0]]
 
 
 def _build(source: str, labels: list[str], children: list[list[int]]) -> Hierarchy:

@@ -416,11 +416,21 @@ def test_json_duplicate_leaf(tmp_path: Path) -> None:
     assert str(path) in msg and "duplicate leaf" in msg and "'Spain'" in msg
 
 
-def test_leaf_may_share_a_label_with_an_internal_node(tmp_path: Path) -> None:
-    tree = {"cat": "*", "subcats": [{"cat": "A", "subcats": [{"cat": "A"}, {"cat": "*"}]}]}
-    h = load_hierarchy(write(tmp_path, "h.json", json.dumps(tree)))
-    assert h.leaves == ["A", "*"]
-    assert h.names == ["*", "A", "A", "*"]
+@pytest.mark.parametrize(("tree", "message"), [
+    ({"cat": "*", "subcats": [{"cat": "White", "subcats": [{"cat": "White"}, {"cat": "Black"}, {"cat": "Other"}]},
+                              {"cat": "Asian"}]}, "the group 'White' has the name of one of its 3 leaves"),
+    ({"cat": "*", "subcats": [{"cat": "A", "subcats": [{"cat": "A"}, {"cat": "*"}]}]},
+     "the group '(A|\\*)' has the name of one of its 2 leaves"),
+])
+def test_a_group_named_as_one_of_several_leaves_below_it_is_refused(tmp_path: Path, tree, message) -> None:
+    """A group 'White' over the leaves White, Black and Other published the
+    Black and Other rows as 'White', exit 0 (helper-43). A group named as
+    its only member, and groups sharing a label across levels, are kept."""
+    with pytest.raises(HierarchyError, match=message):
+        load_hierarchy(write(tmp_path, "h.json", json.dumps(tree)))
+    chain = {"cat": "*", "subcats": [{"cat": "X", "subcats": [{"cat": "X", "subcats": [{"cat": "a"}, {"cat": "b"}]}]},
+                                     {"cat": "Y", "subcats": [{"cat": "Y", "subcats": [{"cat": "Y"}]}]}]}
+    assert load_hierarchy(write(tmp_path, "chain.json", json.dumps(chain))).leaves == ["a", "b", "Y"]
 
 
 def test_json_numbers_are_coerced_to_strings(tmp_path: Path) -> None:
