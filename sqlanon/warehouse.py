@@ -80,7 +80,10 @@ class Conn:
             u.port  # noqa: B018 - parsed on first use: ':abc' fails here
         except (ArgumentError, ValueError) as exc:
             raise ConfigError(f"not a database URL: {redact_urls(self.url)!r} ({redact_urls(str(exc))})") from None
-        if u.host and "@" in u.host:  # 'user:Sup@Secret9@host': the rest of the password would show as the host
+        after_scheme = self.url.partition("://")[2].partition("?")[0]
+        if (u.host and "@" in u.host) or after_scheme.count("@") > 1:
+            # 'user:Sup@Secret9@host', 'user:Sup@Sec/ret9@host': the rest of the
+            # password would show as the host (and the database)
             raise ConfigError(f"the user or password of {redact_urls(self.url)!r} holds an '@': percent-encode it "
                               "(%40), as in postgresql://user:p%40ss@host/db")
         # A socket directory as the host, percent-encoded as libpq takes it
