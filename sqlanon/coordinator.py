@@ -33,7 +33,7 @@ import pyarrow as pa
 from . import executors, fragmentation, interrupts, io
 from .config import AnonymizationSpec, missing_column, strict_json, suggest
 from .domain import ColumnStats, as_text, check_type, interval_stats, resolve_generalization
-from .errors import ConfigError, InputError, PrivacyError, SqlanonError, VerificationError
+from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import ident, render
 from .sql.render import is_generic
@@ -297,7 +297,7 @@ def domain_stats(
         if kind in ("prefix", "hierarchy"):
             values = _distinct_values(con, source, qi.name, schema.field(qi.name))
             if kind == "hierarchy":  # as the engine matches them: by text
-                qi.hierarchy.leaf_codes(as_text(values), column=qi.name)
+                _check_leaves(qi, values)
             else:
                 domain = tuple(sorted(set(as_text(values).to_pylist())))
         stats[qi.name] = ColumnStats(distinct, domain=domain)
@@ -340,6 +340,20 @@ def _checksum_dialect(source, target) -> str | None:
 
         return dialect if same_server(source.conn, target.conn) else None
     return dialect if dialect == "duckdb" else None
+
+
+def _check_leaves(qi, values: pa.Array) -> None:
+    """Every value of a hierarchy QI must be a leaf, matched by its text; a
+    column not read as text (a CSV column DuckDB took for dates: '01/02/2020'
+    is matched as '2020-02-01') says so, or the values the error lists appear
+    in neither file."""
+    try:
+        qi.hierarchy.leaf_codes(as_text(values), column=qi.name)
+    except HierarchyError as exc:
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            raise
+        raise HierarchyError(f"{exc} (the column is read as {values.type}: leaves name its values as listed, "
+                             "in that type's text)") from None
 
 
 def _distinct_values(con, source, column: str, field: pa.Field) -> pa.Array:

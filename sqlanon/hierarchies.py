@@ -562,6 +562,13 @@ def _parse_csv(source: str, text: str) -> Hierarchy:
             f"hierarchy file {source} line {reader.line_num} is not valid CSV: {exc}"
         ) from exc
 
+    if width == 1:
+        other = next((sep for sep in ("\t", "|") if all(sep in row[0] for _, row in rows)), None)
+        if other is not None:  # read as a flat list of leaves whose names hold the whole lines
+            raise HierarchyError(
+                f"hierarchy file {source} separates its values with {'tabs' if other == chr(9) else repr(other)}: "
+                "a CSV hierarchy's levels are separated by ';' (or ',')"
+            )
     tops = {row[-1] for _, row in rows}
     if width >= 2 and len(tops) == 1:
         root_label = rows[0][1][-1]

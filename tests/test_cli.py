@@ -1599,6 +1599,18 @@ def test_hierarchy_on_the_command_line_keeps_the_config_files_other_columns(tmp_
     assert set(params["hierarchy"]) == {"race", "sex"}
 
 
+def test_a_hierarchy_missing_values_of_a_typed_csv_column_says_how_they_were_read(tmp_path):
+    """DuckDB reads '01/02/2020' in a CSV file as the date 2020-02-01: the
+    error listed values found in neither file (helper-43)."""
+    src = tmp_path / "v.csv"
+    src.write_text("visit,d\n01/02/2020,a\n02/02/2020,b\n03/02/2020,a\n")
+    h = tmp_path / "v.json"
+    h.write_text(json.dumps({"cat": "*", "subcats": [{"cat": v} for v in ("01/02/2020", "02/02/2020", "03/02/2020")]}))
+    r = cli("anonymize", src, "-o", tmp_path / "o.parquet", "--qi", "visit", "--hierarchy", f"visit={h}", "-k", "2")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"no leaf for value\(s\) '2020-02-01', .* \(the column is read as date32\[day\]")
+
+
 def test_metrics_record_what_was_applied(tmp_path):
     """The total row's parameters said generalization null for every QI
     left to its default, and nothing of the hierarchy file or the drops: a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -377,6 +378,15 @@ def test_csv_node_with_two_parents(tmp_path: Path) -> None:
     msg = str(info.value)
     assert str(path) in msg and "'Europe'" in msg and "two parents" in msg
     assert "'World'" in msg and "'Americas'" in msg and "line 3" in msg
+
+
+@pytest.mark.parametrize(("text", "what"), [("White\tG1\t*\nBlack\tG1\t*\n", "tabs"),
+                                           ("White|G1|*\nBlack|G1|*\n", "'|'")])
+def test_csv_in_another_delimiter_is_refused(tmp_path: Path, text: str, what: str) -> None:
+    """A tab-separated file was read as one column of leaves named
+    'White\tG1\t*': the run then said the data's values had no leaf (helper-43)."""
+    with pytest.raises(HierarchyError, match=f"separates its values with {re.escape(what)}"):
+        load_hierarchy(write(tmp_path, "h.csv", text))
 
 
 def test_csv_duplicate_leaf(tmp_path: Path) -> None:
