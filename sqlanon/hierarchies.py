@@ -471,8 +471,15 @@ def _parse_json(source: str, text: str) -> Hierarchy:
     Raises:
         HierarchyError: The text is not JSON or a node is malformed.
     """
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        twice = next((k for k in keys if keys.count(k) > 1), None)
+        if twice is not None:  # json keeps the last one: a second "subcats" dropped the first's leaves
+            raise HierarchyError(f"hierarchy file {source} has a node with the key {twice!r} twice")
+        return dict(pairs)
+
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         raise HierarchyError(
             f"hierarchy file {source} is not valid JSON: {exc.msg} "

@@ -389,6 +389,13 @@ def test_csv_in_another_delimiter_is_refused(tmp_path: Path, text: str, what: st
         load_hierarchy(write(tmp_path, "h.csv", text))
 
 
+def test_json_node_with_a_key_twice_is_refused(tmp_path: Path) -> None:
+    """json keeps the last of two keys: a node's second "subcats" dropped the first's leaves (helper-43)."""
+    text = '{"cat": "*", "subcats": [{"cat": "a"}], "subcats": [{"cat": "b"}]}'
+    with pytest.raises(HierarchyError, match="has a node with the key 'subcats' twice"):
+        load_hierarchy(write(tmp_path, "h.json", text))
+
+
 def test_csv_duplicate_leaf(tmp_path: Path) -> None:
     path = write(tmp_path, "h.csv", "Italy;Europe;*\nFrance;Europe;*\nItaly;Europe;*\n")
     with pytest.raises(HierarchyError) as info:
