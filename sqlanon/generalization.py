@@ -124,7 +124,10 @@ def generalize_column(
         cols = [(f"{e.name}_lo", e.dictionary.take(take)), (f"{e.name}_hi", e.dictionary.take(take_hi))]
         span = e.values[safe_hi] - e.values[safe_lo]
         ncp = np.where(single, 0.0, span / stats.range if stats.range > 0 else 0.0)
-        ncp = np.where(mixed, 1.0, np.where(has_val, ncp, 0.0))
+        # NULL bounds stand for a class of NULLs and for a mixed one alike (both
+        # may be one published class): a reader learns nothing from them, so
+        # they cost 1, unless the column holds no value anywhere (no mixed class).
+        ncp = np.where(invalid, 0.0 if stats.min is None else 1.0, ncp)
         key = np.where(invalid, -1, safe_lo * (e.n_codes + 1) + safe_hi)
         return Generalized(cols, ncp, key)
 

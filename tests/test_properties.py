@@ -354,7 +354,6 @@ class Reference:
     dp: int
     ncp: float
     ncp_by_attribute: dict
-    ncp_slack: dict  # NULL cells whose NCP is 0 or 1, see reference_metrics
     achieved_l: int | None
     group_of_row: list
 
@@ -381,13 +380,11 @@ def reference_metrics(case: Case, inp: pa.Table, out: pa.Table, domain_table: pa
     sizes = [len(members[g]) for g in range(len(gid))]
 
     ncp_by_attr = {}
-    slack_by_attr = {}
     for q in case.qis:
         dom = _domain(domain_table.column(q.name))
         col = inp.column(q.name)
         vals, strs = _py(col), col.cast(pa.string()).to_pylist()
         total = 0.0
-        slack = 0
         if len(outcols[q.name]) == 1:
             texts = out_py[q.name]
             for g, rows in members.items():
@@ -409,22 +406,15 @@ def reference_metrics(case: Case, inp: pa.Table, out: pa.Table, domain_table: pa
                     v, lo, hi = vals[i], lo_c[i], hi_c[i]
                     if lo is None or hi is None:
                         assert lo is None and hi is None
-                        # NULL bounds: the class is all NULL (NCP 0) or mixed (NCP 1)
+                        # NULL bounds: the class is all NULL or mixed, which the
+                        # output cannot tell apart: NCP 1 either way, unless the
+                        # column holds no value at all (no class can be mixed).
                         assert v is None or has_null, f"{q.name}: {v!r} published with NULL bounds"
-                        # A value of a mixed class costs 1. A NULL costs 1 in a
-                        # mixed class, 0 in an all-NULL one; both publish NULL
-                        # bounds, so when such classes share all other
-                        # generalized values (prefix patterns can coincide)
-                        # they merge and the output cannot tell them apart.
-                        if v is not None:
-                            total += 1.0
-                        elif present:
-                            slack += 1
+                        total += 0.0 if dom.lo is None else 1.0
                     else:
                         assert v is not None and lo <= v <= hi, f"{q.name}: {v!r} outside [{lo!r}, {hi!r}]"
                         total += 0.0 if lo == hi else _interval_cost(dom, lo, hi)
         ncp_by_attr[q.name] = total
-        slack_by_attr[q.name] = slack
 
     achieved = None
     if case.spec.sensitive:
@@ -438,7 +428,6 @@ def reference_metrics(case: Case, inp: pa.Table, out: pa.Table, domain_table: pa
         dp=sum(x * x for x in sizes),
         ncp=sum(ncp_by_attr.values()),
         ncp_by_attribute=ncp_by_attr,
-        ncp_slack=slack_by_attr,
         achieved_l=achieved,
         group_of_row=group_of_row,
     )
@@ -454,14 +443,9 @@ def assert_metrics_match(m: Metrics, ref: Reference) -> None:
     )
     assert set(m.ncp_by_attribute) == set(ref.ncp_by_attribute)
     for a, x in ref.ncp_by_attribute.items():
-        got, slack = m.ncp_by_attribute[a], ref.ncp_slack[a]
-        if slack:  # exact up to whole NULL cells of merged mixed/all-NULL classes
-            assert x - 1e-9 <= got <= x + slack + 1e-9 and _close(got, round(got - x) + x), (a, got, x, slack)
-        else:
-            assert _close(got, x), (a, got, x)
+        assert _close(m.ncp_by_attribute[a], x), (a, m.ncp_by_attribute[a], x)
     assert _close(m.ncp, sum(m.ncp_by_attribute.values())), m
-    if not any(ref.ncp_slack.values()):
-        assert _close(m.ncp, ref.ncp), (m.ncp, ref.ncp)
+    assert _close(m.ncp, ref.ncp), (m.ncp, ref.ncp)
     assert m.achieved_l == ref.achieved_l
 
 
@@ -702,6 +686,20 @@ def test_all_null_text_qi_column():
     res = _run(t, [QuasiIdentifier("a", "prefix"), QuasiIdentifier("b")], k=3)
     assert _decode(res.table.column("a")).null_count == 6
     assert res.metrics.ncp_by_attribute["a"] == 0.0
+
+
+@pytest.mark.parametrize("fmt", ["text", "bounds"])
+def test_null_bounds_cost_the_same_whatever_class_they_stand_for(fmt):
+    """With bounds, a mixed class and a class of NULLs both publish NULL
+    bounds (here one published class): the NULL rows cost 0 and the mixed
+    ones 1 for the same published value (helper-44). In text they differ."""
+    t = pa.table({"x": pa.array([5, None, None, None], pa.int64()), "z": ["101", "102", "103", "104"]})
+    res = _run(t, [QuasiIdentifier("x"), QuasiIdentifier("z", "prefix")], k=2, fmt=fmt)
+    if fmt == "bounds":
+        assert res.table.column("x_lo").null_count == 4 and res.metrics.ncp_by_attribute["x"] == 4.0
+    else:
+        assert sorted(_decode(res.table.column("x")).to_pylist(), key=str) == ["5 or NULL", "5 or NULL", None, None]
+        assert res.metrics.ncp_by_attribute["x"] == 2.0
 
 
 @pytest.mark.parametrize("fmt", ["text", "bounds"])
