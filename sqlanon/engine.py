@@ -102,7 +102,10 @@ def _encode_qi(qi: QuasiIdentifier, col: pa.ChunkedArray, kind: str) -> _Encoded
 
 def _place_values(e: _Encoded, stats: ColumnStats) -> None:
     """Positions of an interval column's codes in the *dataset's* span unit
-    (:func:`span_values`), the NULL code adding no span. A float column's NaN
+    (:func:`span_values`). The NULL code, ranked after every value, sits at
+    the fragment's largest value: a node holding NULL spans up to it in the
+    representativity of Eq. 1 (which the paper leaves to values), so cuts
+    tend to separate NULLs from values (a class mixing them costs NCP 1). A float column's NaN
     (sorted last) goes at the dataset's largest number, as the statistics
     put it; the fragment's own would make the same published interval
     ``[0, nan]`` cost a different NCP in each plan."""

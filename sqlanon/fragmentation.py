@@ -11,8 +11,10 @@ Two strategies:
   the sample is cut at the W-quantiles of its ranks into W fragments (fewer
   when it has fewer than W distinct values).
 * ``mondrian`` (Fig. 5): recursive cuts, each on the attribute with the highest
-  representativity (Eq. 1; ties go to the attribute with the most distinct
-  values in the node, then to the first in QI order). Unlike the paper, which
+  representativity (Eq. 1; ties go to the attribute whose cut falls nearest
+  the quantile it aims at, which keeps fragments balanced, then to the one
+  with the most distinct values in the node, the paper's tie rule, then to
+  the first in QI order). Unlike the paper, which
   cuts at the median ⌈log2 W⌉ times and gives some workers two fragments when
   W is not a power of two, a node meant for ``w`` workers is cut at the
   ``floor(w/2)/w`` quantile; its left side gets ``floor(w/2)`` workers and its
