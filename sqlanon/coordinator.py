@@ -1074,7 +1074,7 @@ def _qi_collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) 
     QI compared under a collation that equates different strings (citext, a
     nondeterministic collation) puts a row on both sides of a cut."""
     collated = [repr(name) for name, typ in columns
-                if name in spec.qi_names and (" COLLATE " in typ or typ.split("[")[0] == "citext")]
+                if name in spec.qi_names and (" COLLATE " in typ or typ.split("[")[0].split(".")[-1] == "citext")]
     if not collated:
         return ""
     return (

@@ -393,6 +393,11 @@ class PostgresSource:
         stmt = render("server_columns.sql", dialect="postgres", inline=True, relation=self.relation)
         with self.conn.connect() as c:
             try:
+                # Type names qualified by their schema unless built in: format_type
+                # leaves out a schema on the session's search_path, and the
+                # target's session (another path, role or server) would resolve
+                # 'mood' to another type, or to none.
+                c.execute("SET search_path = pg_catalog")
                 rows = c.execute(stmt.sql).fetchall()
             except psycopg.Error as exc:
                 raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None

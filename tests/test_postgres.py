@@ -1670,6 +1670,28 @@ def test_a_type_the_target_database_lacks_is_refused_before_any_work(pg_url):
     assert not scalar(target, "SELECT count(*) FROM pg_tables WHERE tablename LIKE %s", ["%sqlanon%"])
 
 
+def test_column_types_keep_their_schema_whatever_the_search_paths(pg_url):
+    """format_type named an enum of a schema on the source session's
+    search_path without its schema: a target session with another path
+    refused a type the database has, or (with a type of that name on its
+    path) created the column with that other type, exit 0 (helper-45)."""
+    src_schema, dst_schema = "paths_src", "paths_dst"
+    fresh_schema(pg_url, src_schema)
+    fresh_schema(pg_url, dst_schema)
+    sql(pg_url, f"CREATE TYPE {src_schema}.mood AS ENUM ('sad', 'ok', 'glad')")
+    sql(pg_url, f"CREATE TYPE {dst_schema}.mood AS ENUM ('glad', 'ok', 'sad', 'angry')")
+    sql(pg_url, f"""CREATE TABLE {src_schema}.src AS SELECT g AS id, 18 + g % 30 AS age,
+                    (ARRAY['sad', 'ok', 'glad'])[1 + g % 3]::{src_schema}.mood AS mood FROM generate_series(1, 300) g""")
+    sep = "&" if "?" in pg_url else "?"
+    on_path = {s: f"{pg_url}{sep}options={quote(f'-csearch_path={s}')}" for s in (src_schema, dst_schema)}
+    r = sqlanon.anonymize(on_path[src_schema], on_path[dst_schema], table=f"{src_schema}.src",
+                          target_table=f"{dst_schema}.dst", qi=["age"], k=5)
+    assert r.metrics.rows == 300
+    assert server_types(pg_url, dst_schema, "dst")["mood"] == f"{src_schema}.mood"
+    assert scalar(pg_url, f"SELECT count(*) FROM {src_schema}.src s JOIN {dst_schema}.dst d "
+                          "ON d.id = s.id AND d.mood = s.mood") == 300
+
+
 def test_overwrite_a_table_with_identity_or_generated_columns(pg_url):
     """A nightly target whose id is an identity column (GENERATED ALWAYS)
     failed at publish, after all the work ('cannot insert a non-DEFAULT
