@@ -532,7 +532,41 @@ class PostgresTarget:
                              f"{self.table[0]!r} (the new table is staged there); GRANT CREATE ON SCHEMA first")
         if kind is not None and kind not in ("r", "p"):
             raise ConfigError(f"{self.describe()} is not a table (a view?); name a table as --target-table")
+        self._check_replaceable(kind is not None)
         return kind is not None
+
+    def _check_replaceable(self, exists: bool) -> None:
+        """Refuse before any work what would fail the publishing after all of
+        it: a read-only session (``default_transaction_read_only``), an
+        existing table another table's foreign key references (no TRUNCATE
+        or DROP can replace it), or one the role neither owns (to swap it)
+        nor may ``TRUNCATE`` and ``INSERT`` into (to refill it)."""
+        import psycopg
+
+        with self._connect() as c:
+            try:
+                read_only, owns, refills, referenced = c.execute(
+                    "SELECT current_setting('transaction_read_only') = 'on', "
+                    "pg_has_role(c.relowner, 'USAGE'), "
+                    "has_table_privilege(c.oid, 'INSERT') AND has_table_privilege(c.oid, 'TRUNCATE'), "
+                    "ARRAY(SELECT format('the foreign key %%I of %%s', con.conname, con.conrelid::regclass::text) "
+                    "      FROM pg_constraint con WHERE con.confrelid = c.oid AND con.conrelid <> c.oid ORDER BY 1) "
+                    "FROM (SELECT 1) one LEFT JOIN pg_class c ON c.oid = to_regclass(%s)",
+                    (ident(list(self.table)),),
+                ).fetchone()
+            except psycopg.Error as exc:
+                raise InputError(f"cannot look up {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+        if read_only:
+            raise InputError(f"cannot write {self.describe()}: the session is read-only there "
+                             "(default_transaction_read_only, or a standby server)")
+        if not exists or not self.overwrite:  # not to be replaced: the run says so
+            return
+        if referenced:
+            raise InputError(f"cannot replace {self.describe()}: {', '.join(referenced)} reference(s) it, so no "
+                             "TRUNCATE or DROP can; drop the constraint, or publish to another table")
+        if not owns and not refills:
+            raise InputError(f"cannot replace {self.describe()}: the role neither owns it (to replace it) nor may "
+                             "TRUNCATE and INSERT into it (to refill it); GRANT TRUNCATE, INSERT ON it first")
 
     def _connect(self):
         return self.conn.connect()
@@ -628,17 +662,20 @@ class PostgresTarget:
         """Put the staging table in the target's place, inside the publishing
         transaction ``c``, keeping what users attached to the old table.
 
-        * Anything attached to the old table that a rename would lose (views,
-          indexes, row-level security and policies, triggers, constraints,
-          partitions or inheritance, publications, NOT NULL, defaults, an
-          owner other than the publishing role), and the same columns (names
+        * Anything attached to the old table that a rename would lose (views
+          and other dependents, indexes, row-level security and policies,
+          triggers, rules, constraints, partitions or inheritance,
+          publications, NOT NULL, defaults, its tablespace, storage options,
+          replica identity, statistics objects and targets, an owner other
+          than the publishing role; see ``replace_plan.sql``), and the same columns (names
           and types, in order) in the new one: the old table is refilled in
           place (``TRUNCATE`` + ``INSERT``), so all of it stays as it is.
         * Otherwise the staging table is renamed into the target's place and
           gets the old table's owner, grants to other roles (table and
           column; those default privileges add are revoked) and comments;
-          indexes, NOT NULL and defaults go with the old table (a warning
-          names them). What else is attached to a table whose columns
+          indexes, NOT NULL, defaults and the table's settings go with the
+          old table (a warning names them). A foreign key of another table
+          that references the old one fails the run either way. What else is attached to a table whose columns
           change cannot be kept: the run fails, naming it, and the old
           table stays.
         """
@@ -659,7 +696,10 @@ class PostgresTarget:
             )
         self._lock_target(c, target)
         plan = render("replace_plan.sql", dialect="postgres", inline=True, old=target, new=stage)
-        views, indexes, attached, owner, unkept, old_columns, new_columns = c.execute(plan.sql).fetchone()
+        views, indexes, attached, owner, unkept, referenced, old_columns, new_columns = c.execute(plan.sql).fetchone()
+        if referenced:
+            raise InputError(f"cannot replace {self.describe()}: {', '.join(referenced)} reference(s) it, so no "
+                             "TRUNCATE or DROP can; drop the constraint, or publish to another table")
         same = old_columns == new_columns
         # Another owner, same columns: refilled, as a swap's ALTER OWNER needs
         # the owner's CREATE on the schema (and on PostgreSQL 16 SET on it).
@@ -679,7 +719,7 @@ class PostgresTarget:
             changed = next(
                 (f"{a or '(none)'} -> {b or '(none)'}" for a, b in itertools.zip_longest(old_columns, new_columns)
                  if a != b), "")
-            what = (f"view(s) {', '.join(views)} depend on it" if views else "") + (
+            what = (f"{', '.join(views)} depend(s) on it" if views else "") + (
                 "; " if views and attached else "") + (f"it has {', '.join(attached)}" if attached else "")
             raise InputError(
                 f"cannot replace {self.describe()}: {what}, and its columns change ({changed}); drop or redefine "

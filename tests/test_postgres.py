@@ -1028,6 +1028,74 @@ def test_overwrite_refills_a_table_that_views_and_indexes_depend_on(pg_url):
     assert not staging_left(pg_url, schema)
 
 
+def test_overwrite_keeps_the_tables_settings_and_names_what_references_it(pg_url):
+    """A nightly swap silently dropped the old table's storage options,
+    replica identity, statistics object and column statistics target, a
+    rule, and UNLOGGED (helper-45): such a table is refilled in place. A
+    function with a SQL body over it made every swap fail ('other objects
+    depend on it'); a foreign key of another table referencing it failed
+    the TRUNCATE without naming the table."""
+    schema = "sett ings"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 1_000)
+    dst = rel(schema, "dst")
+    assert _replace_people(pg_url, schema).returncode == 0
+    before = scalar(pg_url, "SELECT to_regclass(%s)::oid", [dst])
+    settings = (
+        "SELECT c.reloptions, c.relreplident, c.relpersistence, "
+        "(SELECT array_agg(stxname) FROM pg_statistic_ext WHERE stxrelid = c.oid), "
+        "(SELECT array_agg(rulename) FROM pg_rewrite WHERE ev_class = c.oid), "
+        "(SELECT attstattarget FROM pg_attribute WHERE attrelid = c.oid AND attname = 'note') "
+        "FROM pg_class c WHERE c.oid = to_regclass(%s)")
+    sql(pg_url, f"ALTER TABLE {dst} SET (fillfactor = 70, autovacuum_enabled = false); "
+                f"ALTER TABLE {dst} REPLICA IDENTITY FULL; ALTER TABLE {dst} SET UNLOGGED; "
+                f"CREATE STATISTICS {rel(schema, 'st')} (dependencies) ON id, note FROM {dst}; "
+                f"ALTER TABLE {dst} ALTER COLUMN note SET STATISTICS 500; "
+                f"CREATE RULE keep AS ON DELETE TO {dst} DO INSTEAD NOTHING; "
+                f"CREATE FUNCTION {rel(schema, 'n')}() RETURNS bigint LANGUAGE sql "
+                f"BEGIN ATOMIC SELECT count(*) FROM {dst}; END")
+    want = sql(pg_url, settings, [dst])
+    sql(pg_url, f"DELETE FROM {rel(schema, 'src')} WHERE id > 900")
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 0, p.stderr
+    assert scalar(pg_url, "SELECT to_regclass(%s)::oid", [dst]) == before, "expected the table refilled in place"
+    assert sql(pg_url, settings, [dst]) == want
+    assert scalar(pg_url, f"SELECT {rel(schema, 'n')}()") == 900
+    sql(pg_url, f"ALTER TABLE {dst} SET LOGGED; ALTER TABLE {dst} ADD PRIMARY KEY (id); "
+                f"CREATE TABLE {rel(schema, 'notes')} (pid int REFERENCES {dst} (id))")
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 1
+    assert re.search(r"the foreign key \S+ of .*notes.* reference\(s\) it", one_error_line(p.stderr)), p.stderr
+    assert scalar(pg_url, f"SELECT count(*) FROM {dst}") == 900 and not staging_left(pg_url, schema)
+
+
+def test_what_would_fail_publishing_is_refused_before_any_work(pg_url):
+    """A read-only session, and a target the role neither owns nor may
+    TRUNCATE, failed after all the work (helper-45)."""
+    schema, clerk = "pre checks", "sqlanon_clerk2"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 600)
+    sql(pg_url, f"DO $$BEGIN CREATE ROLE {clerk} LOGIN PASSWORD 'clpw'; EXCEPTION WHEN duplicate_object "
+                f"THEN NULL; END$$")
+    sql(pg_url, f"GRANT USAGE, CREATE ON SCHEMA {q(schema)} TO {q(clerk)}; "
+                f"GRANT SELECT ON {rel(schema, 'src')} TO {q(clerk)}")
+    _previous_target(pg_url, schema, "dst")
+    sql(pg_url, f"GRANT SELECT, INSERT ON {rel(schema, 'dst')} TO {q(clerk)}")
+    as_clerk = re.sub(r"//[^@]*@", f"//{clerk}:clpw@", pg_url)
+    p = _replace_people(as_clerk, schema)
+    assert p.returncode == 1
+    assert "neither owns it (to replace it) nor may TRUNCATE and INSERT" in one_error_line(p.stderr)
+    sql(pg_url, f"ALTER ROLE {q(clerk)} SET default_transaction_read_only = on")
+    try:
+        p = _cli("anonymize", as_clerk, "--table", f"{q(schema)}.src", "-o", as_clerk, "--target-table",
+                 f"{q(schema)}.new", *PEOPLE_ARGS, "--workers", 1, "--quiet")
+        assert p.returncode == 1
+        assert "the session is read-only there" in one_error_line(p.stderr)
+    finally:
+        sql(pg_url, f"ALTER ROLE {q(clerk)} RESET default_transaction_read_only")
+    assert _rows(pg_url, schema, "dst") == PREVIOUS and not staging_left(pg_url, schema)
+
+
 def test_a_refill_that_loses_rows_keeps_the_old_table(pg_url):
     schema = "trig ger"
     fresh_schema(pg_url, schema)
@@ -1055,7 +1123,7 @@ def test_overwrite_will_not_break_views_when_the_columns_change(pg_url):
     p = _replace_people(pg_url, schema)
     assert p.returncode == 1, p.stderr
     line = one_error_line(p.stderr)
-    assert "view(s)" in line and "xs" in line and "x text -> " in line, line
+    assert "view " in line and "xs" in line and "x text -> " in line, line
     assert _rows(pg_url, schema, "dst") == PREVIOUS
     assert scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'xs')}") == 3
     assert not staging_left(pg_url, schema)
