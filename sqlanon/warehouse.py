@@ -328,6 +328,10 @@ class PostgresSource:
         c = self.conn.connect()
         try:
             c.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            # The transaction idles while the workers read: a role's (or a managed
+            # service's) idle_in_transaction_session_timeout would end it, and the
+            # readers' snapshot with it ('invalid snapshot identifier').
+            c.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             snap = c.execute("SELECT pg_export_snapshot()").fetchone()[0]
         except psycopg.Error as exc:
             c.close()

@@ -1069,6 +1069,23 @@ def test_overwrite_keeps_the_tables_settings_and_names_what_references_it(pg_url
     assert scalar(pg_url, f"SELECT count(*) FROM {dst}") == 900 and not staging_left(pg_url, schema)
 
 
+def test_a_roles_idle_in_transaction_timeout_does_not_end_the_runs_snapshot(pg_url, tmp_path):
+    """The transaction holding the run's snapshot idles while the workers
+    read; a role's idle_in_transaction_session_timeout ended it and failed
+    the run with 'invalid snapshot identifier' (helper-45)."""
+    schema, role = "idle", "sqlanon_idler"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 20_000)
+    sql(pg_url, f"DO $$BEGIN CREATE ROLE {role} LOGIN PASSWORD 'idpw'; EXCEPTION WHEN duplicate_object "
+                f"THEN NULL; END$$")
+    sql(pg_url, f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON {rel(schema, 'src')} TO {role}; "
+                f"ALTER ROLE {role} SET idle_in_transaction_session_timeout = '100ms'")
+    url = re.sub(r"//[^@]*@", f"//{role}:idpw@", pg_url)
+    r = sqlanon.anonymize(url, tmp_path / "o.parquet", table=f"{schema}.src", qi=PEOPLE_QI.split(","), k=5, l=2,
+                          sensitive=["disease"], workers=2, fragments=4)
+    assert r.metrics.rows == 20_000
+
+
 def test_what_would_fail_publishing_is_refused_before_any_work(pg_url):
     """A read-only session, and a target the role neither owns nor may
     TRUNCATE, failed after all the work (helper-45)."""
