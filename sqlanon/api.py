@@ -423,6 +423,11 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
             out_conn = warehouse.Conn(out).require_postgres("the output")
             table = warehouse._table(target_table, "--target-table", out_conn)
             same = table == source.table and warehouse.same_server(source.conn, out_conn)
+            if not same and warehouse.reads_table(source, table) and warehouse.same_server(source.conn, out_conn):
+                raise ConfigError(
+                    f"output {target_table!r} is read by the input {source.describe()!r} (a view over it, or a "
+                    "table it is a partition or child of); write the anonymized copy elsewhere"
+                )
     elif target_table is None:
         same = source.same_path(out)
         if not same and source.root is not None and _overlaps(out, source.root):

@@ -771,6 +771,9 @@ def run(
         step("anonymizing")
         plan, results, repaired = execute(plan, make_task, options, pool)
         interrupts.check()
+        if snapshot_holder is not None:  # its locks and snapshot would hold the server up while publishing
+            snapshot_holder.close()
+            snapshot_holder = None
         # The input is read no more. A file of it that changed meanwhile may
         # have given fragments rows of two versions (whose row count and
         # checksums agree when the new version only moved QI values).

@@ -193,6 +193,29 @@ def same_server(a: Conn, b: Conn) -> bool:
     return who(a) == who(b)
 
 
+def reads_table(source: "PostgresSource", table: tuple[str, str]) -> bool:
+    """Whether reading ``source`` reads ``table`` of the same database: a
+    view over it (at any depth), a parent or partitioned table of it.
+    Replacing it would wait for the run's own snapshot (holding the source)
+    and publish over the rows the run reads."""
+    with source.conn.connect() as c:
+        return bool(c.execute(
+            """WITH RECURSIVE reads(oid) AS (
+                   SELECT to_regclass(%s)::oid
+                   UNION
+                   SELECT x.oid FROM reads r, LATERAL (
+                       SELECT d.refobjid AS oid FROM pg_rewrite w JOIN pg_depend d
+                           ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
+                          AND d.refclassid = 'pg_class'::regclass
+                       WHERE w.ev_class = r.oid
+                       UNION ALL
+                       SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = r.oid) x
+               )
+               SELECT to_regclass(%s)::oid IN (SELECT oid FROM reads WHERE oid IS NOT NULL)""",
+            (source.relation, ident(list(table))),
+        ).fetchone()[0])
+
+
 def _extension_path() -> str:
     try:
         files = importlib.metadata.files("duckdb-ext-postgres") or []

@@ -1086,6 +1086,26 @@ def test_a_roles_idle_in_transaction_timeout_does_not_end_the_runs_snapshot(pg_u
     assert r.metrics.rows == 20_000
 
 
+def test_a_source_that_reads_the_target_is_refused(pg_url):
+    """A view over the target as the input: publishing waited 120 s for the
+    run's own snapshot, then blamed 'other sessions' (helper-45); a parent
+    table of the target reads it too."""
+    schema = "reads"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "base", 300)
+    sql(pg_url, f"CREATE VIEW {schema}.v AS SELECT * FROM {schema}.base; "
+                f"CREATE VIEW {schema}.vv AS SELECT * FROM {schema}.v WHERE id > 0; "
+                f"CREATE TABLE {schema}.parent (LIKE {schema}.base); "
+                f"CREATE TABLE {schema}.child () INHERITS ({schema}.parent)")
+    for source, target in (("vv", "base"), ("parent", "child")):
+        t0 = time.monotonic()
+        with pytest.raises(sqlanon.ConfigError, match=rf"output '{schema}.{target}' is read by the input"):
+            sqlanon.anonymize(pg_url, pg_url, table=f"{schema}.{source}", target_table=f"{schema}.{target}",
+                              qi=["age"], k=5, overwrite=True)
+        assert time.monotonic() - t0 < 30
+    assert scalar(pg_url, f"SELECT count(*) FROM {schema}.base") == 300
+
+
 def test_what_would_fail_publishing_is_refused_before_any_work(pg_url):
     """A read-only session, and a target the role neither owns nor may
     TRUNCATE, failed after all the work (helper-45)."""
