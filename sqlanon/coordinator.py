@@ -655,6 +655,9 @@ def run(
                 _refuse_ungroupable_sensitive(source, spec, columns, snapshot_holder)
             _refuse_generated_from_qis(source, spec, drop, snapshot_holder)
             _check_numeric_qis(source, spec, columns, snapshot_holder)
+            if snapshot_holder.execute("SELECT row_security_active(%s)", (source.relation,)).fetchone()[0]:
+                log.warning("row-level security limits what the role reads of %s: only the rows it may see are "
+                            "published", source.describe())
             _check_cross_engine_types(columns, spec, drop, target)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
         coarse = [c for c in getattr(source, "coarse", ())  # read to tell: only the columns kept

@@ -1106,6 +1106,28 @@ def test_a_source_that_reads_the_target_is_refused(pg_url):
     assert scalar(pg_url, f"SELECT count(*) FROM {schema}.base") == 300
 
 
+def test_row_level_security_on_the_input_is_named(pg_url, tmp_path, caplog):
+    """A role under row-level security published only the rows it may see,
+    without a word (helper-45)."""
+    schema, role = "rls", "sqlanon_rls_reader"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 600)
+    sql(pg_url, f"DO $$BEGIN CREATE ROLE {role} LOGIN PASSWORD 'rlpw'; EXCEPTION WHEN duplicate_object "
+                f"THEN NULL; END$$")
+    sql(pg_url, f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON {schema}.src TO {role}; "
+                f"ALTER TABLE {schema}.src ENABLE ROW LEVEL SECURITY; "
+                f"CREATE POLICY half ON {schema}.src TO {role} USING (id <= 300)")
+    url = re.sub(r"//[^@]*@", f"//{role}:rlpw@", pg_url)
+    caplog.set_level("WARNING", logger="sqlanon")
+    r = sqlanon.anonymize(url, tmp_path / "o.parquet", table=f"{schema}.src", qi=["age"], k=5, workers=1)
+    assert r.metrics.rows == 300
+    assert "row-level security limits what the role reads of" in caplog.text
+    caplog.clear()
+    assert sqlanon.anonymize(pg_url, tmp_path / "p.parquet", table=f"{schema}.src", qi=["age"], k=5,
+                             workers=1).metrics.rows == 600  # the owner: not under it
+    assert "row-level security" not in caplog.text
+
+
 def test_what_would_fail_publishing_is_refused_before_any_work(pg_url):
     """A read-only session, and a target the role neither owns nor may
     TRUNCATE, failed after all the work (helper-45)."""
