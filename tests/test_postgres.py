@@ -892,6 +892,13 @@ def test_overwrite_is_needed_to_replace_a_table(pg_url):
 # --------------------------------------------------------------------------- 8. what --overwrite keeps
 
 
+def login_role(url: str, role: str, password: str) -> str:
+    """A role that logs in with ``password`` (created once); ``url`` as that role."""
+    sql(url, f"DO $$BEGIN CREATE ROLE {role} LOGIN PASSWORD '{password}'; EXCEPTION WHEN duplicate_object "
+             f"THEN NULL; END$$")
+    return re.sub(r"//[^@]*@", f"//{role}:{password}@", url)
+
+
 def _role(url: str, name: str) -> None:
     sql(url, f"DO $$BEGIN CREATE ROLE {q(name)}; EXCEPTION WHEN duplicate_object THEN NULL; END$$")
 
@@ -1076,11 +1083,9 @@ def test_a_roles_idle_in_transaction_timeout_does_not_end_the_runs_snapshot(pg_u
     schema, role = "idle", "sqlanon_idler"
     fresh_schema(pg_url, schema)
     make_people(pg_url, schema, "src", 20_000)
-    sql(pg_url, f"DO $$BEGIN CREATE ROLE {role} LOGIN PASSWORD 'idpw'; EXCEPTION WHEN duplicate_object "
-                f"THEN NULL; END$$")
+    url = login_role(pg_url, role, "idpw")
     sql(pg_url, f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON {rel(schema, 'src')} TO {role}; "
                 f"ALTER ROLE {role} SET idle_in_transaction_session_timeout = '100ms'")
-    url = re.sub(r"//[^@]*@", f"//{role}:idpw@", pg_url)
     r = sqlanon.anonymize(url, tmp_path / "o.parquet", table=f"{schema}.src", qi=PEOPLE_QI.split(","), k=5, l=2,
                           sensitive=["disease"], workers=2, fragments=4)
     assert r.metrics.rows == 20_000
@@ -1112,12 +1117,10 @@ def test_row_level_security_on_the_input_is_named(pg_url, tmp_path, caplog):
     schema, role = "rls", "sqlanon_rls_reader"
     fresh_schema(pg_url, schema)
     make_people(pg_url, schema, "src", 600)
-    sql(pg_url, f"DO $$BEGIN CREATE ROLE {role} LOGIN PASSWORD 'rlpw'; EXCEPTION WHEN duplicate_object "
-                f"THEN NULL; END$$")
+    url = login_role(pg_url, role, "rlpw")
     sql(pg_url, f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON {schema}.src TO {role}; "
                 f"ALTER TABLE {schema}.src ENABLE ROW LEVEL SECURITY; "
                 f"CREATE POLICY half ON {schema}.src TO {role} USING (id <= 300)")
-    url = re.sub(r"//[^@]*@", f"//{role}:rlpw@", pg_url)
     caplog.set_level("WARNING", logger="sqlanon")
     r = sqlanon.anonymize(url, tmp_path / "o.parquet", table=f"{schema}.src", qi=["age"], k=5, workers=1)
     assert r.metrics.rows == 300
@@ -1134,13 +1137,11 @@ def test_what_would_fail_publishing_is_refused_before_any_work(pg_url):
     schema, clerk = "pre checks", "sqlanon_clerk2"
     fresh_schema(pg_url, schema)
     make_people(pg_url, schema, "src", 600)
-    sql(pg_url, f"DO $$BEGIN CREATE ROLE {clerk} LOGIN PASSWORD 'clpw'; EXCEPTION WHEN duplicate_object "
-                f"THEN NULL; END$$")
+    as_clerk = login_role(pg_url, clerk, "clpw")
     sql(pg_url, f"GRANT USAGE, CREATE ON SCHEMA {q(schema)} TO {q(clerk)}; "
                 f"GRANT SELECT ON {rel(schema, 'src')} TO {q(clerk)}")
     _previous_target(pg_url, schema, "dst")
     sql(pg_url, f"GRANT SELECT, INSERT ON {rel(schema, 'dst')} TO {q(clerk)}")
-    as_clerk = re.sub(r"//[^@]*@", f"//{clerk}:clpw@", pg_url)
     p = _replace_people(as_clerk, schema)
     assert p.returncode == 1
     assert "neither owns it (to replace it) nor may TRUNCATE and INSERT" in one_error_line(p.stderr)
@@ -1745,10 +1746,8 @@ def test_drop_spares_a_column_the_role_may_not_read(pg_url, tmp_path):
     schema's probe read SELECT *."""
     schema, role = "colgrant", "sqlanon_colreader"
     _small_source(pg_url, schema, ", 'secret ' || g AS ssn")
-    sql(pg_url, f"DO $$BEGIN CREATE ROLE {role} LOGIN PASSWORD 'colpw'; EXCEPTION WHEN duplicate_object "
-                f"THEN NULL; END$$")
+    url = login_role(pg_url, role, "colpw")
     sql(pg_url, f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT (id, age, disease) ON {schema}.src TO {role}")
-    url = re.sub(r"//[^@]*@", f"//{role}:colpw@", pg_url)
     out = tmp_path / "o.parquet"
     r = sqlanon.anonymize(url, out, table=f"{schema}.src", qi=["age"], sensitive=["disease"], k=5, l=2, drop=["ssn"],
                           workers=2, fragments=2)
@@ -1891,10 +1890,8 @@ def test_a_target_schema_that_is_missing_or_not_writable_is_refused_before_any_w
     p = _cli(*args, "--metrics", "audit.runs")  # the metrics table's schema too
     assert p.returncode == 2 and "--metrics='audit.runs': schema 'audit' does not exist" in one_error_line(p.stderr)
     assert "fragment" not in p.stderr and not exists(pg_url, schema, "dst")
-    sql(pg_url, f"DO $$BEGIN CREATE ROLE {role} LOGIN PASSWORD 'ncpw'; EXCEPTION WHEN duplicate_object "
-                f"THEN NULL; END$$")
+    url = login_role(pg_url, role, "ncpw")
     sql(pg_url, f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON {schema}.src TO {role}")
-    url = re.sub(r"//[^@]*@", f"//{role}:ncpw@", pg_url)
     p = _cli("anonymize", url, "--table", f"{schema}.src", "-o", url, "--target-table", f"{schema}.dst",
              "--qi", "age", "-k", 5, "-v")
     assert p.returncode == 1, p.stderr
