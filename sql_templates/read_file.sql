@@ -4,12 +4,13 @@
    (``hive_text``: the partition keys among them);
    ``header`` false reads the header as the first row (to check the names);
    ``ours``: a file sqlanon wrote, read in the dialect DuckDB writes;
-   ``delim``: the delimiter, or none for DuckDB's sniffer to guess. The
+   ``delim``: the delimiter, or none for DuckDB's sniffer to guess;
+   ``dateformat``, ``timestampformat``: how dates are written, or none to guess. The
    quote is always '"': DuckDB's sniffer, seeing no quoted value in the
    first rows, would guess "no quoting" and split a later "Smith, J". #}
 {% set files %}[{% for p in paths %}{{ p | lit }}{{ ", " if not loop.last }}{% endfor %}]{% endset %}
 {% if fmt == "parquet" %}
 read_parquet({{ files }}, hive_partitioning = {{ hive | lit }}, union_by_name = true)
 {% else %}
-read_csv({{ files }}, header = {{ header | lit }}, hive_partitioning = {{ hive | lit }}, union_by_name = true{% if as_text %}, all_varchar = true{% endif %}{% if delim %}, delim = {{ delim | lit }}{% endif %}{% if ours %}, escape = '"'{% endif %}, quote = '"'{% if text_columns %}, types = { {% for c in text_columns %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %}{% if hive_text %}, hive_types = { {% for c in hive_text %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %})
+read_csv({{ files }}, header = {{ header | lit }}, hive_partitioning = {{ hive | lit }}, union_by_name = true{% if as_text %}, all_varchar = true{% endif %}{% if delim %}, delim = {{ delim | lit }}{% endif %}{% if dateformat %}, dateformat = {{ dateformat | lit }}{% endif %}{% if timestampformat %}, timestampformat = {{ timestampformat | lit }}{% endif %}{% if ours %}, escape = '"'{% endif %}, quote = '"'{% if text_columns %}, types = { {% for c in text_columns %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %}{% if hive_text %}, hive_types = { {% for c in hive_text %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %})
 {% endif %}

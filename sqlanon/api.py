@@ -209,6 +209,7 @@ def anonymize(
     spark_master: str | None = None,
     retries: int = 2,
     task_timeout: float | None = None,
+    date_order: str | None = None,
 ) -> RunResult:
     """Publish a k-anonymous, l-diverse copy of ``input`` at ``output``.
 
@@ -258,6 +259,9 @@ def anonymize(
             an active SparkSession is used as it is).
         retries: reruns of a failed task on Dask or Spark.
         task_timeout: seconds one fragment may take.
+        date_order: ``"DMY"`` or ``"MDY"``: how a CSV input writes numeric
+            dates (``01/02/2020``); by default DuckDB guesses, and a run
+            whose values read both ways is refused.
 
     Raises:
         ConfigError, HierarchyError: bad arguments, a hierarchy to fix (CLI
@@ -270,7 +274,7 @@ def anonymize(
     metrics = None if metrics is None else _location(metrics, "metrics")
     for name, value in (("interval_format", interval_format), ("table", table), ("target_table", target_table),
                         ("fragmentation", fragmentation), ("worker_memory", worker_memory), ("executor", executor),
-                        ("scheduler", scheduler), ("spark_master", spark_master)):
+                        ("scheduler", scheduler), ("spark_master", spark_master), ("date_order", date_order)):
         _text(value, name)
     if progress is not None and not callable(progress):
         raise ConfigError(f"progress must be a function of (finished, total), got {progress!r}")
@@ -281,7 +285,7 @@ def anonymize(
         workers=_whole(workers), fragments=_whole(fragments), fragmentation=fragmentation,
         sample=_number(sample, "sample"), seed=_whole(seed), worker_memory=worker_memory, metrics=metrics,
         explain=explain, progress=progress, status=status, executor=executor, scheduler=scheduler, spark_master=spark_master,
-        retries=_whole(retries), task_timeout=_number(task_timeout, "task_timeout"),
+        retries=_whole(retries), task_timeout=_number(task_timeout, "task_timeout"), date_order=date_order,
     )
     _check_reachable(options, src, out, table)
     source = warehouse.open_source(src, table) if warehouse.is_url(src) else io.open_source(src, table)

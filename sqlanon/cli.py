@@ -575,6 +575,11 @@ def _sample(value: str | None) -> float | None:
     help="Output table when OUTPUT is a DuckDB file or a database URL ([schema.]table, as --table; a new "
     "PostgreSQL table goes where CREATE TABLE would put it).",
 )
+@click.option(
+    "--date-order", type=click.Choice(["DMY", "MDY"], case_sensitive=False),
+    help="How a CSV input writes numeric dates such as 01/02/2020: day first (DMY) or month first (MDY). "
+         "Default: DuckDB's guess, refused when the values read both ways.",
+)
 @click.option("--qi", "qi", multiple=True,
               help="Quasi-identifier columns, comma-separated. [required: here or in --config]")
 @click.option("-k", type=int,
@@ -638,7 +643,8 @@ def _sample(value: str | None) -> float | None:
 @click.pass_context
 @handle_errors
 def anonymize(
-    ctx, input, output, table, target_table, qi, k, l_, sensitive, hierarchy, generalization, drop, interval_format,
+    ctx, input, output, table, target_table, date_order, qi, k, l_, sensitive, hierarchy, generalization, drop,
+    interval_format,
     workers, fragments, fragmentation, sample, seed, worker_memory, executor, scheduler, spark_master, retries,
     task_timeout, metrics, explain, overwrite, as_json, quiet,
 ):
@@ -703,6 +709,7 @@ def anonymize(
             spark_master=spark_master,
             retries=retries,
             task_timeout=task_timeout,
+            date_order=date_order and date_order.upper(),
         )
         finished = True
         if line is not None:

@@ -88,6 +88,9 @@ class RunOptions:
         spark_master: the Spark master URL (default: ``local[workers]``).
         retries: how often Dask or Spark rerun a task that failed or lost its worker.
         task_timeout: seconds a fragment may take before the run fails.
+        date_order: ``DMY`` or ``MDY``: how a CSV input writes numeric dates
+            (``01/02/2020``); None: DuckDB's guess, refused where the values
+            read both ways (:func:`sqlanon.io.csv_date_formats`).
     """
 
     workers: int | None = None
@@ -105,8 +108,11 @@ class RunOptions:
     spark_master: str | None = None
     retries: int = 2
     task_timeout: float | None = None
+    date_order: str | None = None
 
     def __post_init__(self) -> None:
+        if self.date_order is not None and self.date_order not in io.DATE_ORDERS:
+            raise ConfigError(f"date order must be one of {', '.join(io.DATE_ORDERS)}, not {self.date_order!r}")
         if self.executor not in executors.EXECUTORS:
             raise ConfigError(
                 f"unknown executor {self.executor!r}{suggest(self.executor, executors.EXECUTORS)}; "
@@ -681,6 +687,8 @@ def run(
             schema = source.arrow_schema(con)
         if isinstance(source, io.FileSource) and source.fmt == "csv":  # CSV to CSV: its pass-through is text now
             _refuse_lossy_csv_reads(con, source, schema, passthrough, [c for c in schema.names if c not in drop])
+            typed = [c for c in schema.names if c not in drop and c not in source.text_columns]
+            source = replace(source, date_formats=io.csv_date_formats(con, source, typed, options.date_order))
         # The input's DuckDB types, for the checks by type (the server's for a PostgreSQL source).
         described = ([tuple(row[:2]) for row in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()]
                      if source.dialect == "duckdb" else columns)

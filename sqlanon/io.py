@@ -217,6 +217,9 @@ class FileSource(DuckDBReadable):
     timestamps, read to microseconds): one holding a digit past the
     microsecond (:func:`finer_than_microseconds`, asked only of the columns
     a run keeps) can neither pass through unchanged nor be generalized truthfully."""
+    date_formats: tuple[str | None, str | None] = (None, None)
+    """CSV: the ``dateformat`` and ``timestampformat`` to read with (see
+    :func:`csv_date_formats`); None: DuckDB's sniffer guesses."""
     ours: bool = False
     """CSV written by sqlanon: read in the dialect DuckDB writes (comma,
     double quotes), not the one DuckDB's sniffer guesses from the first
@@ -249,7 +252,7 @@ class FileSource(DuckDBReadable):
             "read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text,
             text_columns=[c for c in self.text_columns if c.lower() not in keys],
             hive_text=[c for c in self.text_columns if c.lower() in keys], ours=self.ours, header=True,
-            delim=self.delimiter,
+            delim=self.delimiter, dateformat=self.date_formats[0], timestampformat=self.date_formats[1],
         ).sql
 
     @property
@@ -277,6 +280,72 @@ class FileSource(DuckDBReadable):
             )
         except OSError:
             return False
+
+
+DATE_ORDERS = ("DMY", "MDY")
+
+
+def _swap_day_month(fmt: str | None) -> str | None:
+    """``fmt`` with day and month swapped when it writes both as numbers
+    before the year (``%d/%m/%Y`` → ``%m/%d/%Y``), else None (ISO dates
+    are never read the other way)."""
+    if not fmt:
+        return None
+    d, m, y = fmt.find("%d"), fmt.find("%m"), max(fmt.find("%Y"), fmt.find("%y"))
+    if d < 0 or m < 0 or y < max(d, m):
+        return None
+    return fmt.replace("%d", "\0").replace("%m", "%d").replace("\0", "%m")
+
+
+def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, columns: Sequence[str],
+                     order: str | None) -> tuple[str | None, str | None]:
+    """The ``dateformat`` and ``timestampformat`` to read a CSV source with.
+
+    DuckDB's sniffer takes '01/02/2020' day first when no value tells (a US
+    file of the 1st to the 12th of a month): every such date of ``columns``
+    would be published as another date. ``order`` (``DMY``, ``MDY``) says
+    which; without it a file whose values read both ways is refused, naming
+    the column and a value. Returns the formats the files are read with
+    (None: DuckDB's guess, as every file is checked to be unambiguous).
+    """
+    from .sql import literal
+
+    if source.ours:
+        return (None, None)
+    chosen: list[str | None] = [None, None]
+    for f in source.files():
+        options = "quote = '\"'" + (f", delim = {literal(source.delimiter)}" if source.delimiter else "")
+        try:
+            date_fmt, ts_fmt, cols = con.execute(
+                f"SELECT DateFormat, TimestampFormat, Columns FROM sniff_csv({literal(f)}, {options})").fetchone()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read {f!r}: {first_line(exc)}") from exc
+        for i, fmt in enumerate((date_fmt, ts_fmt)):
+            swapped = _swap_day_month(fmt)
+            if swapped is None:
+                continue
+            if order is not None:
+                day_first = fmt.find("%d") < fmt.find("%m")
+                chosen[i] = chosen[i] or (fmt if day_first == (order == "DMY") else swapped)
+                continue
+            kind = "DATE" if i == 0 else "TIMESTAMP"
+            for name in [c["name"] for c in cols if c["type"].startswith(kind) and c["name"] in columns]:
+                text = render("read_file.sql", paths=[glob.escape(f)], fmt="csv", hive=False, header=True,
+                              as_text=True, text_columns=(), hive_text=(), ours=False, delim=source.delimiter,
+                              dateformat=None, timestampformat=None).sql
+                col = ident(name)
+                other, example = con.execute(
+                    f"SELECT bool_and(try_strptime({col}, ?) IS NOT NULL), "
+                    f"any_value({col}) FILTER (WHERE try_strptime({col}, ?) <> try_strptime({col}, ?)) "
+                    f"FROM {text} WHERE nullif(trim({col}), '') IS NOT NULL", [swapped, swapped, fmt]).fetchone()
+                if other and example is not None:
+                    first = "day" if fmt.find("%d") < fmt.find("%m") else "month"
+                    raise ConfigError(
+                        f"column {name!r} of {f!r} holds {'dates' if i == 0 else 'timestamps'} such as {example!r} "
+                        f"that read day first and month first alike (DuckDB would read them {first} first): "
+                        "say which with --date-order DMY or MDY, or write them as ISO dates (2020-01-31)"
+                    )
+    return (chosen[0], chosen[1])
 
 
 def csv_to_csv(source, target) -> bool:
@@ -439,7 +508,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                 # The header row as text, read as the run reads the file, without partition keys.
                 relation = render("read_file.sql", paths=[glob.escape(f)], fmt=fmt, hive=False, header=False,
                                   as_text=True, text_columns=(), hive_text=(), ours=False,
-                                  delim=exact_file(f, fmt).delimiter).sql
+                                  delim=exact_file(f, fmt).delimiter, dateformat=None, timestampformat=None).sql
                 header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
                 if header is None:  # DuckDB would read a column "column0" from it
                     raise InputError(f"{f!r} is empty: a CSV file starts with its header row")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import gzip
+import datetime as dt
 import json
 import os
 import re
@@ -1606,9 +1607,40 @@ def test_a_hierarchy_missing_values_of_a_typed_csv_column_says_how_they_were_rea
     src.write_text("visit,d\n01/02/2020,a\n02/02/2020,b\n03/02/2020,a\n")
     h = tmp_path / "v.json"
     h.write_text(json.dumps({"cat": "*", "subcats": [{"cat": v} for v in ("01/02/2020", "02/02/2020", "03/02/2020")]}))
-    r = cli("anonymize", src, "-o", tmp_path / "o.parquet", "--qi", "visit", "--hierarchy", f"visit={h}", "-k", "2")
+    r = cli("anonymize", src, "-o", tmp_path / "o.parquet", "--qi", "visit", "--hierarchy", f"visit={h}", "-k", "2",
+            "--date-order", "DMY")
     assert r.exit_code == 2
     assert_one_line_error(r.stderr, r"no leaf for value\(s\) '2020-02-01', .* \(the column is read as date32\[day\]")
+
+
+def test_csv_dates_that_read_both_ways_need_a_date_order(tmp_path, out_dir):
+    """DuckDB reads '01/02/2020' day first when no value tells: a US file of
+    the 1st to the 12th of a month published every date as another one,
+    QIs and pass-through columns alike, exit 0. Such a file is refused
+    unless --date-order (or the job's date-order) says which."""
+    src = tmp_path / "us.csv"
+    src.write_text("visit,seen,d\n" + "".join(f"0{m}/0{m + 1}/2020,0{m}/0{m + 1}/2020 10:00:00,{'ab'[m % 2]}\n"
+                                                 for m in range(1, 8)))
+    out = out_dir / "o.parquet"
+    r = cli("anonymize", src, "-o", out, "--qi", "visit", "-k", "7")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"column 'visit' of '.*us\.csv' holds dates such as '0\d/0\d/2020' that read day "
+                                    r"first and month first alike .*--date-order DMY or MDY")
+    assert snapshot(out_dir) == {}
+    r = cli("anonymize", src, "-o", out, "--qi", "visit", "-k", "7", "--date-order", "mdy")
+    assert r.exit_code == 0, r.stderr
+    got = duckdb.execute("SELECT visit, seen FROM read_parquet(?) ORDER BY seen", [str(out)]).fetchall()
+    assert got[0] == ("[2020-01-02, 2020-07-08]", dt.datetime(2020, 1, 2, 10, 0))
+    job = tmp_path / "job.yml"
+    job.write_text(f"input: {src}\noutput: {out}\nqi: [visit]\nk: 7\ndate-order: DMY\noverwrite: true\n")
+    assert cli("anonymize", "--config", job).exit_code == 0
+    assert duckdb.execute("SELECT min(seen) FROM read_parquet(?)", [str(out)]).fetchone()[0] == dt.datetime(2020, 2, 1, 10)
+    # a value past 12 tells the order; into CSV a pass-through date stays the text it was
+    src.write_text(src.read_text() + "01/13/2020,01/13/2020 10:00:00,a\n")
+    assert cli("anonymize", src, "-o", out, "--qi", "d", "-k", "2", "--overwrite").exit_code == 0
+    assert duckdb.execute("SELECT max(visit) FROM read_parquet(?)", [str(out)]).fetchone()[0] == dt.date(2020, 7, 8)
+    src.write_text("\n".join(src.read_text().splitlines()[:-1]) + "\n")
+    assert cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "d", "-k", "2").exit_code == 0
 
 
 def test_metrics_record_what_was_applied(tmp_path):
