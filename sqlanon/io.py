@@ -297,55 +297,57 @@ def _swap_day_month(fmt: str | None) -> str | None:
     return fmt.replace("%d", "\0").replace("%m", "%d").replace("\0", "%m")
 
 
-def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, columns: Sequence[str],
+def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema: pa.Schema, columns: Sequence[str],
                      order: str | None) -> tuple[str | None, str | None]:
     """The ``dateformat`` and ``timestampformat`` to read a CSV source with.
 
     DuckDB's sniffer takes '01/02/2020' day first when no value tells (a US
     file of the 1st to the 12th of a month): every such date of ``columns``
-    would be published as another date. ``order`` (``DMY``, ``MDY``) says
-    which; without it a file whose values read both ways is refused, naming
-    the column and a value. Returns the formats the files are read with
-    (None: DuckDB's guess, as every file is checked to be unambiguous).
+    (typed as ``schema`` says) would be published as another date. ``order``
+    (``DMY``, ``MDY``) says which, in the formats the first file's sniffing
+    found; without it a column whose values all read both ways is refused,
+    naming it and a value. Returns None for DuckDB's guess.
     """
     from .sql import literal
 
-    if source.ours:
+    dated = [c for c in columns if pa.types.is_date(schema.field(c).type) or pa.types.is_timestamp(schema.field(c).type)]
+    if source.ours or not dated:
         return (None, None)
-    chosen: list[str | None] = [None, None]
-    for f in source.files():
+    if order is not None:
         options = "quote = '\"'" + (f", delim = {literal(source.delimiter)}" if source.delimiter else "")
         try:
-            date_fmt, ts_fmt, cols = con.execute(
-                f"SELECT DateFormat, TimestampFormat, Columns FROM sniff_csv({literal(f)}, {options})").fetchone()
+            formats = con.execute(f"SELECT DateFormat, TimestampFormat FROM sniff_csv({literal(source.files()[0])}, "
+                                  f"{options})").fetchone()
         except duckdb.Error as exc:
-            raise InputError(f"cannot read {f!r}: {first_line(exc)}") from exc
-        for i, fmt in enumerate((date_fmt, ts_fmt)):
+            raise InputError(f"cannot read {source.files()[0]!r}: {first_line(exc)}") from exc
+        out = []
+        for fmt in formats:
             swapped = _swap_day_month(fmt)
-            if swapped is None:
-                continue
-            if order is not None:
-                day_first = fmt.find("%d") < fmt.find("%m")
-                chosen[i] = chosen[i] or (fmt if day_first == (order == "DMY") else swapped)
-                continue
-            kind = "DATE" if i == 0 else "TIMESTAMP"
-            for name in [c["name"] for c in cols if c["type"].startswith(kind) and c["name"] in columns]:
-                text = render("read_file.sql", paths=[glob.escape(f)], fmt="csv", hive=False, header=True,
-                              as_text=True, text_columns=(), hive_text=(), ours=False, delim=source.delimiter,
-                              dateformat=None, timestampformat=None).sql
-                col = ident(name)
-                other, example = con.execute(
-                    f"SELECT bool_and(try_strptime({col}, ?) IS NOT NULL), "
-                    f"any_value({col}) FILTER (WHERE try_strptime({col}, ?) <> try_strptime({col}, ?)) "
-                    f"FROM {text} WHERE nullif(trim({col}), '') IS NOT NULL", [swapped, swapped, fmt]).fetchone()
-                if other and example is not None:
-                    first = "day" if fmt.find("%d") < fmt.find("%m") else "month"
-                    raise ConfigError(
-                        f"column {name!r} of {f!r} holds {'dates' if i == 0 else 'timestamps'} such as {example!r} "
-                        f"that read day first and month first alike (DuckDB would read them {first} first): "
-                        "say which with --date-order DMY or MDY, or write them as ISO dates (2020-01-31)"
-                    )
-    return (chosen[0], chosen[1])
+            day_first = swapped is not None and fmt.find("%d") < fmt.find("%m")
+            out.append(fmt if swapped is None or day_first == (order == "DMY") else swapped)
+        return (out[0], out[1])
+    # Numbers before the year: day and month when both are 12 or less (and differ) read both ways.
+    pattern = r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{2}(\d{2})?\b"
+    parts = []
+    for c in dated:
+        v = f"nullif(trim({ident(c)}), '')"
+        a, b = (f"TRY_CAST(regexp_extract({v}, {literal(pattern)}, {g}) AS INTEGER)" for g in (1, 2))
+        parts.append(f"count({v}) = count({a}) AND bool_and({a} <= 12 AND {b} <= 12) AND bool_or({a} <> {b}), "
+                     f"any_value({v}) FILTER (WHERE {a} <> {b})")
+    text = replace(source, as_text=True, text_columns=(), date_formats=(None, None)).relation
+    try:
+        row = con.execute(f"SELECT {', '.join(parts)} FROM {text}").fetchone()
+    except duckdb.Error as exc:
+        raise InputError(f"cannot read {source.describe()!r}: {first_line(exc)}") from exc
+    for i, c in enumerate(dated):
+        if row[2 * i]:
+            what = "dates" if pa.types.is_date(schema.field(c).type) else "timestamps"
+            raise ConfigError(
+                f"column {c!r} of {source.describe()!r} holds {what} such as {row[2 * i + 1]!r} that read day first "
+                "and month first alike (DuckDB reads them day first): say which with --date-order DMY or MDY, or "
+                "write them as ISO dates (2020-01-31)"
+            )
+    return (None, None)
 
 
 def csv_to_csv(source, target) -> bool:
