@@ -38,7 +38,7 @@ from .metrics import Metrics
 from .sql import ident, render
 from .sql.render import is_generic
 from .verification import Checksums, Verification, column_checksums, refuse_reserved, verify_relation
-from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, run_fragment
+from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, probe, run_fragment
 
 log = logging.getLogger("sqlanon")
 
@@ -327,6 +327,35 @@ def _input_files(source) -> list[str]:
     return [root, root + ".wal", root + "-wal"]  # DuckDB's and SQLite's write-ahead logs
 
 
+def _probe_cluster(pool, files: list[str], staging) -> None:
+    """A remote cluster's worker must reach the input's files and the staging
+    directory (shared storage): otherwise every task read or anonymized its
+    fragment and failed writing it, after its retries too. One probe task,
+    before any fragment, says so."""
+    name = pool.name.capitalize()
+    fut = pool.submit(probe, (tuple(os.path.abspath(f) for f in files), str(staging.parts_dir)))
+    deadline = time.monotonic() + PROBE_SECONDS
+    while not fut.done():
+        if time.monotonic() > deadline:
+            fut.cancel()
+            raise InputError(f"the {name} cluster did not run a first probe task in {PROBE_SECONDS:g} s")
+        wait([fut], timeout=HEALTH_CHECK_SECONDS)
+        if not fut.done() and hasattr(pool, "check_health"):  # its workers all gone: say so, not wait
+            pool.check_health()
+    try:
+        missing = fut.result()
+    except Exception as exc:  # noqa: BLE001 - the cluster's own failure, whatever its kind
+        raise InputError(f"the {name} cluster did not run a first probe task: "
+                         f"{getattr(pool, 'describe_error', io.first_line)(exc)}") from exc
+    if missing:
+        raise InputError(f"a {name} worker cannot reach {missing}: a remote cluster needs the input and the "
+                         "output's directory on storage that every worker mounts at the same path")
+
+
+PROBE_SECONDS = 120.0
+"""How long the probe task of a remote cluster may take (a worker starting)."""
+
+
 def _checksum_dialect(source, target) -> str | None:
     """Where the pass-through columns of the input and the output can be
     compared value for value (by checksums, ``_checksum.sql``): within one
@@ -519,8 +548,8 @@ def execute(
             except BrokenProcessPool as exc:
                 raise InputError(f"a worker process died (killed, or out of memory?) while anonymizing fragment "
                                  f"{fid}; nothing was published") from exc
-            except SqlanonError:
-                raise
+            except SqlanonError as exc:  # the worker's own error (a read or a write that failed): name the fragment
+                raise type(exc)(f"fragment {fid}: {exc}") from exc
             except Exception as exc:  # a task failed on Dask or Spark after its retries
                 name = getattr(pool, "name", "local")
                 why = getattr(pool, "describe_error", io.first_line)(exc)
@@ -755,6 +784,8 @@ def run(
                 target.check_types()
         out_schema = _empty_schema(schema, spec, drop)
         staging = target.new_staging(shared=getattr(pool, "remote", False))
+        if getattr(pool, "remote", False):
+            _probe_cluster(pool, [f for f in _input_files(source) if os.path.exists(f)], staging)
         text, cast = _restored_types(described, passthrough, into_postgres=getattr(target, "dialect", None) == "postgres"
                                      ) if source.dialect == "duckdb" else ({}, {})
         if target.exact_parts:

@@ -358,11 +358,14 @@ class DaskExecutor:
         else:
             self._cluster = None
             try:
-                self._client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+                self._client = _connect(Client, scheduler)
             except (ValueError, TypeError) as exc:  # not an address at all: the job is wrong (exit 2)
                 raise ConfigError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
-            except OSError as exc:  # unreachable: the cluster is down, a retry may work (exit 1)
+            except (OSError, TimeoutError) as exc:  # unreachable: the cluster is down, a retry may work (exit 1)
                 raise InputError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+            except Exception as exc:  # noqa: BLE001 - an answer Dask could not read (a MemoryError for a frame size)
+                raise InputError(f"cannot reach the Dask scheduler at {scheduler!r}: what answers there is not a "
+                                 f"Dask scheduler ({type(exc).__name__})") from exc
             try:  # a scheduler without workers took every task and never ran one
                 self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
             except (TimeoutError, OSError) as exc:
@@ -425,6 +428,33 @@ class DaskExecutor:
             self._cluster.close()
 
 
+def _connect(client, scheduler: str):
+    """``client(scheduler)`` within :data:`CONNECT_TIMEOUT` in all: Dask's own
+    timeout does not cover the handshake, which an endpoint that accepts the
+    connection but never answers (the dashboard's port, mistyped for the
+    scheduler's) left waiting for ever. The attempt runs in a thread, left
+    behind (a daemon) when it does not end in time."""
+    outcome: dict = {}
+
+    def connect() -> None:
+        try:
+            outcome["client"] = client(scheduler, timeout=CONNECT_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - raised again in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=connect, name="sqlanon-dask-connect", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + CONNECT_TIMEOUT + 5
+    while thread.is_alive() and time.monotonic() < deadline:
+        thread.join(0.05)
+    if thread.is_alive():
+        raise TimeoutError(f"no answer in {CONNECT_TIMEOUT:g} s (the scheduler's port, 8786 unless set, not its "
+                           "dashboard's?)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["client"]
+
+
 def _start_local_cluster(local_cluster, **kwargs):
     """``local_cluster(**kwargs)``, started so that a Ctrl-C meanwhile ends
     the run with its one line.
@@ -464,6 +494,9 @@ def _start_local_cluster(local_cluster, **kwargs):
             thread.join(0.05)
         on_failure.pop_all()
     if "error" in outcome:
+        if isinstance(outcome["error"], RuntimeError):  # 'Nanny failed to start.': a worker died starting
+            raise InputError(f"the local Dask cluster did not start ({outcome['error']}): a worker process died "
+                             "while starting (killed, or out of memory?)") from outcome["error"]
         raise outcome["error"]
     return outcome["cluster"]
 
@@ -531,11 +564,18 @@ def _spark_error(exc: BaseException) -> str:
     Python error is the traceback's last line)."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     if any(ln.startswith("Traceback (most recent call last)") for ln in lines):
-        return lines[-1][:300]
+        return _cut(lines[-1])
     for ln in lines:
         if not ln.startswith(("An error occurred while calling", "at ", "py4j.", "Traceback")):
-            return ln.removeprefix(": ")[:300]
-    return lines[0][:300] if lines else type(exc).__name__
+            return _cut(ln.removeprefix(": "))
+    return _cut(lines[0]) if lines else type(exc).__name__
+
+
+def _cut(line: str, most: int = 300) -> str:
+    """``line`` up to ``most`` characters, cut after a word ('…' says so), not in one."""
+    if len(line) <= most:
+        return line
+    return line[:most].rsplit(" ", 1)[0] + " …"
 
 
 _SPARK_LOG4J = """\

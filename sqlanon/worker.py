@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,23 @@ def _maybe_crash(marker: str | None) -> None:
             return
         os.close(fd)
         os._exit(17)
+
+
+def probe(paths: tuple[tuple[str, ...], str]) -> str:
+    """On a cluster's worker, before any fragment: what of the run's files
+    it cannot reach (the input's files, the staging directory it writes its
+    part to), or '' when it reaches them all."""
+    files, directory = paths
+    missing = next((f for f in files if not os.path.exists(f)), None)
+    if missing is not None:
+        return f"the input file {missing!r}"
+    try:
+        fd, name = tempfile.mkstemp(prefix=".probe-", dir=directory)
+    except OSError as exc:
+        return f"the staging directory {directory!r} ({exc.strerror})"
+    os.close(fd)
+    os.remove(name)
+    return ""
 
 
 def run_fragment(task: FragmentTask) -> FragmentResult:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
+import time
 
 import duckdb
 import numpy as np
@@ -210,6 +212,55 @@ def test_a_scheduler_without_workers_or_unreachable_fails_with_exit_1(source, tm
         r = sqlanon.anonymize(source, out, qi=QI, k=5, l=2, sensitive=["disease"], workers=7, executor="dask",
                               scheduler=cluster.scheduler_address)
     assert r.workers == 2 and len(r.plan.fragments) == 2
+
+
+def test_a_scheduler_address_that_never_answers_or_is_not_dask_fails_with_one_line(source, tmp_path, monkeypatch):
+    """A port that accepts but never answers (the dashboard's, mistyped for
+    the scheduler's) waited for ever, Dask's timeout not covering its
+    handshake; one that answers something else (an SSH banner) ended in
+    'internal error (MemoryError …)' (helper-42)."""
+    import socket
+    import threading
+
+    from sqlanon import executors
+
+    monkeypatch.setattr(executors, "CONNECT_TIMEOUT", 2.0)
+    servers, accepted = [], []
+    for banner in (b"", b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n"):
+        srv = socket.create_server(("127.0.0.1", 0))
+        servers.append(srv)
+
+        def serve(srv=srv, banner=banner):
+            with contextlib.suppress(OSError):
+                while True:
+                    conn, _ = srv.accept()
+                    accepted.append(conn)
+                    conn.sendall(banner)
+
+        threading.Thread(target=serve, daemon=True).start()
+    try:
+        for srv, why in zip(servers, ("no answer in 2 s", "is not a Dask scheduler")):
+            t0 = time.monotonic()
+            with pytest.raises(sqlanon.InputError, match=f"cannot reach the Dask scheduler at .*{why}"):
+                run(source, tmp_path / "o.parquet", "dask", scheduler=f"tcp://127.0.0.1:{srv.getsockname()[1]}")
+            assert time.monotonic() - t0 < 30
+    finally:
+        for sock in servers + accepted:
+            sock.close()
+
+
+def test_the_probe_names_what_a_cluster_worker_cannot_reach(tmp_path):
+    """Workers of a remote cluster without the run's storage read or
+    anonymized their fragment, then failed writing it, after every retry
+    (helper-42): a probe task says what they cannot reach first."""
+    from sqlanon.worker import probe
+
+    present = tmp_path / "in.parquet"
+    present.write_bytes(b"x")
+    assert probe(((str(present),), str(tmp_path))) == ""
+    assert probe(((str(present), str(tmp_path / "gone.parquet")), str(tmp_path))) == \
+        f"the input file {str(tmp_path / 'gone.parquet')!r}"
+    assert probe(((), str(tmp_path / "nowhere"))).startswith(f"the staging directory {str(tmp_path / 'nowhere')!r}")
 
 
 @pytest.mark.parametrize(("executor", "option", "value"), [
