@@ -548,8 +548,10 @@ def execute(
             except BrokenProcessPool as exc:
                 raise InputError(f"a worker process died (killed, or out of memory?) while anonymizing fragment "
                                  f"{fid}; nothing was published") from exc
-            except SqlanonError as exc:  # the worker's own error (a read or a write that failed): name the fragment
-                raise type(exc)(f"fragment {fid}: {exc}") from exc
+            except SqlanonError as exc:  # the worker's own error (a read or a write that failed)
+                if getattr(pool, "name", "local") == "local":
+                    raise
+                raise type(exc)(f"fragment {fid}: {exc}") from exc  # on a cluster: which task, as its other failures
             except Exception as exc:  # a task failed on Dask or Spark after its retries
                 name = getattr(pool, "name", "local")
                 why = getattr(pool, "describe_error", io.first_line)(exc)

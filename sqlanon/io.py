@@ -344,8 +344,8 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
             what = "dates" if pa.types.is_date(schema.field(c).type) else "timestamps"
             raise ConfigError(
                 f"column {c!r} of {source.describe()!r} holds {what} such as {row[2 * i + 1]!r} that read day first "
-                "and month first alike (DuckDB reads them day first): say which with --date-order DMY or MDY, or "
-                "write them as ISO dates (2020-01-31)"
+                "and month first alike (DuckDB reads them day first): say which with --date-order=DMY or "
+                "--date-order=MDY, or write them as ISO dates (2020-01-31)"
             )
     return (None, None)
 

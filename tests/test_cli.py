@@ -1625,7 +1625,7 @@ def test_csv_dates_that_read_both_ways_need_a_date_order(tmp_path, out_dir):
     r = cli("anonymize", src, "-o", out, "--qi", "visit", "-k", "7")
     assert r.exit_code == 2
     assert_one_line_error(r.stderr, r"column 'visit' of '.*us\.csv' holds dates such as '0\d/0\d/2020' that read day "
-                                    r"first and month first alike .*--date-order DMY or MDY")
+                                    r"first and month first alike .*--date-order=DMY or --date-order=MDY")
     assert snapshot(out_dir) == {}
     r = cli("anonymize", src, "-o", out, "--qi", "visit", "-k", "7", "--date-order", "mdy")
     assert r.exit_code == 0, r.stderr
