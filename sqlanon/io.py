@@ -736,7 +736,10 @@ def copy_relation(
         if fmt == "parquet":
             described = con.sql(f"SELECT * FROM {relation}")
             plain = _negative_zero(con, relation, described, skip=as_text)
-            arrow_schema = _arrow_schema(described.columns, arrow_fields or {})
+            if arrow_fields and any(c in arrow_fields for c in described.columns):
+                written = described.limit(0).fetch_arrow_table().schema  # as DuckDB hands the columns to Arrow
+                written = pa.schema([pa.field(f.name, pa.string()) if f.name in as_text else f for f in written])
+                arrow_schema = _arrow_schema(written, arrow_fields)
         stmt = render("copy_to.sql", relation=relation, path=path, fmt=fmt, compression=compression, as_text=as_text,
                       delim=delim, plain=plain, arrow_schema=arrow_schema)
         con.execute(stmt.sql, stmt.params)
@@ -762,10 +765,9 @@ def _restorable(t: pa.DataType) -> bool:
     over what DuckDB writes for it, every value the same: a duration (the
     int64 count DuckDB reads and writes as it is), a time zone's name (the
     instants are UTC in the file either way), large and dictionary-encoded
-    strings (pandas' categoricals)."""
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-        return pa.types.is_string(t) or pa.types.is_large_string(t)
+    strings (pandas' unordered categoricals)."""
+    if pa.types.is_dictionary(t):  # not an ordered one: DuckDB gives its categories back in another order
+        return not t.ordered and (pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type))
     return (pa.types.is_duration(t) or pa.types.is_timestamp(t) and t.tz is not None
             or pa.types.is_large_string(t) or pa.types.is_large_binary(t))
 
@@ -809,14 +811,14 @@ def _may_restore(read: pa.DataType) -> bool:
             or t.is_binary_view(read))
 
 
-def _arrow_schema(columns: Sequence[str], fields: Mapping[str, pa.Field]) -> str | None:
-    """The ``ARROW:schema`` value of a file of ``columns`` (pyarrow's
-    serialized schema, base64), with ``fields`` where they apply: pyarrow
-    applies it by position, and skips a field whose type does not fit what
-    the file holds (a null type here: every column not in ``fields``)."""
-    if not any(c in fields for c in columns):
+def _arrow_schema(written: pa.Schema, fields: Mapping[str, pa.Field]) -> str | None:
+    """The ``ARROW:schema`` value of a file of the ``written`` columns
+    (pyarrow's serialized schema, base64), with ``fields`` where they apply
+    and the written types elsewhere: pyarrow applies it by position, and
+    skips a field whose type does not fit what the file holds."""
+    if not any(c in fields for c in written.names):
         return None
-    schema = pa.schema([fields.get(c) or pa.field(c, pa.null()) for c in columns])
+    schema = pa.schema([fields.get(f.name) or f for f in written])
     return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
 
 
