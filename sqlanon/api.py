@@ -429,8 +429,8 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
             same = table == source.table and warehouse.same_server(source.conn, out_conn)
             if not same and warehouse.reads_table(source, table) and warehouse.same_server(source.conn, out_conn):
                 raise ConfigError(
-                    f"output {target_table!r} is read by the input {source.describe()!r} (a view over it, or a "
-                    "table it is a partition or child of); write the anonymized copy elsewhere"
+                    f"output {target_table!r} holds rows the input {source.describe()!r} reads (a view over it, "
+                    "a parent of it, or a partition or child of it); write the anonymized copy elsewhere"
                 )
     elif target_table is None:
         same = source.same_path(out)

@@ -81,7 +81,7 @@ class Conn:
         except (ArgumentError, ValueError) as exc:
             raise ConfigError(f"not a database URL: {redact_urls(self.url)!r} ({redact_urls(str(exc))})") from None
         after_scheme = self.url.partition("://")[2].partition("?")[0]
-        if (u.host and "@" in u.host) or after_scheme.count("@") > 1:
+        if (u.host and "@" in u.host) or (u.host and after_scheme.count("@") > 1):  # not a file path's (SQLite)
             # 'user:Sup@Secret9@host', 'user:Sup@Sec/ret9@host': the rest of the
             # password would show as the host (and the database)
             raise ConfigError(f"the user or password of {redact_urls(self.url)!r} holds an '@': percent-encode it "
@@ -194,8 +194,10 @@ def same_server(a: Conn, b: Conn) -> bool:
 
 
 def reads_table(source: "PostgresSource", table: tuple[str, str]) -> bool:
-    """Whether reading ``source`` reads ``table`` of the same database: a
-    view over it (at any depth), a parent or partitioned table of it.
+    """Whether replacing ``table`` of the same database replaces rows that
+    reading ``source`` reads: ``table`` is read by it (a view over it at any
+    depth, a parent or partitioned table of it), or is a parent of a table
+    it reads (a TRUNCATE of the parent empties its partitions and children).
     Replacing it would wait for the run's own snapshot (holding the source)
     and publish over the rows the run reads."""
     with source.conn.connect() as c:
@@ -210,8 +212,12 @@ def reads_table(source: "PostgresSource", table: tuple[str, str]) -> bool:
                        WHERE w.ev_class = r.oid
                        UNION ALL
                        SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = r.oid) x
+               ), above(oid) AS (
+                   SELECT oid FROM reads
+                   UNION
+                   SELECT i.inhparent FROM above a JOIN pg_inherits i ON i.inhrelid = a.oid
                )
-               SELECT to_regclass(%s)::oid IN (SELECT oid FROM reads WHERE oid IS NOT NULL)""",
+               SELECT to_regclass(%s)::oid IN (SELECT oid FROM above WHERE oid IS NOT NULL)""",
             (source.relation, ident(list(table))),
         ).fetchone()[0])
 
@@ -577,7 +583,8 @@ class PostgresTarget:
                     "pg_has_role(c.relowner, 'USAGE'), "
                     "has_table_privilege(c.oid, 'INSERT') AND has_table_privilege(c.oid, 'TRUNCATE'), "
                     "ARRAY(SELECT format('the foreign key %%I of %%s', con.conname, con.conrelid::regclass::text) "
-                    "      FROM pg_constraint con WHERE con.confrelid = c.oid AND con.conrelid <> c.oid ORDER BY 1) "
+                    "      FROM pg_constraint con WHERE con.confrelid = c.oid AND con.conrelid <> c.oid "
+                    "      AND con.conparentid = 0 ORDER BY 1) "  # not a partition's copy of the table's own
                     "FROM (SELECT 1) one LEFT JOIN pg_class c ON c.oid = to_regclass(%s)",
                     (ident(list(self.table)),),
                 ).fetchone()

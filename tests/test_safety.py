@@ -115,6 +115,7 @@ def test_secrets_in_unusual_places_are_masked(lake, tmp_path, capsys):
         sqlanon.anonymize("postgresql://bob:Sup@Sec/ret9@127.0.0.1:1/db", tmp_path / "o.parquet", table="t",
                           qi=["x"], k=5)
     assert "Sec" not in str(e.value) and "ret9" not in str(e.value), str(e.value)
+    assert Conn("sqlite:////tmp/jane@corp/backup@2020.db").database == "/tmp/jane@corp/backup@2020.db"  # a path's '@'s
     c = Conn("postgresql://bob:pw@h:5432/db?sslpassword=KeyPass77&sslmode=require")
     assert "KeyPass77" not in c.safe() and "sslpassword=***" in c.safe()
     assert "KeyPass77" not in c.redact(f"cannot connect to {c.url}: sslpassword=KeyPass77")

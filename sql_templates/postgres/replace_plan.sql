@@ -92,7 +92,8 @@ SELECT
     ) AS unkept,
     ARRAY(
         SELECT format('the foreign key %I of %s', con.conname, con.conrelid::regclass::text)
-        FROM pg_constraint con, o WHERE con.confrelid = o.oid AND con.conrelid <> o.oid ORDER BY 1
+        FROM pg_constraint con, o WHERE con.confrelid = o.oid AND con.conrelid <> o.oid
+          AND con.conparentid = 0 ORDER BY 1  -- not a partition's copy of the table's own
     ) AS referenced,
     ARRAY(
         SELECT a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ({% include "_collation.sql" %})
