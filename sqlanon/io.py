@@ -327,23 +327,22 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
             out.append(fmt if swapped is None or day_first == (order == "DMY") else swapped)
         return (out[0], out[1])
     # Numbers before the year: day and month when both are 12 or less (and differ) read both ways.
+    # Only when every value does: one that does not ends the scan (ISO dates at the first row).
     pattern = r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{2}(\d{2})?\b"
-    parts = []
+    text = replace(source, as_text=True, text_columns=(), date_formats=(None, None)).relation
     for c in dated:
         v = f"nullif(trim({ident(c)}), '')"
         a, b = (f"TRY_CAST(regexp_extract({v}, {literal(pattern)}, {g}) AS INTEGER)" for g in (1, 2))
-        parts.append(f"count({v}) = count({a}) AND bool_and({a} <= 12 AND {b} <= 12) AND bool_or({a} <> {b}), "
-                     f"any_value({v}) FILTER (WHERE {a} <> {b})")
-    text = replace(source, as_text=True, text_columns=(), date_formats=(None, None)).relation
-    try:
-        row = con.execute(f"SELECT {', '.join(parts)} FROM {text}").fetchone()
-    except duckdb.Error as exc:
-        raise InputError(f"cannot read {source.describe()!r}: {first_line(exc)}") from exc
-    for i, c in enumerate(dated):
-        if row[2 * i]:
+        try:
+            told = con.execute(f"SELECT 1 FROM {text} WHERE {v} IS NOT NULL AND NOT coalesce({a} <= 12 AND {b} <= 12, "
+                               "false) LIMIT 1").fetchone()
+            example = None if told else con.execute(f"SELECT {v} FROM {text} WHERE {a} <> {b} LIMIT 1").fetchone()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read {source.describe()!r}: {first_line(exc)}") from exc
+        if example is not None:
             what = "dates" if pa.types.is_date(schema.field(c).type) else "timestamps"
             raise ConfigError(
-                f"column {c!r} of {source.describe()!r} holds {what} such as {row[2 * i + 1]!r} that read day first "
+                f"column {c!r} of {source.describe()!r} holds {what} such as {example[0]!r} that read day first "
                 "and month first alike (DuckDB reads them day first): say which with --date-order=DMY or "
                 "--date-order=MDY, or write them as ISO dates (2020-01-31)"
             )
