@@ -337,9 +337,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """A safe YAML loader that refuses a key written twice in one mapping
     (plain YAML keeps the last one, silently), with YAML 1.2's plain
     scalars: PyYAML's YAML 1.1 read ``k: 010`` as 8 (octal), ``k: 1:30``
-    as 90 (base 60) and ``on``/``no`` as booleans. Numbers are decimal
-    (``010`` is text, refused where a number goes), booleans
-    ``true``/``false``; merge keys (``<<: *defaults``) work."""
+    as 90 (base 60). Numbers are decimal (``010`` is text, refused where a
+    number goes); booleans are YAML 1.1's (``true``, ``yes``, ``on``…);
+    merge keys (``<<: *defaults``) work."""
 
     def construct_mapping(self, node, deep=False):
         seen: set = set()
@@ -365,8 +365,10 @@ _UniqueKeyLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag not in _YAML_1_1]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_UniqueKeyLoader.add_implicit_resolver(  # YAML 1.1's words too: 'overwrite: yes' is common, and never a number
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$"),
+    list("yYnNtTfFoO"))
 _UniqueKeyLoader.add_implicit_resolver(
     "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
 _UniqueKeyLoader.add_implicit_resolver(

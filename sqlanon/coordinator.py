@@ -720,6 +720,9 @@ def run(
             _refuse_lossy_csv_reads(con, source, schema, passthrough, [c for c in schema.names if c not in drop])
             typed = [c for c in schema.names if c not in drop and c not in source.text_columns]
             source = replace(source, date_formats=io.csv_date_formats(con, source, schema, typed, options.date_order))
+        elif options.date_order:
+            log.warning("the date order %s applies to CSV inputs only; %s is not one", options.date_order,
+                        source.describe())
         # The input's DuckDB types, for the checks by type (the server's for a PostgreSQL source).
         described = ([tuple(row[:2]) for row in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()]
                      if source.dialect == "duckdb" else columns)

@@ -760,8 +760,8 @@ def test_click_usage_errors(out_dir, args, pattern):
     ("k: 1:30", r"'k' .* must be a whole number, not '1:30'"),
     ("k: 1_0", r"'k' .* must be a whole number, not '1_0'"),
     ("k: 0x10", r"'k' .* must be a whole number, not '0x10'"),
-    ("overwrite: yes", r"'overwrite' .* true or false, not 'yes'"),  # YAML 1.1's boolean
-    ("on: true", r"unknown key 'on'"),  # was the key True
+    ("seed: 0b11", r"'seed' .* whole number, not '0b11'"),  # YAML 1.1's binary
+    ("on: true", r"has the key True: keys are option names"),  # YAML's boolean, as a key
     ("~: x", r"has the key None: keys are option names"),
     ("k: 1", r"'k' in '.*job.yml' must be an integer >= 2, got 1"),  # named k, not the flag -k
 ])
