@@ -899,6 +899,16 @@ def login_role(url: str, role: str, password: str) -> str:
     return re.sub(r"//[^@]*@", f"//{role}:{password}@", url)
 
 
+def people_reader(url: str, schema: str, role: str, password: str, n: int) -> str:
+    """A fresh ``schema`` with a people table ``src`` of ``n`` rows that
+    ``role`` (logging in with ``password``) may read; ``url`` as that role."""
+    fresh_schema(url, schema)
+    make_people(url, schema, "src", n)
+    as_role = login_role(url, role, password)
+    sql(url, f"GRANT USAGE ON SCHEMA {q(schema)} TO {q(role)}; GRANT SELECT ON {rel(schema, 'src')} TO {q(role)}")
+    return as_role
+
+
 def _role(url: str, name: str) -> None:
     sql(url, f"DO $$BEGIN CREATE ROLE {q(name)}; EXCEPTION WHEN duplicate_object THEN NULL; END$$")
 
@@ -1081,11 +1091,8 @@ def test_a_roles_idle_in_transaction_timeout_does_not_end_the_runs_snapshot(pg_u
     read; a role's idle_in_transaction_session_timeout ended it and failed
     the run with 'invalid snapshot identifier' (helper-45)."""
     schema, role = "idle", "sqlanon_idler"
-    fresh_schema(pg_url, schema)
-    make_people(pg_url, schema, "src", 20_000)
-    url = login_role(pg_url, role, "idpw")
-    sql(pg_url, f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON {rel(schema, 'src')} TO {role}; "
-                f"ALTER ROLE {role} SET idle_in_transaction_session_timeout = '100ms'")
+    url = people_reader(pg_url, schema, role, "idpw", 20_000)
+    sql(pg_url, f"ALTER ROLE {role} SET idle_in_transaction_session_timeout = '100ms'")
     r = sqlanon.anonymize(url, tmp_path / "o.parquet", table=f"{schema}.src", qi=PEOPLE_QI.split(","), k=5, l=2,
                           sensitive=["disease"], workers=2, fragments=4)
     assert r.metrics.rows == 20_000
@@ -1132,11 +1139,8 @@ def test_row_level_security_on_the_input_is_named(pg_url, tmp_path, caplog):
     """A role under row-level security published only the rows it may see,
     without a word (helper-45)."""
     schema, role = "rls", "sqlanon_rls_reader"
-    fresh_schema(pg_url, schema)
-    make_people(pg_url, schema, "src", 600)
-    url = login_role(pg_url, role, "rlpw")
-    sql(pg_url, f"GRANT USAGE ON SCHEMA {schema} TO {role}; GRANT SELECT ON {schema}.src TO {role}; "
-                f"ALTER TABLE {schema}.src ENABLE ROW LEVEL SECURITY; "
+    url = people_reader(pg_url, schema, role, "rlpw", 600)
+    sql(pg_url, f"ALTER TABLE {schema}.src ENABLE ROW LEVEL SECURITY; "
                 f"CREATE POLICY half ON {schema}.src TO {role} USING (id <= 300)")
     caplog.set_level("WARNING", logger="sqlanon")
     r = sqlanon.anonymize(url, tmp_path / "o.parquet", table=f"{schema}.src", qi=["age"], k=5, workers=1)
@@ -1152,11 +1156,8 @@ def test_what_would_fail_publishing_is_refused_before_any_work(pg_url):
     """A read-only session, and a target the role neither owns nor may
     TRUNCATE, failed after all the work (helper-45)."""
     schema, clerk = "pre checks", "sqlanon_clerk2"
-    fresh_schema(pg_url, schema)
-    make_people(pg_url, schema, "src", 600)
-    as_clerk = login_role(pg_url, clerk, "clpw")
-    sql(pg_url, f"GRANT USAGE, CREATE ON SCHEMA {q(schema)} TO {q(clerk)}; "
-                f"GRANT SELECT ON {rel(schema, 'src')} TO {q(clerk)}")
+    as_clerk = people_reader(pg_url, schema, clerk, "clpw", 600)
+    sql(pg_url, f"GRANT CREATE ON SCHEMA {q(schema)} TO {q(clerk)}")
     _previous_target(pg_url, schema, "dst")
     sql(pg_url, f"GRANT SELECT, INSERT ON {rel(schema, 'dst')} TO {q(clerk)}")
     p = _replace_people(as_clerk, schema)
