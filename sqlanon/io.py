@@ -810,13 +810,11 @@ def _may_restore(read: pa.DataType) -> bool:
             or t.is_binary_view(read))
 
 
-def _arrow_schema(written: pa.Schema, fields: Mapping[str, pa.Field]) -> str | None:
+def _arrow_schema(written: pa.Schema, fields: Mapping[str, pa.Field]) -> str:
     """The ``ARROW:schema`` value of a file of the ``written`` columns
     (pyarrow's serialized schema, base64), with ``fields`` where they apply
     and the written types elsewhere: pyarrow applies it by position, and
     skips a field whose type does not fit what the file holds."""
-    if not any(c in fields for c in written.names):
-        return None
     schema = pa.schema([fields.get(f.name) or f for f in written])
     return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
 
