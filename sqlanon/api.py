@@ -190,6 +190,7 @@ def anonymize(
     hierarchies: Mapping[str, str | os.PathLike] | None = None,
     generalization: Mapping[str, str] | None = None,
     drop: Sequence[str] = (),
+    keep: Sequence[str] | None = None,
     overwrite: bool = False,
     interval_format: str = "text",
     table: str | None = None,
@@ -236,6 +237,9 @@ def anonymize(
         hierarchies: ``{column: hierarchy file}`` (JSON tree or CSV levels).
         generalization: ``{column: interval|set|prefix|hierarchy}``; others by type.
         drop: columns to remove (direct identifiers).
+        keep: the columns to publish unchanged, when given: every other
+            column must be a QI, sensitive or in ``drop``, or the run is
+            refused (a column new in the input is not published raw).
         overwrite: replace an existing output (``True`` or ``False`` only).
         interval_format: ``text`` (``[lo, hi]``) or ``bounds`` (``c_lo``, ``c_hi``).
         table: the source table in a DuckDB file (``schema.table``).
@@ -319,6 +323,7 @@ def anonymize(
             return coordinator.run(
                 source, target, spec, _names(drop, "drop"), options,
                 output_qi=lambda schema: output_qi_columns(spec, schema),
+                keep=None if keep is None else _names(keep, "keep"),
             )
         finally:
             if isinstance(target, io.LocalStagingTarget):

@@ -45,12 +45,13 @@ def _also_in_file(ctx: click.Context, name: str) -> list[str]:
     return []
 
 
-def _drops(ctx: click.Context, values: tuple[str, ...]) -> list[str]:
-    """``--drop`` on the command line adds to a --config file's ``drop``,
-    rather than replace it as other flags do: one more dropped column must
-    not publish the direct identifiers the job file drops."""
+def _adding(ctx: click.Context, name: str, values: tuple[str, ...]) -> list[str]:
+    """``--drop`` (or ``--keep``) on the command line adds to a --config
+    file's ``drop`` (``keep``), rather than replace it as other flags do:
+    one more dropped column must not publish the direct identifiers the job
+    file drops."""
     names = _split(values)
-    return [c for c in _also_in_file(ctx, "drop") if c not in names] + names
+    return [c for c in _also_in_file(ctx, name) if c not in names] + names
 
 
 def _covering(ctx: click.Context, name: str, values: tuple[str, ...], why: str) -> list[str]:
@@ -557,7 +558,7 @@ def _sample(value: str | None) -> float | None:
 @click.option(
     "--config", type=click.Path(dir_okay=False), is_eager=True, expose_value=False, callback=_load_config,
     help="YAML file with any of these options as keys (e.g. qi: [age, zip]); its relative paths are relative to "
-         "it (no ~ or $VAR expansion). Flags override it, except that --drop adds to its drop, --qi and "
+         "it (no ~ or $VAR expansion). Flags override it, except that --drop and --keep add to its lists, --qi and "
          "--sensitive may not leave its columns out, and --hierarchy/--generalization change only the columns "
          "they name.",
 )
@@ -599,6 +600,11 @@ def _sample(value: str | None) -> float | None:
     "interval for numbers and dates, set otherwise. Repeat it for each column.",
 )
 @click.option("--drop", multiple=True, help="Columns to remove from the output (direct identifiers), comma-separated.")
+@click.option(
+    "--keep", multiple=True,
+    help="Columns to publish unchanged, comma-separated: with it, every other column must be a QI, sensitive or "
+         "dropped, or the run is refused (a column new in the input is not published raw). Default: all others.",
+)
 @click.option(
     "--interval-format", type=click.Choice(INTERVAL_FORMATS), default="text", show_default=True,
     help="text: '[lo, hi]'; bounds: typed columns COL_lo and COL_hi.",
@@ -645,7 +651,7 @@ def _sample(value: str | None) -> float | None:
 @click.pass_context
 @handle_errors
 def anonymize(
-    ctx, input, output, table, target_table, date_order, qi, k, l_, sensitive, hierarchy, generalization, drop,
+    ctx, input, output, table, target_table, date_order, qi, k, l_, sensitive, hierarchy, generalization, drop, keep,
     interval_format,
     workers, fragments, fragmentation, sample, seed, worker_memory, executor, scheduler, spark_master, retries,
     task_timeout, metrics, explain, overwrite, as_json, quiet,
@@ -691,7 +697,8 @@ def anonymize(
             sensitive=_covering(ctx, "sensitive", sensitive, "which would then go unchecked for l"),
             hierarchies=_per_column(ctx, "hierarchy", hierarchy, "--hierarchy"),
             generalization=_per_column(ctx, "generalization", generalization, "--generalization"),
-            drop=_drops(ctx, drop),
+            drop=_adding(ctx, "drop", drop),
+            keep=_adding(ctx, "keep", keep) if keep else None,
             overwrite=overwrite,
             interval_format=interval_format,
             table=table,

@@ -234,20 +234,36 @@ def _render(source, template: str, **context):
 
 
 def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...], where: str,
-                  names: list[str] | None = None) -> None:
+                  names: list[str] | None = None, keep: tuple[str, ...] | None = None) -> None:
     """Refuse columns the job names that the input lacks or that cannot
     play their part; ``names``: all the input's columns, where ``schema``
-    leaves the dropped ones out."""
+    leaves the dropped ones out. ``keep``, when given, lists every column
+    to publish unchanged: any other that is neither a QI, sensitive nor
+    dropped is refused (a column new in the source is not published raw)."""
     names = names or schema.names
     if "" in names and "" not in drop:
         raise InputError(f"{where} has a column without a name: give it one in a view")
     refuse_reserved([*spec.qi_names, *spec.sensitive])
-    for c in [*spec.qi_names, *spec.sensitive, *drop]:
+    for c in [*spec.qi_names, *spec.sensitive, *drop, *(keep or ())]:
         if c not in names:
             raise ConfigError(missing_column(c, where, names))
-    for c in drop:
-        if c in spec.qi_names or c in spec.sensitive:
-            raise ConfigError(f"--drop names {c!r}, which is a quasi-identifier or sensitive column")
+    for option, listed in (("--drop", drop), ("--keep", keep or ())):
+        for c in listed:
+            if c in spec.qi_names or c in spec.sensitive:
+                raise ConfigError(f"{option} names {c!r}, which is a quasi-identifier or sensitive column")
+    if keep is not None:
+        both = [c for c in keep if c in drop]
+        if both:
+            raise ConfigError(f"--keep and --drop both name {', '.join(map(repr, both))}")
+        unlisted = [c for c in names if c not in (*spec.qi_names, *spec.sensitive, *drop, *keep)]
+        if unlisted:
+            it, a_column, is_ = ("it", "a column", "is") if len(unlisted) == 1 else ("them", "columns", "are")
+            more = f" and {len(unlisted) - 10} more" if len(unlisted) > 10 else ""
+            raise ConfigError(
+                f"--keep leaves out {', '.join(map(repr, unlisted[:10]))}{more}, {a_column} of {where} that {is_} "
+                f"neither a quasi-identifier nor sensitive: list {it} in --keep to publish {it} unchanged, or in "
+                f"--drop to leave {it} out"
+            )
     for c in spec.qi_names:
         check_type(c, schema.field(c).type, "quasi-identifier")
     for c in spec.sensitive:
@@ -608,6 +624,7 @@ def run(
     drop: tuple[str, ...] = (),
     options: RunOptions = RunOptions(),
     output_qi: Callable[[pa.Schema], list[str]] | None = None,
+    keep: tuple[str, ...] | None = None,
 ) -> RunResult:
     """Anonymize ``source`` into ``target`` (see :func:`sqlanon.api.anonymize`)."""
     t_start = time.perf_counter()
@@ -674,7 +691,7 @@ def run(
         if columns and drop:  # never read, not even by the schema's probe (a column grant may leave them out)
             source = replace(source, columns=tuple(n for n, _ in columns if n not in drop))
         schema = source.arrow_schema(con)
-        check_columns(schema, spec, drop, repr(source.describe()), names=[n for n, _ in columns] or None)
+        check_columns(schema, spec, drop, repr(source.describe()), names=[n for n, _ in columns] or None, keep=keep)
         if getattr(target, "dialect", None) == "postgres":  # it would cut a longer name (a QI's _lo/_hi too)
             from .warehouse import fits_postgres
 
@@ -891,7 +908,7 @@ def run(
         t0 = time.perf_counter()
         metrics_rows = _metrics_rows(
             run_id, started, plan, results, repaired, metrics, spec, options, source, target, sample.num_rows,
-            workers, time.perf_counter() - t_start, schema, drop,
+            workers, time.perf_counter() - t_start, schema, drop, keep,
         )
         # The point of no return: refused after a Ctrl-C (even one DuckDB
         # swallowed), and not cut short by one (output and metrics together).
@@ -1340,7 +1357,7 @@ def _json(value) -> str:
 
 def _metrics_rows(
     run_id, started, plan, results, repaired, total, spec, options, source, target, sample_rows, workers, seconds,
-    schema, drop,
+    schema, drop, keep,
 ):
     # What was applied, to audit or rerun the job: each QI's generalization
     # as resolved (not None for "the default"), its hierarchy file and what
@@ -1352,6 +1369,7 @@ def _metrics_rows(
         "hierarchy": {q.name: q.hierarchy.source for q in spec.quasi_identifiers if q.hierarchy is not None},
         "hierarchy_sha256": {q.name: q.hierarchy.fingerprint for q in spec.quasi_identifiers if q.hierarchy is not None},
         "drop": list(drop),
+        "keep": None if keep is None else list(keep),
         "sensitive": list(spec.sensitive),
         "interval_format": spec.interval_format,
         "fragmentation": plan.strategy,

@@ -63,7 +63,7 @@ _FLAG = re.compile(
 )
 
 LIBRARY_FLAGS = frozenset({
-    "qi", "k", "l", "sensitive", "hierarchy", "generalization", "drop", "overwrite", "no-overwrite",
+    "qi", "k", "l", "sensitive", "hierarchy", "generalization", "drop", "keep", "overwrite", "no-overwrite",
     "interval-format", "table", "target-table", "workers", "fragments", "fragmentation", "sample", "seed",
     "worker-memory", "metrics", "explain", "executor", "scheduler", "spark-master", "retries", "task-timeout",
     "date-order",

@@ -362,6 +362,65 @@ def test_drop_usage_errors(out_dir, extra, culprit):
     assert snapshot(out_dir) == {}
 
 
+ADULT_OTHERS = ["workclass", "marital-status", "occupation", "relationship", "sex", "capital-gain", "capital-loss",
+                "hours-per-week", "native-country"]
+
+
+def test_keep_publishes_exactly_the_columns_it_lists(out_dir, adults_df):
+    out = out_dir / "k.parquet"
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age,education-num,race", "--sensitive", "income", "-l", "2",
+            "-k", "10", "--keep", ",".join(ADULT_OTHERS[:4]), "--drop", ",".join(ADULT_OTHERS[4:]))
+    assert r.exit_code == 0, r.stderr
+    assert pq.read_schema(out).names == [c for c in adults_df.columns if c not in ADULT_OTHERS[4:]]
+    total = read_any(out_dir / "k__metrics.parquet").query("kind == 'total'").iloc[0]
+    assert json.loads(total["parameters"])["keep"] == ADULT_OTHERS[:4]
+
+
+@pytest.mark.parametrize(
+    "extra, pattern",
+    [
+        # The source gained a column the job does not know (a new `ssn`):
+        # refused, not published raw.
+        (["--keep", ",".join(ADULT_OTHERS[:-1])], r"^Error: --keep leaves out 'native-country', a column of .*adults.csv.* that is neither a quasi-identifier nor sensitive: list it in --keep to publish it unchanged, or in --drop"),
+        (["--keep", ",".join(ADULT_OTHERS[2:])], r"--keep leaves out 'workclass', 'marital-status', columns of .* that are neither .*: list them in --keep"),
+        (["--keep", ",".join([*ADULT_OTHERS, "ssn"])], r"'ssn'"),  # not in the input
+        (["--keep", ",".join([*ADULT_OTHERS, "age"])], r"--keep names 'age', which is a quasi-identifier"),
+        (["--keep", ",".join(ADULT_OTHERS), "--drop", "sex"], r"--keep and --drop both name 'sex'"),
+    ],
+    ids=["new-column", "two", "unknown", "qi", "dropped"],
+)
+def test_keep_refuses_columns_it_does_not_list(out_dir, extra, pattern):
+    r = cli("anonymize", ADULTS, "-o", out_dir / "k.parquet", "--qi", "age,education-num,race", "-k", "10",
+            "--sensitive", "income", "-l", "2", *extra)
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert_one_line_error(r.stderr, pattern)
+    assert snapshot(out_dir) == {}
+
+
+def test_keep_in_a_job_file_refuses_a_new_column_and_the_command_line_adds_to_it(tmp_path, out_dir):
+    job = tmp_path / "job.yml"
+    job.write_text("qi: [age, education-num, race]\nsensitive: [income]\nl: 2\nk: 10\n"
+                   f"keep: [{', '.join(ADULT_OTHERS[:-1])}]\n")
+    out = out_dir / "k.parquet"
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out)
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"^Error: 'keep' in '.*job.yml' leaves out 'native-country', a column of")
+    assert snapshot(out_dir) == {}
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out, "--keep", "native-country")
+    assert r.exit_code == 0, r.stderr
+    assert set(ADULT_OTHERS) <= set(pq.read_schema(out).names)
+
+
+def test_keep_in_the_library(out_dir):
+    with pytest.raises(sqlanon.ConfigError, match=r"keep= leaves out 'native-country', .*: list it in keep= to publish it unchanged, or in drop= to leave it out"):
+        sqlanon.anonymize(ADULTS, out_dir / "k.parquet", qi=["age", "education-num", "race"], k=10,
+                          sensitive=["income"], l=2, keep=ADULT_OTHERS[:-1])
+    assert snapshot(out_dir) == {}
+    sqlanon.anonymize(ADULTS, out_dir / "k.parquet", qi=["age", "education-num", "race"], k=10,
+                      sensitive=["income"], l=2, keep=ADULT_OTHERS[:-1], drop=["native-country"])
+    assert "native-country" not in pq.read_schema(out_dir / "k.parquet").names
+
+
 # --------------------------------------------------------------------------- 4. --overwrite
 
 
@@ -1722,6 +1781,8 @@ def test_the_readmes_scheduled_job_runs_as_written(tmp_path):
         "name": [f"person {i}" for i in range(n)], "ssn": [f"{i:09d}" for i in range(n)],
         "age": [18 + i % 70 for i in range(n)], "zip": [f"2{i % 40:04d}" for i in range(n)],
         "sex": ["F", "M"] * (n // 2), "diagnosis": ["flu", "cold", "asthma"] * (n // 3) + ["flu"] * (n % 3),
+        "visit_id": range(n), "ward": [f"w{i % 7}" for i in range(n)],
+        "admitted": pd.date_range("2020-01-01", periods=n, freq="h"),
     })
     people.iloc[: n // 2].to_parquet(lake / "part-0.parquet")
     people.iloc[n // 2:].to_parquet(lake / "part-1.parquet")
@@ -1737,8 +1798,17 @@ def test_the_readmes_scheduled_job_runs_as_written(tmp_path):
         assert json.loads(r.stdout)["rows"] == n and json.loads(r.stdout)["fragments"] == 8
     out = pq.read_table(tmp_path / "published" / "people.parquet")
     assert not {"name", "ssn"} & set(out.column_names)
+    assert {"visit_id", "ward", "admitted"} <= set(out.column_names)
     runs = pq.read_table(tmp_path / "published" / "anonymization_metrics.parquet").column("run_id").to_pylist()
     assert len(set(runs)) == 2
+    # The third night the source has a new column: `keep` stops the job.
+    published = snapshot(tmp_path / "published")
+    for i, part in enumerate((people.iloc[: n // 2], people.iloc[n // 2:])):
+        part.assign(email=[f"p{j}@example.org" for j in part.index]).to_parquet(lake / f"part-{i}.parquet")
+    r = run_subprocess("anonymize", "--config", tmp_path / "jobs" / "people.yml", "--json")
+    assert r.returncode == 2
+    assert_one_line_error(r.stderr, r"'keep' in '.*people.yml' leaves out 'email', a column of")
+    assert snapshot(tmp_path / "published") == published
 
 
 def test_a_url_quoted_in_an_error_has_its_password_masked(tmp_path):
