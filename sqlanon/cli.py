@@ -638,7 +638,8 @@ def _sample(value: str | None) -> float | None:
 @click.option("--retries", type=int, default=2, show_default=True, help="Reruns of a failed task (Dask, Spark).")
 @click.option("--task-timeout", type=float, help="Seconds one fragment may take before the run fails (default: no limit).")
 @click.option("--metrics", help="Metrics to append to: a .parquet/.csv file, or a table when OUTPUT is a database "
-                                "(default: OUTPUT without its extension + __metrics.parquet, or TABLE__metrics).")
+                                "(default: OUTPUT without its extension + __metrics.parquet, or TABLE__metrics). "
+                                "Its plan holds values of the input: keep it from the output's readers.")
 @click.option("--explain", is_flag=True, help="Print the plan (fragments, WHERE clauses, sizes) and stop.")
 @click.option(
     "--overwrite/--no-overwrite", default=False,
