@@ -1366,7 +1366,8 @@ def _metrics_rows(
         "qi": spec.qi_names,
         "generalization": {q.name: resolve_generalization(q, schema.field(q.name).type)
                            for q in spec.quasi_identifiers},
-        "hierarchy": {q.name: q.hierarchy.source for q in spec.quasi_identifiers if q.hierarchy is not None},
+        "hierarchy": {q.name: os.path.abspath(q.hierarchy.source) for q in spec.quasi_identifiers
+                      if q.hierarchy is not None},
         "hierarchy_sha256": {q.name: q.hierarchy.fingerprint for q in spec.quasi_identifiers if q.hierarchy is not None},
         "drop": list(drop),
         "keep": None if keep is None else list(keep),

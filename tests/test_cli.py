@@ -1718,6 +1718,24 @@ def test_metrics_record_what_was_applied(tmp_path):
     assert params["hierarchy"] == {"native-country": str(COUNTRIES)}
     assert params["hierarchy_sha256"] == {"native-country": sqlanon.load_hierarchy(COUNTRIES).fingerprint}
     assert params["drop"] == ["workclass"]
+    assert params["keep"] is None
+
+
+def test_metrics_record_a_hierarchy_by_its_absolute_path(tmp_path, monkeypatch):
+    """A path as typed (relative to a directory the row does not record, or
+    joined with a job file's) could not be found again from the metrics."""
+    monkeypatch.chdir(REPO / "examples")
+    job = tmp_path / "job.yml"
+    job.write_text(f"qi: [age, native-country]\nk: 10\nhierarchy: {{native-country: {os.path.relpath(COUNTRIES, tmp_path)}}}\n")
+    for args in (["--hierarchy", "native-country=../hierarchies/countries.json"], ["--config", job]):
+        out = tmp_path / "m.parquet"
+        r = cli("anonymize", ADULTS, "-o", out, "--qi", "age,native-country", "-k", "10", "--overwrite", *args)
+        assert r.exit_code == 0, r.stderr
+        (text,) = duckdb.execute(
+            "SELECT parameters FROM read_parquet(?) WHERE kind = 'total' ORDER BY started_at DESC LIMIT 1",
+            [str(tmp_path / "m__metrics.parquet")],
+        ).fetchone()
+        assert json.loads(text)["hierarchy"] == {"native-country": str(COUNTRIES)}
 
 
 def test_output_to_stdout_is_refused(tmp_path):
