@@ -100,6 +100,21 @@ def _per_column(ctx: click.Context, name: str, values: tuple[str, ...], option: 
     return pairs
 
 
+def _hierarchies(ctx: click.Context, hierarchy: tuple[str, ...], generalization: tuple[str, ...]) -> dict[str, str]:
+    """``--hierarchy`` merged with the --config file's (:func:`_per_column`),
+    less the file's hierarchy of a column that ``--generalization`` on the
+    command line gives another kind (``--generalization zip=prefix``): the
+    command line could not switch a job's hierarchy off."""
+    pairs = _per_column(ctx, "hierarchy", hierarchy, "--hierarchy")
+    if ctx.get_parameter_source("generalization") is click.core.ParameterSource.COMMANDLINE:
+        typed = _pairs(hierarchy, "--hierarchy") if ctx.get_parameter_source("hierarchy") is \
+            click.core.ParameterSource.COMMANDLINE else {}
+        for column, kind in _pairs(generalization, "--generalization").items():
+            if kind != "hierarchy" and column not in typed:
+                pairs.pop(column, None)
+    return pairs
+
+
 def _config_keys_named(message: str) -> str:
     """A usage error about a value that came from the --config file names its
     key and the file, not the flag the user did not type: ``'workers' in
@@ -696,7 +711,7 @@ def anonymize(
             k=k,
             l=l_,
             sensitive=_covering(ctx, "sensitive", sensitive, "which would then go unchecked for l"),
-            hierarchies=_per_column(ctx, "hierarchy", hierarchy, "--hierarchy"),
+            hierarchies=_hierarchies(ctx, hierarchy, generalization),
             generalization=_per_column(ctx, "generalization", generalization, "--generalization"),
             drop=_adding(ctx, "drop", drop),
             keep=_adding(ctx, "keep", keep) if keep else None,

@@ -1659,6 +1659,27 @@ def test_hierarchy_on_the_command_line_keeps_the_config_files_other_columns(tmp_
     assert set(params["hierarchy"]) == {"race", "sex"}
 
 
+def test_generalization_on_the_command_line_switches_a_job_files_hierarchy_off(tmp_path):
+    """The job's hierarchy of a column could not be switched off from the
+    command line: '--generalization sex=set' failed with 'drop one of the
+    two', and only the file could drop it. A hierarchy typed on the command
+    line as well still clashes."""
+    h = REPO / "hierarchies" / "adult"
+    job = tmp_path / "job.yml"
+    job.write_text(f"qi: [race, sex]\nhierarchy: {{race: {h / 'race.csv'}, sex: {h / 'sex.csv'}}}\nk: 10\n")
+    out = tmp_path / "o.parquet"
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out, "--generalization", "sex=set")
+    assert r.exit_code == 0, r.stderr
+    params = json.loads(duckdb.execute("SELECT parameters FROM read_parquet(?) WHERE kind = 'total'",
+                                       [str(tmp_path / "o__metrics.parquet")]).fetchone()[0])
+    assert params["generalization"] == {"race": "hierarchy", "sex": "set"}
+    assert set(params["hierarchy"]) == {"race"}
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out, "--overwrite", "--generalization", "sex=set",
+            "--hierarchy", f"sex={h / 'sex.csv'}")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, "column 'sex' has a hierarchy but generalization 'set'")
+
+
 def test_a_hierarchy_missing_values_of_a_typed_csv_column_says_how_they_were_read(tmp_path):
     """DuckDB reads '01/02/2020' in a CSV file as the date 2020-02-01: the
     error listed values found in neither file (helper-43)."""
