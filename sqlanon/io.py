@@ -109,6 +109,15 @@ def abandon_source(con: duckdb.DuckDBPyConnection) -> None:
 
 _CONVERT = re.compile(r"Could not convert string .* to ")
 
+_CSV_CAUSE = re.compile(
+    r"(Error when converting column|Expected Number of Columns|Value with unterminated quote|Invalid unicode"
+    r"|Maximum line size|Line does not fit|Invalid CSV)"
+)
+"""The line of DuckDB's CSV error that says what is wrong. It is found by
+what it says, not by its place: the row's text comes before it (``Original
+Line:``), on the same line, on the next one (Windows line ends), or over
+several (a quoted field's line breaks), and must never be taken for it."""
+
 
 def first_line(exc: BaseException) -> str:
     """An error as one line: its first. DuckDB's CSV errors put their cause
@@ -123,10 +132,14 @@ def first_line(exc: BaseException) -> str:
     cause = next((x.split('": ERROR:', 1)[1] for x in lines if '": ERROR:' in x), None)
     if server and cause:  # PostgreSQL's error ends the statement DuckDB quotes over many lines
         line = f"{server[1]}: ERROR: {cause.strip()}"
+    elif "Error when sniffing file" in lines[0] and len(lines) > 1:
+        # The file is named by the caller (DuckDB's name is "" for a list of files).
+        line = (re.sub(r' ?"[^"]*"\.?$', "", lines[0]) + ": " + lines[1].strip()
+                + " (mixed line ends, an encoding other than UTF-8, a line over 2 MB, or a damaged or cut compressed file?)")
     elif "CSV Error on Line" not in lines[0]:
         line = lines[0]
     else:
-        why = next((x.strip() for x in lines[1:] if x.strip() and not x.startswith("Original Line")), "")
+        why = next((x.strip() for x in lines[1:] if _CSV_CAUSE.match(x.strip())), "")
         file = next((x.split("=", 1)[1].strip() for x in lines if x.strip().startswith("file = ")), "")
         line = lines[0] + (f" of {file}" if file else "") + (f": {why}" if why else "")
     return _CONVERT.sub("Could not convert a value to ", line)

@@ -1463,11 +1463,28 @@ def test_csv_read_errors_say_why_without_the_row(tmp_path, out_dir):
     latin.write_bytes(b"age,name\n30,secret-a\n31,Ren\xe9e\n")
     typed = tmp_path / "typed.csv"
     typed.write_text("age,name\n" + "".join(f"{20 + i % 40},secret-b\n" for i in range(30_000)) + "secret-c,x\n")
-    for src, pattern in ((latin, "not utf-8"), (typed, r"Line: 30002 .*column \"age\".*convert a value to")):
+    # With Windows line ends (Excel's) DuckDB puts the row on a line of its
+    # own after 'Original Line:', which was then shown as the reason
+    # (helper-48); a quoted field's line breaks spread it over several.
+    crlf = tmp_path / "crlf.csv"
+    crlf.write_bytes(typed.read_bytes().replace(b"\n", b"\r\n"))
+    latin_crlf = tmp_path / "latin-crlf.csv"
+    latin_crlf.write_bytes(b"age;name\r\n30;secret-a\r\n31;Ren\xe9e\r\n32;x\r\n")
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_text("age,name\n" + "".join(f"{20 + i % 40},ok\n" for i in range(30_000))
+                      + 'secret-c,"secret-d\n\nsecret-e"\n')
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_bytes(b"".join(f"{20 + i % 40},secret-{i}".encode() + (b"\r\n" if i < 50 else b"\n")
+                               for i in range(100)))
+    for src, pattern in ((latin, "not utf-8"), (typed, r"Line: 30002 .*column \"age\".*convert a value to"),
+                         (crlf, r"Line: 30002 .*column \"age\".*convert a value to"), (latin_crlf, "not utf-8"),
+                         (quoted, r"Line: 30002 .*column \"age\".*convert a value to"),
+                         (mixed, r"sniffing .*not possible to automatically detect the CSV parsing dialect")):
         r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
         assert r.exit_code == 1
         line = assert_one_line_error(r.stderr, re.escape(src.name), pattern)
         assert "secret" not in line
+        assert 'file ""' not in line
 
 
 def test_duckdb_types_arrow_does_not_keep_come_back_in_a_duckdb_table(tmp_path, out_dir):
