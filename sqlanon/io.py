@@ -456,19 +456,34 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
     return replace(exact_file(spec, fmt), coarse=coarse)
 
 
+_COMPRESSED_CSV = re.compile(r"\.(csv|tsv)\.(gz|zst)$", re.IGNORECASE)
+
+
 def lake_files(pattern: str, root: str) -> list[str]:
     """The data files ``pattern`` matches, sorted, skipping every file or
     directory below ``root`` whose name starts with ``_`` or ``.``, as Spark,
     Hive and Arrow do: Spark's ``_temporary/`` attempts, a writer's hidden
     in-progress file and ``_SUCCESS`` would otherwise be read as more rows
     (copies of people: a class of k rows holding fewer than k people)."""
-    files = [f for f in glob.glob(pattern, recursive=True, include_hidden=True) if _format_of(f) and os.path.isfile(f)]
-    kept = sorted(
-        f for f in files
-        if not any(part.startswith(("_", ".")) for part in Path(os.path.relpath(f, root)).parts if part != "..")
-    )
+    def hidden(f: str) -> bool:
+        return any(part.startswith(("_", ".")) for part in Path(os.path.relpath(f, root)).parts if part != "..")
+
+    matched = sorted(glob.glob(pattern, recursive=True, include_hidden=True))
+    files = [f for f in matched if _format_of(f) and os.path.isfile(f)]
+    kept = [f for f in files if not hidden(f)]
     if len(kept) < len(files):
         log.info("skipped %d file(s) under names starting with _ or . below %s", len(files) - len(kept), root)
+    unread = next((f for f in matched if _COMPRESSED_CSV.search(f) and not _format_of(f) and not hidden(f)), None)
+    if unread is not None:  # it was left out, without a word
+        raise InputError(f"{unread!r} would not be read: DuckDB tells a compressed CSV file by a lower-case suffix "
+                         "(.gz, .zst); rename it")
+    seen: dict[tuple[int, int], str] = {}
+    for f in kept:
+        st = os.stat(f)
+        first = seen.setdefault((st.st_dev, st.st_ino), f)
+        if first != f:  # a 'latest' symlink, a hard link, a symlink loop
+            raise InputError(f"{first!r} and {f!r} are one file (a link): its rows would be read twice (every "
+                             "person in two rows of a class); leave the link out of the input")
     return kept
 
 

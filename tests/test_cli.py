@@ -1358,6 +1358,49 @@ def test_lake_files_under_underscore_or_dot_names_are_skipped(tmp_path, out_dir)
     assert_one_line_error(r.stderr, "holds no .parquet, .csv or .tsv files .names starting with _ or . are skipped")
 
 
+def test_a_compressed_csv_file_duckdb_would_not_read_is_named(tmp_path, out_dir):
+    """DuckDB tells .gz by its lower-case suffix: a directory's day2.CSV.GZ
+    was left out without a word, half the data published (helper-48)."""
+    lake = tmp_path / "up"
+    lake.mkdir()
+    rows = "".join(f"{i},{20 + i % 40}\n" for i in range(200))
+    (lake / "day1.csv").write_text("id,age\n" + rows)
+    (lake / "day2.CSV.GZ").write_bytes(gzip.compress(("id,age\n" + rows).encode()))
+    r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, r"'.*day2.CSV.GZ' would not be read: .* lower-case suffix")
+    assert snapshot(out_dir) == {}
+    (lake / "day2.CSV.GZ").rename(lake / "day2.csv.gz")
+    r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 0, r.stderr
+    assert pq.read_metadata(out_dir / "o.parquet").num_rows == 400
+
+
+@pytest.mark.parametrize("link", ["directory", "file", "hard", "loop"])
+def test_a_lake_file_reached_by_two_paths_is_refused(tmp_path, out_dir, link):
+    """A 'latest' symlink to a day's directory, a file symlink or a hard
+    link made the same file two inputs: every person twice, so a class of
+    k rows held k/2 people (helper-48: each class one person, exit 0); a
+    symlink loop read it 41 times."""
+    lake = tmp_path / "lake"
+    day = lake / "2024-01-01"
+    day.mkdir(parents=True)
+    _small(day / "part-0.parquet")
+    if link == "directory":
+        (lake / "latest").symlink_to("2024-01-01")
+    elif link == "file":
+        (lake / "current.parquet").symlink_to(day / "part-0.parquet")
+    elif link == "hard":
+        os.link(day / "part-0.parquet", lake / "copy.parquet")
+    else:
+        (day / "loop").symlink_to("..")
+    for src in (lake, f"{lake}/**/*.parquet"):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+        assert r.exit_code == 1, r.stderr
+        assert_one_line_error(r.stderr, r"'.*part-0.parquet' and '.*' are one file .a link.: its rows would be read twice")
+    assert snapshot(out_dir) == {}
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_lake_files_with_different_columns_are_refused(tmp_path, out_dir, fmt):
     """DuckDB unions a lake's files by name: a QI renamed in a new file
