@@ -233,6 +233,11 @@ def _render(source, template: str, **context):
     return render(template, dialect=source.dialect, inline=source.dialect == "postgres", **context)
 
 
+_PANDAS_INDEX = re.compile(r"__index_level_\d+__")
+"""The column pandas writes an unnamed index to (``DataFrame.to_parquet``
+of a frame whose index is not 0..n-1: a filtered or sorted one)."""
+
+
 def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...], where: str,
                   names: list[str] | None = None, keep: tuple[str, ...] | None = None) -> None:
     """Refuse columns the job names that the input lacks or that cannot
@@ -264,6 +269,13 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
                 f"neither a quasi-identifier nor sensitive: list {it} in --keep to publish {it} unchanged, or in "
                 f"--drop to leave {it} out"
             )
+    index = next((c for c in names if _PANDAS_INDEX.fullmatch(c)
+                  and c not in (*spec.qi_names, *spec.sensitive, *drop, *(keep or ()))), None)
+    if index is not None:
+        raise ConfigError(
+            f"column {index!r} of {where} is the index pandas wrote with the rows (their positions in the frame, "
+            "which would undo the shuffle within each class): drop it (--drop), or write the file with index=False"
+        )
     for c in spec.qi_names:
         check_type(c, schema.field(c).type, "quasi-identifier")
     for c in spec.sensitive:

@@ -1358,6 +1358,26 @@ def test_lake_files_under_underscore_or_dot_names_are_skipped(tmp_path, out_dir)
     assert_one_line_error(r.stderr, "holds no .parquet, .csv or .tsv files .names starting with _ or . are skipped")
 
 
+def test_a_parquet_files_unnamed_pandas_index_is_not_published(tmp_path, out_dir):
+    """pandas writes a filtered frame's index as a hidden column,
+    __index_level_0__: each row's position in the input. Published, it
+    undid the shuffle within classes (a file sorted by age: the index sorts
+    each class's true ages; helper-47), exit 0. It is refused by name unless
+    dropped (or kept on purpose)."""
+    n = 400
+    df = pd.DataFrame({"age": [20 + i % 40 for i in range(n)], "dx": ["flu", "cold"] * (n // 2)}).sort_values("age")
+    src = tmp_path / "p.parquet"
+    df[df.index % 3 > 0].to_parquet(src)
+    assert "__index_level_0__" in pq.read_schema(src).names
+    r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"column '__index_level_0__' of .*p.parquet' is the index pandas wrote.*drop it")
+    assert snapshot(out_dir) == {}
+    r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5", "--drop", "__index_level_0__")
+    assert r.exit_code == 0, r.stderr
+    assert pq.read_schema(out_dir / "o.parquet").names == ["age", "dx"]
+
+
 def test_a_compressed_csv_file_duckdb_would_not_read_is_named(tmp_path, out_dir):
     """DuckDB tells .gz by its lower-case suffix: a directory's day2.CSV.GZ
     was left out without a word, half the data published (helper-48)."""
