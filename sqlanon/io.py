@@ -421,6 +421,7 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         _check_duckdb_file(spec, "--table")
         return DuckDBSource(spec, tuple(split_table_name(table)))
     if os.path.isdir(spec):
+        _refuse_table_format(spec)
         files = lake_files(os.path.join(glob.escape(spec), "**", "*"), spec)
         if not files:
             raise InputError(f"directory {spec!r} holds no .parquet, .csv or .tsv files (names starting with _ or . "
@@ -440,6 +441,7 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         )
     if any(ch in spec for ch in "*?[") and not os.path.isfile(spec):
         root = FileSource(spec, fmt).root
+        _refuse_table_format(root)
         files = lake_files(spec, root)
         if not files:
             raise InputError(f"no file matches {spec!r} (names starting with _ or . below {root!r} are skipped)")
@@ -454,6 +456,32 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         raise InputError(f"input file {spec!r} is not readable")
     coarse = _check_file_columns([spec], fmt)
     return replace(exact_file(spec, fmt), coarse=coarse)
+
+
+_TABLE_FORMATS = (
+    (("_delta_log",), "Delta Lake"), ((".hoodie",), "Hudi"), (("metadata/*.metadata.json", "data"), "Iceberg"),
+)
+"""What marks a directory as a table of a table format (all of them), and its name."""
+
+
+def _refuse_table_format(root: str) -> None:
+    """Refuse a directory that is (or lies in) a Delta Lake, Iceberg or Hudi
+    table: its data files hold rows deleted since and older versions of
+    rewritten ones until the table is vacuumed; only its log says which
+    files make the table now."""
+    here = os.path.abspath(root)
+    while True:
+        for markers, name in _TABLE_FORMATS:
+            if all(glob.glob(os.path.join(glob.escape(here), m)) for m in markers):
+                raise ConfigError(
+                    f"{here!r} is a {name} table: its directory also holds the files of deleted rows and of older "
+                    "versions, which only its log tells apart; export a snapshot of it (e.g. to Parquet) and "
+                    "anonymize that"
+                )
+        parent = os.path.dirname(here)
+        if parent == here:
+            return
+        here = parent
 
 
 _COMPRESSED_CSV = re.compile(r"\.(csv|tsv)\.(gz|zst)$", re.IGNORECASE)

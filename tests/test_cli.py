@@ -1378,6 +1378,33 @@ def test_a_parquet_files_unnamed_pandas_index_is_not_published(tmp_path, out_dir
     assert pq.read_schema(out_dir / "o.parquet").names == ["age", "dx"]
 
 
+@pytest.mark.parametrize("kind", ["delta", "iceberg", "hudi"])
+def test_a_table_formats_directory_is_refused(tmp_path, out_dir, kind):
+    """A Delta table's directory holds the files of rows deleted since (an
+    erasure) and every rewritten file's old version, until VACUUM: read as
+    plain Parquet it published the deleted people and everyone else twice
+    (helper-48, exit 0). Iceberg and Hudi tables too."""
+    table = tmp_path / "people"
+    data = table / "data" if kind == "iceberg" else table
+    (data / "date=2024-01-01").mkdir(parents=True)
+    _small(data / "date=2024-01-01" / "part-0.parquet")
+    marker = {"delta": "_delta_log/00000000000000000000.json", "iceberg": "metadata/v1.metadata.json",
+              "hudi": ".hoodie/hoodie.properties"}[kind]
+    (table / marker).parent.mkdir()
+    (table / marker).write_text("{}")
+    name = {"delta": "Delta Lake", "iceberg": "Iceberg", "hudi": "Hudi"}[kind]
+    for src in (table, data / "date=2024-01-01", f"{data}/*/*.parquet"):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+        assert r.exit_code == 2, r.stderr
+        assert_one_line_error(r.stderr, rf"'.*people' is a {name} table: .* export a snapshot")
+    assert snapshot(out_dir) == {}
+    if kind == "iceberg":  # a directory named metadata beside a lake is no table
+        shutil.rmtree(table / "data")
+        _small(table / "part-0.parquet")
+        r = cli("anonymize", table, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+        assert r.exit_code == 0, r.stderr
+
+
 def test_a_compressed_csv_file_duckdb_would_not_read_is_named(tmp_path, out_dir):
     """DuckDB tells .gz by its lower-case suffix: a directory's day2.CSV.GZ
     was left out without a word, half the data published (helper-48)."""
