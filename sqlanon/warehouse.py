@@ -457,6 +457,10 @@ class PgStaging(Staging):
     that names its staging tables on the server."""
 
     run: str = ""
+    grants: list[str] = field(default_factory=list)
+    """What the schema's default privileges gave the staging table, taken
+    from it while it holds unverified rows (:meth:`PostgresTarget._private`),
+    and given back when it is published as a new table."""
 
 
 STAGING_SUFFIX = "__sqlanon_staging"
@@ -692,7 +696,7 @@ class PostgresTarget:
             for stmt in sql if isinstance(sql, list) else [sql]:
                 c.execute(stmt)
 
-    def _replace(self, c, stage: str) -> None:
+    def _replace(self, c, stage: str, grants: list[str]) -> None:
         """Put the staging table in the target's place, inside the publishing
         transaction ``c``, keeping what users attached to the old table.
 
@@ -704,6 +708,9 @@ class PostgresTarget:
           than the publishing role; see ``replace_plan.sql``), and the same columns (names
           and types, in order) in the new one: the old table is refilled in
           place (``TRUNCATE`` + ``INSERT``), so all of it stays as it is.
+        * A new target is the staging table renamed, with the privileges
+          the schema's default privileges give (``grants``: those that
+          :meth:`_private` took from it).
         * Otherwise the staging table is renamed into the target's place and
           gets the old table's owner, grants to other roles (table and
           column; those default privileges add are revoked) and comments;
@@ -720,7 +727,8 @@ class PostgresTarget:
         c.execute(f"SET LOCAL lock_timeout = {int(PUBLISH_LOCK_SECONDS * 1000)}")
         kind = c.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", (target,)).fetchone()
         if kind is None:
-            c.execute(rename)
+            for stmt in [*grants, rename]:
+                c.execute(stmt)
             return
         if kind[0] not in ("r", "p"):
             raise ConfigError(f"{self.describe()} is not a table (a view?); name a table as --target-table")
@@ -836,7 +844,9 @@ class PostgresTarget:
                     return self.column_types.get(c) or _pg_type(duck[c])
 
                 ddl = ", ".join(f"{ident(c)} {server_type(c)}" for c in cols)
-                self._run(f"CREATE TABLE {ident(list(name))} ({ddl})", "stage")
+                with self._transaction("stage") as c:
+                    c.execute(f"CREATE TABLE {ident(list(name))} ({ddl})")
+                    staging.grants = self._private(c, name)
                 con.execute("CALL pg_clear_cache()")
                 collist = ", ".join(ident(c) for c in cols)
                 con.execute(f"INSERT INTO {local} ({collist}) SELECT {collist} FROM {parts}")
@@ -848,10 +858,26 @@ class PostgresTarget:
                 if retype:  # one statement: the table is rewritten once
                     self._run(f"ALTER TABLE {ident(list(name))} {', '.join(retype)}", "stage")
             else:
-                con.execute(f"CREATE TABLE {local} AS SELECT * FROM {parts}")
+                con.execute(f"CREATE TABLE {local} AS SELECT * FROM {parts} LIMIT 0")
+                with self._transaction("stage") as c:
+                    staging.grants = self._private(c, name)
+                con.execute(f"INSERT INTO {local} SELECT * FROM {parts}")
         except duckdb.Error as exc:
             raise InputError(f"cannot write {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
         return ident(list(name))
+
+    @staticmethod
+    def _private(c, name: tuple[str, str]) -> list[str]:
+        """Make the table ``name``, just created (and still empty), the
+        publishing role's alone, in transaction ``c``: in the target's schema
+        it got what the schema's default privileges give, so roles kept from
+        the target read its unverified rows (and after a crash, until the
+        next run). Returns the GRANTs that give those back."""
+        steps = c.execute(render("private.sql", dialect="postgres", inline=True, t=ident(list(name))).sql).fetchall()
+        for kind, stmt in steps:
+            if kind == "revoke":
+                c.execute(stmt)
+        return [stmt for kind, stmt in steps if kind == "grant"]
 
     def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
         """Attach the target database once per run (loading the extension and
@@ -897,7 +923,7 @@ class PostgresTarget:
             with contextlib.ExitStack() as on_failure:
                 on_failure.callback(swap_metrics.discard)
                 with self._transaction("publish") as c:
-                    self._replace(c, ident(list(self._staging_name(staging.run))))
+                    self._replace(c, ident(list(self._staging_name(staging.run))), staging.grants)
                 on_failure.pop_all()
             swap_metrics.after_publishing(self.describe())
             self._detach(con)
@@ -910,7 +936,10 @@ class PostgresTarget:
         try:
             con.execute("CALL pg_clear_cache()")
             con.register("__sqlanon_metrics", metrics)
-            con.execute(f'CREATE TABLE {ident([DST, *mstage])} AS SELECT * FROM "__sqlanon_metrics"')
+            con.execute(f'CREATE TABLE {ident([DST, *mstage])} AS SELECT * FROM "__sqlanon_metrics" LIMIT 0')
+            with self._transaction("stage the metrics of") as c:
+                self._private(c, mstage)  # it holds the plan's values of the input
+            con.execute(f'INSERT INTO {ident([DST, *mstage])} SELECT * FROM "__sqlanon_metrics"')
         except duckdb.Error as exc:
             raise InputError(f"cannot write the metrics table: {self.conn.redact(_first_line(exc))}") from None
         finally:
@@ -919,7 +948,7 @@ class PostgresTarget:
         metrics_table, metrics_stage = ident(list(mname)), ident(list(mstage))
         try:
             with self._transaction("publish") as c:
-                self._replace(c, stage)
+                self._replace(c, stage, staging.grants)
                 c.execute(f"CREATE TABLE IF NOT EXISTS {metrics_table} (LIKE {metrics_stage})")
                 # By name, adding the columns an older sqlanon's table lacks.
                 columns = "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute " \

@@ -1004,6 +1004,47 @@ def test_overwrite_keeps_row_level_security_owner_and_exact_privileges(pg_url):
     assert not staging_left(pg_url, schema)
 
 
+def test_staging_tables_are_the_publishing_roles_alone(pg_url, monkeypatch):
+    """Staging tables were created in the target's schema with what its
+    default privileges give: an analyst denied the target read the
+    unverified rows and the metrics (the plan's values) during every run,
+    and after a crash until the next one (helper-47). They are the
+    publishing role's alone now; a new target and a new metrics table still
+    get what the defaults give, and a replaced one keeps its own grants."""
+    schema, analyst = "private staging", "sqlanon stage reader"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 2_000)
+    _role(pg_url, analyst)
+    sql(pg_url, f"ALTER DEFAULT PRIVILEGES IN SCHEMA {q(schema)} GRANT SELECT ON TABLES TO {q(analyst)}")
+    readable: dict[str, bool] = {}
+    replace = warehouse.PostgresTarget._replace
+
+    def spy(self, c, *args, **kwargs):  # inside the publishing transaction: both staging tables exist
+        readable.update(sql(pg_url, "SELECT relname, has_table_privilege(%s, oid, 'SELECT') FROM pg_class "
+                                    "WHERE relnamespace = %s::regnamespace AND relname LIKE %s",
+                            [analyst, q(schema), f"%{STAGING}%"]))
+        return replace(self, c, *args, **kwargs)
+
+    monkeypatch.setattr(warehouse.PostgresTarget, "_replace", spy)
+
+    def run():
+        sqlanon.anonymize(pg_url, pg_url, table=rel(schema, "src"), target_table=rel(schema, "dst"),
+                          qi=PEOPLE_QI.split(","), k=5, l=2, sensitive=["disease"], workers=1, overwrite=True)
+
+    def may_read(table: str) -> bool:
+        return scalar(pg_url, "SELECT has_table_privilege(%s, to_regclass(%s), 'SELECT')", [analyst, rel(schema, table)])
+
+    run()
+    assert len(readable) == 2 and not any(readable.values()), readable
+    assert may_read("dst") and may_read("dst__metrics")
+    sql(pg_url, f"REVOKE ALL ON {rel(schema, 'dst')} FROM {q(analyst)}")
+    readable.clear()
+    run()
+    assert len(readable) == 2 and not any(readable.values()), readable
+    assert not may_read("dst") and may_read("dst__metrics")
+    assert not staging_left(pg_url, schema)
+
+
 def test_overwrite_refills_a_partition(pg_url):
     """A partition swapped out by a rename left its parent empty."""
     schema = "parts"
