@@ -888,8 +888,11 @@ def _keep_access(new: str, old: str) -> None:
         return  # nothing replaced
     with contextlib.suppress(OSError):  # a group this user is not in
         os.chown(new, -1, st.st_gid)
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISDIR(st.st_mode) and not os.path.isdir(new):
+        mode &= 0o666  # a file beside a directory output: no x bits
     with contextlib.suppress(OSError):  # a part a cluster's worker wrote as another user
-        os.chmod(new, stat.S_IMODE(st.st_mode))
+        os.chmod(new, mode)
 
 
 def _staging_name(path: Path) -> Path:
@@ -1165,6 +1168,7 @@ class LocalStagingTarget:
             except OSError as exc:  # EBUSY: a bind-mounted file or a mount point; EXDEV…
                 raise InputError(f"cannot put {self.path!r} in place: {exc.strerror}") from exc
             on_failure.pop_all()
+        staged.like = self.path.rstrip("/")  # it holds the plan's values of the input: as private as the output
         staged.after_publishing(self.describe())
         return path
 
@@ -1526,10 +1530,12 @@ class StagedMetrics:
 
     def __init__(self, aside: str, path: str, lock: PathLock) -> None:
         self.aside, self.path, self._lock = aside, path, lock
+        self.like: str | None = None
+        """Whose access a new metrics file takes (the output it describes)."""
 
     def __call__(self) -> None:
         try:
-            _keep_access(self.aside, self.path)
+            _keep_access(self.aside, self.path if os.path.exists(self.path) or not self.like else self.like)
             os.replace(self.aside, self.path)
         finally:
             self._lock.release()

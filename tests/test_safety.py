@@ -445,6 +445,22 @@ def test_overwrite_keeps_the_outputs_mode_and_group(lake, tmp_path):
     assert {access(f) for f in d.iterdir()} == {(0o600, 1)}
 
 
+def test_a_new_metrics_file_takes_the_outputs_access(lake, tmp_path):
+    """A new metrics file was made under the umask (0644) beside an output
+    kept 0600 (or a directory kept 0700): any local user read the plan's
+    values of the input (helper-47). It takes the output's mode and group
+    (a directory's without its x bits)."""
+    import stat
+
+    for target, mode in ((tmp_path / "o.parquet", 0o600), (tmp_path / "d", 0o750)):
+        sqlanon.anonymize(lake, target, qi=["x"], k=5, workers=1)
+        os.chmod(target, mode)
+        metrics = tmp_path / f"{target.stem}__metrics.parquet"
+        metrics.unlink()
+        sqlanon.anonymize(lake, target, qi=["x"], k=5, workers=1, overwrite=True)
+        assert stat.S_IMODE(os.stat(metrics).st_mode) == mode & 0o666, target
+
+
 def test_files_disagreeing_on_a_columns_kind_are_refused(tmp_path):
     """A nightly file whose age came as text ('21y') made DuckDB read the
     whole column as text: the QI went from intervals to sets, silently
