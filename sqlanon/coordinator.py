@@ -867,50 +867,70 @@ def run(
         relation = target.assemble(con, staging, out_schema)
         timings["write"] = time.perf_counter() - t0
 
-        t0 = time.perf_counter()
         qi_out = output_qi(schema) if output_qi else spec.qi_names
-        server = target.verifier()
-        vcon, dialect = server if server is not None else (con, "duckdb")
-        with contextlib.closing(vcon) if server is not None else contextlib.nullcontext():
-            step(f"checking k={spec.k} l={spec.l} of the output")
-            check = verify_relation(vcon, relation, qi_out, spec.k, spec.l, spec.sensitive, dialect=dialect)
-            if not check.ok:
-                raise VerificationError(
-                    f"refusing to publish {target.describe()!r}: {check.describe_failure()}"
-                    + _collation_hint(columns, spec) + _csv_empty_hint(target, spec, schema, check)
-                )
-            if check.rows != total:
-                raise VerificationError(
-                    f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
-                    + (_qi_collation_hint(columns, spec) if source.dialect == "postgres"
-                       else " (did the input change during the run?)")
-                )
-            if compare_on:
-                if compare_on != dialect:  # a lake into PostgreSQL: the server's table read back through DuckDB
-                    sums_con, typed = con, target.attached_relation(staging)
-                else:
-                    sums_con, typed = vcon, target.typed_relation(staging, relation)
-                if compare_on == "duckdb" and not isinstance(target, io.DuckDBTarget):
-                    typed = io.cast_columns(typed, cast)  # a fixed-size array comes out of Parquet as a list
-                step("comparing the pass-through columns with the input")
-                out_sums = column_checksums(sums_con, typed, passthrough, compare_on)
-                changed = in_sums.differences(out_sums)
-                if changed:
-                    raise VerificationError(
-                        f"refusing to publish {target.describe()!r}: the pass-through values of "
-                        f"{', '.join(changed)} did not come through unchanged (their checksums differ from the "
-                        "input's): the input may have changed during the run (rerun then), or the column's values "
-                        "cannot travel exactly (TIME WITH TIME ZONE, UHUGEINT, BIT; an INTERVAL with a fraction "
-                        "of a millisecond into Parquet; a list or struct of floats holding both -0.0 and 0.0, "
-                        "which DuckDB's Parquet writer makes one: drop it (--drop) or cast it to text in a view)"
-                    )
-                log.info("pass-through columns unchanged (checksums of %d column(s) match)", len(passthrough))
-        timings["verify"] = time.perf_counter() - t0
 
+        def check_output(relation: str):
+            server = target.verifier()
+            vcon, dialect = server if server is not None else (con, "duckdb")
+            with contextlib.closing(vcon) if server is not None else contextlib.nullcontext():
+                step(f"checking k={spec.k} l={spec.l} of the output")
+                check = verify_relation(vcon, relation, qi_out, spec.k, spec.l, spec.sensitive, dialect=dialect)
+                if not check.ok:
+                    raise VerificationError(
+                        f"refusing to publish {target.describe()!r}: {check.describe_failure()}"
+                        + _collation_hint(columns, spec) + _csv_empty_hint(target, spec, schema, check)
+                    )
+                if check.rows != total:
+                    raise VerificationError(
+                        f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
+                        + (_qi_collation_hint(columns, spec) if source.dialect == "postgres"
+                           else " (did the input change during the run?)")
+                    )
+                if compare_on:
+                    if compare_on != dialect:  # a lake into PostgreSQL: the server's table read back through DuckDB
+                        sums_con, typed = con, target.attached_relation(staging)
+                    else:
+                        sums_con, typed = vcon, target.typed_relation(staging, relation)
+                    if compare_on == "duckdb" and not isinstance(target, io.DuckDBTarget):
+                        typed = io.cast_columns(typed, cast)  # a fixed-size array comes out of Parquet as a list
+                    step("comparing the pass-through columns with the input")
+                    out_sums = column_checksums(sums_con, typed, passthrough, compare_on)
+                    changed = in_sums.differences(out_sums)
+                    if changed:
+                        raise VerificationError(
+                            f"refusing to publish {target.describe()!r}: the pass-through values of "
+                            f"{', '.join(changed)} did not come through unchanged (their checksums differ from the "
+                            "input's): the input may have changed during the run (rerun then), or the column's values "
+                            "cannot travel exactly (TIME WITH TIME ZONE, UHUGEINT, BIT; an INTERVAL with a fraction "
+                            "of a millisecond into Parquet; a list or struct of floats holding both -0.0 and 0.0, "
+                            "which DuckDB's Parquet writer makes one: drop it (--drop) or cast it to text in a view)"
+                        )
+                    log.info("pass-through columns unchanged (checksums of %d column(s) match)", len(passthrough))
+            return check
+
+        t0 = time.perf_counter()
+        check = check_output(relation)
+        timings["verify"] = time.perf_counter() - t0
         # In fragment order, not completion order: float sums then do not
         # depend on which worker finished first (same NCP on every executor).
         parts = [results[fid].metrics for fid in sorted(results) if results[fid].metrics is not None]
         summed = Metrics.combine(parts)
+        if summed.classes > check.classes:
+            # Fragments published classes with the same values (one hierarchy
+            # node, one interval): each fragment's rows of such a class came
+            # as a block, which told which side of the plan's cut each row
+            # lies on (helper-47). The class's rows are shuffled together.
+            log.info("%d published class(es) span fragments: regrouping the output",
+                     summed.classes - check.classes)
+            t0 = time.perf_counter()
+            staging.regroup(con, qi_out)
+            target.unassemble(con, staging)
+            relation = target.assemble(con, staging, out_schema)
+            timings["write"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            check = check_output(relation)
+            timings["verify"] += time.perf_counter() - t0
+
         # Classes and DP of what was published (fragments may share generalized
         # values); NCP is per row, so the fragments' sum is exact.
         metrics = replace(

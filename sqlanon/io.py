@@ -1140,6 +1140,20 @@ class Staging:
     def has_parts(self) -> bool:
         return any(self.parts_dir.glob("*.parquet"))
 
+    def regroup(self, con: duckdb.DuckDBPyConnection, qi: Sequence[str]) -> None:
+        """Rewrite the parts as one, each published class's rows (the same
+        ``qi`` values) together in a fresh random order, whichever fragments
+        they came from."""
+        pattern = os.path.join(glob.escape(str(self.parts_dir)), "*.parquet")
+        raw = FileSource(pattern, "parquet", globs=(pattern,)).relation  # as written: no casts back
+        keys = ", ".join(ident(c) for c in qi)
+        aside = str(self.root / "regrouped.parquet")
+        copy_relation(con, f"(SELECT * FROM {raw} ORDER BY hash({keys}), random())", aside, "parquet",
+                      as_text=tuple(self.as_text), arrow_fields=self.arrow_fields)
+        for part in self.parts_dir.glob("*.parquet"):
+            part.unlink()
+        os.rename(aside, self.part_path(0))
+
     def discard(self) -> None:
         _remove(self.root)
 
@@ -1200,6 +1214,10 @@ class LocalStagingTarget:
 
     def rollback(self, con, staging: Staging | None = None) -> None:
         """Nothing was published: the staging files are all there is to drop."""
+
+    def unassemble(self, con, staging: Staging) -> None:
+        """Undo :meth:`assemble`, to assemble again: nothing to undo, it
+        rewrites the staged output."""
 
 
 @dataclass(frozen=True)
@@ -1370,13 +1388,17 @@ class DuckDBTarget(LocalStagingTarget):
 
     def rollback(self, con: duckdb.DuckDBPyConnection, staging: Staging | None = None) -> None:
         """Roll the open transaction back; a database file the run created goes too."""
+        self.unassemble(con, staging)
+        for path in staging.created if staging is not None else ():
+            _remove(path)
+
+    def unassemble(self, con: duckdb.DuckDBPyConnection, staging: Staging | None) -> None:
+        """Undo :meth:`assemble` (its transaction, the attached file)."""
         for stmt in ("ROLLBACK", 'DETACH DATABASE IF EXISTS "__sqlanon_dst"'):
             try:
                 con.execute(stmt)
             except duckdb.Error:
                 pass  # no transaction was open / nothing attached
-        for path in staging.created if staging is not None else ():
-            _remove(path)
 
     def exists(self) -> bool:
         """Whether the table exists.

@@ -971,6 +971,10 @@ class PostgresTarget:
         self.unlock()
         return f"{self.conn.safe()} table {'.'.join(mname)}"
 
+    def unassemble(self, con, staging: PgStaging) -> None:
+        """Undo :meth:`assemble`: drop the staging table."""
+        self._run(f"DROP TABLE IF EXISTS {ident(list(self._staging_name(staging.run)))}", "stage")
+
     def rollback(self, con, staging: PgStaging | None = None) -> None:
         """Drop this run's staging tables (best effort) and release the lock."""
         self._detach(con)

@@ -1405,6 +1405,36 @@ def test_a_table_formats_directory_is_refused(tmp_path, out_dir, kind):
         assert r.exit_code == 0, r.stderr
 
 
+@pytest.mark.parametrize("target", ["o.csv", "o.parquet", "dir", "w.duckdb"])
+def test_a_class_two_fragments_publish_is_shuffled_as_one(tmp_path, target):
+    """Two fragments (DE, FR | IT, ES) both published the class 'Europe':
+    each fragment's rows came as a block, the first 60 rows exactly the DE
+    and FR ones, telling which side of the cut each row lies on (helper-47)."""
+    h = tmp_path / "h.json"
+    h.write_text(json.dumps({"cat": "*", "subcats": [
+        {"cat": "Europe", "subcats": [{"cat": c} for c in ("DE", "FR", "IT", "ES")]},
+        {"cat": "Asia", "subcats": [{"cat": c} for c in ("JP", "CN")]}]}))
+    src = tmp_path / "eu.csv"
+    rows = [(f"id-{c}-{i}", c, ("flu", "cold", "hiv")[i % 3]) for c in ("DE", "FR", "IT", "ES") for i in range(30)]
+    src.write_text("pid,country,dx\n" + "".join(",".join(r) + "\n" for r in rows))
+    out = tmp_path / target
+    extra = ["--target-table", "t"] if target.endswith(".duckdb") else []
+    r = cli("anonymize", src, "-o", out, *extra, "--qi", "country", "--hierarchy", f"country={h}", "--sensitive", "dx",
+            "-k", "50", "-l", "2", "--workers", "2", "--fragments", "2", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["classes"] == 1 and json.loads(r.stdout)["fragments"] == 2
+    if target.endswith(".duckdb"):
+        with duckdb.connect(str(out)) as con:
+            pids = [p for (p,) in con.execute("SELECT pid FROM t").fetchall()]
+    elif target == "dir":
+        pids = pq.read_table(out).column("pid").to_pylist()
+    else:
+        pids = read_any(out)["pid"].tolist()
+    assert sorted(pids) == sorted(p for p, _, _ in rows)
+    first_half = {p.split("-")[1] for p in pids[:60]}
+    assert first_half == {"DE", "FR", "IT", "ES"}, first_half
+
+
 def test_a_compressed_csv_file_duckdb_would_not_read_is_named(tmp_path, out_dir):
     """DuckDB tells .gz by its lower-case suffix: a directory's day2.CSV.GZ
     was left out without a word, half the data published (helper-48)."""

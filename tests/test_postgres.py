@@ -1045,6 +1045,24 @@ def test_staging_tables_are_the_publishing_roles_alone(pg_url, monkeypatch):
     assert not staging_left(pg_url, schema)
 
 
+def test_a_class_two_fragments_publish_is_shuffled_as_one(pg_url, tmp_path):
+    """As into a file (test_cli): a class both fragments publish came as one
+    block per fragment, telling which side of the cut each row lies on."""
+    h = tmp_path / "h.json"
+    h.write_text(json.dumps({"cat": "*", "subcats": [{"cat": "Europe", "subcats": [
+        {"cat": c} for c in ("DE", "FR", "IT", "ES")]}, {"cat": "Asia", "subcats": [{"cat": "JP"}]}]}))
+    src = tmp_path / "eu.csv"
+    src.write_text("pid,country,dx\n" + "".join(f"id-{c}-{i},{c},{('flu', 'cold')[i % 2]}\n"
+                                                 for c in ("DE", "FR", "IT", "ES") for i in range(30)))
+    fresh_schema(pg_url, "regroup")
+    r = sqlanon.anonymize(src, pg_url, target_table="regroup.t", qi=["country"], hierarchies={"country": h}, k=50,
+                          l=2, sensitive=["dx"], workers=2, fragments=2)
+    assert r.metrics.classes == 1
+    pids = [p for (p,) in sql(pg_url, "SELECT pid FROM regroup.t")]
+    assert len(pids) == 120 and {p.split("-")[1] for p in pids[:60]} == {"DE", "FR", "IT", "ES"}
+    assert not staging_left(pg_url, "regroup")
+
+
 def test_overwrite_refills_a_partition(pg_url):
     """A partition swapped out by a rename left its parent empty."""
     schema = "parts"
