@@ -10,7 +10,13 @@
    - per column of `times` (text DuckDB reads as a timestamp or a time, to
      microseconds), the values with a non-zero digit past the sixth decimal
      of a second, which that reading cuts (`t<i>`; SQL Server's seven
-     decimals, `10:00:00.1234560`, lose nothing). #}
+     decimals, `10:00:00.1234560`, lose nothing);
+   - per column of `integers` (text DuckDB guessed to be integers from the
+     rows it sniffed), the numbers with a fraction, which that reading
+     rounds (`i<i>`; `1e3`, `+42`, `0042` are read exactly);
+   - per column of `dates` (text DuckDB guessed to be dates), the ISO
+     timestamps with a time of day other than midnight, whose time that
+     reading drops (`a<i>`). #}
 SELECT count(*) AS "n"
 {% for c in doubles %}
     , count(*) FILTER (WHERE length(ltrim(regexp_replace(regexp_replace(regexp_replace(trim({{ c | ident }}),
@@ -22,5 +28,11 @@ SELECT count(*) AS "n"
 {% endfor %}
 {% for c in times %}
     , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '[0-9]:[0-9]{2}\.[0-9]{6}[0-9]*[1-9]')) AS {{ ("t" ~ loop.index0) | ident }}
+{% endfor %}
+{% for c in integers %}
+    , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS DOUBLE) <> trunc(TRY_CAST(trim({{ c | ident }}) AS DOUBLE))) AS {{ ("i" ~ loop.index0) | ident }}
+{% endfor %}
+{% for c in dates %}
+    , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) <> CAST(TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) AS DATE)) AS {{ ("a" ~ loop.index0) | ident }}
 {% endfor %}
 FROM {{ relation }}

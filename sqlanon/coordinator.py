@@ -985,18 +985,28 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
       interval missed its rows' values (CSV to CSV too: only the
       pass-through columns travel as text there);
     * a timestamp or time with more than six decimals of a second:
-      published cut to microseconds.
+      published cut to microseconds;
+    * past the rows DuckDB sniffs a column's type from, a number with a
+      fraction in a column it guessed to hold integers (112.03 published
+      as 112), a time of day in a column it guessed to hold dates.
 
     Of ``columns`` (QI, sensitive and pass-through ones; a pass-through
     column read as text is not in ``schema`` as a number or time).
     """
     doubles = [c for c in columns if pa.types.is_floating(schema.field(c).type)]
     times = [c for c in columns if pa.types.is_timestamp(schema.field(c).type) or pa.types.is_time(schema.field(c).type)]
-    if not doubles and not times:
+    integers = [c for c in columns if pa.types.is_integer(schema.field(c).type)]
+    dates = [c for c in columns if pa.types.is_date(schema.field(c).type)]
+    if not doubles and not times and not integers and not dates:
         return
     text = replace(source, as_text=True)
-    row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times))
+    row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times,
+                                 integers=integers, dates=dates))
+    past = ("(it guesses a column's type from the first 20,480 rows): convert the file with that column typed (e.g. "
+            "to Parquet), drop it (--drop), or, as a pass-through column, write CSV (its text passes through)")
     for key, found, why in (
+        ("i", integers, f"numbers with a fraction, which DuckDB reads from CSV as integers, rounded {past}"),
+        ("a", dates, f"timestamps with a time of day, which DuckDB reads from CSV as dates, without it {past}"),
         ("d", doubles, "numbers of more than 15 significant digits, which DuckDB reads from CSV as DOUBLE (rounded): "
                        "convert the file with that column as VARCHAR or DECIMAL (e.g. to Parquet), drop it (--drop), "
                        "or, as a pass-through column, write CSV (its text passes through)"),

@@ -1028,6 +1028,34 @@ def test_csv_times_finer_than_microseconds_are_refused(tmp_path):
     assert published == ("2020-01-01 12:34:56.123456199",)
 
 
+def test_csv_values_past_the_sniffed_rows_that_the_guessed_type_would_change_are_refused(tmp_path):
+    """DuckDB guesses a CSV column's type from its first ~20,000 rows: a
+    later 112.03 in an integer column was published as 112, 32.5 in a QI as
+    33, a later '2021-03-13 19:46:00' in a date column as the date alone,
+    exit 0, the checksums (both sides read typed) agreeing (helper-48)."""
+    src = tmp_path / "late.csv"
+
+    def write(amount: str, age: str, visit: str) -> None:
+        src.write_text("id,age,dx,amount,visit\n" + "".join(
+            f"{i},{20 + i % 50},{('Flu', 'Cold')[i % 2]},{i % 500},2021-03-13\n" for i in range(25_000))
+            + f"25000,{age},Flu,{amount},{visit}\n")
+
+    run = dict(qi=["age"], k=5, l=2, sensitive=["dx"], workers=1)
+    for (amount, age, visit), column in ((("112.03", "30", "2021-03-13"), "amount"),
+                                         (("112", "32.5", "2021-03-13"), "age"),
+                                         (("112", "30", "2021-03-13 19:46:00"), "visit")):
+        write(amount, age, visit)
+        for out in ("o.parquet", "o.csv"):
+            if out == "o.csv" and column != "age":
+                continue  # CSV to CSV, a pass-through column's text travels as it is
+            with pytest.raises(sqlanon.InputError, match=rf"column '{column}' of .* DuckDB reads .* as "):
+                sqlanon.anonymize(src, tmp_path / out, **run)
+            assert not (tmp_path / out).exists()
+    # What the type holds exactly is read: 1e3, +42, 0042 in an integer column, a midnight in a date column.
+    write("1e3", "+42", "2021-03-13 00:00:00")
+    assert sqlanon.anonymize(src, tmp_path / "o.parquet", **run).metrics.rows == 25_001
+
+
 def test_a_duckdb_target_schema_that_is_missing_is_refused_before_any_work(tmp_path):
     """It failed after all the fragments ('Catalog Error: Schema with name hr
     does not exist', exit 1); --explain did not notice."""
