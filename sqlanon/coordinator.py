@@ -249,6 +249,11 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
     if "" in names and "" not in drop:
         raise InputError(f"{where} has a column without a name: give it one in a view")
     refuse_reserved([*spec.qi_names, *spec.sensitive])
+    if len(names) == 1 and re.search(r"[,;\t|]", names[0]) and names[0] not in [*spec.qi_names, *spec.sensitive]:
+        raise InputError(
+            f"{where} reads as one column, {names[0]!r}: DuckDB could not tell its delimiter (a row with more or "
+            "fewer fields than the header, such as an unquoted comma in a value?)"
+        )
     for c in [*spec.qi_names, *spec.sensitive, *drop, *(keep or ())]:
         if c not in names:
             raise ConfigError(missing_column(c, where, names))

@@ -1435,6 +1435,21 @@ def test_a_class_two_fragments_publish_is_shuffled_as_one(tmp_path, target):
     assert first_half == {"DE", "FR", "IT", "ES"}, first_half
 
 
+def test_a_csv_file_read_as_one_column_says_so(tmp_path, out_dir):
+    """One row with an unquoted comma near the top made DuckDB's sniffer
+    give up on ',' and read the file as one column named 'id,age,dx': the
+    error said column 'age' is missing, exit 2 (helper-48)."""
+    src = tmp_path / "badrow.csv"
+    lines = ["id,age,dx"] + [f"{i},{20 + i % 50},{('Flu', 'Cold')[i % 2]}" for i in range(3000)]
+    lines[1500] = "1499,44,Smith, John"
+    src.write_text("\n".join(lines) + "\n")
+    r = cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age", "-k", "5")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, r"'.*badrow.csv' reads as one column, 'id,age,dx': DuckDB could not tell its "
+                                    r"delimiter .a row with more or fewer fields")
+    assert snapshot(out_dir) == {}
+
+
 def test_a_compressed_csv_file_duckdb_would_not_read_is_named(tmp_path, out_dir):
     """DuckDB tells .gz by its lower-case suffix: a directory's day2.CSV.GZ
     was left out without a word, half the data published (helper-48)."""
