@@ -7,10 +7,15 @@
    ``delim``: the delimiter, or none for DuckDB's sniffer to guess;
    ``dateformat``, ``timestampformat``: how dates are written, or none to guess. The
    quote is always '"': DuckDB's sniffer, seeing no quoted value in the
-   first rows, would guess "no quoting" and split a later "Smith, J". #}
+   first rows, would guess "no quoting" and split a later "Smith, J".
+   ``hive_nulls``: partition keys with a directory named ``hive_null``
+   (``city=__HIVE_DEFAULT_PARTITION__``, Spark's and Hive's NULL), read as
+   NULL there. #}
 {% set files %}[{% for p in paths %}{{ p | lit }}{{ ", " if not loop.last }}{% endfor %}]{% endset %}
+{% if hive_nulls %}(SELECT * REPLACE ({% for k in hive_nulls %}nullif({{ k | ident }}, {{ hive_null | lit }}) AS {{ k | ident }}{{ ", " if not loop.last }}{% endfor %}) FROM {% endif %}
 {% if fmt == "parquet" %}
 read_parquet({{ files }}, hive_partitioning = {{ hive | lit }}, union_by_name = true)
 {% else %}
 read_csv({{ files }}, header = {{ header | lit }}, hive_partitioning = {{ hive | lit }}, union_by_name = true{% if as_text %}, all_varchar = true{% endif %}{% if delim %}, delim = {{ delim | lit }}{% endif %}{% if dateformat %}, dateformat = {{ dateformat | lit }}{% endif %}{% if timestampformat %}, timestampformat = {{ timestampformat | lit }}{% endif %}{% if ours %}, escape = '"'{% endif %}, quote = '"'{% if text_columns %}, types = { {% for c in text_columns %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %}{% if hive_text %}, hive_types = { {% for c in hive_text %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %})
 {% endif %}
+{% if hive_nulls %}){% endif %}

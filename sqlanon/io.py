@@ -261,11 +261,14 @@ class FileSource(DuckDBReadable):
         # Absolute: a task may run in another working directory (Dask, Spark).
         paths = [os.path.abspath(p) for p in self.globs or (self.path,)]
         keys = {k.lower() for k in self.hive_keys}
+        # Spark and Hive write a NULL partition value so; DuckDB reads the text.
+        nulls = [k for k in self.hive_keys if any(f"{os.sep}{k}={HIVE_NULL}{os.sep}" in p for p in paths)]
         return render(
             "read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text,
             text_columns=[c for c in self.text_columns if c.lower() not in keys],
             hive_text=[c for c in self.text_columns if c.lower() in keys], ours=self.ours, header=True,
             delim=self.delimiter, dateformat=self.date_formats[0], timestampformat=self.date_formats[1],
+            hive_nulls=nulls, hive_null=HIVE_NULL,
         ).sql
 
     @property
@@ -484,6 +487,10 @@ def _refuse_table_format(root: str) -> None:
         here = parent
 
 
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+"""The partition directory name (``city=__HIVE_DEFAULT_PARTITION__``) that
+Spark and Hive write for a NULL value."""
+
 _COMPRESSED_CSV = re.compile(r"\.(csv|tsv)\.(gz|zst)$", re.IGNORECASE)
 
 
@@ -565,7 +572,8 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                 # The header row as text, read as the run reads the file, without partition keys.
                 relation = render("read_file.sql", paths=[glob.escape(f)], fmt=fmt, hive=False, header=False,
                                   as_text=True, text_columns=(), hive_text=(), ours=False,
-                                  delim=exact_file(f, fmt).delimiter, dateformat=None, timestampformat=None).sql
+                                  delim=exact_file(f, fmt).delimiter, dateformat=None, timestampformat=None,
+                                  hive_nulls=(), hive_null=HIVE_NULL).sql
                 header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
                 if header is None:  # DuckDB would read a column "column0" from it
                     raise InputError(f"{f!r} is empty: a CSV file starts with its header row")

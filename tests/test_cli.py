@@ -1450,6 +1450,22 @@ def test_a_csv_file_read_as_one_column_says_so(tmp_path, out_dir):
     assert snapshot(out_dir) == {}
 
 
+@pytest.mark.parametrize("qi", ["age,city", "age"])
+def test_sparks_null_partition_is_read_as_null(tmp_path, out_dir, qi):
+    """Spark and Hive write a NULL partition value as the directory
+    city=__HIVE_DEFAULT_PARTITION__; DuckDB reads its text, which was
+    published as a city (helper-48)."""
+    lake = tmp_path / "lake"
+    for city in ("NYC", "__HIVE_DEFAULT_PARTITION__"):
+        (lake / f"city={city}").mkdir(parents=True)
+        _small(lake / f"city={city}" / "part-0.parquet")
+    r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", qi, "-k", "5", "--workers", "2")
+    assert r.exit_code == 0, r.stderr
+    cities = pq.read_table(out_dir / "o.parquet").column("city").to_pylist()
+    assert len(cities) == 400 and not any("HIVE" in (c or "") for c in cities)
+    assert cities.count(None) == 200 and cities.count("NYC") == 200
+
+
 def test_a_compressed_csv_file_duckdb_would_not_read_is_named(tmp_path, out_dir):
     """DuckDB tells .gz by its lower-case suffix: a directory's day2.CSV.GZ
     was left out without a word, half the data published (helper-48)."""
