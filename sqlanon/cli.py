@@ -284,6 +284,8 @@ def main(ctx: click.Context, verbose: int, debug: bool) -> None:
       sqlanon verify adults_anon.parquet --qi age,education-num,race,native-country \\
           --sensitive income -k 10 -l 2
     """
+    if sys.stderr is None:  # started with stderr closed (2>&-): nowhere to say anything, but the run goes on
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the process's own stderr, for its lifetime
     handler = _LogHandler(sys.stderr)
     handler.setFormatter(_LogFormat("%(asctime)s %(name)s %(levelname)s %(message)s"))
     handler.addFilter(_cluster_errors_left_to_the_run)

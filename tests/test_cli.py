@@ -2060,6 +2060,19 @@ def test_help_wins_over_a_bad_config_before_it(tmp_path):
     assert cli("anonymize", "--config", tmp_path / "missing.yml").exit_code == 2
 
 
+def test_a_run_started_with_stdout_and_stderr_closed_publishes(tmp_path):
+    """Started with both closed (a supervisor's >&- 2>&-), every run exited
+    1 without a word: the check for a terminal on stderr failed (helper-50)."""
+    out = tmp_path / "o.parquet"
+    args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(ADULTS), "-o", str(out), "--qi", "age", "-k", "10"]
+    for extra in ([], ["--workers", "2", "-v"]):
+        p = subprocess.run([*args, *extra, "--overwrite"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=300, cwd=REPO, preexec_fn=lambda: (os.close(1), os.close(2)))
+        assert p.returncode == 0
+        assert pq.read_metadata(out).num_rows == ADULT_ROWS
+        out.unlink()
+
+
 @pytest.mark.parametrize("stdout", ["full", "closed"])
 def test_a_published_run_whose_summary_cannot_be_written_exits_0(tmp_path, stdout):
     """Exit 1 tells a scheduler nothing was published: a run that had
