@@ -129,9 +129,11 @@ def first_line(exc: BaseException) -> str:
     if not lines:
         return type(exc).__name__
     server = re.match(r'(.*Failed to (?:prepare|execute) (?:query|COPY)) "', lines[0])
-    cause = next((x.split('": ERROR:', 1)[1] for x in lines if '": ERROR:' in x), None)
-    if server and cause:  # PostgreSQL's error ends the statement DuckDB quotes over many lines
-        line = f"{server[1]}: ERROR: {cause.strip()}"
+    # PostgreSQL's error ends the statement DuckDB quotes over many lines:
+    # 'ERROR: …', or libpq's own ('server closed the connection unexpectedly').
+    cause = next((x.rsplit('": ', 1)[1] for x in reversed(lines) if '": ' in x), None) if server else None
+    if server and cause and cause.strip():
+        line = f"{server[1]}: {' '.join(cause.split())}"
     elif "Error when sniffing file" in lines[0] and len(lines) > 1:
         # The file is named by the caller (DuckDB's name is "" for a list of files).
         line = (re.sub(r' ?"[^"]*"\.?$', "", lines[0]) + ": " + lines[1].strip()

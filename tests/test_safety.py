@@ -919,4 +919,8 @@ def test_a_server_error_is_shown_not_the_first_line_of_the_statement():
     exc = RuntimeError('Binder Error: Failed to prepare query "SELECT\n  count(*) AS n\nFROM "t" GROUP BY "u" '
                        'COLLATE "C"": ERROR:  collations are not supported by type uuid\nLINE 3: ...')
     assert first_line(exc) == "Binder Error: Failed to prepare query: ERROR: collations are not supported by type uuid"
+    # A connection lost: no 'ERROR:', and the cause was cut off with the statement (helper-50).
+    lost = RuntimeError('IO Error: Failed to execute query "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ;\n'
+                        'SELECT "a": 1\n": server closed the connection unexpectedly\n\tThis probably means ...')
+    assert first_line(lost) == "IO Error: Failed to execute query: server closed the connection unexpectedly"
     assert first_line(RuntimeError("IO Error: No files found\nmore")) == "IO Error: No files found"
