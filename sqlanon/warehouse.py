@@ -777,6 +777,10 @@ class PostgresTarget:
     # -- the run's lock: a second concurrent run on the same target is refused
     def lock(self) -> None:
         c = self._connect()
+        if c.info.server_version >= 140000:
+            # The session sits idle for the whole run: a role's timeout for
+            # idle sessions would end it, and the lock with it.
+            c.execute("SET idle_session_timeout = 0")
         # The key is computed by the server from the database and the table, so
         # every spelling of the URL (password or PGPASSWORD, driver names) takes
         # the same lock.
@@ -790,6 +794,26 @@ class PostgresTarget:
             raise InputError(f"another sqlanon run is writing {self.describe()}; try again when it has finished")
         self._lock = c
 
+    def check_lock(self) -> None:
+        """Fail the run if the lock's session was ended (a DBA's idle-killer,
+        a pooler, a server restart): another run may be at work on the target
+        now, and may have dropped this one's staging as a dead run's."""
+        import psycopg
+
+        if self._lock is None:
+            return
+        try:
+            held = self._lock.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                                      "AND pid = pg_backend_pid()").fetchone()[0]
+        except psycopg.Error:
+            held = 0
+        if not held:
+            raise InputError(
+                f"this run lost its lock on {self.describe()}: its session was ended (a server restart, or a "
+                "timeout or administrator ending idle sessions), so another run may be at work on it; nothing "
+                "was published"
+            )
+
     def unlock(self) -> None:
         if self._lock is not None:
             self._lock.close()  # a session-level advisory lock ends with its session
@@ -798,6 +822,7 @@ class PostgresTarget:
     def new_staging(self, shared: bool = False) -> PgStaging:
         if self._lock is None:
             self.lock()
+        self.check_lock()  # what it drops would otherwise be another live run's
         self._drop_stale_staging()
         # The parts wait in a local directory named after this target: a run
         # killed outright left its directory (the whole anonymized table) in
@@ -825,6 +850,7 @@ class PostgresTarget:
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: PgStaging, empty: pa.Schema | None) -> str:
         """Bulk-load the parts into a staging table on the server (binary COPY)."""
+        self.check_lock()
         self._attach(con)
         parts = staging.parts_relation() if staging.has_parts() else None
         if parts is None:
@@ -916,6 +942,7 @@ class PostgresTarget:
         written aside before the transaction, right after it)."""
         from .io import file_format, stage_metrics_file
 
+        self.check_lock()
         if where and file_format(where):
             # Written first: a metrics file that cannot be written fails the
             # run before the table is replaced, not after.

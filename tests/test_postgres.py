@@ -1063,6 +1063,52 @@ def test_a_class_two_fragments_publish_is_shuffled_as_one(pg_url, tmp_path):
     assert not staging_left(pg_url, "regroup")
 
 
+def _lock_pid(url: str) -> int | None:
+    rows = sql(url, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted")
+    return rows[0][0] if rows else None
+
+
+@pytest.mark.parametrize("how", ["idle_session_timeout", "terminated"])
+def test_the_runs_lock_outlives_idle_timeouts_and_a_lost_one_stops_the_run(pg_url, monkeypatch, how):
+    """The advisory lock's session sat idle: a role's idle_session_timeout
+    (or a DBA's idle-killer) ended it, and the lock with it; a second run was
+    not refused and dropped the first one's staging, which then failed with
+    '0 rows written' (helper-50). The lock's session is exempt from the
+    timeout now, and a run that lost its lock anyway says so."""
+    schema, role = "lock lost", "sqlanon idle"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 2_000)
+    sql(pg_url, f"DO $$BEGIN CREATE ROLE {q(role)} LOGIN PASSWORD 'idlepw' SUPERUSER; EXCEPTION WHEN "
+                "duplicate_object THEN NULL; END$$")
+    sql(pg_url, f"ALTER ROLE {q(role)} SET idle_session_timeout = '1s'")
+    url = re.sub(r"//[^@]*@", f"//{quote(role, safe='')}:idlepw@", pg_url)
+    assemble = warehouse.PostgresTarget.assemble
+
+    def slow(self, *args, **kwargs):
+        pid = _lock_pid(pg_url)
+        assert pid is not None
+        if how == "terminated":
+            sql(pg_url, "SELECT pg_terminate_backend(%s)", [pid])
+        time.sleep(1.5)
+        assert (_lock_pid(pg_url) == pid) == (how == "idle_session_timeout")
+        return assemble(self, *args, **kwargs)
+
+    monkeypatch.setattr(warehouse.PostgresTarget, "assemble", slow)
+    run = dict(table=rel(schema, "src"), target_table=rel(schema, "dst"), qi=PEOPLE_QI.split(","), k=5, l=2,
+               sensitive=["disease"], workers=1)
+    try:
+        if how == "terminated":
+            with pytest.raises(InputError, match=r"lost its lock on .*dst: its session was ended .*nothing was "
+                                                  r"published"):
+                sqlanon.anonymize(url, url, **run)
+            assert "dst" not in relations(pg_url, schema)
+        else:
+            assert sqlanon.anonymize(url, url, **run).metrics.rows == 2_000
+    finally:
+        sql(pg_url, f"ALTER ROLE {q(role)} RESET idle_session_timeout")
+    assert not staging_left(pg_url, schema) and no_advisory_locks(pg_url)
+
+
 def test_overwrite_refills_a_partition(pg_url):
     """A partition swapped out by a rename left its parent empty."""
     schema = "parts"
