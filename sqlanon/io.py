@@ -412,9 +412,19 @@ class DuckDBSource(DuckDBReadable):
 Source = FileSource | DuckDBSource  # and warehouse.PostgresSource
 
 
+def utf8_path(path: str, what: str) -> str:
+    """``path``, unless its name cannot reach DuckDB, which takes UTF-8 paths
+    only: bytes that are not UTF-8 come to Python as surrogates, and failed
+    as an internal error (or after every fragment, for an output)."""
+    if any("\udc80" <= ch <= "\udcff" for ch in path):
+        raise InputError(f"cannot use {what} {path!r}: its name is not valid UTF-8 (rename it; in a C locale, set "
+                         "LANG=C.UTF-8)")
+    return path
+
+
 def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
     """Resolve a source argument; the error names the path when nothing is there."""
-    spec = os.fspath(path)
+    spec = utf8_path(os.fspath(path), "input")
     if table is not None or spec.lower().endswith(DUCKDB_SUFFIXES):
         if table is None:
             raise ConfigError(f"{spec!r} is a DuckDB database: name the table with --table")
@@ -507,7 +517,7 @@ def lake_files(pattern: str, root: str) -> list[str]:
 
     matched = sorted(glob.glob(pattern, recursive=True, include_hidden=True))
     files = [f for f in matched if _format_of(f) and os.path.isfile(f)]
-    kept = [f for f in files if not hidden(f)]
+    kept = [utf8_path(f, "input file") for f in files if not hidden(f)]
     if len(kept) < len(files):
         log.info("skipped %d file(s) under names starting with _ or . below %s", len(files) - len(kept), root)
     unread = next((f for f in matched if _COMPRESSED_CSV.search(f) and not _format_of(f) and not hidden(f)), None)
@@ -1643,7 +1653,7 @@ def _check_replaceable_directory(path: str) -> None:
 
 def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None = None) -> Target:
     """Resolve an output argument; refuses to replace an existing output without ``overwrite``."""
-    spec = os.fspath(path)
+    spec = utf8_path(os.fspath(path), "output")
     if spec == "-":  # it used to become a directory named '-'
         raise ConfigError("-o - (standard output) is not an output: name a .parquet or .csv file, a directory/, "
                           "a .duckdb file or a database URL")

@@ -1466,6 +1466,24 @@ def test_sparks_null_partition_is_read_as_null(tmp_path, out_dir, qi):
     assert cities.count(None) == 200 and cities.count("NYC") == 200
 
 
+def test_a_file_name_that_is_not_utf8_is_named(tmp_path, out_dir):
+    """DuckDB takes UTF-8 paths only: a lake file named in Latin-1 failed as
+    an 'internal error (RuntimeError: Unable to cast Python instance…)', an
+    output so named only after every fragment (helper-50)."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    _small(lake / "a.parquet")
+    latin = os.fsdecode(bytes(lake) + b"/pok\xe9r.parquet")
+    shutil.copy(lake / "a.parquet", latin)
+    for args in ([lake, "-o", out_dir / "o.parquet"], [lake / "a.parquet", "-o", os.fsdecode(bytes(out_dir) + b"/o\xe9.parquet")]):
+        if args[0] == lake / "a.parquet":
+            os.unlink(latin)
+        r = cli("anonymize", *args, "--qi", "age", "-k", "5")
+        assert r.exit_code == 1, r.stderr
+        assert_one_line_error(r.stderr, r"cannot use (input file|output) '.*\\udce9.*': its name is not valid UTF-8")
+    assert snapshot(out_dir) == {}
+
+
 def test_a_compressed_csv_file_duckdb_would_not_read_is_named(tmp_path, out_dir):
     """DuckDB tells .gz by its lower-case suffix: a directory's day2.CSV.GZ
     was left out without a word, half the data published (helper-48)."""
