@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -226,6 +227,18 @@ def _private_directory(prefix: str) -> str:
         return tempfile.mkdtemp(prefix=prefix)
     except OSError:
         return os.path.join(tempfile.gettempdir(), f"{prefix}{uuid.uuid4().hex[:12]}")
+
+
+def _spill_directory() -> str:
+    """The coordinator's own spill directory (:func:`_private_directory`),
+    named after its process; those of dead processes (a run killed outright:
+    they may hold rows of an input) are removed first."""
+    for stale in Path(tempfile.gettempdir()).glob("sqlanon-spill-*-*"):
+        pid = stale.name.split("-")[2]
+        with contextlib.suppress(OSError, ValueError):
+            if stale.stat().st_uid == os.getuid() and not io.alive(int(pid)):
+                shutil.rmtree(stale, ignore_errors=True)
+    return _private_directory(f"sqlanon-spill-{os.getpid()}-")
 
 
 def _render(source, template: str, **context):
@@ -686,7 +699,7 @@ def run(
     # into a directory of its own in the temporary directory (TMPDIR), not
     # into ./.tmp; made here, private (DuckDB makes it readable by all, and
     # its files hold the input's rows), and removed after.
-    spill = _private_directory("sqlanon-spill-")
+    spill = _spill_directory()
     with contextlib.ExitStack() as on_failure:
         on_failure.callback(shutil.rmtree, spill, True)
         con = io.connect(temp_directory=spill)

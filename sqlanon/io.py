@@ -1063,7 +1063,7 @@ def remove_stale_staging(path: str | os.PathLike, locked: bool = False) -> None:
         if locked:
             return False
         m = re.search(pattern, name)
-        return bool(m) and int(m.group(1)) != os.getpid() and _alive(int(m.group(1)))
+        return bool(m) and int(m.group(1)) != os.getpid() and alive(int(m.group(1)))
 
     for backup in p.parent.glob(f".{glob.escape(p.name)}{BACKUP_MARK}*"):
         if live(backup.name, re.escape(BACKUP_MARK) + r"(\d+)$"):
@@ -1086,7 +1086,8 @@ def _remove(path: Path | str) -> None:
         p.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (of any user)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -1111,6 +1111,14 @@ def test_a_worker_spills_into_the_runs_staging_area(tmp_path, monkeypatch):
     for s in workers:
         assert Path(s).parent.name.startswith(".o.parquet.sqlanon-staging-") and Path(s).name.startswith("spill-")
     assert not list(tmp_path.glob(".o.parquet.sqlanon-staging-*"))  # gone with the staging
+    # A run killed outright left its spill directory for good (helper-50): the next run removes those of dead runs.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = Path(tempfile.mkdtemp(prefix=f"sqlanon-spill-{dead.pid}-"))
+    live = Path(tempfile.mkdtemp(prefix=f"sqlanon-spill-{os.getpid()}-"))
+    run(src, tmp_path / "o.parquet", workers=1, overwrite=True)
+    assert not stale.exists() and live.exists()
+    live.rmdir()
 
 
 def test_an_input_file_replaced_during_the_run_is_not_published(tmp_path):
