@@ -639,7 +639,7 @@ def _sample(value: str | None) -> float | None:
     "Default: 2,000 rows per fragment, at least 20,000, at most 16 MiB of QI values.",
 )
 @click.option(
-    "--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True,
+    "--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True,
     help="Seed of the sample (reproducible plans).",
 )
 @click.option("--worker-memory", help="DuckDB memory limit per worker, e.g. 2GB (default: 80% of RAM / workers).")

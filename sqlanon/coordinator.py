@@ -149,9 +149,9 @@ class RunOptions:
             # 1.5 is neither: it used to plan from a sample of 1 row.
             shown = f"{self.sample:g}" if isinstance(self.sample, float) else repr(self.sample)
             raise ConfigError(f"--sample must be a fraction in (0, 1] or a whole row count, got {shown}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
-            # DuckDB's REPEATABLE takes an unsigned 32-bit seed.
-            raise ConfigError(f"--seed must be an integer from 0 to {2**32 - 1}, got {self.seed!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
+            # DuckDB's parser takes a REPEATABLE seed up to a signed 32-bit integer's largest.
+            raise ConfigError(f"--seed must be an integer from 0 to {2**31 - 1}, got {self.seed!r}")
 
     @property
     def n_workers(self) -> int:
