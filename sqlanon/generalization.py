@@ -68,18 +68,24 @@ def _wrap(prefix: str, middle: pa.Array, suffix: str) -> pa.Array:
 _NEEDS_QUOTES = r'[,{}"]|^[ \t\n\r\f\v]|[ \t\n\r\f\v]$|^$| or NULL$'
 
 
-def _quote_members(text: pa.Array) -> pa.Array:
+def _quote_members(text: pa.Array, needs_quotes: str = _NEEDS_QUOTES) -> pa.Array:
     """Set members as published: in double quotes (a quote doubled) when
     their text would read as more than one member or as a set or a NULL
     (a ', ', a brace, a quote, spaces at an end, the empty string, an
     ending ' or NULL'): the value '{a, b}' beside NULLs was published as
     '{a, b} or NULL', which reads as a or b (helper-39). Other values as
-    they are."""
-    odd = pc.fill_null(pc.match_substring_regex(text, _NEEDS_QUOTES), False)
+    they are. ``needs_quotes``: what calls for quotes (a regex)."""
+    odd = pc.fill_null(pc.match_substring_regex(text, needs_quotes), False)
     if not pc.any(odd).as_py():
         return text
     escaped = _wrap('"', pc.replace_substring(text, '"', '""'), '"')
     return pc.if_else(odd, escaped, text)
+
+
+_READS_AS_NULL_MARK = r'^"| or NULL$'
+"""A published value (a prefix class's one value, a hierarchy label) that
+would read as a class mixing a value and NULLs ('x or NULL'), quoted as a
+set's member is; so is one that starts with a quote (helper-49)."""
 
 
 def _text_key(text: pa.Array) -> np.ndarray:
@@ -144,7 +150,7 @@ def generalize_column(
     elif e.kind == "hierarchy":
         h = e.qi.hierarchy
         node = h.lca(safe_lo, safe_hi)
-        text = pa.array(h.names, pa.string()).take(pa.array(node))
+        text = _quote_members(pa.array(h.names, pa.string()), _READS_AS_NULL_MARK).take(pa.array(node))
         cost = h.leaves_under(node) / h.n_leaves
     elif e.kind == "set":
         offsets, codes = kernel.class_distinct(col, bounds, e.n_codes, e.null_code)
@@ -154,7 +160,7 @@ def generalize_column(
         cost = np.diff(offsets) / max(stats.n_distinct, 1)
     elif e.kind == "prefix":
         text, cost = _prefix(e, stats, dstr, safe_lo, safe_hi, col, bounds)
-        text = pc.if_else(pa.array(single), lo_s, text)
+        text = pc.if_else(pa.array(single), _quote_members(lo_s, _READS_AS_NULL_MARK), text)
     else:  # pragma: no cover - config validation rules this out
         raise ConfigError(f"unknown generalization {e.kind!r}")
 

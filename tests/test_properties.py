@@ -66,7 +66,9 @@ _PREFIX_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters
 
 
 def _text(chars):
-    return st.text(st.one_of(chars, st.sampled_from(TRICKY)), max_size=6).filter(lambda s: NULL_SUFFIX not in s)
+    text = st.text(st.one_of(chars, st.sampled_from(TRICKY)), max_size=6)
+    # A value may end as the mark of a class mixing a value and NULLs: published quoted.
+    return st.one_of(text, text.map(lambda s: s + NULL_SUFFIX))
 
 
 FLOATS = st.one_of(
@@ -250,6 +252,13 @@ def _set_member(s: str) -> str:
     return '"' + s.replace('"', '""') + '"' if odd else s
 
 
+def _prefix_value(s: str) -> str:
+    """A prefix class's one value as the README says it is published:
+    quoted ("" for a quote) when it starts with a quote or ends with ' or
+    NULL' (it would read as a value beside NULLs)."""
+    return '"' + s.replace('"', '""') + '"' if s.startswith('"') or s.endswith(NULL_SUFFIX) else s
+
+
 def _set_members(body: str) -> list[str]:
     """The members of a published set body (``{…}`` or one member): quoted
     ones up to their closing quote, others up to the next ', '."""
@@ -282,6 +291,7 @@ def _expected_text(q: QISpec, vals: list, strs: list):
         present = {v: _set_member(s) for v, s in present.items()}
     if len(present) == 1:
         body = next(iter(present.values()))
+        body = _prefix_value(body) if q.gen == "prefix" else body
     elif q.gen == "interval":
         body = f"[{present[min(present)]}, {present[max(present)]}]"
     elif q.gen == "set":
@@ -305,13 +315,15 @@ def _row_ncp_text(q: QISpec, dom: Domain, v, s, o) -> float:
     if o is None:
         assert v is None, f"{q.name}: value {s!r} published as NULL"
         return 0.0
-    if v is not None and o == (_set_member(s) if q.gen == "set" else s):
+    if v is not None and o == (_set_member(s) if q.gen == "set" else _prefix_value(s) if q.gen == "prefix" else s):
         return 0.0
-    mixed = o.endswith(NULL_SUFFIX) and not (q.gen == "set" and o.endswith('"'))
+    mixed = o.endswith(NULL_SUFFIX) and not (q.gen in ("set", "prefix") and o.endswith('"'))
     body = o[: -len(NULL_SUFFIX)] if mixed else o
     assert mixed or v is not None, f"{q.name}: NULL published as {o!r} without '{NULL_SUFFIX}'"
     if q.gen == "set" and not body.startswith("{"):  # one value, quoted if need be, plus NULLs
         (body,) = _set_members(body)
+    if q.gen == "prefix" and len(body) >= 2 and body.startswith('"') and body.endswith('"'):  # one value, quoted
+        body = body[1:-1].replace('""', '"')
     if body in dom.str2val:  # a single value plus NULLs
         assert mixed, f"{q.name}: {s!r} published as another value {o!r}"
         assert v is None or dom.str2val[body] == v, f"{q.name}: {s!r} not in {o!r}"
@@ -804,6 +816,26 @@ def test_prefix_with_trailing_nul():
     t = pa.table({"a": ["a\x00", "a\x00\x00", "b", "bc"]})
     res = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("a", "prefix"),), k=2))
     assert res.table.column("a").to_pylist()[:2] == ["a\x00*", "a\x00*"]
+
+
+@pytest.mark.parametrize("gen", ["prefix", "hierarchy"])
+def test_a_value_ending_as_the_null_mark_is_quoted(tmp_path, gen):
+    """A class of the value 'x or NULL' and one of 'x' beside NULLs were both
+    published as 'x or NULL' under prefix and hierarchy (set quoted its
+    members): NCP 0 and 1 for one text (helper-49)."""
+    import json
+
+    from sqlanon.hierarchies import load_hierarchy
+
+    t = pa.table({"age": [1, 1, 50, 50], "name": ["x or NULL", "x or NULL", "x", None]})
+    h = None
+    if gen == "hierarchy":
+        (tmp_path / "h.json").write_text(json.dumps({"cat": "*", "subcats": [{"cat": "x"}, {"cat": "x or NULL"}]}))
+        h = load_hierarchy(tmp_path / "h.json")
+    spec = AnonymizationSpec((QuasiIdentifier("age"), QuasiIdentifier("name", gen, h)), k=2)
+    out = anonymize_table(t, spec).table
+    published = dict(zip(out.column("age").to_pylist(), _decode(out.column("name")).to_pylist()))
+    assert published == {"1": '"x or NULL"', "50": "x or NULL"}
 
 
 @pytest.mark.parametrize("gen", ["interval", "set"])
