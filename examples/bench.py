@@ -7,7 +7,7 @@
     python -m examples.bench executors [--rows 1000000] [--fragments 8]
     python -m examples.bench checksums [--rows 1000000] [--url postgresql://…]
     python -m examples.bench lake [--files 3000] [--rows-per-file 100]
-    python -m examples.bench compare REV [--workers 2] [--repeat 8] [--url postgresql://…]
+    python -m examples.bench compare REV [--workers 2] [--repeat 8] [--url postgresql://…] [--csv]
     python -m examples.bench hierarchy [--rows 1000000] [--leaves 50000] [--rev REV]
     python -m examples.bench wide [--rows 1000000] [--rev REV]
 
@@ -254,13 +254,13 @@ def _checkout(rev: str):
         shutil.rmtree(old.parent, ignore_errors=True)
 
 
-def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None) -> None:
+def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv: bool = False) -> None:
     """Revision ``rev`` against this tree, end to end, runs alternating in one session.
 
     The machine's speed drifts by ~30 % over minutes; alternating the two
     versions run by run and taking medians keeps that drift out of the
     difference. ``--url``: PostgreSQL table to table (poker loaded there);
-    otherwise Parquet to Parquet.
+    ``--csv``: poker as a CSV file into Parquet; otherwise Parquet to Parquet.
     """
     import statistics
 
@@ -269,7 +269,14 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None) -> 
         out_dir = Path(scratch)
         if url is None:
             dsn = None
-            base = ["anonymize", str(poker_file(rows)), "-o", str(out_dir / "out.parquet")]
+            src = poker_file(rows)
+            if csv:
+                src = src.with_suffix(".csv")
+                if not src.exists():
+                    import duckdb
+
+                    duckdb.sql(f"COPY (SELECT * FROM read_parquet('{poker_file(rows)}')) TO '{src}' (HEADER)")
+            base = ["anonymize", str(src), "-o", str(out_dir / "out.parquet")]
         else:
             dsn = load_poker(url, rows)
             base = ["anonymize", url, "--table", "public.poker", "-o", url, "--target-table", "public.poker_anon"]
@@ -286,7 +293,7 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None) -> 
                 doc, wall, _ = run_cli(base, tree)
                 runs[name].append({"wall": wall, **doc["timings"], "after output": doc["bench_after_output_s"]})
         phases = ["wall", "read", "fragmentation", "anonymize", "write", "verify", "after output"]
-        where = "PostgreSQL → PostgreSQL" if dsn else "Parquet → Parquet"
+        where = "PostgreSQL → PostgreSQL" if dsn else "CSV → Parquet" if csv else "Parquet → Parquet"
         print(f"poker {rows:,} rows, {where}, {workers} worker(s), k = 10, l = 2; median of {repeat} "
               f"alternating runs; {machine()}\n")
         print("| version | " + " | ".join(f"{p} s" for p in phases) + " | min wall s |")
@@ -632,9 +639,10 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--repeat", type=int, default=8)
     p.add_argument("--url", help="PostgreSQL table to table on this server (default: Parquet files)")
+    p.add_argument("--csv", action="store_true", help="poker as a CSV file into Parquet (default: Parquet files)")
     args = parser.parse_args()
     if args.what == "compare":
-        compare(args.rev, args.rows, args.workers, args.repeat, args.url)
+        compare(args.rev, args.rows, args.workers, args.repeat, args.url, args.csv)
         return
     if args.what == "hierarchy":
         hierarchy(args.rows, args.leaves, args.rev)
