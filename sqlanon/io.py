@@ -1009,13 +1009,15 @@ class PathLock:
                     with contextlib.suppress(OSError):  # vfat, CIFS: no modes to set
                         os.fchmod(fd, 0o666)  # ours, just made: past the umask
                 break
-        except PermissionError:
+        except PermissionError as denied:
             try:  # another user's lock file, left by a run that crashed: flock works read-only too
                 fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     self._refuse("a symbolic link")
-                log.warning("cannot lock %s (%s); going on without the lock", self.what, exc.strerror)
+                # No lock file to share: the cause is that it could not be made.
+                cause = denied if isinstance(exc, FileNotFoundError) else exc
+                log.warning("cannot lock %s (%s); going on without the lock", self.what, cause.strerror)
                 return None
         except OSError as exc:  # a directory we cannot write: the run's own writes say so
             if exc.errno == errno.ELOOP:

@@ -928,3 +928,36 @@ def test_a_server_error_is_shown_not_the_first_line_of_the_statement():
                         'SELECT "a": 1\n": server closed the connection unexpectedly\n\tThis probably means ...')
     assert first_line(lost) == "IO Error: Failed to execute query: server closed the connection unexpectedly"
     assert first_line(RuntimeError("IO Error: No files found\nmore")) == "IO Error: No files found"
+
+
+def _immutable(path: Path, on: bool) -> bool:
+    """``chattr ±i path`` (root may not write into an immutable directory);
+    False where the filesystem or the user cannot."""
+    done = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
+    return done.returncode == 0
+
+
+def test_a_metrics_directory_made_unwritable_during_the_run_is_a_runtime_error(lake, tmp_path, caplog):
+    """Found at the start, an unwritable metrics directory is a usage error
+    (exit 2); become one while the run worked (a remount, an immutable
+    flag), it is a failure of the run (exit 1: a retry may succeed), with
+    nothing published. The lock's warning named ENOENT (the lock file it
+    then tried to open read-only) rather than why it could not be made."""
+    mdir = tmp_path / "metrics"
+    mdir.mkdir()
+    if not _immutable(mdir, True) or not _immutable(mdir, False):
+        pytest.skip("chattr +i is not available here")
+    out = tmp_path / "o.parquet"
+
+    def status(text):
+        if text == "publishing":
+            _immutable(mdir, True)
+
+    try:
+        with caplog.at_level("WARNING", logger="sqlanon"), pytest.raises(sqlanon.SqlanonError) as failed:
+            sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1, metrics=str(mdir / "m.parquet"), status=status)
+    finally:
+        _immutable(mdir, False)
+    assert failed.value.exit_code == 1, failed.value
+    assert "Operation not permitted" in caplog.text and "No such file" not in caplog.text, caplog.text
+    assert not out.exists() and list(mdir.iterdir()) == []
