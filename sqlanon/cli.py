@@ -2,7 +2,7 @@
 
 Exit codes: 0 success, 1 the run failed (data, privacy constraint, I/O,
 verification), 2 usage or configuration error, 130 interrupted (Ctrl-C),
-143 terminated (SIGTERM).
+143 terminated (SIGTERM), 129 hung up (SIGHUP: the terminal went away).
 """
 
 from __future__ import annotations
@@ -156,11 +156,11 @@ def handle_errors(fn):
             if interrupts.received() or isinstance(exc, KeyboardInterrupt):
                 # Whatever the failure looks like (DuckDB reports a Ctrl-C as
                 # "Query interrupted"; an import cut short fails as ImportError).
-                if interrupts.received_signal() == signal.SIGTERM:
-                    click.echo("Terminated; nothing was published.", err=True)
-                    sys.exit(143)
-                click.echo("Interrupted; nothing was published.", err=True)
-                sys.exit(130)
+                signum = interrupts.received_signal()
+                word = {signal.SIGTERM: "Terminated", signal.SIGHUP: "Hung up"}.get(signum, "Interrupted")
+                with contextlib.suppress(OSError):  # a terminal that hung up takes no more output (EIO)
+                    click.echo(f"{word}; nothing was published.", err=True)
+                sys.exit(128 + signum)
             if debug:
                 raise
             if isinstance(exc, SqlanonError):
@@ -689,7 +689,8 @@ def anonymize(
     and a total) is appended next to the output.
 
     Exit codes: 0 published, 1 the run failed (nothing published), 2 a usage
-    or configuration error, 130 interrupted, 143 terminated (SIGTERM).
+    or configuration error, 130 interrupted, 143 terminated (SIGTERM), 129
+    the terminal hung up (SIGHUP).
     """
     for name, value in (("INPUT", input), ("-o", output), ("--qi", qi), ("-k", k)):
         if value is None or value == () or value == "":

@@ -134,7 +134,7 @@ def _start_server() -> None:
     group) while the new interpreter starts is held until sqlanon._preload
     discards it; it printed 'Fatal Python error: init_import_site' under the
     CLI's one line. This process gets its own Ctrl-C once unblocked."""
-    from multiprocessing import forkserver, resource_tracker
+    from multiprocessing import forkserver
 
     # multiprocessing's resource tracker outlives a run that fails while its
     # pool starts (the CLI then ends without waiting for the pool) and wrote
@@ -143,12 +143,28 @@ def _start_server() -> None:
     if QUIET_TRACKER not in sys.warnoptions:
         sys.warnoptions.append(QUIET_TRACKER)
     # The tracker first: starting it unblocks SIGINT (it blocks it for its own start).
-    resource_tracker.ensure_running()
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    _start_tracker()
+    # SIGHUP blocked for good, as in the tracker (see there), workers included.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
     try:
         forkserver.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _start_tracker() -> None:
+    """Start multiprocessing's resource tracker (if not running) with SIGHUP
+    blocked, for good (the mask is inherited): a hangup (the terminal went
+    away) reaches the whole process group, and killed it, and it printed a
+    traceback per shared-memory name as the coordinator, which handles the
+    hangup, cleaned up. Starting it unblocks SIGINT in this thread."""
+    from multiprocessing import resource_tracker
+
+    hangup = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, hangup)
 
 
 def stop_local_server() -> None:
@@ -468,19 +484,18 @@ def _start_local_cluster(local_cluster, **kwargs):
     the mask, while this thread stays free to take the Ctrl-C. On one, the
     processes already launched are stopped and Dask's exit hook is told to
     leave the cluster alone (the thread goes on, its processes are stopped
-    again on the way out)."""
-    from multiprocessing import resource_tracker
-
+    again on the way out). SIGHUP likewise (the coordinator handles a
+    hangup and stops them)."""
     from distributed.deploy.spec import SpecCluster
 
     # Starting multiprocessing's resource tracker unblocks SIGINT in the
     # thread that starts it: start it here, before.
-    resource_tracker.ensure_running()
+    _start_tracker()
     known, before = set(SpecCluster._instances), _children()
     outcome: dict = {}
 
     def start() -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
         try:
             outcome["cluster"] = local_cluster(**kwargs)
         except Exception as exc:  # noqa: BLE001 - raised again in the caller's thread

@@ -10,8 +10,9 @@ KeyboardInterrupt it is. Inside :func:`deferred` (publishing: a swap and the
 metrics, short) a SIGINT is only recorded, so the output and its metrics are
 either both the old ones or both the new ones.
 
-A SIGTERM (how ``timeout``, systemd and Kubernetes stop a job) is handled the
-same way while no one else handles it: the run stops, cleans up and reports
+A SIGTERM (how ``timeout``, systemd and Kubernetes stop a job), and a SIGHUP
+(the terminal or SSH session the run was started from went away), are
+handled the same way while no one else handles them: the run stops, cleans up and reports
 it, instead of dying with its staging files left behind; in a library call
 the process then ends by the signal, as it would have without sqlanon.
 """
@@ -34,30 +35,36 @@ _deferring = 0
 
 
 def received() -> bool:
-    """Whether a SIGINT (or SIGTERM) arrived since the outermost :func:`watching` began."""
+    """Whether a SIGINT (or SIGTERM, SIGHUP) arrived since the outermost :func:`watching` began."""
     return _received.is_set()
 
 
+_STOPS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals whose default action ends the process: after one, a library call
+ends the process by it once it has cleaned up."""
+
+
 def received_signal() -> int:
-    """Which signal :func:`received` saw: SIGTERM if one came (a request to
-    stop outranks a Ctrl-C after it), else SIGINT."""
-    return signal.SIGTERM if signal.SIGTERM in _signals else signal.SIGINT
+    """Which signal :func:`received` saw: SIGTERM or SIGHUP if one came (a
+    request to stop outranks a Ctrl-C after it), else SIGINT."""
+    return next((s for s in _STOPS if s in _signals), signal.SIGINT)
 
 
 def check() -> None:
-    """Raise KeyboardInterrupt if a SIGINT or SIGTERM arrived, even if something swallowed it."""
+    """Raise KeyboardInterrupt if a SIGINT, SIGTERM or SIGHUP arrived, even if something swallowed it."""
     if _received.is_set():
         raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def watching(library: bool = True) -> Iterator[None]:
-    """Record SIGINTs and SIGTERMs while the block runs (main thread only).
+    """Record SIGINTs, SIGTERMs and SIGHUPs while the block runs (main thread only).
 
     Each signal is handled only while it is not someone else's: a SIGINT
     with Python's own handler (not one left ignored, as ``cmd &`` starts it,
     nor a host's own handler: a graceful stop lets the call finish), a
-    SIGTERM with the default action (not a host's handler).
+    SIGTERM or SIGHUP with the default action (not a host's handler, nor
+    ``nohup``'s ignoring).
 
     When the outermost block ends after a signal: an exception that stands
     for it (DuckDB's "Query interrupted") comes out as KeyboardInterrupt.
@@ -66,7 +73,7 @@ def watching(library: bool = True) -> Iterator[None]:
     published) raises KeyboardInterrupt then, and after a SIGTERM the
     process ends by the signal, as it would have without sqlanon, once the
     block has cleaned up (a host that catches KeyboardInterrupt would have
-    survived its stop).
+    survived its stop); a SIGHUP likewise.
     """
     global _depth
     if threading.current_thread() is not threading.main_thread():
@@ -75,7 +82,8 @@ def watching(library: bool = True) -> Iterator[None]:
     previous = {
         signum: signal.getsignal(signum)
         for signum, ours in ((signal.SIGINT, lambda h: h is signal.default_int_handler),
-                             (signal.SIGTERM, lambda h: h is signal.SIG_DFL))
+                             (signal.SIGTERM, lambda h: h is signal.SIG_DFL),
+                             (signal.SIGHUP, lambda h: h is signal.SIG_DFL))
         if ours(signal.getsignal(signum))
     }
     if not previous:
@@ -111,10 +119,10 @@ def watching(library: bool = True) -> Iterator[None]:
         for signum, old in previous.items():
             signal.signal(signum, old)
         if outermost:
-            terminated = signal.SIGTERM in _signals and signal.SIGTERM in previous
+            stop = received_signal()
             _received.clear()  # a later call, from a thread too, starts afresh (the CLI still reads _signals)
-            if terminated and library:
-                os.kill(os.getpid(), signal.SIGTERM)
+            if stop in _STOPS and stop in previous and library:
+                os.kill(os.getpid(), stop)
 
 
 @contextlib.contextmanager

@@ -610,21 +610,23 @@ io.FileTarget.publish_with_metrics = publish
     assert pq.read_metadata(tmp_path / "o.parquet").num_rows == ADULT_ROWS  # published first
 
 
-def test_a_sigterm_ends_a_library_callers_process_once_cleaned_up(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_sigterm_ends_a_library_callers_process_once_cleaned_up(tmp_path, signum):
     """In a library call a SIGTERM (docker stop, systemd) came out as a
     KeyboardInterrupt, which a host that catches those survived: the stop
     was lost. Now the call cleans up, then the process ends by the signal,
-    as it would have without sqlanon."""
-    p = _library_host(tmp_path, """
+    as it would have without sqlanon; a SIGHUP (the terminal went away)
+    likewise."""
+    p = _library_host(tmp_path, f"""
 from sqlanon import coordinator
 real = coordinator.verify_relation
 def verify(*args, **kwargs):
-    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), {int(signum)})
     time.sleep(5)
     return real(*args, **kwargs)
 coordinator.verify_relation = verify
 """)
-    assert p.returncode == -signal.SIGTERM and "survived" not in p.stdout, (p.returncode, p.stdout, p.stderr)
+    assert p.returncode == -signum and "survived" not in p.stdout, (p.returncode, p.stdout, p.stderr)
     assert sorted(f.name for f in tmp_path.iterdir()) == ["host.py"]
 
 

@@ -398,6 +398,31 @@ def test_terminated_run_cleans_up_like_an_interrupt(tmp_path, sigint_ignored):
     assert not list(tmp_path.glob(".out.parquet.sqlanon-staging-*"))
 
 
+def test_hung_up_run_cleans_up_like_an_interrupt(tmp_path):
+    """The terminal or SSH session a run was started from went away: the
+    hangup reaches its whole process group. It killed the coordinator on
+    the spot, silently (exit 129), its staging left behind; now the run
+    stops as on SIGTERM, workers included, and says so (if anyone hears)."""
+    from procs import session_members
+
+    args, out, proc = _run_to_interrupt(tmp_path, seed=12)
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None and not _staged_parts(tmp_path):
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be hung up"
+    os.killpg(proc.pid, signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 129, err
+    assert err.strip().splitlines()[-1] == "Hung up; nothing was published.", err
+    assert "Traceback" not in err
+    assert out.read_bytes() == b"previous target"
+    assert not list(tmp_path.glob(".out.parquet.sqlanon-staging-*"))
+    deadline = time.time() + 10
+    while time.time() < deadline and session_members(proc.pid):
+        time.sleep(0.05)
+    assert session_members(proc.pid) == []
+
+
 def _state(pid: int) -> str | None:
     """A process's state letter (``Z``: ended, not yet reaped), None once it is gone."""
     try:
