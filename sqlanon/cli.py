@@ -478,6 +478,8 @@ def _config_value(p: click.Parameter, val, base: str):
     if getattr(p, "multiple", False):
         items = val if isinstance(val, list) else [val]
         if not items:
+            if p.name == "keep":  # as --keep '': no other column may pass
+                return ("",)
             raise ValueError("must name at least one column")
         return tuple(_scalar(v, "a column name (or a list of them)") for v in items)
     if p.name == "sample":

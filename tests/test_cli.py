@@ -411,6 +411,21 @@ def test_keep_in_a_job_file_refuses_a_new_column_and_the_command_line_adds_to_it
     assert set(ADULT_OTHERS) <= set(pq.read_schema(out).names)
 
 
+def test_an_empty_keep_in_a_job_file_lets_no_other_column_pass(tmp_path, out_dir):
+    """``keep: []`` (as ``--keep ''``): only QIs and sensitive columns may
+    be published; it was refused ('must name at least one column')."""
+    job = tmp_path / "job.yml"
+    job.write_text("qi: [age, education-num, race]\nsensitive: [income]\nl: 2\nk: 10\nkeep: []\n")
+    out = out_dir / "k.parquet"
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out)
+    assert r.exit_code == 2, r.stderr
+    assert_one_line_error(r.stderr, r"^Error: 'keep' in '.*job.yml' leaves out 'workclass', 'marital-status', .*columns of")
+    others = [c for c in pd.read_csv(ADULTS, nrows=1).columns if c not in ("age", "education-num", "race", "income")]
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out, "--drop", ",".join(others))
+    assert r.exit_code == 0, r.stderr
+    assert pq.read_schema(out).names == ["age", "education-num", "race", "income"]
+
+
 def test_keep_in_the_library(out_dir):
     with pytest.raises(sqlanon.ConfigError, match=r"keep= leaves out 'native-country', .*: list it in keep= to publish it unchanged, or in drop= to leave it out"):
         sqlanon.anonymize(ADULTS, out_dir / "k.parquet", qi=["age", "education-num", "race"], k=10,
