@@ -8,10 +8,12 @@ verification), 2 usage or configuration error, 130 interrupted (Ctrl-C),
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import os
 import re
+import resource
 import signal
 import sys
 
@@ -167,6 +169,10 @@ def handle_errors(fn):
                 message = _config_keys_named(str(exc)) if exc.exit_code == 2 else str(exc)
                 click.echo(f"Error: {redact_urls(message)}", err=True)
                 sys.exit(exc.exit_code)
+            if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
+                click.echo(f"Error: too many open files: the limit (ulimit -n) is {_open_file_limit()}; raise it",
+                           err=True)
+                sys.exit(1)
             # An unexpected failure: still one line, unless --debug.
             click.echo(f"Error: internal error ({type(exc).__name__}: {redact_urls(str(exc))}); rerun with "
                        f"--debug for details", err=True)
@@ -286,12 +292,43 @@ def main(ctx: click.Context, verbose: int, debug: bool) -> None:
     """
     if sys.stderr is None:  # started with stderr closed (2>&-): nowhere to say anything, but the run goes on
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the process's own stderr, for its lifetime
+    _raise_open_file_limit()
     handler = _LogHandler(sys.stderr)
     handler.setFormatter(_LogFormat("%(asctime)s %(name)s %(levelname)s %(message)s"))
     handler.addFilter(_cluster_errors_left_to_the_run)
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     _set_verbosity(None, None, verbose)
     ctx.meta["sqlanon.debug"] = debug
+
+
+MIN_OPEN_FILES = 64
+"""Open files a run needs at the least (its workers' pipes, DuckDB's files,
+the fork server's): below, a run failed half-way with 'Too many open
+files', the fork server printing a traceback."""
+
+
+def _open_file_limit() -> int:
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def _raise_open_file_limit() -> None:
+    """Raise a low soft limit on open files (``ulimit -Sn``) as far as the
+    hard one allows, up to 1024. A run refuses to start below
+    :data:`MIN_OPEN_FILES` (exit 1: the machine's setting, not the job's)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= 1024:
+        return
+    want = 1024 if hard == resource.RLIM_INFINITY else min(hard, 1024)
+    if want > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def _check_open_file_limit() -> None:
+    if _open_file_limit() < MIN_OPEN_FILES:
+        click.echo(f"Error: the limit on open files (ulimit -n) is {_open_file_limit()}: sqlanon needs at least "
+                   f"{MIN_OPEN_FILES}; raise it", err=True)
+        sys.exit(1)
 
 
 def _cluster_errors_left_to_the_run(record: logging.LogRecord) -> bool:
@@ -697,6 +734,7 @@ def anonymize(
     for name, value in (("INPUT", input), ("-o", output), ("--qi", qi), ("-k", k)):
         if value is None or value == () or value == "":
             raise click.UsageError(f"Missing '{name}' (give it on the command line or in --config).", ctx)
+    _check_open_file_limit()
     if executor == "local" and not executors.in_process(executor, workers, explain):
         executors.start_local_server()
     if not quiet and sys.stderr.isatty():

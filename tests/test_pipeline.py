@@ -1167,3 +1167,31 @@ def test_an_input_file_replaced_during_the_run_is_not_published(tmp_path):
     assert f"the input file {str(src)!r} changed during the run" in err and len(err.splitlines()) == 1, err
     assert out.read_bytes() == b"previous target"
     assert not list(tmp_path.glob(".out.parquet.sqlanon-staging-*"))
+
+
+def test_a_low_open_file_limit_is_raised_or_refused_before_any_work(tmp_path):
+    """With ``ulimit -n 16`` a run failed half-way ('internal error
+    (OSError: [Errno 24] Too many open files)'), the fork server printing
+    an EOFError traceback. A low soft limit is raised as far as the hard
+    one allows; a low hard limit is refused at the start, in one line."""
+    import resource
+
+    src = tmp_path / "in.parquet"
+    pq.write_table(people(2_000), src)
+    out = tmp_path / "o.parquet"
+    args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(src), "-o", str(out), "--qi", ",".join(QI),
+            "-k", "5", "--workers", "2", "--fragments", "4", "--quiet"]
+
+    def limit(soft, hard):
+        return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    p = subprocess.run(args, capture_output=True, text=True, preexec_fn=limit(16, 16), timeout=120)
+    assert p.returncode == 1 and p.stderr == (
+        "Error: the limit on open files (ulimit -n) is 16: sqlanon needs at least 64; raise it\n"), p.stderr
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["in.parquet"]
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 256:
+        pytest.skip(f"the hard limit here is {hard}")
+    p = subprocess.run(args, capture_output=True, text=True, preexec_fn=limit(16, hard), timeout=120)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert pq.read_metadata(out).num_rows == 2_000
