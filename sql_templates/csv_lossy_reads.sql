@@ -16,7 +16,11 @@
      rounds (`i<i>`; `1e3`, `+42`, `0042` are read exactly);
    - per column of `dates` (text DuckDB guessed to be dates), the ISO
      timestamps with a time of day other than midnight, whose time that
-     reading drops (`a<i>`). #}
+     reading drops (`a<i>`);
+   - per column of `naive` (text DuckDB guessed to be timestamps without a
+     time zone, or times, from the rows it sniffed), the values with a
+     non-zero UTC offset after their time of day, which that reading drops
+     (`2020-01-05 10:00:00+05:00` becomes 10:00, not 05:00) (`z<i>`). #}
 SELECT count(*) AS "n"
 {% for c in doubles %}
     , count(*) FILTER (WHERE length(ltrim(regexp_replace(regexp_replace(regexp_replace(trim({{ c | ident }}),
@@ -34,5 +38,9 @@ SELECT count(*) AS "n"
 {% endfor %}
 {% for c in dates %}
     , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) <> CAST(TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) AS DATE)) AS {{ ("a" ~ loop.index0) | ident }}
+{% endfor %}
+{% for c in naive %}
+    , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '[0-9]:[0-9]{2}(:[0-9]{2}(\.[0-9]*)?)?[+-][0-9]{1,2}(:?[0-9]{2})?$')
+      AND NOT regexp_matches(trim({{ c | ident }}), '[+-]0{1,2}(:?00)?$')) AS {{ ("z" ~ loop.index0) | ident }}
 {% endfor %}
 FROM {{ relation }}

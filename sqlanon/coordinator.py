@@ -1006,7 +1006,9 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
       published cut to microseconds;
     * past the rows DuckDB sniffs a column's type from, a number with a
       fraction in a column it guessed to hold integers (112.03 published
-      as 112), a time of day in a column it guessed to hold dates.
+      as 112), a time of day in a column it guessed to hold dates, a UTC
+      offset in one it guessed to hold timestamps without a time zone, or
+      times (``10:00:00+05:00`` published as 10:00).
 
     Of ``columns`` (QI, sensitive and pass-through ones; a pass-through
     column read as text is not in ``schema`` as a number or time).
@@ -1015,16 +1017,19 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     times = [c for c in columns if pa.types.is_timestamp(schema.field(c).type) or pa.types.is_time(schema.field(c).type)]
     integers = [c for c in columns if pa.types.is_integer(schema.field(c).type)]
     dates = [c for c in columns if pa.types.is_date(schema.field(c).type)]
+    naive = [c for c in times if getattr(schema.field(c).type, "tz", None) is None]
     if not doubles and not times and not integers and not dates:
         return
     text = replace(source, as_text=True)
     row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times,
-                                 integers=integers, dates=dates))
+                                 integers=integers, dates=dates, naive=naive))
     past = ("(it guesses a column's type from the first 20,480 rows): convert the file with that column typed (e.g. "
             "to Parquet), drop it (--drop), or, as a pass-through column, write CSV (its text passes through)")
     for key, found, why in (
         ("i", integers, f"numbers with a fraction, which DuckDB reads from CSV as integers, rounded {past}"),
         ("a", dates, f"timestamps with a time of day, which DuckDB reads from CSV as dates, without it {past}"),
+        ("z", naive, "times with a UTC offset, which DuckDB reads from CSV into a column without a time zone, "
+                     f"the offset dropped {past}"),
         ("d", doubles, "numbers of more than 15 significant digits, which DuckDB reads from CSV as DOUBLE (rounded): "
                        "convert the file with that column as VARCHAR or DECIMAL (e.g. to Parquet), drop it (--drop), "
                        "or, as a pass-through column, write CSV (its text passes through)"),

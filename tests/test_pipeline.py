@@ -1060,24 +1060,30 @@ def test_csv_values_past_the_sniffed_rows_that_the_guessed_type_would_change_are
     exit 0, the checksums (both sides read typed) agreeing (helper-48)."""
     src = tmp_path / "late.csv"
 
-    def write(amount: str, age: str, visit: str) -> None:
-        src.write_text("id,age,dx,amount,visit\n" + "".join(
-            f"{i},{20 + i % 50},{('Flu', 'Cold')[i % 2]},{i % 500},2021-03-13\n" for i in range(25_000))
-            + f"25000,{age},Flu,{amount},{visit}\n")
+    def write(amount: str, age: str, visit: str, seen: str = "2021-03-13 10:00:00", at: str = "10:00:00") -> None:
+        src.write_text("id,age,dx,amount,visit,seen,at\n" + "".join(
+            f"{i},{20 + i % 50},{('Flu', 'Cold')[i % 2]},{i % 500},2021-03-13,2021-03-13 10:00:00,10:00:00\n"
+            for i in range(25_000)) + f"25000,{age},Flu,{amount},{visit},{seen},{at}\n")
 
     run = dict(qi=["age"], k=5, l=2, sensitive=["dx"], workers=1)
-    for (amount, age, visit), column in ((("112.03", "30", "2021-03-13"), "amount"),
-                                         (("112", "32.5", "2021-03-13"), "age"),
-                                         (("112", "30", "2021-03-13 19:46:00"), "visit")):
-        write(amount, age, visit)
+    # A UTC offset in a column of timestamps (or times) without one was
+    # dropped: 10:00+05:00 published as 10:00 (helper-53).
+    for (amount, age, visit, *more), column in ((("112.03", "30", "2021-03-13"), "amount"),
+                                                (("112", "32.5", "2021-03-13"), "age"),
+                                                (("112", "30", "2021-03-13 19:46:00"), "visit"),
+                                                (("112", "30", "2021-03-13", "2021-03-13 10:00:00+05:00"), "seen"),
+                                                (("112", "30", "2021-03-13", "2021-03-13 10:00:00", "10:00:00-0230"),
+                                                 "at")):
+        write(amount, age, visit, *more)
         for out in ("o.parquet", "o.csv"):
             if out == "o.csv" and column != "age":
                 continue  # CSV to CSV, a pass-through column's text travels as it is
             with pytest.raises(sqlanon.InputError, match=rf"column '{column}' of .* DuckDB reads .* as "):
                 sqlanon.anonymize(src, tmp_path / out, **run)
             assert not (tmp_path / out).exists()
-    # What the type holds exactly is read: 1e3, +42, 0042 in an integer column, a midnight in a date column.
-    write("1e3", "+42", "2021-03-13 00:00:00")
+    # What the type holds exactly is read: 1e3, +42, 0042 in an integer column, a midnight in a date column,
+    # a zero offset.
+    write("1e3", "+42", "2021-03-13 00:00:00", "2021-03-13T10:00:00.5+00:00", "10:00:00-00")
     assert sqlanon.anonymize(src, tmp_path / "o.parquet", **run).metrics.rows == 25_001
 
 
