@@ -483,27 +483,49 @@ def _refuse_table_format(root: str) -> None:
     """Refuse a directory that is (or lies in) a Delta Lake, Iceberg or Hudi
     table: its data files hold rows deleted since and older versions of
     rewritten ones until the table is vacuumed; only its log says which
-    files make the table now."""
+    files make the table now. (A table below the input's root is refused
+    by :func:`lake_files`.)"""
     here = os.path.abspath(root)
     while True:
-        for markers, name in _TABLE_FORMATS:
-            if all(glob.glob(os.path.join(glob.escape(here), m)) for m in markers):
-                raise ConfigError(
-                    f"{here!r} is a {name} table: its directory also holds the files of deleted rows and of older "
-                    "versions, which only its log tells apart; export a snapshot of it (e.g. to Parquet) and "
-                    "anonymize that"
-                )
+        _refuse_table_directory(here)
         parent = os.path.dirname(here)
         if parent == here:
             return
         here = parent
 
 
+def _refuse_table_directory(directory: str) -> None:
+    """Refuse ``directory`` if it is the top of a table of a table format."""
+    for markers, name in _TABLE_FORMATS:
+        if all(glob.glob(os.path.join(glob.escape(directory), m)) for m in markers):
+            raise ConfigError(
+                f"{directory!r} is a {name} table: its directory also holds the files of deleted rows and of older "
+                "versions, which only its log tells apart; export a snapshot of it (e.g. to Parquet) and "
+                "anonymize that"
+            )
+
+
+def _refuse_tables_below(files: list[str], root: str) -> None:
+    """Refuse a table of a table format in a directory between ``root``
+    (checked with its ancestors) and a file of the input: a lake of
+    tables (``lake/people/_delta_log``) read as files published every
+    version of every row."""
+    top = os.path.abspath(root)
+    checked = {top}
+    for f in files:
+        here = os.path.dirname(os.path.abspath(f))
+        while here not in checked and here.startswith(top + os.sep):
+            checked.add(here)
+            _refuse_table_directory(here)
+            here = os.path.dirname(here)
+
+
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 """The partition directory name (``city=__HIVE_DEFAULT_PARTITION__``) that
 Spark and Hive write for a NULL value."""
 
-_COMPRESSED_CSV = re.compile(r"\.(csv|tsv)\.(gz|zst)$", re.IGNORECASE)
+_COMPRESSED_CSV = re.compile(r"\.(csv|tsv)\.(gz|zst|zstd|bz2|xz|lzma|lz4|lz|zip|7z|br|z|sz|snappy)$", re.IGNORECASE)
+"""A compressed CSV file: DuckDB reads ``.gz`` and ``.zst`` (lower case) ones."""
 
 
 def lake_files(pattern: str, root: str) -> list[str]:
@@ -522,8 +544,12 @@ def lake_files(pattern: str, root: str) -> list[str]:
         log.info("skipped %d file(s) under names starting with _ or . below %s", len(files) - len(kept), root)
     unread = next((f for f in matched if _COMPRESSED_CSV.search(f) and not _format_of(f) and not hidden(f)), None)
     if unread is not None:  # it was left out, without a word
-        raise InputError(f"{unread!r} would not be read: DuckDB tells a compressed CSV file by a lower-case suffix "
-                         "(.gz, .zst); rename it")
+        if _COMPRESSED_CSV.search(unread)[2].lower() in ("gz", "zst"):
+            raise InputError(f"{unread!r} would not be read: DuckDB tells a compressed CSV file by a lower-case "
+                             "suffix (.gz, .zst); rename it")
+        raise InputError(f"{unread!r} would not be read: DuckDB reads compressed CSV files as .gz or .zst only; "
+                         "decompress it, or compress it with gzip or zstd")
+    _refuse_tables_below(kept, root)
     seen: dict[tuple[int, int], str] = {}
     for f in kept:
         st = os.stat(f)

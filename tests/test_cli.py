@@ -13,10 +13,12 @@ file is left behind).
 
 from __future__ import annotations
 
+import bz2
 import datetime
-import gzip
 import datetime as dt
+import gzip
 import json
+import lzma
 import os
 import re
 import shutil
@@ -1410,9 +1412,12 @@ def test_a_table_formats_directory_is_refused(tmp_path, out_dir, kind):
     (table / marker).parent.mkdir()
     (table / marker).write_text("{}")
     name = {"delta": "Delta Lake", "iceberg": "Iceberg", "hudi": "Hudi"}[kind]
-    for src in (table, data / "date=2024-01-01", f"{data}/*/*.parquet"):
+    # The table as the input, inside it, or below the input (a lake of
+    # tables, helper-53), by directory or glob.
+    for src in (table, data / "date=2024-01-01", f"{data}/*/*.parquet", tmp_path, f"{tmp_path}/**/*.parquet",
+                f"{tmp_path}/*/{'*/' if kind == 'iceberg' else ''}*/*.parquet"):
         r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
-        assert r.exit_code == 2, r.stderr
+        assert r.exit_code == 2, (src, r.stderr)
         assert_one_line_error(r.stderr, rf"'.*people' is a {name} table: .* export a snapshot")
     assert snapshot(out_dir) == {}
     if kind == "iceberg":  # a directory named metadata beside a lake is no table
@@ -1517,6 +1522,15 @@ def test_a_compressed_csv_file_duckdb_would_not_read_is_named(tmp_path, out_dir)
     r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
     assert r.exit_code == 0, r.stderr
     assert pq.read_metadata(out_dir / "o.parquet").num_rows == 400
+    # Nor does it read .bz2 or .xz: those were left out without a word too (helper-53).
+    for suffix, compress in ((".csv.bz2", bz2.compress), (".csv.xz", lzma.compress)):
+        (lake / f"day3{suffix}").write_bytes(compress(("id,age\n" + rows).encode()))
+        r = cli("anonymize", lake, "-o", out_dir / "p.parquet", "--qi", "age", "-k", "5")
+        assert r.exit_code == 1
+        assert_one_line_error(r.stderr, rf"'.*day3{re.escape(suffix)}' would not be read: DuckDB reads compressed "
+                                        r"CSV files as .gz or .zst only; decompress it")
+        (lake / f"day3{suffix}").unlink()
+    assert not (out_dir / "p.parquet").exists()
 
 
 @pytest.mark.parametrize("link", ["directory", "file", "hard", "loop"])
