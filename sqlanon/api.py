@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import numbers
 import os
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 
 import duckdb
@@ -275,7 +276,9 @@ def anonymize(
     """
     src, out = _location(input, "input"), _location(output, "output")
     overwrite, explain = _flag(overwrite, "overwrite"), _flag(explain, "explain")
-    metrics = None if metrics is None else _location(metrics, "metrics")
+    metrics = None if metrics is None else io.utf8_path(_location(metrics, "metrics"), "metrics file")
+    # The run spills and stages there (DuckDB takes UTF-8 paths only).
+    io.utf8_path(tempfile.gettempdir(), "the temporary directory (TMPDIR)")
     for name, value in (("interval_format", interval_format), ("table", table), ("target_table", target_table),
                         ("fragmentation", fragmentation), ("worker_memory", worker_memory), ("executor", executor),
                         ("scheduler", scheduler), ("spark_master", spark_master), ("date_order", date_order)):

@@ -1504,6 +1504,20 @@ def test_a_file_name_that_is_not_utf8_is_named(tmp_path, out_dir):
         assert r.exit_code == 1, r.stderr
         assert_one_line_error(r.stderr, r"cannot use (input file|output) '.*\\udce9.*': its name is not valid UTF-8")
     assert snapshot(out_dir) == {}
+    # A metrics file so named, a temporary directory so named: an internal
+    # error after all the work (helper-53).
+    latin_tmp = os.fsdecode(bytes(tmp_path) + b"/t\xe9")
+    os.mkdir(latin_tmp)
+    for args, env, what in (
+        (["--metrics", os.fsdecode(bytes(out_dir) + b"/m\xe9.parquet")], {}, "metrics file"),
+        ([], {"TMPDIR": latin_tmp}, r"the temporary directory \(TMPDIR\)"),
+    ):
+        p = subprocess.run([sys.executable, "-m", "sqlanon.cli", "anonymize", str(lake / "a.parquet"), "-o",
+                            str(out_dir / "o.parquet"), "--qi", "age", "-k", "5", *args], capture_output=True,
+                           env={**os.environ, **env})
+        assert p.returncode == 1, p.stderr
+        assert_one_line_error(p.stderr.decode(), rf"cannot use {what} '.*\\udce9.*': its name is not valid UTF-8")
+        assert snapshot(out_dir) == {}
 
 
 def test_a_compressed_csv_file_duckdb_would_not_read_is_named(tmp_path, out_dir):
