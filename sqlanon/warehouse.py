@@ -30,6 +30,7 @@ import hashlib
 import importlib.metadata
 import itertools
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -59,6 +60,15 @@ DST = "__sqlanon_dst"
 EXTRA_HINT = "pip install 'sqlanon[postgres]'"
 
 
+def _conninfo_value(v) -> str:
+    return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _conninfo(parts: dict) -> str:
+    """A libpq ``key='value'`` string of the set ``parts``."""
+    return " ".join(f"{k}={_conninfo_value(v)}" for k, v in parts.items() if v not in (None, ""))
+
+
 def is_url(spec: str) -> bool:
     return "://" in spec
 
@@ -71,6 +81,8 @@ class Conn:
     _libpq: str = field(init=False, repr=False, compare=False, default="")
     """:meth:`libpq`, worked out once: the Conn travels to the workers in
     their tasks, and parsing there would import SQLAlchemy (~0.2 s) in each."""
+    _parts: tuple = field(init=False, repr=False, compare=False, default=())
+    """The parts of :meth:`libpq` (``(key, value)``)."""
 
     def __post_init__(self) -> None:
         from sqlalchemy.exc import ArgumentError
@@ -92,10 +104,8 @@ class Conn:
         parts = {"host": host, "port": u.port, "dbname": u.database, "user": u.username, "password": u.password}
         parts.update({k: v for k, v in u.query.items() if isinstance(v, str)})
 
-        def q(v) -> str:
-            return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-        object.__setattr__(self, "_libpq", " ".join(f"{k}={q(v)}" for k, v in parts.items() if v not in (None, "")))
+        object.__setattr__(self, "_parts", tuple(parts.items()))
+        object.__setattr__(self, "_libpq", _conninfo(parts))
 
     @property
     def backend(self) -> str:
@@ -156,10 +166,17 @@ class Conn:
             text = text.replace(pw, "***")
         return text
 
-    def libpq(self) -> str:
+    def libpq(self, options: str = "") -> str:
         """A libpq connection string (for DuckDB's ATTACH); unset parts come
-        from the ``PG*`` environment and ``.pgpass``, as libpq does."""
-        return self._libpq
+        from the ``PG*`` environment and ``.pgpass``, as libpq does.
+        ``options`` (``-c name=value``) are added after the URL's own."""
+        if not options:
+            return self._libpq
+        parts = dict(self._parts)
+        # After the URL's own, or else PGOPTIONS's (which libpq reads only when none are given).
+        mine = parts.get("options") or os.environ.get("PGOPTIONS", "")
+        parts["options"] = f"{mine} {options}".strip()
+        return _conninfo(parts)
 
     def connect(self):
         """A psycopg connection for control statements (locks, DDL, checks).
@@ -233,12 +250,13 @@ def _extension_path() -> str:
     raise ConfigError(f"the duckdb-ext-postgres package has no extension binary; reinstall it ({EXTRA_HINT})")
 
 
-def attach(con: duckdb.DuckDBPyConnection, conn: Conn, alias: str, read_only: bool) -> None:
-    """Load the postgres extension (from its wheel) and attach the database."""
+def attach(con: duckdb.DuckDBPyConnection, conn: Conn, alias: str, read_only: bool, options: str = "") -> None:
+    """Load the postgres extension (from its wheel) and attach the database
+    (its sessions started with ``options``, ``-c name=value``)."""
     try:
         con.execute(f"LOAD {literal(_extension_path())}")
         mode = ", READ_ONLY" if read_only else ""
-        con.execute(f"ATTACH {literal(conn.libpq())} AS {ident(alias)} (TYPE postgres{mode})")
+        con.execute(f"ATTACH {literal(conn.libpq(options))} AS {ident(alias)} (TYPE postgres{mode})")
     except duckdb.Error as exc:
         raise InputError(f"cannot connect to {conn.safe()}: {conn.redact(_first_line(exc))}") from None
 
@@ -495,6 +513,8 @@ class PostgresTarget:
     exact_parts = True
     part_compression = "lz4"
     _lock = None
+    _server_version = 0
+    """The server's version number (150004), known once the run's lock is taken."""
 
     def describe(self) -> str:
         return f"{self.conn.safe()} table {'.'.join(self.table)}"
@@ -777,6 +797,7 @@ class PostgresTarget:
     # -- the run's lock: a second concurrent run on the same target is refused
     def lock(self) -> None:
         c = self._connect()
+        self._server_version = c.info.server_version
         if c.info.server_version >= 140000:
             # The session sits idle for the whole run: a role's timeout for
             # idle sessions would end it, and the lock with it.
@@ -909,7 +930,10 @@ class PostgresTarget:
         """Attach the target database once per run (loading the extension and
         connecting cost a few tenths of a second)."""
         if not any(row[0] == DST for row in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()):
-            attach(con, self.conn, DST, read_only=False)
+            # It sits idle while the output is verified: a role's timeout for
+            # idle sessions ended it, and the run failed writing its metrics.
+            idle = "-c idle_session_timeout=0" if self._server_version >= 140000 else ""
+            attach(con, self.conn, DST, read_only=False, options=idle)
 
     def _detach(self, con: duckdb.DuckDBPyConnection) -> None:
         try:

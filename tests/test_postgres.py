@@ -1109,6 +1109,37 @@ def test_the_runs_lock_outlives_idle_timeouts_and_a_lost_one_stops_the_run(pg_ur
     assert not staging_left(pg_url, schema) and no_advisory_locks(pg_url)
 
 
+def test_the_output_database_session_outlives_idle_timeouts_while_verifying(pg_url, monkeypatch):
+    """The attached session that stages the output sat idle while the output
+    was verified: a role's idle_session_timeout ended it, and the run failed
+    after all its work, writing its metrics ('terminating connection due to
+    idle-session timeout', helper-53)."""
+    from sqlanon import coordinator
+
+    schema, role = "idle verify", "sqlanon idle2"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 2_000)
+    sql(pg_url, f"DO $$BEGIN CREATE ROLE {q(role)} LOGIN PASSWORD 'idlepw' SUPERUSER; EXCEPTION WHEN "
+                "duplicate_object THEN NULL; END$$")
+    sql(pg_url, f"ALTER ROLE {q(role)} SET idle_session_timeout = '1s'")
+    url = re.sub(r"//[^@]*@", f"//{quote(role, safe='')}:idlepw@", pg_url)
+    verify = coordinator.verify_relation
+
+    def slow(*args, **kwargs):
+        time.sleep(1.5)
+        return verify(*args, **kwargs)
+
+    monkeypatch.setattr(coordinator, "verify_relation", slow)
+    try:
+        result = sqlanon.anonymize(url, url, table=rel(schema, "src"), target_table=rel(schema, "dst"),
+                                   qi=PEOPLE_QI.split(","), k=5, l=2, sensitive=["disease"], workers=1)
+    finally:
+        sql(pg_url, f"ALTER ROLE {q(role)} RESET idle_session_timeout")
+    assert result.metrics.rows == 2_000
+    assert scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'dst__metrics')}") > 0
+    assert not staging_left(pg_url, schema) and no_advisory_locks(pg_url)
+
+
 def test_overwrite_refills_a_partition(pg_url):
     """A partition swapped out by a rename left its parent empty."""
     schema = "parts"

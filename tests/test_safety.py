@@ -961,3 +961,14 @@ def test_a_metrics_directory_made_unwritable_during_the_run_is_a_runtime_error(l
     assert failed.value.exit_code == 1, failed.value
     assert "Operation not permitted" in caplog.text and "No such file" not in caplog.text, caplog.text
     assert not out.exists() and list(mdir.iterdir()) == []
+
+
+def test_session_options_add_to_the_urls_or_pgoptions(monkeypatch):
+    """The options a run adds to a session (idle_session_timeout=0) must not
+    replace the user's own (a search_path, from the URL or PGOPTIONS), which
+    libpq would then ignore."""
+    monkeypatch.setenv("PGOPTIONS", "-c work_mem=64MB")
+    own = Conn("postgresql://u@h/db?options=-c%20search_path%3Dhr")
+    assert own.libpq() == "host='h' dbname='db' user='u' options='-c search_path=hr'"
+    assert own.libpq("-c x=0") == "host='h' dbname='db' user='u' options='-c search_path=hr -c x=0'"
+    assert Conn("postgresql://u@h/db").libpq("-c x=0") == "host='h' dbname='db' user='u' options='-c work_mem=64MB -c x=0'"
