@@ -1231,7 +1231,7 @@ class LocalStagingTarget:
             except OSError as exc:  # EBUSY: a bind-mounted file or a mount point; EXDEV…
                 raise InputError(f"cannot put {self.path!r} in place: {exc.strerror}") from exc
             on_failure.pop_all()
-        staged.like = self.path.rstrip("/")  # it holds the plan's values of the input: as private as the output
+        staged.like = self.path.rstrip("/")
         staged.after_publishing(self.describe())
         return path
 
@@ -1400,6 +1400,7 @@ class DuckDBTarget(LocalStagingTarget):
         """Swap the staging table in and append the metrics rows, in one transaction."""
         if where and _format_of(where):
             swap = stage_metrics_file(con, metrics, where)
+            swap.like = self.path
             location = where
         else:
             swap = None
@@ -1602,11 +1603,17 @@ class StagedMetrics:
     def __init__(self, aside: str, path: str, lock: PathLock) -> None:
         self.aside, self.path, self._lock = aside, path, lock
         self.like: str | None = None
-        """Whose access a new metrics file takes (the output it describes)."""
+        """Whose access a new metrics file takes (the output it describes,
+        a local file or directory); none: the owner's alone. It holds the
+        plan's values of the input: as private as the output."""
 
     def __call__(self) -> None:
         try:
-            _keep_access(self.aside, self.path if os.path.exists(self.path) or not self.like else self.like)
+            if os.path.exists(self.path) or self.like:
+                _keep_access(self.aside, self.path if os.path.exists(self.path) else self.like)
+            else:  # the output is a table on a server: nothing local to match
+                with contextlib.suppress(OSError):
+                    os.chmod(self.aside, 0o600)
             os.replace(self.aside, self.path)
         finally:
             self._lock.release()

@@ -2203,3 +2203,18 @@ def test_publishing_gets_a_table_whose_reads_overlap_without_a_gap(pg_url):
         stop.set()
         for r in readers:
             r.join(timeout=10)
+
+
+def test_a_new_metrics_file_of_a_postgresql_output_is_private(pg_url, tmp_path):
+    """A --metrics file beside an output table was made under the umask
+    (0644): any local user read the plan's values of the input (helper-53).
+    With no local output to take the access of, it is the owner's alone."""
+    import stat
+
+    schema = "private metrics"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 500)
+    metrics = tmp_path / "m.parquet"
+    sqlanon.anonymize(pg_url, pg_url, table=rel(schema, "src"), target_table=rel(schema, "dst"),
+                      qi=PEOPLE_QI.split(","), k=5, workers=1, metrics=str(metrics))
+    assert stat.S_IMODE(os.stat(metrics).st_mode) == 0o600

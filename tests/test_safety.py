@@ -459,6 +459,14 @@ def test_a_new_metrics_file_takes_the_outputs_access(lake, tmp_path):
         metrics.unlink()
         sqlanon.anonymize(lake, target, qi=["x"], k=5, workers=1, overwrite=True)
         assert stat.S_IMODE(os.stat(metrics).st_mode) == mode & 0o666, target
+    # Into a DuckDB file, a --metrics file takes the file's (it was left
+    # under the umask there, helper-53).
+    db = tmp_path / "w.duckdb"
+    sqlanon.anonymize(lake, db, target_table="t", qi=["x"], k=5, workers=1)
+    os.chmod(db, 0o600)
+    sqlanon.anonymize(lake, db, target_table="t", qi=["x"], k=5, workers=1, overwrite=True,
+                      metrics=str(tmp_path / "wm.parquet"))
+    assert stat.S_IMODE(os.stat(tmp_path / "wm.parquet").st_mode) == 0o600
 
 
 def test_files_disagreeing_on_a_columns_kind_are_refused(tmp_path):
