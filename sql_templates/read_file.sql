@@ -8,11 +8,13 @@
    ``dateformat``, ``timestampformat``: how dates are written, or none to guess. The
    quote is always '"': DuckDB's sniffer, seeing no quoted value in the
    first rows, would guess "no quoting" and split a later "Smith, J".
-   ``hive_nulls``: partition keys with a directory named ``hive_null``
-   (``city=__HIVE_DEFAULT_PARTITION__``, Spark's and Hive's NULL), read as
-   NULL there. #}
+   ``hive_nulls``: ``(key, type)`` of the partition keys with a directory
+   named ``hive_null`` (``city=__HIVE_DEFAULT_PARTITION__``, Spark's and
+   Hive's NULL), read as NULL there, and cast to ``type`` (what DuckDB
+   types the key's other values as: a simple type's name, which DuckDB
+   takes quoted) unless none. #}
 {% set files %}[{% for p in paths %}{{ p | lit }}{{ ", " if not loop.last }}{% endfor %}]{% endset %}
-{% if hive_nulls %}(SELECT * REPLACE ({% for k in hive_nulls %}nullif({{ k | ident }}, {{ hive_null | lit }}) AS {{ k | ident }}{{ ", " if not loop.last }}{% endfor %}) FROM {% endif %}
+{% if hive_nulls %}(SELECT * REPLACE ({% for k, t in hive_nulls %}{% if t %}CAST({% endif %}nullif({{ k | ident }}, {{ hive_null | lit }}){% if t %} AS {{ t | ident }}){% endif %} AS {{ k | ident }}{{ ", " if not loop.last }}{% endfor %}) FROM {% endif %}
 {% if fmt == "parquet" %}
 read_parquet({{ files }}, hive_partitioning = {{ hive | lit }}, union_by_name = true)
 {% else %}

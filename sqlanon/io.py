@@ -240,6 +240,10 @@ class FileSource(DuckDBReadable):
     double quotes), not the one DuckDB's sniffer guesses from the first
     rows, which when none of them is quoted is "no quoting", and a later
     ``"[72, 73]"`` then reads as two columns."""
+    hive_null_types: tuple[tuple[str, str], ...] = ()
+    """``(key, type)``: the type DuckDB gives a partition key from its
+    values when none is :data:`HIVE_NULL`, which makes it VARCHAR (see
+    :func:`_hive_null_types`)."""
 
     def files(self) -> list[str]:
         """The files the run reads (listed once, :attr:`globs`)."""
@@ -265,12 +269,14 @@ class FileSource(DuckDBReadable):
         keys = {k.lower() for k in self.hive_keys}
         # Spark and Hive write a NULL partition value so; DuckDB reads the text.
         nulls = [k for k in self.hive_keys if any(f"{os.sep}{k}={HIVE_NULL}{os.sep}" in p for p in paths)]
+        hive_text = [c for c in self.text_columns if c.lower() in keys]
+        types = {} if self.as_text else {k: t for k, t in self.hive_null_types if k not in hive_text}
         return render(
             "read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text,
             text_columns=[c for c in self.text_columns if c.lower() not in keys],
-            hive_text=[c for c in self.text_columns if c.lower() in keys], ours=self.ours, header=True,
+            hive_text=hive_text, ours=self.ours, header=True,
             delim=self.delimiter, dateformat=self.date_formats[0], timestampformat=self.date_formats[1],
-            hive_nulls=nulls, hive_null=HIVE_NULL,
+            hive_nulls=[(k, types.get(k)) for k in nulls], hive_null=HIVE_NULL,
         ).sql
 
     @property
@@ -444,8 +450,8 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         fmt = _one_format(files, f"directory {spec!r}")
         coarse = _check_file_columns(files, fmt, spec)
         keys = _hive_keys(files, spec)
-        return FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files), hive_keys=keys,
-                          coarse=coarse)
+        return _hive_null_types(FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files),
+                                           hive_keys=keys, coarse=coarse))
     fmt = _format_of(spec)
     if fmt is None and not os.path.exists(spec) and not any(ch in spec for ch in "*?["):
         raise InputError(f"input {spec!r} does not exist")
@@ -463,8 +469,8 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         fmt = _one_format(files, repr(spec))
         coarse = _check_file_columns(files, fmt, root)
         keys = _hive_keys(files, root)
-        return FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files), hive_keys=keys,
-                          coarse=coarse)
+        return _hive_null_types(FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files),
+                                           hive_keys=keys, coarse=coarse))
     if not os.path.isfile(spec):
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
@@ -790,6 +796,44 @@ def _hive_keys(files: list[str], root: str) -> tuple[str, ...]:
     keys = {part.split("=", 1)[0]: None for f in files for part in Path(os.path.relpath(f, root)).parts[:-1]
             if "=" in part}
     return tuple(keys)
+
+
+_HIVE_TYPES = frozenset({"BIGINT", "INTEGER", "HUGEINT", "DOUBLE", "DATE", "TIMESTAMP", "BOOLEAN"})
+"""The types DuckDB may give a partition key by its values (VARCHAR aside)."""
+
+
+def _hive_null_types(source: FileSource) -> FileSource:
+    """``source`` with :attr:`FileSource.hive_null_types` set.
+
+    DuckDB types a partition key by its values (``year=2019`` an integer);
+    one ``year=__HIVE_DEFAULT_PARTITION__`` (a NULL year, as Spark and Hive
+    write it) made it VARCHAR, and a ``year`` QI took set generalization
+    instead of intervals. The type it gets is asked of DuckDB over one file
+    per other value of the key (no file opened beyond the first: the key's
+    type comes from the paths)."""
+    types = []
+    for key in source.hive_keys:
+        by_value: dict[str, str] = {}
+        for f in source.files():
+            for part in Path(os.path.relpath(f, source.root)).parts[:-1]:
+                if part.split("=", 1)[0] == key:
+                    by_value.setdefault(part.split("=", 1)[1], f)
+        if HIVE_NULL not in by_value:
+            continue
+        others = [glob.escape(f) for v, f in by_value.items() if v != HIVE_NULL]
+        if not others:
+            continue  # NULL everywhere: no values to tell a type by
+        probe = replace(source, globs=tuple(others), hive_null_types=())
+        con = connect()
+        try:
+            typ = con.execute(f"DESCRIBE SELECT {ident(key)} FROM {probe.relation}").fetchone()[1]
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read {source.root!r}: {first_line(exc)}") from exc
+        finally:
+            con.close()
+        if typ in _HIVE_TYPES:
+            types.append((key, typ))
+    return replace(source, hive_null_types=tuple(types)) if types else source
 
 
 def _check_duckdb_file(path: str, option: str) -> None:
