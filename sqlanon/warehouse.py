@@ -345,10 +345,13 @@ class PostgresSource:
         attach(con, self.conn, SRC, read_only=True)
         if self.snapshot:
             # DuckDB keeps one PostgreSQL transaction for its own transaction:
-            # import the coordinator's snapshot into it.
+            # import the coordinator's snapshot into it. It idles between
+            # statements (a loaded machine, a worker between fragments): a
+            # role's idle_in_transaction_session_timeout ended it.
             stmt = (
                 "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
-                f"SET TRANSACTION SNAPSHOT {literal(self.snapshot, 'postgres')}"
+                f"SET TRANSACTION SNAPSHOT {literal(self.snapshot, 'postgres')}; "
+                "SET LOCAL idle_in_transaction_session_timeout = 0"
             )
             try:
                 con.execute("BEGIN TRANSACTION")

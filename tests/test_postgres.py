@@ -1234,6 +1234,26 @@ def test_a_roles_idle_in_transaction_timeout_does_not_end_the_runs_snapshot(pg_u
     assert r.metrics.rows == 20_000
 
 
+def test_a_readers_transaction_outlives_a_roles_idle_in_transaction_timeout(pg_url, tmp_path, monkeypatch):
+    """A reader's own transaction (the snapshot imported) idled before its
+    query on a loaded machine: a role's idle_in_transaction_session_timeout
+    ended it ('server closed the connection unexpectedly'). One worker runs
+    in this process, its idle made long here."""
+    schema, role = "idle reader", "sqlanon_idler2"
+    url = people_reader(pg_url, schema, role, "idpw", 2_000)
+    sql(pg_url, f"ALTER ROLE {role} SET idle_in_transaction_session_timeout = '100ms'")
+    attach = warehouse.PostgresSource.attach
+
+    def slow(self, con):
+        attach(self, con)
+        time.sleep(0.5)
+
+    monkeypatch.setattr(warehouse.PostgresSource, "attach", slow)
+    r = sqlanon.anonymize(url, tmp_path / "o.parquet", table=rel(schema, "src"), qi=PEOPLE_QI.split(","), k=5, l=2,
+                          sensitive=["disease"], workers=1)
+    assert r.metrics.rows == 2_000
+
+
 def test_a_source_that_reads_the_target_is_refused(pg_url):
     """A view over the target as the input: publishing waited 120 s for the
     run's own snapshot, then blamed 'other sessions' (helper-45); a parent
