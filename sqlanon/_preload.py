@@ -22,6 +22,7 @@ try:
     # pandas too: pyarrow and DuckDB import it on their first conversion (they
     # probe for it), which would cost every worker process ~0.2 s of its first task.
     import pandas  # noqa: F401
+    import pyarrow.parquet  # noqa: F401  (io.write_part writes most parts with it)
 
     from . import engine, executors, kernel, worker  # noqa: F401
 

@@ -506,13 +506,14 @@ def draw_sample(
 # ----------------------------------------------------------------------- the run
 
 
-def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, compression) -> FragmentTask:
+def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, target) -> FragmentTask:
     where, params = fragmentation.where_sql(plan_fragment.predicates, source.dialect)
     return FragmentTask(
         fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source, spec=spec, stats=stats,
         part_path=staging.part_path(plan_fragment.id), drop=drop, memory_limit=memory, threads=threads,
         temp_directory=staging.spill_dir(str(plan_fragment.id)),
-        part_compression=compression, as_text=tuple(staging.as_text), arrow_fields=staging.arrow_fields,
+        part_compression=target.part_compression, part_is_output=target.parts_are_output,
+        as_text=tuple(staging.as_text), arrow_fields=staging.arrow_fields,
         crash_once=os.environ.get(CRASH_ONCE_ENV),
     )
 
@@ -856,7 +857,7 @@ def run(
         memory, threads = _task_resources(options, pool)
 
         def make_task(frag):
-            return _task(frag, source, spec, stats, staging, drop, memory, threads, target.part_compression)
+            return _task(frag, source, spec, stats, staging, drop, memory, threads, target)
 
         make_task.part_path = staging.part_path
         while warm.is_alive():  # a stop signal must not wait for a worker start that may never end

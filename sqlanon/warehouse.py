@@ -514,6 +514,7 @@ class PostgresTarget:
     (the table may have been created, by hand or another run, meanwhile)."""
     dialect = "postgres"
     exact_parts = True
+    parts_are_output = False
     part_compression = "lz4"
     _lock = None
     _server_version = 0

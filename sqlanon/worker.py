@@ -48,6 +48,8 @@ class FragmentTask:
     temp_directory: str | None = None
     """Where the worker's DuckDB spills (in the run's staging area)."""
     part_compression: str = "zstd"
+    part_is_output: bool = True
+    """Whether the part is published as it is (:func:`sqlanon.io.write_part`)."""
     as_text: tuple[str, ...] = ()
     """Columns to write to the part as text (:attr:`sqlanon.io.Staging.as_text`)."""
     arrow_fields: dict[str, pa.Field] = field(default_factory=dict)
@@ -151,7 +153,8 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
             )
         timings["anonymize"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        io.write_parquet(con, result.table, task.part_path, task.part_compression, task.as_text, task.arrow_fields)
+        io.write_part(con, result.table, task.part_path, task.part_compression, task.as_text, task.arrow_fields,
+                      task.part_is_output)
         timings["write"] = time.perf_counter() - t0
     finally:
         con.close()

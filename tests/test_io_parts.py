@@ -1,0 +1,152 @@
+"""Worker part files: pyarrow writes the parts that are only a way to the
+output, DuckDB the others; DuckDB must read either back the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sqlanon import io
+from sqlanon.config import AnonymizationSpec, QuasiIdentifier
+from sqlanon.engine import anonymize_table
+from sqlanon.errors import InputError
+
+# Each a DuckDB expression of a column, as a worker's fragment hands it to Arrow.
+FLAT = {
+    "boolean": "[true, false, NULL]",
+    "tinyint": "[-128, 127, NULL]::TINYINT[]",
+    "smallint": "[-32768, 32767, NULL]::SMALLINT[]",
+    "integer": "[-2147483648, 2147483647, NULL]::INTEGER[]",
+    "bigint": "[-9223372036854775808, 9223372036854775807, NULL]::BIGINT[]",
+    "utinyint": "[0, 255, NULL]::UTINYINT[]",
+    "usmallint": "[0, 65535, NULL]::USMALLINT[]",
+    "uinteger": "[0, 4294967295, NULL]::UINTEGER[]",
+    "ubigint": "[0, 18446744073709551615, NULL]::UBIGINT[]",
+    "hugeint": "[-170141183460469231731687303715884105727, 0, NULL]::HUGEINT[]",
+    "float": "['-0.0', '0.0', 'nan', '-inf', '1.5', NULL]::FLOAT[]",
+    "double": "['-0.0', '0.0', 'nan', 'inf', '5e-324', NULL]::DOUBLE[]",
+    "decimal": "[1.25, -0.01, NULL]::DECIMAL(4,2)[]",
+    "decimal38": "[12345678901234567890.123456789, NULL]::DECIMAL(38,9)[]",
+    "varchar": "['a\"b', 'O''Brien', '', 'é', NULL]",
+    "blob": "['\\x00\\xff'::BLOB, NULL]",
+    "date": "['2020-02-29', '0001-01-01', '9999-12-31', 'infinity', NULL]::DATE[]",
+    "time": "['00:00:00', '23:59:59.999999', NULL]::TIME[]",
+    "timestamp": "['2020-01-01 01:02:03.456789', '-infinity', NULL]::TIMESTAMP[]",
+    "timestamp_s": "['2020-01-01 01:02:03', NULL]::TIMESTAMP_S[]",
+    "timestamp_ms": "['2020-01-01 01:02:03.456', NULL]::TIMESTAMP_MS[]",
+    "timestamp_ns": "['2020-01-01 01:02:03.456789123', NULL]::TIMESTAMP_NS[]",
+    "timestamptz": "['2020-06-01 01:02:03.5+02', NULL]::TIMESTAMPTZ[]",
+    "uuid": "['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', NULL]::UUID[]",
+    "json": "['{\"a\": [1, 2]}', NULL]::JSON[]",
+    "enum": "['x', 'y', NULL]::ENUM('x', 'y')[]",
+    "all_null": "[NULL, NULL]::VARCHAR[]",
+}
+# Types pyarrow cannot write, or would store otherwise: DuckDB writes these parts.
+OTHER = {
+    "interval": "[INTERVAL 1 MONTH, NULL]",
+    "uhugeint": "[1, NULL]::UHUGEINT[]",
+    "list": "[[1.5, -0.0], NULL]",
+    "struct": "[{'a': 1}, NULL]",
+}
+
+
+def _column(con, expr: str) -> pa.Table:
+    return con.execute(f"SELECT unnest({expr}) AS \"c\", range AS \"row\" FROM range(1)").fetch_arrow_table()
+
+
+def _writer(path: Path) -> str:
+    created_by = pq.ParquetFile(path).metadata.created_by
+    return "pyarrow" if created_by.startswith("parquet-cpp-arrow") else "duckdb" if "DuckDB" in created_by else created_by
+
+
+def _read_back(con, path: Path) -> tuple[list, list]:
+    rel = f"read_parquet('{path}')"
+    types = [tuple(r[:2]) for r in con.execute(f"DESCRIBE SELECT * FROM {rel}").fetchall()]
+    rows = con.execute(
+        f"SELECT CAST(\"c\" AS VARCHAR), signbit(TRY_CAST(\"c\" AS DOUBLE)) FROM {rel} ORDER BY ALL"
+    ).fetchall()
+    return types, rows
+
+
+@pytest.mark.parametrize("name", sorted(FLAT))
+def test_pyarrow_part_reads_back_as_duckdb_part(tmp_path: Path, name: str) -> None:
+    con = io.connect(threads=1)
+    table = _column(con, FLAT[name])
+    assert table.num_rows >= 2
+    fast, slow = tmp_path / "fast.parquet", tmp_path / "slow.parquet"
+    io.write_part(con, table, str(fast), "lz4")
+    io.write_part(con, table, str(slow), "lz4", is_output=True)
+    assert (_writer(fast), _writer(slow)) == ("pyarrow", "duckdb")
+    assert _read_back(con, fast) == _read_back(con, slow)
+    # Value for value against the fragment itself, -0.0 included.
+    con.register("src", table)
+    want = con.execute(
+        "SELECT CAST(\"c\" AS VARCHAR), signbit(TRY_CAST(\"c\" AS DOUBLE)) FROM src ORDER BY ALL"
+    ).fetchall()
+    assert _read_back(con, fast)[1] == want
+
+
+def test_negative_zero_kept_apart_in_a_long_column(tmp_path: Path) -> None:
+    # Long enough for a dictionary: DuckDB's writer would make every 0.0 one sign.
+    con = io.connect(threads=1)
+    table = con.execute(
+        "SELECT CASE WHEN range % 2 = 0 THEN '-0.0'::DOUBLE ELSE 0.0::DOUBLE END AS z FROM range(50000)"
+    ).fetch_arrow_table()
+    con.register("src", table)
+    assert con.execute("SELECT count(*) FILTER (WHERE signbit(z)) FROM src").fetchone()[0] == 25000
+    path = tmp_path / "z.parquet"
+    io.write_part(con, table, str(path), "lz4")
+    assert _writer(path) == "pyarrow"
+    negative = con.execute(f"SELECT count(*) FILTER (WHERE signbit(z)) FROM read_parquet('{path}')").fetchone()[0]
+    assert negative == 25000
+
+
+@pytest.mark.parametrize("name", sorted(OTHER))
+def test_other_types_are_written_by_duckdb(tmp_path: Path, name: str) -> None:
+    con = io.connect(threads=1)
+    table = _column(con, OTHER[name])
+    path = tmp_path / "part.parquet"
+    io.write_part(con, table, str(path), "lz4")
+    assert _writer(path) == "duckdb"
+    assert con.execute(f"SELECT count(*) FROM read_parquet('{path}')").fetchone()[0] == table.num_rows
+
+
+def test_columns_written_as_text_go_through_duckdb(tmp_path: Path) -> None:
+    con = io.connect(threads=1)
+    table = _column(con, FLAT["bigint"])
+    path = tmp_path / "part.parquet"
+    io.write_part(con, table, str(path), "lz4", as_text=("c",))
+    assert _writer(path) == "duckdb"
+    assert con.execute(f"SELECT typeof(\"c\") FROM read_parquet('{path}') LIMIT 1").fetchone()[0] == "VARCHAR"
+
+
+def test_an_anonymized_fragment_is_written_by_pyarrow(tmp_path: Path) -> None:
+    con = io.connect(threads=1)
+    source = con.execute(
+        "SELECT range % 97 AS age, 'z' || (range % 13) AS zip, (range % 3)::INTEGER AS disease, range AS id "
+        "FROM range(5000)"
+    ).fetch_arrow_table()
+    spec = AnonymizationSpec((QuasiIdentifier("age"), QuasiIdentifier("zip")), k=5, l=2, sensitive=("disease",))
+    out = anonymize_table(source, spec).table
+    assert pa.types.is_dictionary(out.schema.field("age").type)  # the generalized QIs
+    fast, slow = tmp_path / "fast.parquet", tmp_path / "slow.parquet"
+    io.write_part(con, out, str(fast), "lz4")
+    io.write_part(con, out, str(slow), "lz4", is_output=True)
+    assert _writer(fast) == "pyarrow"
+    assert pq.ParquetFile(fast).metadata.row_group(0).num_rows == 5000
+    diff = con.execute(
+        f"SELECT count(*) FROM (SELECT * FROM read_parquet('{fast}') EXCEPT ALL SELECT * FROM read_parquet('{slow}'))"
+    ).fetchone()[0]
+    assert diff == 0
+    assert con.execute(f"DESCRIBE SELECT * FROM read_parquet('{fast}')").fetchall() == \
+        con.execute(f"DESCRIBE SELECT * FROM read_parquet('{slow}')").fetchall()
+
+
+def test_a_part_that_cannot_be_written_names_it(tmp_path: Path) -> None:
+    con = io.connect(threads=1)
+    path = tmp_path / "missing" / "part.parquet"
+    with pytest.raises(InputError, match=r"cannot write '.*missing/part\.parquet'"):
+        io.write_part(con, _column(con, FLAT["integer"]), str(path), "lz4")
