@@ -322,10 +322,13 @@ def anonymize_table(
             if sens
             else None
         )
+        # perm lists the rows class by class: shuffled within each class, it
+        # is the publication order (as publication_order draws it, in O(n)).
+        order = kernel.shuffle_blocks(perm, bounds, np.random.default_rng().integers(0, 2**62, n, np.int64))
     else:
         row_group = group[class_of_row].astype(np.int32)
         achieved_l = min((_min_distinct(row_group, codes, n_groups) for codes, _ in sens), default=None)
-    order = publication_order(row_group)
+        order = publication_order(row_group)
     table_out = _assemble(table, spec, columns, class_of_row, order)
     timings["generalize"] = time.perf_counter() - t0
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from .cache import cache_dirs
 
-__all__ = ["partition", "class_ranges", "count_distinct", "class_distinct", "class_max_of", "load"]
+__all__ = ["partition", "class_ranges", "count_distinct", "class_distinct", "class_max_of", "shuffle_blocks", "load"]
 
 log = logging.getLogger("sqlanon")
 
@@ -60,6 +60,7 @@ SIGNATURES = {
     "count_distinct": "i8[::1](i4[:], i8[::1], i8)",
     "class_distinct": "Tuple((i8[::1], i8[::1]))(i4[:], i8[::1], i8, i8)",
     "class_max_of": "i8[::1](i4[:], i8[::1], i8[::1])",
+    "shuffle_blocks": "i8[::1](i8[::1], i8[::1], i8[::1])",
 }
 
 _impl = None
@@ -121,6 +122,13 @@ def class_distinct(col, bounds, dom, skip):
 def class_max_of(col, bounds, lookup):
     """:func:`sqlanon.mondrian.class_max_of`: per class, the maximum of ``lookup[code]``."""
     return load().class_max_of(_col(col), _i8(bounds), _i8(lookup))
+
+
+def shuffle_blocks(perm, bounds, rand):
+    """:func:`sqlanon.mondrian.shuffle_blocks`: each block of ``perm`` shuffled in place (``perm`` must be int64)."""
+    if perm.dtype != np.int64 or perm.ndim != 1 or not perm.flags.c_contiguous:
+        raise TypeError("perm must be a contiguous 1-D int64 array")
+    return load().shuffle_blocks(perm, _i8(bounds), _i8(rand))
 
 
 def _load():

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["partition", "class_ranges", "class_distinct", "class_max_of", "count_distinct"]
+__all__ = ["partition", "class_ranges", "class_distinct", "class_max_of", "count_distinct", "shuffle_blocks"]
 
 
 @njit(cache=True, nogil=True)
@@ -348,6 +348,21 @@ def class_max_of(col, bounds, lookup):
     return out
 
 
+@njit(cache=True, nogil=True)
+def shuffle_blocks(perm, bounds, rand):
+    """Shuffle each block ``bounds[c]:bounds[c + 1]`` of ``perm`` in place
+    (Fisher-Yates), drawing from ``rand``: one non-negative random integer
+    per position. Returns ``perm``."""
+    for c in range(bounds.shape[0] - 1):
+        first = bounds[c]
+        for i in range(bounds[c + 1] - 1, first, -1):
+            j = first + rand[i] % (i - first + 1)
+            tmp = perm[i]
+            perm[i] = perm[j]
+            perm[j] = tmp
+    return perm
+
+
 def warm_up() -> None:
     """Load (or compile) every kernel function on tiny inputs.
 
@@ -363,3 +378,4 @@ def warm_up() -> None:
     count_distinct(col, bounds, 1)
     class_distinct(col, bounds, 1, -1)
     class_max_of(col, bounds, np.zeros(2, np.int64))
+    shuffle_blocks(perm, bounds, np.zeros(4, np.int64))

@@ -63,6 +63,29 @@ def test_compiled_module_matches_the_jit(seed):
         np.testing.assert_array_equal(
             kernel.class_max_of(col, bounds, lookup), mondrian.class_max_of(col, bounds, lookup)
         )
+    rand = np.random.default_rng(seed).integers(0, 2**62, len(perm), np.int64)
+    np.testing.assert_array_equal(
+        kernel.shuffle_blocks(perm.copy(), bounds, rand), mondrian.shuffle_blocks(perm2.copy(), bounds2, rand)
+    )
+
+
+def test_shuffle_blocks_draws_each_order_of_a_block_alike():
+    """Rows stay in their block (their class), and each of a block's orders is
+    as likely as another: the publication order gives nothing away."""
+    bounds = np.array([0, 1, 4, 6], np.int64)  # blocks of 1, 3 and 2 rows
+    rng = np.random.default_rng(7)
+    counts: dict[tuple, int] = {}
+    draws = 6000
+    for _ in range(draws):
+        got = kernel.shuffle_blocks(np.arange(6, dtype=np.int64), bounds, rng.integers(0, 2**62, 6, np.int64))
+        assert got[0] == 0 and sorted(got[1:4]) == [1, 2, 3] and sorted(got[4:]) == [4, 5]
+        key = tuple(got[1:4])
+        counts[key] = counts.get(key, 0) + 1
+    assert len(counts) == 6
+    # Each of the 6 orders about 1,000 times (a binomial's sd is ~29: 6 sd apart).
+    assert all(abs(c - draws / 6) < 175 for c in counts.values()), counts
+    with pytest.raises(TypeError, match="int64"):
+        kernel.shuffle_blocks(np.arange(6, dtype=np.int32), bounds, np.zeros(6, np.int64))
 
 
 def test_a_failed_build_falls_back_to_the_jit_once(tmp_path, monkeypatch, caplog):
