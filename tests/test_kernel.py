@@ -160,3 +160,52 @@ def test_needs_build_says_whether_a_load_compiles(tmp_path, monkeypatch):
     monkeypatch.setenv("SQLANON_CACHE_DIR", str(tmp_path / "other"))
     monkeypatch.setenv("SQLANON_KERNEL", "jit")
     assert not kernel.needs_build()
+
+
+def _same_classes(got, want) -> None:
+    """Two partitions hold the same classes, in the same order (rows within a class in any order)."""
+    (perm, bounds), (perm2, bounds2) = got, want
+    np.testing.assert_array_equal(bounds, bounds2)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        np.testing.assert_array_equal(np.sort(perm[a:b]), np.sort(perm2[a:b]))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_partition_matches_a_plain_numpy_recursion(seed):
+    """The compiled kernel cuts as examples/bench_kernels.py's plain numpy
+    recursion of the same rule does (written apart from it: per node, the
+    min and max of every column from the node's rows)."""
+    from examples.bench_kernels import _numba_args, kernel_numpy_recursive
+
+    rng = np.random.default_rng(seed)
+    n, d = int(rng.integers(50, 4000)), int(rng.integers(1, 8))
+    dom = rng.integers(1, 30, d)
+    X = np.column_stack([rng.integers(0, dm + 1, n) for dm in dom]).astype(np.int32)
+    S = rng.integers(0, int(rng.integers(2, 6)), (n, 1)).astype(np.int32)
+    k, l = int(rng.integers(2, 12)), int(rng.integers(1, 3))
+    span = dom.astype(np.int64)
+    want = kernel_numpy_recursive(X.copy(), S.copy(), k, l, span)
+    got = kernel.partition(X.copy(), S.copy(), k, l, *_numba_args(X, S, span))
+    _same_classes(got, want)
+
+
+def test_partition_of_a_tree_deeper_than_its_first_stack():
+    """A left spine 70 cuts deep: column g peels off the 2k rows whose value
+    there is 1, and the rest (0) is cut again on column g + 1. Each peeled
+    block waits on the stack, and is cut once more on the last column (0 or
+    1 within it): the stack of pending blocks, with their min and max,
+    grows past its first 64 entries and must keep them."""
+    from examples.bench_kernels import _numba_args, kernel_numpy_recursive
+
+    d, k = 70, 2
+    X = np.zeros(((d + 1) * 2 * k, d + 1), np.int32)
+    for g in range(d):
+        X[g * 2 * k:(g + 1) * 2 * k, g] = 1
+    X[:, d] = np.tile([0] * k + [1] * k, d + 1)
+    S = np.zeros((len(X), 1), np.int32)
+    span = np.ones(d + 1, np.int64)
+    got = kernel.partition(X.copy(), S.copy(), k, 1, *_numba_args(X, S, span))
+    assert len(got[1]) - 1 == 2 * (d + 1)  # every block of 2k rows cut in two
+    _same_classes(got, kernel_numpy_recursive(X.copy(), S.copy(), k, 1, span))
+    jit = mondrian.partition(X.copy(), S.copy(), k, 1, *_numba_args(X, S, span))
+    _same_classes(got, jit)
