@@ -120,6 +120,35 @@ def test_the_key_follows_the_kernel_source(tmp_path, monkeypatch):
     assert kernel.cache_key() != key
 
 
+def test_the_key_and_the_build_follow_the_cpu(tmp_path, monkeypatch):
+    """Compiled for this CPU where /proc/cpuinfo names it, and keyed by it:
+    a CPU of other features sharing the cache builds a module of its own
+    (instructions it lacks would kill the process). Unknown: generic code."""
+    if kernel.cpu_identity():
+        assert b"flags" in kernel.cpu_identity() or b"Features" in kernel.cpu_identity()
+    keys = {}
+    for cpu in (b"", b"flags\t: sse2", b"flags\t: sse2 avx2"):
+        monkeypatch.setattr(kernel, "cpu_identity", lambda cpu=cpu: cpu)
+        keys[cpu] = kernel.cache_key()
+    assert len(set(keys.values())) == 3
+
+    targets = []
+
+    def compile_(cc):
+        targets.append(cc.target_cpu)
+        raise RuntimeError("not compiled in this test")
+
+    from numba.pycc import CC
+
+    monkeypatch.setattr(CC, "compile", compile_)
+    for cpu in (b"flags\t: sse2", b""):
+        monkeypatch.setattr(kernel, "cpu_identity", lambda cpu=cpu: cpu)
+        with pytest.raises(RuntimeError, match="not compiled"):
+            kernel._build(tmp_path, tmp_path / "m.so")
+    assert targets == ["host", ""]
+    assert list(tmp_path.iterdir()) == []  # its build directory is gone
+
+
 def test_concurrent_first_runs_compile_once_and_replace_a_broken_module(tmp_path):
     """Two processes start with a broken module in the cache: one compiles, the
     other waits and loads it. The build leaves nothing in the temporary
