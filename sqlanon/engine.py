@@ -384,10 +384,10 @@ def _assemble(
         if name in columns:
             for out_name, per_class in columns[name]:
                 names.append(out_name)
-                if pa.types.is_string(per_class.type):
+                if pa.types.is_string(per_class.type) or pa.types.is_dictionary(per_class.type):
                     # A dictionary column of the distinct generalized values:
                     # an int32 take per row instead of copying a string per row.
-                    enc = pc.dictionary_encode(per_class)
+                    enc = per_class if pa.types.is_dictionary(per_class.type) else pc.dictionary_encode(per_class)
                     dictionary = enc.dictionary
                     if len(dictionary) == 0:
                         # All NULL. The column stays a dictionary, as in every

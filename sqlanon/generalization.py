@@ -113,7 +113,35 @@ def generalize_column(
             ``col[bounds[c]:bounds[c + 1]]``).
         bounds: class boundaries.
         interval_format: ``text`` or ``bounds``.
+
+    A text column comes as a dictionary array when its values are computed
+    once per distinct code range (interval, hierarchy), else as text.
     """
+    if e.kind == "hierarchy" or (e.kind == "interval" and interval_format != "bounds"):
+        return _per_distinct_range(e, stats, lo, hi, has_null, col, bounds, interval_format)
+    return _generalize(e, stats, lo, hi, has_null, col, bounds, interval_format)
+
+
+def _per_distinct_range(e, stats, lo, hi, has_null, col, bounds, interval_format) -> Generalized:
+    """An interval's or a hierarchy node's text, and its NCP, follow from the
+    class's code range and whether it holds NULLs and values: computed once
+    per distinct range (some dozens for the ~37,000 classes of 500,000 poker
+    rows; text built class by class, then dictionary-encoded twice, was ~10 %
+    of a fragment's time), then spread to the classes as a dictionary column.
+    The key still compares the text: ranges with one LCA publish one label."""
+    has_val = lo >= 0
+    width = e.n_codes + 1
+    ranges = ((np.where(has_val, lo, 0) * width + np.where(has_val, hi, 0)) * 2 + has_null) * 2 + has_val
+    _, first, inverse = np.unique(ranges, return_index=True, return_inverse=True)
+    g = _generalize(e, stats, lo[first], hi[first], has_null[first], col, bounds, interval_format)
+    ((name, text),) = g.columns
+    enc = pc.dictionary_encode(text)
+    classes = pa.DictionaryArray.from_arrays(enc.indices.take(pa.array(inverse.astype(np.int32))), enc.dictionary)
+    return Generalized([(name, classes)], g.ncp[inverse], g.key[inverse])
+
+
+def _generalize(e, stats, lo, hi, has_null, col, bounds, interval_format) -> Generalized:
+    """:func:`generalize_column`, class by class."""
     n_cls = len(lo)
     has_val = lo >= 0
     single = has_val & (lo == hi)
