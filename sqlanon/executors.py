@@ -434,14 +434,28 @@ class DaskExecutor:
         return self._executor.submit(fn, task)
 
     def shutdown(self, abort: bool = False) -> None:
-        self._executor.shutdown(wait=False)
-        self._client.close()  # cancels what is still running
-        if self._cluster is not None:
-            if abort:
-                # A worker in the middle of a task ends only when the task
-                # does, and the cluster's close waits 4 s before it kills it.
-                _kill_workers([self._cluster])
-            self._cluster.close()
+        quiet = abort and not log.isEnabledFor(logging.INFO)
+        # The run reports its own one line (a Ctrl-C, a failed task); the
+        # cluster's complaints about its teardown are no news: a worker
+        # killed mid-handshake made the scheduler warn 'TLS handshake failed
+        # … Connection reset by peer' under it (-v shows them). The levels
+        # come back once the cluster is closed (a host process's own Dask).
+        loggers = [logging.getLogger(name) for name in ("distributed", "tornado")] if quiet else []
+        levels = [lg.level for lg in loggers]
+        for lg in loggers:
+            lg.setLevel(logging.CRITICAL)
+        try:
+            self._executor.shutdown(wait=False)
+            self._client.close()  # cancels what is still running
+            if self._cluster is not None:
+                if abort:
+                    # A worker in the middle of a task ends only when the task
+                    # does, and the cluster's close waits 4 s before it kills it.
+                    _kill_workers([self._cluster])
+                self._cluster.close()
+        finally:
+            for lg, level in zip(loggers, levels):
+                lg.setLevel(level)
 
 
 def _connect(client, scheduler: str):

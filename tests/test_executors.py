@@ -333,6 +333,27 @@ def test_the_local_dask_cluster_takes_no_stranger():
         ex.shutdown()
 
 
+def test_an_aborted_dask_cluster_closes_quietly_and_gives_the_log_levels_back(caplog):
+    """A Ctrl-C's teardown made the scheduler warn of a worker killed
+    mid-handshake under the CLI's one line (about one run in ten): while an
+    aborted cluster closes, Dask's and tornado's loggers are silent; after,
+    a host process's own levels are back."""
+    import logging
+
+    from sqlanon.executors import DaskExecutor
+
+    caplog.set_level(logging.WARNING, logger="sqlanon")  # as without -v
+    ex = DaskExecutor(None, 1, 0)
+    dask_log, tornado_log = logging.getLogger("distributed"), logging.getLogger("tornado")
+    before = dask_log.level, tornado_log.level
+    seen = []
+    close = ex._cluster.close
+    ex._cluster.close = lambda: (seen.append((dask_log.level, tornado_log.level)), close())[1]
+    ex.shutdown(abort=True)
+    assert seen == [(logging.CRITICAL, logging.CRITICAL)]
+    assert (dask_log.level, tornado_log.level) == before
+
+
 def test_dask_keeps_stderr_for_errors(source, tmp_path):
     """Dask logs its cluster's life at INFO; on the CLI's stderr (its error
     channel) that was ~34 lines per run. Only with -v now. And with Dask's
