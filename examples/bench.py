@@ -2,7 +2,7 @@
 
     python -m examples.bench engine [--rows 1000000] [--k 5 10 20] [--repeat 3]
     python -m examples.bench pipeline [--rows 1000000] [--repeat 3]
-    python -m examples.bench big [--rows 10000000] [--fragments 16 4]
+    python -m examples.bench big [--rows 10000000] [--fragments 16 4] [--rev REV]
     python -m examples.bench postgres [--rows 1000000] [--url postgresql://…]
     python -m examples.bench executors [--rows 1000000] [--fragments 8]
     python -m examples.bench checksums [--rows 1000000] [--url postgresql://…]
@@ -179,19 +179,32 @@ def fragment_rows(metrics: str, run_id: str) -> list[int]:
     return [r[0] for r in rows]
 
 
-def big(rows: int, fragment_counts: list[int]) -> None:
+def big(rows: int, fragment_counts: list[int], rev: str | None = None) -> None:
+    """A large table on 2 workers, by fragment count: this tree, and ``rev``
+    when given (its runs interleaved with this tree's). Each tree's kernel
+    is compiled and cached by a small warm-up run first (it was compiled
+    inside the first timed run: ~15 s more on a fresh checkout)."""
     src = poker_file(rows)
-    out_dir = Path(tempfile.mkdtemp(prefix="sqlanon-bench-"))
-    print(f"poker {rows:,} rows as Parquet, k = 10, l = 2, 2 workers; {machine()}\n")
-    print("| fragments | wall s | anonymize s | rows per fragment | worker peak RSS MiB | coordinator peak RSS MiB |")
-    print("|---|---|---|---|---|---|")
-    for frags in fragment_counts:
-        doc, wall, rss = run_cli(["anonymize", str(src), "--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2",
-                                  "--json", "--overwrite", "-o", str(out_dir / "big.parquet"), "--workers", "2",
-                                  "--fragments", str(frags)])
-        wrss = ", ".join(f"{v:.0f}" for v in doc["worker_peak_rss_mb"].values())
-        print(f"| {doc['fragments']} | {wall:.1f} | {doc['timings']['anonymize']:.1f} | ~{rows // doc['fragments']:,} | "
-              f"{wrss} | {rss:.0f} |")
+    with contextlib.ExitStack() as stack:
+        out_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sqlanon-bench-")))
+        trees = {"this tree": None}
+        if rev:
+            trees[rev] = str(stack.enter_context(_checkout(rev)))
+        base = ["anonymize", "--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2", "--json", "--overwrite",
+                "--workers", "2"]
+        for tree in trees.values():
+            run_cli([*base, str(poker_file(10_000)), "-o", str(out_dir / "warm.parquet")], tree)
+        print(f"poker {rows:,} rows as Parquet, k = 10, l = 2, 2 workers; {machine()}\n")
+        print("| version | fragments | wall s | anonymize s | rows per fragment | worker peak RSS MiB | "
+              "coordinator peak RSS MiB |")
+        print("|---|---|---|---|---|---|---|")
+        for frags in fragment_counts:
+            for name, tree in trees.items():
+                doc, wall, rss = run_cli([*base, str(src), "-o", str(out_dir / "big.parquet"), "--fragments",
+                                          str(frags)], tree)
+                wrss = ", ".join(f"{v:.0f}" for v in doc["worker_peak_rss_mb"].values())
+                print(f"| {name} | {doc['fragments']} | {wall:.1f} | {doc['timings']['anonymize']:.1f} | "
+                      f"~{rows // doc['fragments']:,} | {wrss} | {rss:.0f} |")
 
 
 def pg_server(url: str | None):
@@ -611,6 +624,7 @@ def main() -> None:
     p = sub.add_parser("big", help="a large table: time and worker memory by fragment count")
     p.add_argument("--rows", type=int, default=10_000_000)
     p.add_argument("--fragments", type=int, nargs="+", default=[16, 4])
+    p.add_argument("--rev", help="also run this git revision (e.g. HEAD~1), interleaved")
     p = sub.add_parser("postgres", help="PostgreSQL table to PostgreSQL table, against COPY out + COPY in")
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--url", help="an existing server (default: start a throwaway one)")
@@ -667,7 +681,7 @@ def main() -> None:
     elif args.what == "pipeline":
         pipeline(args.rows, args.repeat)
     else:
-        big(args.rows, args.fragments)
+        big(args.rows, args.fragments, args.rev)
 
 
 if __name__ == "__main__":
