@@ -64,6 +64,18 @@ def _sides_diverse(X, S, start, end, a, t, l, s_off, stamp_l, stamp_r, mark):
     return True, mark
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _widen(X, i, lo, hi):
+    """Widen the per-column ranges ``lo``/``hi`` to take in row ``i`` of ``X``
+    (inlined in numba's IR: the partition loop calls it for every row)."""
+    for b in range(X.shape[1]):
+        v = X[i, b]
+        if v < lo[b]:
+            lo[b] = v
+        if v > hi[b]:
+            hi[b] = v
+
+
 @njit(cache=True, nogil=True)
 def _median_counts(X, start, end, a, lo, hi, hist, buf):
     """Median code of column ``a`` in the block and the counts ``#(<= m)``, ``#(< m)``."""
@@ -146,16 +158,12 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
     rmx = np.empty(d, np.int32)
     # The stack's entries carry their block's per-column min and max (the
     # root's from one scan, a child's from its parent's partition loop).
-    for a in range(d):
-        st_mn[0, a] = X[0, a] if n > 0 else 0
-        st_mx[0, a] = X[0, a] if n > 0 else 0
-    for i in range(1, n):
-        for a in range(d):
-            v = X[i, a]
-            if v < st_mn[0, a]:
-                st_mn[0, a] = v
-            elif v > st_mx[0, a]:
-                st_mx[0, a] = v
+    lmn[:] = 2147483647
+    lmx[:] = -2147483648
+    for i in range(n):
+        _widen(X, i, lmn, lmx)  # not into st_mn[0]: numba would make that view for every row
+    st_mn[0, :] = lmn
+    st_mx[0, :] = lmx
     top = 0
     stack_lo[0] = 0
     stack_hi[0] = n
@@ -240,21 +248,15 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
                     continue
                 # In-place partition of the block: rows with code <= t first,
                 # each side's min and max per column taken on the way.
-                for b in range(d):
-                    lmn[b] = 2147483647
-                    lmx[b] = -2147483648
-                    rmn[b] = 2147483647
-                    rmx[b] = -2147483648
+                lmn[:] = 2147483647
+                lmx[:] = -2147483648
+                rmn[:] = 2147483647
+                rmx[:] = -2147483648
                 i = start
                 j = end - 1
                 while i <= j:
                     if X[i, a] <= t:
-                        for b in range(d):
-                            v = X[i, b]
-                            if v < lmn[b]:
-                                lmn[b] = v
-                            if v > lmx[b]:
-                                lmx[b] = v
+                        _widen(X, i, lmn, lmx)
                         i += 1
                     else:
                         for b in range(d):
@@ -268,12 +270,7 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
                         tp = perm[i]
                         perm[i] = perm[j]
                         perm[j] = tp
-                        for b in range(d):
-                            v = X[j, b]
-                            if v < rmn[b]:
-                                rmn[b] = v
-                            if v > rmx[b]:
-                                rmx[b] = v
+                        _widen(X, j, rmn, rmx)
                         j -= 1
                 mid = start + chosen
                 # Right child first so the left one is processed next: classes
