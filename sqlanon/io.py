@@ -886,6 +886,8 @@ def write_part(
     try:
         pq.write_table(table, path, compression=compression, row_group_size=PARQUET_ROW_GROUP_ROWS,
                        store_schema=False)
+    except pa.ArrowNotImplementedError:  # values pyarrow cannot write (a dictionary holding a NULL): DuckDB can
+        write_parquet(con, table, path, compression, as_text, arrow_fields)
     except (OSError, pa.ArrowException) as exc:
         raise InputError(f"cannot write {path!r}: {first_line(exc)}") from exc
 

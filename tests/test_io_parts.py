@@ -145,6 +145,17 @@ def test_an_anonymized_fragment_is_written_by_pyarrow(tmp_path: Path) -> None:
         con.execute(f"DESCRIBE SELECT * FROM read_parquet('{slow}')").fetchall()
 
 
+def test_a_part_pyarrow_cannot_write_is_written_by_duckdb(tmp_path: Path) -> None:
+    """A dictionary that holds a NULL among its values: pyarrow's writer
+    refuses it ('not yet supported'); DuckDB's writes it."""
+    con = io.connect(threads=1)
+    column = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, None], pa.int32()), pa.array(["a", None, "b"]))
+    path = tmp_path / "part.parquet"
+    io.write_part(con, pa.table({"c": column, "n": [1, 2, 3, 4]}), str(path), "lz4")
+    assert _writer(path) == "duckdb"
+    assert con.execute(f"SELECT list(c ORDER BY n) FROM read_parquet('{path}')").fetchone()[0] == ["a", None, "b", None]
+
+
 def test_a_part_that_cannot_be_written_names_it(tmp_path: Path) -> None:
     con = io.connect(threads=1)
     path = tmp_path / "missing" / "part.parquet"
