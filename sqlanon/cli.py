@@ -337,12 +337,17 @@ def _cluster_errors_left_to_the_run(record: logging.LogRecord) -> bool:
     traceback before the run's one-line error, which names the fragment and
     the reason. Dask's event loop is tornado's: a Ctrl-C that closed the
     cluster's connections under a pending call logged 'Exception in callback
-    … CommClosedError' under the CLI's one line (about one run in six)."""
-    if logging.getLogger().isEnabledFor(logging.INFO) or record.levelno < logging.ERROR:
+    … CommClosedError' under the CLI's one line (about one run in six).
+    While a cluster is torn down after a failure or a stop
+    (:data:`executors.TEARING_DOWN`), their warnings go too: a worker killed
+    mid-handshake made the scheduler warn under that line."""
+    if logging.getLogger().isEnabledFor(logging.INFO) or record.levelno < logging.WARNING:
         return True
     # By logger, or by file: py4j logs a Ctrl-C through the root logger.
     theirs = ("distributed", "tornado", "py4j", "pyspark")
-    return not (record.name.startswith(theirs) or any(f"{os.sep}{p}{os.sep}" in record.pathname for p in theirs))
+    if not (record.name.startswith(theirs) or any(f"{os.sep}{p}{os.sep}" in record.pathname for p in theirs)):
+        return True
+    return record.levelno < logging.ERROR and not executors.TEARING_DOWN.is_set()
 
 
 class _LogHandler(logging.StreamHandler):

@@ -50,6 +50,13 @@ from .errors import ConfigError, InputError
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 30.0
+
+TEARING_DOWN = threading.Event()
+"""Set while a cluster is closed after a failure or a stop: the run reports
+its own one line, and what Dask logs of its teardown (a worker killed
+mid-handshake: 'TLS handshake failed … Connection reset by peer') is no
+news. The CLI shows none of Dask's records meanwhile (without -v); the
+library leaves its host's logging alone."""
 """Seconds to reach a Dask scheduler."""
 
 WAIT_FOR_WORKERS = 60.0
@@ -434,16 +441,8 @@ class DaskExecutor:
         return self._executor.submit(fn, task)
 
     def shutdown(self, abort: bool = False) -> None:
-        quiet = abort and not log.isEnabledFor(logging.INFO)
-        # The run reports its own one line (a Ctrl-C, a failed task); the
-        # cluster's complaints about its teardown are no news: a worker
-        # killed mid-handshake made the scheduler warn 'TLS handshake failed
-        # … Connection reset by peer' under it (-v shows them). The levels
-        # come back once the cluster is closed (a host process's own Dask).
-        loggers = [logging.getLogger(name) for name in ("distributed", "tornado")] if quiet else []
-        levels = [lg.level for lg in loggers]
-        for lg in loggers:
-            lg.setLevel(logging.CRITICAL)
+        if abort:
+            TEARING_DOWN.set()
         try:
             self._executor.shutdown(wait=False)
             self._client.close()  # cancels what is still running
@@ -454,8 +453,7 @@ class DaskExecutor:
                     _kill_workers([self._cluster])
                 self._cluster.close()
         finally:
-            for lg, level in zip(loggers, levels):
-                lg.setLevel(level)
+            TEARING_DOWN.clear()
 
 
 def _connect(client, scheduler: str):
