@@ -322,9 +322,7 @@ def anonymize_table(
             if sens
             else None
         )
-        # perm lists the rows class by class: shuffled within each class, it
-        # is the publication order (as publication_order draws it, in O(n)).
-        order = kernel.shuffle_blocks(perm, bounds, np.random.default_rng().integers(0, 2**62, n, np.int64))
+        order = publication_order(row_group, perm, bounds)  # perm lists the rows class by class
     else:
         row_group = group[class_of_row].astype(np.int32)
         achieved_l = min((_min_distinct(row_group, codes, n_groups) for codes, _ in sens), default=None)
@@ -361,14 +359,24 @@ def _min_distinct(row_group: np.ndarray, codes: np.ndarray, n_groups: int) -> in
     return int(per_group.min())
 
 
-def publication_order(class_of_row: np.ndarray) -> np.ndarray:
+def publication_order(
+    class_of_row: np.ndarray, by_class: np.ndarray | None = None, bounds: np.ndarray | None = None
+) -> np.ndarray:
     """The order rows are published in: grouped by class, at random within
     each class, from fresh entropy (not the run's seed, which the metrics
     publish). In the input's order, anyone who knows that order (a table
     sorted by a QI, an id, a date) could pair each class's rows with the
-    people the class holds: Sweeney's unsorted matching attack."""
-    perm = np.random.default_rng().permutation(len(class_of_row))
-    return perm[np.argsort(class_of_row[perm], kind="stable")]
+    people the class holds: Sweeney's unsorted matching attack.
+
+    ``by_class`` and ``bounds``: the rows already listed class by class
+    (int64), class ``c`` at ``bounds[c]:bounds[c + 1]``, as the kernel's
+    partition gives them; shuffled in place. Otherwise the rows are grouped
+    by ``class_of_row`` (ids 0..classes-1) first."""
+    if by_class is None:
+        by_class = np.argsort(class_of_row, kind="stable").astype(np.int64)
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(class_of_row))])
+    rand = np.random.default_rng().integers(0, 2**62, len(by_class), np.int64)
+    return kernel.shuffle_blocks(by_class, bounds, rand)  # O(n): Fisher-Yates within each class
 
 
 def _assemble(

@@ -50,7 +50,8 @@ class Generalized:
     """One QI generalized per class.
 
     Attributes:
-        columns: output ``(name, per-class array)`` pairs: one text column, or
+        columns: output ``(name, per-class array)`` pairs: one text column
+            (a dictionary array when built per distinct range), or
             ``_lo``/``_hi`` bounds.
         ncp: NCP of the column's value in each class (Eq. 3), per row of the class.
         key: an integer per class, equal iff the published values are equal.

@@ -255,3 +255,20 @@ def test_a_pandas_dataframe_is_taken_too():
     assert sorted(r.table.column("age").to_pylist()) == ["[30, 31]", "[30, 31]", "[40, 41]", "[40, 41]"]
     with pytest.raises(ConfigError, match="Arrow table or a pandas DataFrame, got int"):
         anonymize_table(3, AnonymizationSpec((QuasiIdentifier("age"),), k=2))
+
+
+def test_publication_order_groups_rows_by_class_in_a_fresh_order():
+    """Classes that generalize alike merge into one published class: their
+    rows are grouped from the class ids (not the kernel's blocks) and
+    shuffled within each, as the kernel's blocks are."""
+    from sqlanon.engine import publication_order
+
+    class_of_row = np.random.default_rng(3).integers(0, 50, 5_000).astype(np.int32)
+    orders = [publication_order(class_of_row) for _ in range(2)]
+    for order in orders:
+        assert sorted(order.tolist()) == list(range(5_000))
+        assert np.all(np.diff(class_of_row[order]) >= 0)  # each class's rows together, classes in order
+    assert not np.array_equal(orders[0], orders[1])
+    # Within a class, the input's order is gone.
+    first = orders[0][class_of_row[orders[0]] == 0]
+    assert not np.array_equal(first, np.sort(first))
