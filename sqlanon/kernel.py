@@ -208,14 +208,18 @@ def cpu_identity() -> bytes:
     package on a network file system, run by a cluster's workers) compiles
     a module of its own rather than load instructions it may lack. Unknown:
     the generic target, which runs on any CPU of the architecture."""
-    try:
-        with open("/proc/cpuinfo", "rb") as f:
-            first = f.read().split(b"\n\n", 1)[0]
-    except OSError:
-        return b""
     keys = {b"vendor_id", b"cpu family", b"model", b"model name", b"flags",  # x86
             b"CPU implementer", b"CPU architecture", b"CPU variant", b"CPU part", b"Features"}  # Arm
-    lines = [ln for ln in first.splitlines() if ln.split(b":", 1)[0].strip() in keys]
+    lines = []
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            for ln in f:  # the first processor's block (a host of many cores lists each)
+                if not ln.strip():
+                    break
+                if ln.split(b":", 1)[0].strip() in keys:
+                    lines.append(ln.rstrip(b"\n"))
+    except OSError:
+        return b""
     known = any(ln.split(b":", 1)[0].strip() in (b"flags", b"Features") for ln in lines)
     return b"\n".join(lines) if known else b""
 
