@@ -6,6 +6,7 @@ import logging
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -138,7 +139,9 @@ def test_the_key_and_the_build_follow_the_cpu(tmp_path, monkeypatch):
         targets.append(cc.target_cpu)
         raise RuntimeError("not compiled in this test")
 
-    from numba.pycc import CC
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pycc is "pending deprecation" since numba 0.57 (kernel._build says so too)
+        from numba.pycc import CC
 
     monkeypatch.setattr(CC, "compile", compile_)
     for cpu in (b"flags\t: sse2", b""):
