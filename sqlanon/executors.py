@@ -50,6 +50,7 @@ from .errors import ConfigError, InputError
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 30.0
+"""Seconds to reach a Dask scheduler."""
 
 TEARING_DOWN = threading.Event()
 """Set while a cluster is closed after a failure or a stop: the run reports
@@ -57,7 +58,6 @@ its own one line, and what Dask logs of its teardown (a worker killed
 mid-handshake: 'TLS handshake failed … Connection reset by peer') is no
 news. The CLI shows none of Dask's records meanwhile (without -v); the
 library leaves its host's logging alone."""
-"""Seconds to reach a Dask scheduler."""
 
 WAIT_FOR_WORKERS = 60.0
 """Seconds a Dask scheduler may take to have its first worker."""
