@@ -118,9 +118,17 @@ def generalize_column(
     A text column comes as a dictionary array when its values are computed
     once per distinct code range (interval, hierarchy), else as text.
     """
-    if e.kind == "hierarchy" or (e.kind == "interval" and interval_format != "bounds"):
+    per_range = e.kind == "hierarchy" or (e.kind == "interval" and interval_format != "bounds")
+    if per_range and e.n_codes < _MAX_RANGE_CODES:
         return _per_distinct_range(e, stats, lo, hi, has_null, col, bounds, interval_format)
     return _generalize(e, stats, lo, hi, has_null, col, bounds, interval_format)
+
+
+_MAX_RANGE_CODES = 2**30
+"""Codes below it pack a class's (lo, hi, NULL, value) into one int64
+(:func:`_per_distinct_range`, at most 2**62); a column of more distinct
+values (codes are int32: up to 2**31) is generalized class by class, as two
+ranges packed past 2**63 could share a label."""
 
 
 def _per_distinct_range(e, stats, lo, hi, has_null, col, bounds, interval_format) -> Generalized:

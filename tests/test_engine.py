@@ -272,3 +272,41 @@ def test_publication_order_groups_rows_by_class_in_a_fresh_order():
     # Within a class, the input's order is gone.
     first = orders[0][class_of_row[orders[0]] == 0]
     assert not np.array_equal(first, np.sort(first))
+
+
+def test_labels_per_distinct_range_match_labels_per_class():
+    """Interval and hierarchy labels built once per distinct code range are
+    those built class by class; a column of more codes than the packed range
+    holds (int64) is generalized class by class."""
+    from sqlanon import generalization, kernel
+    from sqlanon.engine import _encode_qi, _place_values, column_stats
+
+    rng = np.random.default_rng(5)
+    ages = rng.integers(18, 90, 3_000).astype(object)
+    ages[rng.random(3_000) < 0.05] = None
+    t = pa.table({"age": pa.array(ages.tolist(), pa.int64())})
+    q = QuasiIdentifier("age")
+    spec = AnonymizationSpec((q,), k=5)
+    stats = column_stats(t, spec)["age"]
+    e = _encode_qi(q, t.column("age"), "interval")
+    _place_values(e, stats)
+    X = np.ascontiguousarray(e.codes.reshape(-1, 1))
+    order = np.argsort(X[:, 0], kind="stable")
+    X = X[order]
+    bounds = np.arange(0, len(X) + 1, 7, dtype=np.int64)
+    bounds[-1] = len(X)
+    null = np.array([e.null_code], np.int64)
+    lo, hi, has_null = kernel.class_ranges(X, bounds, null)
+    args = (e, stats, lo[:, 0], hi[:, 0], has_null[:, 0], X[:, 0], bounds, "text")
+    packed = generalization.generalize_column(*args)
+    per_class = generalization._generalize(*args)
+    assert pa.types.is_dictionary(packed.columns[0][1].type)
+    assert packed.columns[0][1].cast(pa.string()).to_pylist() == per_class.columns[0][1].to_pylist()
+    np.testing.assert_array_equal(packed.ncp, per_class.ncp)
+    assert "[" in "".join(filter(None, per_class.columns[0][1].to_pylist())) and any(
+        v and v.endswith(" or NULL") for v in per_class.columns[0][1].to_pylist()
+    )
+    e.n_codes = generalization._MAX_RANGE_CODES  # past what one int64 packs: class by class
+    wide = generalization.generalize_column(*args)
+    assert pa.types.is_string(wide.columns[0][1].type)
+    assert wide.columns[0][1].to_pylist() == per_class.columns[0][1].to_pylist()
