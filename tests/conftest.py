@@ -29,3 +29,24 @@ def pg_server():
 def pg_url(pg_server):
     """postgresql://sqlanon:<password>@127.0.0.1:<port>/sqlanon_test"""
     return pg_server.url
+
+
+def pytest_collection_modifyitems(items):
+    """How pytest-xdist (``--dist loadgroup``) shares the tests out.
+
+    * The executors' tests run in one worker, in the file's order, as a run
+      without xdist has them: Dask's and Spark's clusters inside the test
+      process, in another order and with the other worker's load, once took
+      more than Dask's 10 s to start a LocalCluster's event loop.
+    * Each worker starts its own throwaway PostgreSQL cluster on first use;
+      an external server (SQLANON_TEST_PG_URL) is shared, and tests there
+      would meet each other's tables: they all run in one worker then.
+    """
+    import os
+
+    shared_pg = bool(os.environ.get("SQLANON_TEST_PG_URL"))
+    for item in items:
+        if item.path.name == "test_executors.py":
+            item.add_marker(_pg_pytest.mark.xdist_group("executors"))
+        elif shared_pg and "pg_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(_pg_pytest.mark.xdist_group("postgres"))
