@@ -1,5 +1,5 @@
 # --------------------------------------------------------------------------- PostgreSQL (tests/pg_server.py)
-# A throwaway PostgreSQL server per test process (pytest-xdist worker), started on first use only.
+# A session-wide throwaway PostgreSQL server, started on first use only.
 # SQLANON_TEST_PG_URL=postgresql://user:pw@host:port/db uses that server instead.
 # Tests that use these fixtures are marked @pytest.mark.postgres.
 
@@ -29,24 +29,3 @@ def pg_server():
 def pg_url(pg_server):
     """postgresql://sqlanon:<password>@127.0.0.1:<port>/sqlanon_test"""
     return pg_server.url
-
-
-def pytest_collection_modifyitems(items):
-    """How pytest-xdist (``--dist loadgroup``) shares the tests out.
-
-    * The executors' tests run in one worker, in the file's order, as a run
-      without xdist has them: Dask's and Spark's clusters inside the test
-      process, in another order and with the other worker's load, took more
-      than Dask's 10 s to start a LocalCluster's event loop in 2 of 6 runs.
-    * Each worker starts its own throwaway PostgreSQL cluster on first use;
-      an external server (SQLANON_TEST_PG_URL) is shared, and tests there
-      would meet each other's tables: they all run in one worker then.
-    """
-    import os
-
-    shared_pg = bool(os.environ.get("SQLANON_TEST_PG_URL"))
-    for item in items:
-        if item.path.name == "test_executors.py":
-            item.add_marker(_pg_pytest.mark.xdist_group("executors"))
-        elif shared_pg and "pg_server" in getattr(item, "fixturenames", ()):
-            item.add_marker(_pg_pytest.mark.xdist_group("postgres"))
