@@ -30,6 +30,7 @@ Dask and Spark are optional extras: ``pip install 'sqlanon[dask]'`` or
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import multiprocessing
 import os
@@ -380,15 +381,7 @@ class DaskExecutor:
             log.info("Dask LocalCluster of %d workers; dashboard: %s", workers, self._client.dashboard_link)
         else:
             self._cluster = None
-            try:
-                self._client = _connect(Client, scheduler)
-            except (ValueError, TypeError) as exc:  # not an address at all: the job is wrong (exit 2)
-                raise ConfigError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
-            except (OSError, TimeoutError) as exc:  # unreachable: the cluster is down, a retry may work (exit 1)
-                raise InputError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
-            except Exception as exc:  # noqa: BLE001 - an answer Dask could not read (a MemoryError for a frame size)
-                raise InputError(f"cannot reach the Dask scheduler at {scheduler!r}: what answers there is not a "
-                                 f"Dask scheduler ({type(exc).__name__})") from exc
+            self._client = _connect(Client, scheduler)
             try:  # a scheduler without workers took every task and never ran one
                 self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
             except (TimeoutError, OSError) as exc:
@@ -457,18 +450,36 @@ class DaskExecutor:
 
 
 def _connect(client, scheduler: str):
-    """``client(scheduler)`` within :data:`CONNECT_TIMEOUT` in all: Dask's own
-    timeout does not cover the handshake, which an endpoint that accepts the
-    connection but never answers (the dashboard's port, mistyped for the
-    scheduler's) left waiting for ever. The attempt runs in a thread, left
-    behind (a daemon) when it does not end in time."""
+    """``client(scheduler)`` within :data:`CONNECT_TIMEOUT` in all, or a
+    ConfigError (not an address: exit 2) or InputError (unreachable, a retry
+    may work: exit 1) naming the scheduler.
+
+    Dask's own timeout does not cover the handshake, which an endpoint that
+    accepts the connection but never answers (the dashboard's port, mistyped
+    for the scheduler's) left waiting for ever: the attempt runs in a thread,
+    left behind (a daemon) when it does not end in time.
+
+    A Client whose construction failed stays in reference cycles (through
+    its error's traceback), finalized by whatever garbage collection comes
+    next; its close stops its IO loop under Dask's class-wide LoopRunner lock,
+    so a collection inside a later LocalCluster's ``LoopRunner.start`` (which
+    holds that lock) deadlocked. So the error is dropped where it happened,
+    its message kept, and the cycles collected there and then."""
     outcome: dict = {}
 
     def connect() -> None:
+        where = f"cannot reach the Dask scheduler at {scheduler!r}"
         try:
             outcome["client"] = client(scheduler, timeout=CONNECT_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - raised again in the caller's thread
-            outcome["error"] = exc
+        except (ValueError, TypeError) as exc:  # not an address at all: the job is wrong
+            outcome["error"] = ConfigError(f"{where}: {exc}")
+        except (OSError, TimeoutError) as exc:  # the cluster is down
+            outcome["error"] = InputError(f"{where}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - an answer Dask could not read (a MemoryError for a frame size)
+            outcome["error"] = InputError(f"{where}: what answers there is not a Dask scheduler "
+                                          f"({type(exc).__name__})")
+        if "error" in outcome:
+            gc.collect()
 
     thread = threading.Thread(target=connect, name="sqlanon-dask-connect", daemon=True)
     thread.start()
@@ -476,8 +487,8 @@ def _connect(client, scheduler: str):
     while thread.is_alive() and time.monotonic() < deadline:
         thread.join(0.05)
     if thread.is_alive():
-        raise TimeoutError(f"no answer in {CONNECT_TIMEOUT:g} s (the scheduler's port, 8786 unless set, not its "
-                           "dashboard's?)")
+        raise InputError(f"cannot reach the Dask scheduler at {scheduler!r}: no answer in {CONNECT_TIMEOUT:g} s "
+                         "(the scheduler's port, 8786 unless set, not its dashboard's?)")
     if "error" in outcome:
         raise outcome["error"]
     return outcome["client"]

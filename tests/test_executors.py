@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import subprocess
 import sys
 import textwrap
@@ -249,6 +250,35 @@ def test_a_scheduler_address_that_never_answers_or_is_not_dask_fails_with_one_li
             sock.close()
 
 
+def test_a_failed_connection_leaves_no_client_for_a_later_garbage_collection(monkeypatch):
+    """A Client whose connection failed stayed in reference cycles (through
+    its error's traceback) until some later garbage collection finalized it
+    (its close stops its IO loop). One landing in the IO-loop thread that a
+    later LocalCluster's LoopRunner.start waits for deadlocked on Dask's
+    class-wide LoopRunner lock: a long-lived process (a notebook, a
+    scheduler's worker) that ran once with a wrong --scheduler could hang its
+    next run. The half-built Client is finalized before the error is raised."""
+    from distributed import Client
+
+    from sqlanon import executors
+
+    finalized = []
+
+    class Spy(Client):
+        def __del__(self):
+            finalized.append(True)
+            super().__del__()
+
+    monkeypatch.setattr(executors, "CONNECT_TIMEOUT", 1.0)
+    with pytest.raises(sqlanon.InputError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'") as err:
+        executors._connect(Spy, "tcp://127.0.0.1:1")
+    assert finalized == [True]
+    assert err.value.__cause__ is None and err.value.__context__ is None  # nothing holds the Client's frames
+    with pytest.raises(ConfigError, match="cannot reach the Dask scheduler at 'no-such-protocol://x'"):
+        executors._connect(Spy, "no-such-protocol://x")
+    assert finalized == [True, True]
+
+
 def test_the_probe_names_what_a_cluster_worker_cannot_reach(tmp_path):
     """Workers of a remote cluster without the run's storage read or
     anonymized their fragment, then failed writing it, after every retry
@@ -328,6 +358,7 @@ def test_the_local_dask_cluster_takes_no_stranger():
             Client(address, security=Security.temporary(), timeout=3)
         with pytest.raises((OSError, TimeoutError)):
             Client(address.replace("tls://", "tcp://"), timeout=3)
+        gc.collect()  # the failed Clients now, not in a later test's LoopRunner.start (see above)
         assert ex._client.submit(sum, [1, 2]).result() == 3
     finally:
         ex.shutdown()
