@@ -1,5 +1,5 @@
 # --------------------------------------------------------------------------- PostgreSQL (tests/pg_server.py)
-# A session-wide throwaway PostgreSQL server, started on first use only.
+# A throwaway PostgreSQL server per test process (pytest-xdist worker), started on first use only.
 # SQLANON_TEST_PG_URL=postgresql://user:pw@host:port/db uses that server instead.
 # Tests that use these fixtures are marked @pytest.mark.postgres.
 
@@ -29,3 +29,17 @@ def pg_server():
 def pg_url(pg_server):
     """postgresql://sqlanon:<password>@127.0.0.1:<port>/sqlanon_test"""
     return pg_server.url
+
+
+def pytest_collection_modifyitems(items):
+    """How pytest-xdist (``--dist loadgroup``) shares the tests out: each
+    worker starts its own throwaway PostgreSQL cluster on first use; an
+    external server (SQLANON_TEST_PG_URL) is shared, and tests there would
+    meet each other's tables: they all run in one worker then."""
+    import os
+
+    if not os.environ.get("SQLANON_TEST_PG_URL"):
+        return
+    for item in items:
+        if "pg_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(_pg_pytest.mark.xdist_group("postgres"))
