@@ -450,6 +450,7 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         fmt = _one_format(files, f"directory {spec!r}")
         coarse = _check_file_columns(files, fmt, spec)
         keys = _hive_keys(files, spec)
+        _refuse_keys_above(spec, keys)
         return _hive_null_types(FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse))
     fmt = _format_of(spec)
@@ -469,6 +470,7 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         fmt = _one_format(files, repr(spec))
         coarse = _check_file_columns(files, fmt, root)
         keys = _hive_keys(files, root)
+        _refuse_keys_above(root, keys)
         return _hive_null_types(FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse))
     if not os.path.isfile(spec):
@@ -796,6 +798,25 @@ def _hive_keys(files: list[str], root: str) -> tuple[str, ...]:
     keys = {part.split("=", 1)[0]: None for f in files for part in Path(os.path.relpath(f, root)).parts[:-1]
             if "=" in part}
     return tuple(keys)
+
+
+def _refuse_keys_above(root: str, keys: tuple[str, ...]) -> None:
+    """Refuse a hive-partitioned lake (``keys``) with a ``key=value``
+    directory at or above its ``root``: DuckDB reads every such directory
+    of a file's absolute path as a partition, so ``/data/site=berlin/lake``
+    added a column ``site`` or replaced the files' own ``site`` values with
+    'berlin', which the check of the pass-through columns, reading the same
+    way, did not see."""
+    if not keys:
+        return
+    for part in Path(os.path.abspath(root)).parts:
+        if "=" in part:
+            key = part.split("=", 1)[0]
+            raise InputError(
+                f"cannot read {root!r} as a hive-partitioned lake: DuckDB would read its directory {part!r} as a "
+                f"partition too (a column {key!r}, replacing a file column of that name); read it through a "
+                "path without '=' (a symbolic link to it), or rename that directory"
+            )
 
 
 _HIVE_TYPES = frozenset({"BIGINT", "INTEGER", "HUGEINT", "DOUBLE", "DATE", "TIMESTAMP", "BOOLEAN"})

@@ -1512,6 +1512,32 @@ def test_a_null_partition_keeps_the_keys_type(tmp_path, out_dir, fmt):
         (2019, 2019), (2020, 2020), (2019, 2020)}
 
 
+@pytest.mark.parametrize("how", ["directory", "glob"])
+def test_a_key_value_directory_above_a_hive_lake_is_refused(tmp_path, out_dir, how):
+    """DuckDB reads every key=value directory of a file's absolute path as
+    a partition: a lake under /data/site=berlin/ had its files' own 'site'
+    column published as 'berlin' in every row, exit 0, the check of the
+    pass-through columns reading the input the same way (helper-2). Read
+    through a path without '=' (a link), the lake publishes its own values."""
+    lake = tmp_path / "site=berlin" / "lake"
+    (lake / "year=2020").mkdir(parents=True)
+    _small(lake / "year=2020" / "part-0.parquet", site=[f"clinic{i % 4}" for i in range(200)])
+    src = lake if how == "directory" else lake / "*" / "*.parquet"
+    r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, r"cannot read '.*lake' as a hive-partitioned lake: DuckDB would read its "
+                                    r"directory 'site=berlin' as a partition too")
+    assert snapshot(out_dir) == {}
+    link = tmp_path / "berlin"
+    link.symlink_to(lake)
+    src = link if how == "directory" else link / "*" / "*.parquet"
+    r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 0, r.stderr
+    t = pq.read_table(out_dir / "o.parquet")
+    assert sorted(t.column("site").to_pylist()) == sorted(f"clinic{i % 4}" for i in range(200))
+    assert set(t.column("year").to_pylist()) == {2020}
+
+
 def test_a_file_name_that_is_not_utf8_is_named(tmp_path, out_dir):
     """DuckDB takes UTF-8 paths only: a lake file named in Latin-1 failed as
     an 'internal error (RuntimeError: Unable to cast Python instance…)', an
