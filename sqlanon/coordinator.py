@@ -1021,7 +1021,7 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     naive = [c for c in times if getattr(schema.field(c).type, "tz", None) is None]
     if not doubles and not times and not integers and not dates:
         return
-    text = replace(source, as_text=True)
+    text = io.csv_text(source)
     row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times,
                                  integers=integers, dates=dates, naive=naive))
     past = ("(it guesses a column's type from the first 20,480 rows): convert the file with that column typed (e.g. "

@@ -306,6 +306,17 @@ class FileSource(DuckDBReadable):
             return False
 
 
+def csv_text(source: FileSource) -> FileSource:
+    """``source`` read as the text written, every column (:attr:`FileSource.as_text`),
+    for the checks on a CSV file's text: its partition keys too, as the text of
+    their directory names (:attr:`FileSource.text_columns`). ``all_varchar``
+    types CSV cells only: DuckDB still types a key from its directory names
+    (``year=2020`` a BIGINT, ``dt=2020-01-01`` a DATE), where those checks'
+    ``trim()`` failed the run; and it reads ``dt=2020-01-01 10:00:00.1234567``
+    as a TIMESTAMP cut to microseconds, which its text tells."""
+    return replace(source, as_text=True, text_columns=tuple(dict.fromkeys([*source.text_columns, *source.hive_keys])))
+
+
 DATE_ORDERS = ("DMY", "MDY")
 
 
@@ -353,7 +364,7 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
     # Numbers before the year: day and month when both are 12 or less (and differ) read both ways.
     # Only when every value does: one that does not ends the scan (ISO dates at the first row).
     pattern = r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{2}(\d{2})?\b"
-    text = replace(source, as_text=True, text_columns=(), date_formats=(None, None)).relation
+    text = csv_text(replace(source, text_columns=(), date_formats=(None, None))).relation
     for c in dated:
         v = f"nullif(trim({ident(c)}), '')"
         a, b = (f"TRY_CAST(regexp_extract({v}, {literal(pattern)}, {g}) AS INTEGER)" for g in (1, 2))
