@@ -458,10 +458,12 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
             f"output {out!r} lies under {source.root!r}, where the input {source.describe()!r} reads (the run's "
             "staging files would be read as input); write the anonymized copy elsewhere"
         )
-    elif isinstance(source, io.DuckDBSource):
-        same = source.same_path(out) and io.duckdb_table_key(io.split_table_name(target_table)) == io.duckdb_table_key(
-            source.table
-        )
+    elif isinstance(source, io.DuckDBSource) and source.same_path(out):
+        key = io.duckdb_table_key(io.split_table_name(target_table))
+        same = key == io.duckdb_table_key(source.table)
+        if not same and key in source.tables_read():  # --overwrite replaced the table below the input view
+            raise ConfigError(f"output {target_table!r} holds rows the input {source.describe()!r} reads (a view "
+                              "over it); write the anonymized copy elsewhere")
     if same:
         raise ConfigError(f"output {target_table or out!r} is the input; write the anonymized copy elsewhere")
 

@@ -30,6 +30,7 @@ import ctypes
 import errno
 import fcntl
 import glob
+import json
 import logging
 import os
 import re
@@ -424,6 +425,73 @@ class DuckDBSource(DuckDBReadable):
 
     def same_path(self, other: str) -> bool:
         return os.path.exists(other) and os.path.samefile(other, self.path)
+
+    def tables_read(self) -> set[tuple[str, str]]:
+        """The tables of the file whose rows the input reads, as
+        :func:`duckdb_table_key`: the table itself, or every table below a
+        view (views over views followed). DuckDB records no dependencies of a
+        view, so its query (the text DuckDB keeps, ``CREATE VIEW … AS``
+        dropped) is parsed by DuckDB (``json_serialize_sql``) for the tables
+        it names. Where a name could mean more than one table (unqualified:
+        the view's schema or ``main``; a CTE of that name) all count: this
+        refuses an output, and a refusal too many is one line, a table
+        overwritten is its rows."""
+        con = connect()
+        try:
+            self.attach(con)
+            views = {
+                (schema.lower(), name.lower()): (schema.lower(), sql)
+                for schema, name, sql in con.execute(
+                    "SELECT schema_name, view_name, sql FROM duckdb_views() "
+                    "WHERE database_name = '__sqlanon_src' AND NOT internal").fetchall()
+            }
+            tables = {duckdb_table_key(t) for t in con.execute(
+                "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = '__sqlanon_src'").fetchall()}
+            schemas = {schema for schema, _ in tables | set(views)}
+            found: set[tuple[str, str]] = set()
+            todo, seen = [duckdb_table_key(self.table)], set()
+            while todo:
+                key = todo.pop()
+                if key in seen:
+                    continue
+                seen.add(key)
+                if key in tables:
+                    found.add(key)
+                if key not in views:
+                    continue
+                schema, sql = views[key]
+                m = _VIEW_HEADER.fullmatch(sql.strip())
+                parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [m.group(1) if m else ""]).fetchone()[0])
+                if parsed.get("error"):  # not parsed: every table might be read
+                    return tables
+                for ref in _base_tables(parsed):
+                    name, in_schema = ref["table_name"].lower(), ref.get("schema_name", "").lower()
+                    if in_schema in schemas:
+                        todo.append((in_schema, name))
+                    else:  # unqualified, or a database's name (db.table)
+                        todo += [(schema, name), ("main", name)]
+            return found
+        finally:
+            con.close()
+
+
+_VIEW_HEADER = re.compile(
+    r'CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?VIEW\s+'
+    r'(?:(?:"(?:[^"]|"")*"|[^\s".(]+)\.)*(?:"(?:[^"]|"")*"|[^\s".(]+)\s*'  # [db.][schema.]name
+    r'(?:\((?:"(?:[^"]|"")*"|[^")])*\)\s*)?AS\s+(.*?);?\s*',  # (column aliases) AS query
+    re.DOTALL | re.IGNORECASE,
+)
+"""The query of the text DuckDB keeps for a view (``duckdb_views().sql``)."""
+
+
+def _base_tables(node) -> list[dict]:
+    """The table references (``BASE_TABLE``) of a ``json_serialize_sql`` tree."""
+    if isinstance(node, list):
+        return [ref for item in node for ref in _base_tables(item)]
+    if not isinstance(node, dict):
+        return []
+    refs = [node] if node.get("type") == "BASE_TABLE" else []
+    return refs + [ref for value in node.values() for ref in _base_tables(value)]
 
 
 Source = FileSource | DuckDBSource  # and warehouse.PostgresSource

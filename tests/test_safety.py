@@ -644,10 +644,12 @@ def _tables(db) -> dict[str, list]:
 
     con = duckdb.connect(str(db), read_only=True)
     try:
-        names = [r[0] for r in con.execute("SELECT table_schema || '.' || table_name FROM information_schema.tables").fetchall()]
+        names = con.execute("SELECT table_schema, table_name FROM information_schema.tables "
+                            "WHERE table_type = 'BASE TABLE'").fetchall()
         return {
-            n: con.execute(f"SELECT count(*), list(CAST(COLUMNS(*) AS VARCHAR) ORDER BY ALL) FROM {n}").fetchall()
-            for n in sorted(names)
+            f"{schema}.{name}": con.execute(f'SELECT count(*), list(CAST(COLUMNS(*) AS VARCHAR) ORDER BY ALL) '
+                                            f'FROM "{schema}"."{name}"').fetchall()
+            for schema, name in sorted(names)
         }
     finally:
         con.close()
@@ -664,6 +666,34 @@ def test_a_duckdb_input_table_is_not_an_output_under_another_spelling(people_db,
     with pytest.raises(ConfigError, match="is the input table"):
         sqlanon.anonymize(people_db, people_db, table="people", target_table="anon", metrics="MAIN.People", qi=["age"], k=5, workers=1)
     assert _tables(people_db) == before
+
+
+def test_a_table_below_the_input_view_is_not_an_output(people_db):
+    """Reading the table people and writing it was refused, but reading a
+    view over it and writing people with --overwrite replaced the raw
+    table by its anonymized copy, exit 0 (helper-2). Views over views
+    (another schema, a name needing quotes, column aliases, a CTE, a
+    subquery) are followed; a view over another table may still write."""
+    import duckdb
+
+    con = duckdb.connect(str(people_db))
+    con.execute('CREATE SCHEMA "my s"')
+    con.execute('CREATE TABLE "my s".people AS SELECT i AS id, 2 AS age FROM range(10) t(i)')
+    con.execute("CREATE VIEW people_v AS SELECT * FROM people")
+    con.execute('CREATE VIEW "my s"."v AS x" (id, "a;ge") AS WITH p AS (SELECT * FROM main.people_v) SELECT * FROM p')
+    con.execute('CREATE VIEW top AS SELECT id, "a;ge" AS age FROM "my s"."v AS x" '
+                'WHERE id IN (SELECT id FROM report, main.people)')
+    con.execute("CREATE VIEW other AS SELECT id, age FROM \"my s\".people")
+    con.close()
+    before = _tables(people_db)
+    for view in ("people_v", '"my s"."v AS x"', "top"):
+        with pytest.raises(ConfigError, match=r"output 'people' holds rows the input .* reads \(a view over it\)"):
+            sqlanon.anonymize(people_db, people_db, table=view, target_table="people", qi=["id"], k=2, workers=1,
+                              overwrite=True)
+    assert _tables(people_db) == before
+    sqlanon.anonymize(people_db, people_db, table="other", target_table="people", qi=["id"], k=2, workers=1,
+                      overwrite=True)
+    assert _tables(people_db)["main.people"][0][0] == 10  # the copy of "my s".people
 
 
 def test_an_existing_duckdb_table_in_another_case_needs_overwrite(people_db):
