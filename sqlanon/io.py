@@ -683,7 +683,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
         # pattern (and reads data1.parquet); it reports the file by its name.
         if fmt == "parquet":
             rows = con.execute(
-                "SELECT file_name, name, num_children, precision, logical_type, type, converted_type "
+                "SELECT file_name, name, num_children, precision, logical_type, type, converted_type, scale "
                 "FROM parquet_schema(?)",
                 [[glob.escape(f) for f in files]]
             ).fetchall()
@@ -702,7 +702,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                 header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
                 if header is None:  # DuckDB would read a column "column0" from it
                     raise InputError(f"{f!r} is empty: a CSV file starts with its header row")
-                columns[f] = [(name, None, None, None) for name in header]
+                columns[f] = [(name, None, None, None, None) for name in header]
     except duckdb.Error as exc:
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
     finally:
@@ -713,7 +713,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
     for f, cols in columns.items():
         keys = {k.lower() for k in _hive_keys([f], root)} if root else set()
         seen: dict[str, str] = {}
-        for i, (name, precision, logical, kind) in enumerate(cols, 1):
+        for i, (name, precision, logical, kind, _) in enumerate(cols, 1):
             if name is None or name == "":
                 raise InputError(f"column {i} of {f!r} has no name: give it one")
             if name.lower() in seen:
@@ -801,10 +801,18 @@ def _check_same_kinds(columns: dict[str, list[tuple]]) -> None:
     Widths may differ (INT32 and INT64, FLOAT and DOUBLE are one kind);
     integers beside floats may not (a 64-bit id read as a double loses
     digits), nor a zoned timestamp beside a naive one.
+
+    Decimals must also fit one DECIMAL of at most 38 digits, as DuckDB
+    reads them: decimal(10,2) beside decimal(12,4) read as decimal(12,4),
+    exactly; decimal(38,2) beside decimal(38,4) read as decimal(38,2), the
+    second file's values rounded (1.2345 published as 1.23, and a QI's
+    interval missed its rows' values).
     """
     first: dict[str, tuple[str, str]] = {}
+    # name → (digits before the point, file, type), (digits after it, file, type): the most of each
+    decimals: dict[str, tuple[tuple[int, str, str], tuple[int, str, str]]] = {}
     for f, cols in sorted(columns.items()):
-        for name, _, _, kind in cols:
+        for name, precision, _, kind, scale in cols:
             if kind is None:
                 continue
             seen = first.setdefault(name.lower(), (f, kind))
@@ -813,6 +821,21 @@ def _check_same_kinds(columns: dict[str, list[tuple]]) -> None:
                     f"column {name!r} holds {kind} in {f!r} but {seen[1]} in {seen[0]!r}: DuckDB would read "
                     "both as one type, changing the column's generalization or output type; align the files "
                     "or read them through a view"
+                )
+            if kind != "decimals" or precision is None:
+                continue
+            typ = f"decimal({precision},{scale or 0})"
+            whole, frac = (precision - (scale or 0), f, typ), (scale or 0, f, typ)
+            most = decimals.setdefault(name.lower(), (whole, frac))
+            most = (max(most[0], whole, key=lambda x: x[0]), max(most[1], frac, key=lambda x: x[0]))
+            decimals[name.lower()] = most
+            if most[0][0] + most[1][0] > 38 and most[0][1] != most[1][1]:  # one file's own: refused below
+                (_, f1, t1), (_, f2, t2) = most
+                raise InputError(
+                    f"column {name!r} holds {t1} in {f1!r} but {t2} in {f2!r}: DuckDB would read both as one "
+                    f"DECIMAL of at most 38 digits, too few for {most[0][0]} before the point and {most[1][0]} "
+                    "after, and round values; write the column with one type in every file, or read them "
+                    "through a view"
                 )
 
 
@@ -838,9 +861,9 @@ def _parquet_kind(physical: str | None, converted: str | None, logical: str | No
 
 
 def _top_level(elements: list[tuple]) -> list[tuple]:
-    """The top-level (name, precision, logical type, kind) of a Parquet
+    """The top-level (name, precision, logical type, kind, scale) of a Parquet
     schema listed depth-first as (name, num_children, precision, logical
-    type, physical type, converted type), its root first."""
+    type, physical type, converted type, scale), its root first."""
     out = []
     i = 1
 
@@ -852,7 +875,7 @@ def _top_level(elements: list[tuple]) -> list[tuple]:
         return i
 
     def leaf_kinds(i: int) -> list[str | None]:  # the kinds of the leaves below i, in order
-        name, children, precision, logical, physical, converted = elements[i]
+        name, children, precision, logical, physical, converted, scale = elements[i]
         if not children:
             return [_parquet_kind(physical, converted, logical, children)]
         kinds, j = [], i + 1
@@ -862,12 +885,12 @@ def _top_level(elements: list[tuple]) -> list[tuple]:
         return kinds
 
     for _ in range(elements[0][1] or 0):
-        name, children, precision, logical, physical, converted = elements[i]
+        name, children, precision, logical, physical, converted, scale = elements[i]
         kind = _parquet_kind(physical, converted, logical, children)
         if children:  # a list of integers is not a list of text (DuckDB reads both as VARCHAR[])
             leaves = leaf_kinds(i)
             kind = None if None in leaves else f"{kind} of {', '.join(sorted(set(leaves)))}"
-        out.append((name, precision, logical, kind))
+        out.append((name, precision, logical, kind, scale))
         i = past(i)
     return out
 

@@ -506,6 +506,32 @@ def test_files_disagreeing_on_a_columns_kind_are_refused(tmp_path):
         sqlanon.anonymize(lists, tmp_path / "o.parquet", qi=["age"], k=5, workers=1, overwrite=True)
 
 
+def test_decimals_no_one_decimal_type_holds_are_refused(tmp_path):
+    """decimal(38,2) in one file beside decimal(38,4) in another read as
+    decimal(38,2): 1.2345 was published as 1.23, passed through and as a
+    QI (exit 0). Decimals one type holds (10,2 and 12,4: decimal(12,4))
+    keep their values."""
+    import decimal
+
+    def lake(name: str, *types: tuple[int, int]) -> Path:
+        for day, ((p, s), text) in enumerate(zip(types, ("5.00", "1.2345")), 1):
+            (tmp_path / name / f"day={day}").mkdir(parents=True)
+            pq.write_table(pa.table({"age": [20 + i % 10 for i in range(20)], "dx": ["a", "b"] * 10,
+                                     "amount": pa.array([decimal.Decimal(text)] * 20, pa.decimal128(p, s))}),
+                           tmp_path / name / f"day={day}" / "a.parquet")
+        return tmp_path / name
+
+    for qi in (["age"], ["age", "amount"]):
+        with pytest.raises(sqlanon.InputError, match=r"column 'amount' holds decimal\(38,2\) in '.*day=1/a\.parquet' "
+                                                     r"but decimal\(38,4\) in '.*day=2/a\.parquet'"):
+            sqlanon.anonymize(lake(f"wide{len(qi)}", (38, 2), (38, 4)), tmp_path / "o.parquet", qi=qi, k=4, workers=1)
+        assert not (tmp_path / "o.parquet").exists()
+    sqlanon.anonymize(lake("fits", (10, 2), (12, 4)), tmp_path / "o.parquet", qi=["age"], k=4, workers=1)
+    t = pq.read_table(tmp_path / "o.parquet")
+    assert t.schema.field("amount").type == pa.decimal128(12, 4)
+    assert sorted(set(map(str, t.column("amount").to_pylist()))) == ["1.2345", "5.0000"]
+
+
 def test_a_metrics_file_whose_columns_take_no_metrics_is_refused_before_any_work(lake, tmp_path):
     """A file with the key columns but 'rows' a struct failed when publishing,
     after all the work, naming the hidden staging file (helper-38)."""
