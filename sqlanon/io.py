@@ -691,6 +691,8 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
             for row in rows:
                 by_file.setdefault(row[0], []).append(row[1:])
             columns = {f: _top_level(elements) for f, elements in by_file.items()}
+            if len(columns) > 1:
+                columns = _with_duration_units(con, columns)
         else:
             columns = {}
             for f in files:
@@ -858,6 +860,35 @@ def _parquet_kind(physical: str | None, converted: str | None, logical: str | No
             return kind
     return {"INT96": "timestamps", "INT32": "integers", "INT64": "integers", "FLOAT": "floats",
             "DOUBLE": "floats", "BOOLEAN": "booleans"}.get(physical, "bytes")
+
+
+_DURATION_UNITS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+
+
+def _with_duration_units(con: duckdb.DuckDBPyConnection, columns: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
+    """``columns`` (of Parquet files, by file) with the kind of an Arrow
+    duration column made ``durations in <unit>``. Parquet has no duration:
+    pyarrow writes one as INT64 counts of its unit, which only the file's
+    Arrow schema (``ARROW:schema`` metadata) names, and DuckDB reads the
+    counts: duration('s') in one file beside duration('ms') in another read
+    as one BIGINT column, 300 and 300000 for the same five minutes. Asked
+    only of the files with integers of no logical type."""
+    plain = {f for f, cols in columns.items() for _, _, logical, kind, _ in cols if kind == "integers" and not logical}
+    if not plain:
+        return columns
+    units: dict[str, dict[str, str]] = {}
+    for f, value in con.execute("SELECT file_name, value FROM parquet_kv_metadata(?) WHERE key = 'ARROW:schema'",
+                                [[glob.escape(f) for f in sorted(plain)]]).fetchall():
+        try:
+            schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(value)))
+        except (ValueError, pa.ArrowException):
+            continue  # not pyarrow's: no unit to tell
+        units[f] = {field.name: field.type.unit for field in schema if pa.types.is_duration(field.type)}
+    return {f: [(name, precision, logical, f"durations in {_DURATION_UNITS[units[f][name]]}", scale)
+                if kind == "integers" and not logical and name in units.get(f, {}) else
+                (name, precision, logical, kind, scale)
+                for name, precision, logical, kind, scale in cols]
+            for f, cols in columns.items()}
 
 
 def _top_level(elements: list[tuple]) -> list[tuple]:

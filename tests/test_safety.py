@@ -532,6 +532,30 @@ def test_decimals_no_one_decimal_type_holds_are_refused(tmp_path):
     assert sorted(set(map(str, t.column("amount").to_pylist()))) == ["1.2345", "5.0000"]
 
 
+def test_durations_in_different_units_are_refused(tmp_path):
+    """pyarrow writes a duration as INT64 counts of its unit (the unit only
+    in its Arrow schema): duration('s') in one file beside duration('ms')
+    in another came out as one int64 column, 300 and 300000 for the same
+    five minutes (exit 0). One unit in every file still reads."""
+    import datetime
+
+    def lake(name: str, *units: str) -> Path:
+        for day, unit in enumerate(units, 1):
+            (tmp_path / name / f"day={day}").mkdir(parents=True)
+            pq.write_table(pa.table({"age": [20 + i % 10 for i in range(20)],
+                                     "wait": pa.array([datetime.timedelta(minutes=5)] * 20, pa.duration(unit))}),
+                           tmp_path / name / f"day={day}" / "a.parquet")
+        return tmp_path / name
+
+    with pytest.raises(sqlanon.InputError, match=r"column 'wait' holds durations in milliseconds in "
+                                                 r"'.*day=2/a\.parquet' but durations in seconds in '.*day=1/a\.parquet'"):
+        sqlanon.anonymize(lake("mixed", "s", "ms"), tmp_path / "o.parquet", qi=["age"], k=4, workers=1)
+    assert not (tmp_path / "o.parquet").exists()
+    sqlanon.anonymize(lake("same", "ms", "ms"), tmp_path / "o.parquet", qi=["age"], k=4, workers=1)
+    assert set(pq.read_table(tmp_path / "o.parquet").column("wait").to_pylist()) <= {
+        300_000, datetime.timedelta(minutes=5)}
+
+
 def test_a_metrics_file_whose_columns_take_no_metrics_is_refused_before_any_work(lake, tmp_path):
     """A file with the key columns but 'rows' a struct failed when publishing,
     after all the work, naming the hidden staging file (helper-38)."""
