@@ -1965,7 +1965,8 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             return target
 
         return _locked(spec, check)
-    if Path(spec.rstrip("/") or "/").name in ("", ".", ".."):
+    # As written: pathlib drops a last '.' ('out/.' is Path('out')), and 'out/.' cannot be swapped in (EBUSY).
+    if os.path.basename(spec.rstrip("/")) in ("", ".", ".."):
         raise ConfigError(f"output {spec!r}: name the output file or directory itself (e.g. anon/ or anon.parquet)")
     fmt = _format_of(spec)
     is_dir = spec.endswith("/") or (fmt is None and (os.path.isdir(spec) or not Path(spec).suffix))

@@ -951,6 +951,25 @@ def test_output_directory_missing_or_bad_extension(out_dir):
     assert snapshot(out_dir) == {}
 
 
+@pytest.mark.parametrize("ending", ["/.", "/./", "/..", "/./."])
+def test_an_output_ending_in_a_dot_component_is_refused_up_front(tmp_path, ending):
+    """'-o out/.' ran all the work, then failed to swap the directory in
+    ('cannot put 'out/.' in place: Device or resource busy', exit 1), its
+    metrics written; '-o .' was refused up front (exit 2), and so is it."""
+    (tmp_path / "in").mkdir()
+    src = tmp_path / "in" / "in.parquet"
+    pq.write_table(pa.table({"id": list(range(40)), "age": [20 + i % 10 for i in range(40)]}), src)
+    (tmp_path / "w").mkdir()
+    out = tmp_path / "w" / "out"
+    r = cli("anonymize", src, "-o", out, "--qi", "age", "-k", "4", "--workers", "1")
+    assert r.exit_code == 0, r.stderr
+    before = snapshot(tmp_path)
+    r = cli("anonymize", src, "-o", f"{out}{ending}", "--qi", "age", "-k", "4", "--workers", "1", "--overwrite")
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert_one_line_error(r.stderr, re.escape(f"{out}{ending}"), "name the output file or directory itself")
+    assert snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "overwrite"])
 @pytest.mark.parametrize("spelling", ["same", "dot-slash", "absolute", "symlink"])
 def test_output_equal_to_input(tmp_path, monkeypatch, overwrite, spelling):
