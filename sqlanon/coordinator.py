@@ -899,6 +899,8 @@ def run(
                         f"refusing to publish {target.describe()!r}: {check.describe_failure()}"
                         + _collation_hint(columns, spec) + _csv_empty_hint(target, spec, schema, check)
                     )
+                if isinstance(target, io.FileTarget) and target.fmt == "csv" and spec.l > 1:
+                    _check_csv_as_typed(vcon, target.read_back_relation(staging), qi_out, spec, target)
                 if check.rows != total:
                     raise VerificationError(
                         f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
@@ -1215,6 +1217,28 @@ def _qi_collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) 
         "are equal, and a fragment's bounds then took rows of another: give the run its values compared byte "
         "by byte, in a view (name COLLATE \"C\"; a citext column: name::text)"
     )
+
+
+def _check_csv_as_typed(con, relation: str, qi: list[str], spec: AnonymizationSpec, target) -> None:
+    """ℓ of a CSV output as its readers count it. It is checked on the text
+    written, where '5' and '5.0' (or 'true' and 'TRUE') of a sensitive column
+    are two values; DuckDB and pandas read the file typed and see one, and a
+    class published as ℓ-diverse was not, for them. Reading typed can only
+    merge values (classes grow, sensitive values fewer), so k holds; ℓ is
+    checked again. Where DuckDB cannot read the file typed (a type guessed
+    from the first rows that later ones break), its readers cannot either:
+    nothing to count."""
+    try:
+        check = verify_relation(con, relation, qi, spec.k, spec.l, spec.sensitive)
+    except InputError as exc:
+        log.debug("the CSV output does not read back typed (%s): its l is the text's", exc)
+        return
+    if not check.ok:
+        raise VerificationError(
+            f"refusing to publish {target.describe()!r}: read back with its types, as DuckDB and pandas read a CSV "
+            f"file, {check.describe_failure()}; a sensitive value written two ways ('5' and '5.0', 'true' and "
+            "'TRUE') is one value to them: write each value one way (a view), or write Parquet"
+        )
 
 
 def _csv_empty_hint(target, spec: AnonymizationSpec, schema: pa.Schema, check) -> str:

@@ -1551,6 +1551,12 @@ class FileTarget(LocalStagingTarget):
             return staging.parts_relation()
         return relation
 
+    def read_back_relation(self, staging: Staging) -> str:
+        """The staged output as its readers read it: a CSV file with the
+        types DuckDB's sniffer guesses (pandas' are alike), under which
+        values written two ways are one ('5' and '5.0', 'true' and 'TRUE')."""
+        return FileSource(self._staged(staging), self.fmt, ours=True).relation
+
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         def swap_in() -> None:
             _keep_access(self._staged(staging), self.path)

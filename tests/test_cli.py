@@ -878,6 +878,38 @@ def test_verify_reads_csv_as_text(tmp_path):
     assert cli("verify", src, "--qi", "q", "-k", "3", "-l", "2", "--sensitive", "s").exit_code == 0
 
 
+@pytest.mark.parametrize("src_fmt", ["csv", "parquet"])
+def test_a_csv_output_is_l_diverse_as_its_readers_type_it(tmp_path, src_fmt):
+    """A CSV output's l was counted on its text only: '5' and '5.0' of a
+    sensitive column were two values, and classes whose every row had the
+    result 5 were published as 2-diverse, while DuckDB and pandas, which
+    type the file, saw one value (helper-4). The run now fails; into
+    Parquet (typed) the values are one and the classes merge; `verify`
+    checks a CSV file both ways."""
+    rows = [(1, "5"), (1, "5.0"), (2, "5"), (2, "5.0"), (3, "1"), (3, "2"), (4, "1"), (4, "2")]
+    if src_fmt == "csv":
+        src = tmp_path / "lab.csv"
+        src.write_text("age,result\n" + "".join(f"{a},{r}\n" for a, r in rows))
+    else:  # a text column, published as text
+        src = tmp_path / "lab.parquet"
+        pq.write_table(pa.table({"age": [a for a, _ in rows], "result": [r for _, r in rows]}), src)
+    args = ["--qi", "age", "--sensitive", "result", "-k", "2", "-l", "2", "--workers", "1"]
+    r = cli("anonymize", src, "-o", tmp_path / "out.csv", *args)
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, r"refusing to publish '.*out.csv': read back with its types, as DuckDB and pandas "
+                                    r"read a CSV file, 2 class\(es\) break k=2/l=2.*'5' and '5.0'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
+    if src_fmt == "csv":
+        r = cli("anonymize", src, "-o", tmp_path / "out.parquet", *args)
+        assert r.exit_code == 0, r.stderr
+        assert duckdb.execute(f"SELECT count(DISTINCT age) FROM '{tmp_path / 'out.parquet'}'").fetchone() == (1,)
+    published = tmp_path / "pub.csv"
+    published.write_text('age,result\n"[1, 2]",5\n"[1, 2]",5.0\n"[3, 4]",1\n"[3, 4]",2\n')
+    r = cli("verify", published, "--qi", "age", "--sensitive", "result", "-k", "2", "-l", "2", "--json")
+    assert r.exit_code == 1 and json.loads(r.stdout)["n_violations"] == 1
+    assert cli("verify", published, "--qi", "age", "--sensitive", "result", "-k", "2").exit_code == 0
+
+
 def test_csv_to_csv_passes_the_text_through(tmp_path):
     """A CSV output's pass-through columns hold the text of the input, not
     DuckDB's guess of its type: 'yes', '1.00' and '1e3' used to come out as
