@@ -38,7 +38,9 @@ from .errors import ConfigError, HierarchyError, InputError, PrivacyError, Sqlan
 from .metrics import Metrics
 from .sql import ident, render
 from .sql.render import is_generic
-from .verification import Checksums, Verification, column_checksums, refuse_reserved, verify_relation
+from .verification import (
+    Checksums, Verification, column_checksums, refuse_reserved, relation_types, verify_relation,
+)
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, probe, run_fragment
 
 log = logging.getLogger("sqlanon")
@@ -900,7 +902,7 @@ def run(
                         + _collation_hint(columns, spec) + _csv_empty_hint(target, spec, schema, check)
                     )
                 if isinstance(target, io.FileTarget) and target.fmt == "csv" and spec.l > 1:
-                    _check_csv_as_typed(vcon, target.read_back_relation(staging), qi_out, spec, target)
+                    _check_csv_as_typed(vcon, target.read_back_relation(staging), qi_out, spec, target, schema)
                 if check.rows != total:
                     raise VerificationError(
                         f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
@@ -1219,18 +1221,24 @@ def _qi_collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) 
     )
 
 
-def _check_csv_as_typed(con, relation: str, qi: list[str], spec: AnonymizationSpec, target) -> None:
+def _check_csv_as_typed(con, relation: str, qi: list[str], spec: AnonymizationSpec, target, schema: pa.Schema) -> None:
     """ℓ of a CSV output as its readers count it. It is checked on the text
     written, where '5' and '5.0' (or 'true' and 'TRUE') of a sensitive column
     are two values; DuckDB and pandas read the file typed and see one, and a
     class published as ℓ-diverse was not, for them. Reading typed can only
     merge values (classes grow, sensitive values fewer), so k holds; ℓ is
-    checked again. Where DuckDB cannot read the file typed (a type guessed
-    from the first rows that later ones break), its readers cannot either:
-    nothing to count."""
+    checked again, when a sensitive column that the run held as text reads
+    back as another type (a typed column is written as its type's one
+    spelling of each value, which reads back as that value). Where DuckDB
+    cannot read the file typed (a type guessed from the first rows that
+    later ones break), its readers cannot either: nothing to count."""
+    text = {c for c in spec.sensitive if pa.types.is_string(schema.field(c).type)
+            or pa.types.is_large_string(schema.field(c).type)}
     try:
+        if not text or all(str(t) == "VARCHAR" for c, t in zip(*relation_types(con, relation)) if c in text):
+            return
         check = verify_relation(con, relation, qi, spec.k, spec.l, spec.sensitive)
-    except InputError as exc:
+    except (InputError, duckdb.Error) as exc:
         log.debug("the CSV output does not read back typed (%s): its l is the text's", exc)
         return
     if not check.ok:

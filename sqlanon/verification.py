@@ -100,7 +100,7 @@ def _fetch(con, template: str, dialect: str, **context) -> tuple[list[str], list
     return [c[0] for c in cur.description], cur.fetchall()
 
 
-def _types(con: duckdb.DuckDBPyConnection, relation: str) -> tuple[list[str], list]:
+def relation_types(con: duckdb.DuckDBPyConnection, relation: str) -> tuple[list[str], list]:
     """The column names and DuckDB types of ``relation``."""
     described = con.sql(f"SELECT * FROM {relation}")
     return described.columns, described.types
@@ -206,7 +206,8 @@ def verify_relation(
         log.info("k=%d l=%d checked by SQL: %s rows in %s classes (smallest %s); %s break it",
                  k, l, rows or 0, classes, min_size or 0, n_bad or "none")
         if n_bad:
-            zoned = [] if server else [c for c, t in zip(*_types(con, relation)) if c in qi and "TIME ZONE" in str(t)]
+            zoned = [] if server else [
+                c for c, t in zip(*relation_types(con, relation)) if c in qi and "TIME ZONE" in str(t)]
             names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit, as_text=zoned)
             violations = [dict(zip(names, r)) for r in bad]
     return Verification(
