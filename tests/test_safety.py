@@ -746,6 +746,26 @@ def test_a_table_below_the_input_view_is_not_an_output(people_db):
     assert _tables(people_db)["main.people"][0][0] == 10  # the copy of "my s".people
 
 
+def test_verify_counts_a_nocase_qi_as_its_readers_do(tmp_path):
+    """verify grouped a DuckDB table's QI by the column's collation: with
+    COLLATE NOCASE 'PARIS' and 'Paris' were one class of 2, while every
+    reader sees two classes of one row (helper-4). QIs are compared byte
+    by byte; a sensitive column keeps its collation (values it merges make
+    the count stricter)."""
+    import duckdb
+
+    db = tmp_path / "w.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE pub(city VARCHAR COLLATE NOCASE, dx VARCHAR COLLATE NOCASE, n INTEGER)")
+    con.execute("INSERT INTO pub VALUES ('PARIS', 'flu', 1), ('Paris', 'cold', 1), ('Rome', 'flu', 2), "
+                "('Rome', 'FLU', 2), ('Oslo', 'flu', 3), ('Oslo', 'cold', 3)")
+    con.close()
+    v = sqlanon.verify(db, table="pub", qi=["city", "n"], k=2)
+    assert not v.ok and v.classes == 4 and v.min_class_size == 1
+    v = sqlanon.verify(db, table="pub", qi=["n"], k=2, l=2, sensitive=["dx"])
+    assert not v.ok and v.min_distinct == {"dx": 1}  # 'flu' and 'FLU': one value under the column's collation
+
+
 def test_an_existing_duckdb_table_in_another_case_needs_overwrite(people_db):
     before = _tables(people_db)
     with pytest.raises(ConfigError, match="already exists"):
