@@ -461,7 +461,8 @@ class DuckDBSource(DuckDBReadable):
                     continue
                 schema, sql = views[key]
                 m = _VIEW_HEADER.fullmatch(sql.strip())
-                parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [m.group(1) if m else ""]).fetchone()[0])
+                query = m.group(1) if m else ""
+                parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
                 if parsed.get("error"):  # not parsed: every table might be read
                     return tables
                 for ref in _base_tables(parsed):
