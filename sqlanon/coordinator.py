@@ -1028,23 +1028,28 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     text = io.csv_text(source)
     row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times,
                                  integers=integers, dates=dates, naive=naive))
-    past = ("(it guesses a column's type from the first 20,480 rows): convert the file with that column typed (e.g. "
+    past = (" (it guesses a column's type from the first 20,480 rows): convert the file with that column typed (e.g. "
             "to Parquet), drop it (--drop), or, as a pass-through column, write CSV (its text passes through)")
-    for key, found, why in (
-        ("i", integers, f"numbers with a fraction, which DuckDB reads from CSV as integers, rounded {past}"),
-        ("a", dates, f"timestamps with a time of day, which DuckDB reads from CSV as dates, without it {past}"),
+    keys = {k.lower() for k in source.hive_keys}
+    for key, found, what, advice in (
+        ("i", integers, "numbers with a fraction, which DuckDB reads from CSV as integers, rounded", past),
+        ("a", dates, "timestamps with a time of day, which DuckDB reads from CSV as dates, without it", past),
         ("z", naive, "times with a UTC offset, which DuckDB reads from CSV into a column without a time zone, "
-                     f"the offset dropped {past}"),
-        ("d", doubles, "numbers of more than 15 significant digits, which DuckDB reads from CSV as DOUBLE (rounded): "
-                       "convert the file with that column as VARCHAR or DECIMAL (e.g. to Parquet), drop it (--drop), "
-                       "or, as a pass-through column, write CSV (its text passes through)"),
-        ("t", times, "times finer than microseconds, which DuckDB reads from CSV cut to microseconds: convert the "
-                     "file with that column as VARCHAR or TIMESTAMP_NS (e.g. to Parquet), drop it (--drop), or, as "
-                     "a pass-through column, write CSV (its text passes through)"),
+                     "the offset dropped", past),
+        ("d", doubles, "numbers of more than 15 significant digits, which DuckDB reads from CSV as DOUBLE (rounded)",
+         ": convert the file with that column as VARCHAR or DECIMAL (e.g. to Parquet), drop it (--drop), or, as a "
+         "pass-through column, write CSV (its text passes through)"),
+        ("t", times, "times finer than microseconds, which DuckDB reads from CSV cut to microseconds",
+         ": convert the file with that column as VARCHAR or TIMESTAMP_NS (e.g. to Parquet), drop it (--drop), or, "
+         "as a pass-through column, write CSV (its text passes through)"),
     ):
         for i, c in enumerate(found):
-            if row.column(f"{key}{i}")[0].as_py():
-                raise InputError(f"column {c!r} of {source.describe()!r} holds {why}")
+            if not row.column(f"{key}{i}")[0].as_py():
+                continue
+            if c.lower() in keys:  # the names of its directories: no file to convert
+                raise InputError(f"partition key {c!r} of {source.describe()!r} holds, in its directory names, "
+                                 f"{what}: rename those directories, or drop the key (--drop)")
+            raise InputError(f"column {c!r} of {source.describe()!r} holds {what}{advice}")
 
 
 _ZONED_TIME = re.compile(r"time(\(\d+\))? with time zone", re.IGNORECASE)

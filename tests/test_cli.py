@@ -1594,6 +1594,23 @@ def test_a_null_partition_keeps_the_keys_type(tmp_path, out_dir, fmt):
         (2019, 2019), (2020, 2020), (2019, 2020)}
 
 
+def test_a_csv_lake_key_finer_than_microseconds_names_its_directories(tmp_path, out_dir):
+    """A key dt=2020-01-01 10:00:00.1234567 is read cut to microseconds and
+    refused; the refusal told to 'convert the file with that column typed',
+    but the values are directory names (helper-3)."""
+    lake = tmp_path / "lake"
+    for d in ("2020-01-01 10:00:00.1234567", "2020-01-02 10:00:00"):
+        (lake / f"dt={d}").mkdir(parents=True)
+        (lake / f"dt={d}" / "p.csv").write_text("id,age\n" + "".join(f"{i},{20 + i % 10}\n" for i in range(20)))
+    r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "4", "--workers", "1")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, r"partition key 'dt' of '.*lake' holds, in its directory names, times finer "
+                                    r"than microseconds.*: rename those directories, or drop the key \(--drop\)")
+    assert snapshot(out_dir) == {}
+    r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "4", "--workers", "1", "--drop", "dt")
+    assert r.exit_code == 0, r.stderr
+
+
 @pytest.mark.parametrize("how", ["directory", "glob"])
 def test_a_key_value_directory_above_a_hive_lake_is_refused(tmp_path, out_dir, how):
     """DuckDB reads every key=value directory of a file's absolute path as
