@@ -13,7 +13,6 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import numbers
@@ -31,7 +30,7 @@ from .domain import resolve_generalization
 from .errors import ConfigError, InputError, in_library_terms
 from .hierarchies import load_hierarchy
 from .sql import render
-from .verification import Verification, relation_types, verify_relation
+from .verification import Verification, relation_types, verify_as_typed, verify_relation
 
 log = logging.getLogger("sqlanon")
 
@@ -551,12 +550,9 @@ def verify(
             text = [c for c, t in zip(*relation_types(con, relation)) if c in qi and str(t) == "VARCHAR"]
             relation = render("binary_text.sql", relation=relation, columns=text).sql if text else relation
         check = verify_relation(con, relation, list(qi), k, l, sensitive)
-        if csv and check.ok and l > 1:
-            # ... but its readers type it, and '5' and '5.0' of a sensitive
-            # column are one value to them (as the publishing check counts too).
-            with contextlib.suppress(InputError):  # it does not read typed: nor can its readers
-                typed_check = verify_relation(con, typed.relation, list(qi), k, l, sensitive)
-                check = check if typed_check.ok else typed_check
+        if csv and check.ok and l > 1:  # ... and as its readers type it, as the publishing check counts too
+            typed_check = verify_as_typed(con, typed.relation, list(qi), k, l, sensitive, set(sensitive))
+            check = check if typed_check is None or typed_check.ok else typed_check
         return check
     except duckdb.Error as exc:
         raise InputError(f"cannot read {source.describe()!r}: {io.first_line(exc)}") from exc

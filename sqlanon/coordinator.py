@@ -39,7 +39,7 @@ from .metrics import Metrics
 from .sql import ident, render
 from .sql.render import is_generic
 from .verification import (
-    Checksums, Verification, column_checksums, refuse_reserved, relation_types, verify_relation,
+    Checksums, Verification, column_checksums, refuse_reserved, verify_as_typed, verify_relation,
 )
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, probe, run_fragment
 
@@ -1227,26 +1227,13 @@ def _qi_collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) 
 
 
 def _check_csv_as_typed(con, relation: str, qi: list[str], spec: AnonymizationSpec, target, schema: pa.Schema) -> None:
-    """ℓ of a CSV output as its readers count it. It is checked on the text
-    written, where '5' and '5.0' (or 'true' and 'TRUE') of a sensitive column
-    are two values; DuckDB and pandas read the file typed and see one, and a
-    class published as ℓ-diverse was not, for them. Reading typed can only
-    merge values (classes grow, sensitive values fewer), so k holds; ℓ is
-    checked again, when a sensitive column that the run held as text reads
-    back as another type (a typed column is written as its type's one
-    spelling of each value, which reads back as that value). Where DuckDB
-    cannot read the file typed (a type guessed from the first rows that
-    later ones break), its readers cannot either: nothing to count."""
+    """Refuse a CSV output whose ℓ its readers, who type the file, would
+    not find (:func:`verify_as_typed`); the sensitive columns the run held
+    as text are the ones whose values can merge."""
     text = {c for c in spec.sensitive if pa.types.is_string(schema.field(c).type)
             or pa.types.is_large_string(schema.field(c).type)}
-    try:
-        if not text or all(str(t) == "VARCHAR" for c, t in zip(*relation_types(con, relation)) if c in text):
-            return
-        check = verify_relation(con, relation, qi, spec.k, spec.l, spec.sensitive)
-    except (InputError, duckdb.Error) as exc:
-        log.debug("the CSV output does not read back typed (%s): its l is the text's", exc)
-        return
-    if not check.ok:
+    check = verify_as_typed(con, relation, qi, spec.k, spec.l, spec.sensitive, text) if text else None
+    if check is not None and not check.ok:
         raise VerificationError(
             f"refusing to publish {target.describe()!r}: read back with its types, as DuckDB and pandas read a CSV "
             f"file, {check.describe_failure()}; a sensitive value written two ways ('5' and '5.0', 'true' and "
