@@ -528,9 +528,9 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
             raise InputError(f"directory {spec!r} holds no .parquet, .csv or .tsv files (names starting with _ or . "
                              "are skipped)")
         fmt = _one_format(files, f"directory {spec!r}")
-        coarse = _check_file_columns(files, fmt, spec)
         keys = _hive_keys(files, spec)
-        _refuse_keys_above(spec, keys)
+        _refuse_keys_above(spec, keys)  # before every file's footer is read
+        coarse = _check_file_columns(files, fmt, spec)
         return _hive_null_types(FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse))
     fmt = _format_of(spec)
@@ -548,9 +548,9 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         if not files:
             raise InputError(f"no file matches {spec!r} (names starting with _ or . below {root!r} are skipped)")
         fmt = _one_format(files, repr(spec))
-        coarse = _check_file_columns(files, fmt, root)
         keys = _hive_keys(files, root)
-        _refuse_keys_above(root, keys)
+        _refuse_keys_above(root, keys)  # before every file's footer is read
+        coarse = _check_file_columns(files, fmt, root)
         return _hive_null_types(FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse))
     if not os.path.isfile(spec):
