@@ -302,6 +302,27 @@ def test_nan_in_a_float_qi_on_the_server(pg_url, tmp_path):
     assert from_pg.metrics.ncp == pytest.approx(from_lake.metrics.ncp, rel=1e-12)
 
 
+def test_infinite_floats_as_cuts_of_a_set_qi(pg_url, tmp_path):
+    """A set-generalized float QI may be cut at -Infinity or Infinity, and
+    the clause sent to the server carries the value as a literal: it failed
+    with 'internal error (ValueError: not a finite number: -inf)' (helper-7)."""
+    schema = "infqi"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"""CREATE TABLE {q(schema)}.src AS SELECT g AS id,
+        CASE g % 5 WHEN 0 THEN 'Infinity'::float8 WHEN 1 THEN '-Infinity'::float8 WHEN 2 THEN 'NaN'::float8
+                   ELSE (g % 2)::float8 END AS x,
+        g % 4 AS z, (ARRAY['a', 'b', 'c'])[g % 3 + 1] AS s FROM generate_series(0, 999) g""")
+    out = tmp_path / "out.parquet"
+    result = sqlanon.anonymize(pg_url, out, table=f"{q(schema)}.src", qi=["x", "z"], k=4, l=2, sensitive=["s"],
+                               generalization={"x": "set"}, fragments=4, fragmentation="quantile", workers=2,
+                               sample=200)
+    cuts = {p.value for f in result.plan.fragments for p in f.predicates}
+    assert {float("-inf"), float("inf")} <= cuts  # the case of the report, not a plan that avoids it
+    assert result.metrics.rows == 1000
+    assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0] == 1000
+    assert sqlanon.verify(out, qi=["x", "z"], k=4, l=2, sensitive=["s"]).ok
+
+
 # --------------------------------------------------------------------------- 2. types
 
 

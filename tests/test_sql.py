@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 import re
 from pathlib import Path
 
@@ -229,6 +230,14 @@ def test_literal(value, expected):
 def test_literal_rejects_nul(bad):
     with pytest.raises(ValueError):
         literal(bad)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_non_finite_doubles_are_typed_literals(value):
+    """A fragment's cut may fall on one (PostgreSQL clauses carry literals)."""
+    with duckdb.connect() as con:
+        got = con.execute(f"SELECT {literal(value)}").fetchone()[0]
+    assert got == value or (math.isnan(got) and math.isnan(value))
 
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES)

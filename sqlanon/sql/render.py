@@ -53,7 +53,7 @@ def literal(value: Any, dialect: str = "duckdb") -> str:
     (DuckDB table-function arguments, SQL sent through ``postgres_query``).
 
     Dates and timestamps become typed literals (``DATE '2020-01-31'``) that
-    DuckDB and PostgreSQL both read; strings have their quotes doubled
+    DuckDB and PostgreSQL both read, as do infinite and NaN doubles; strings have their quotes doubled
     (PostgreSQL's ``standard_conforming_strings``, on by default, takes
     backslashes literally).
     """
@@ -74,7 +74,10 @@ def literal(value: Any, dialect: str = "duckdb") -> str:
         return f"DATE '{value.isoformat()}'"
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"not a finite number: {value!r}")
+            # A cut of a float QI may fall on one (a set-generalized column
+            # holds them); this spelling reads the same in DuckDB and PostgreSQL.
+            word = "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+            return f"CAST('{word}' AS DOUBLE PRECISION)"
         return repr(value)
     text = str(value)
     if "\x00" in text:
