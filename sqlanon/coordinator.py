@@ -539,9 +539,16 @@ def execute(
     pool,
 ) -> tuple[fragmentation.Plan, dict[int, FragmentResult], list[int]]:
     """Run every fragment; repair a fragment too small for k or l by merging it
-    with its sibling subtree and running the merged fragment instead."""
+    with its sibling subtree and running the merged fragment instead.
+
+    ``mondrian`` repairs a fragment as soon as it fails: going up the cut tree,
+    the merges end in the same nodes in any order. ``quantile`` merges with
+    the smaller neighbour as the plan stands, which earlier merges change: its
+    failures wait for the round's last result and are repaired in the plan's
+    order, so the output does not depend on which worker finished first."""
     done: dict[int, FragmentResult] = {}
     repaired: list[int] = []
+    failed: list[tuple[int, FragmentResult]] = []  # quantile: repaired when nothing is pending
     pending: dict[Future, int] = {}  # in submission order
     started: dict[Future, float] = {}  # when a task could start running
     slots = getattr(pool, "slots", 1)
@@ -570,12 +577,37 @@ def execute(
                 ) from exc
         pending[fut] = fid
 
+    def repair(fid: int, res: FragmentResult) -> None:
+        nonlocal plan, total
+        current = {f.id for f in plan.fragments}
+        if fid not in current:
+            return  # merged with a fragment repaired before it
+        siblings = plan.sibling_of(fid)
+        if not siblings:
+            raise PrivacyError(f"cannot anonymize the data: {res.reason}")
+        log.info("fragment %d is too small (%s): merging with %s", fid, res.reason, siblings)
+        for sid in siblings:
+            if sid in done:
+                _discard_part(make_task, done.pop(sid))
+        plan = fragmentation.merge(plan, [fid, *siblings])
+        merged = [f.id for f in plan.fragments if f.id not in current]
+        repaired.extend(merged)
+        for mid in merged:
+            submit(mid)
+        total = len(plan.fragments)
+
     if options.progress:
         options.progress(0, total)
     for f in plan.fragments:
         submit(f.id)
     check_health = getattr(pool, "check_health", None)
-    while pending:
+    while pending or failed:
+        if not pending:
+            order = {f.id: i for i, f in enumerate(plan.fragments)}
+            for fid, res in sorted(failed, key=lambda x: order[x[0]]):
+                repair(fid, res)
+            failed.clear()
+            continue
         start_clocks()
         timeout = _next_deadline(started, options)
         if check_health is not None:  # a cluster whose workers all went away would be waited on for ever
@@ -605,24 +637,14 @@ def execute(
                 name = getattr(pool, "name", "local")
                 why = getattr(pool, "describe_error", io.first_line)(exc)
                 raise InputError(f"fragment {fid} failed on the {name} executor: {why}; nothing was published") from exc
-            current = {f.id for f in plan.fragments}
-            if fid not in current:
+            if fid not in {f.id for f in plan.fragments}:
                 _discard_part(make_task, res)  # merged away while running
                 continue
             if res.status == "too_small":
-                siblings = plan.sibling_of(fid)
-                if not siblings:
-                    raise PrivacyError(f"cannot anonymize the data: {res.reason}")
-                log.info("fragment %d is too small (%s): merging with %s", fid, res.reason, siblings)
-                for sid in siblings:
-                    if sid in done:
-                        _discard_part(make_task, done.pop(sid))
-                plan = fragmentation.merge(plan, [fid, *siblings])
-                merged = [f.id for f in plan.fragments if f.id not in current]
-                repaired.extend(merged)
-                for mid in merged:
-                    submit(mid)
-                total = len(plan.fragments)
+                if plan.strategy == "quantile":
+                    failed.append((fid, res))
+                else:
+                    repair(fid, res)
                 continue
             done[fid] = res
             phases = ", ".join(f"{name} {s:.2f}s" for name, s in res.timings.items())

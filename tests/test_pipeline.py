@@ -175,6 +175,35 @@ def test_misleading_sample_is_repaired(tmp_path):
     assert m.repaired.any() and m.rows.sum() == n
 
 
+@pytest.mark.parametrize("first", ["submitted", "reversed"])
+def test_quantile_repairs_do_not_depend_on_which_fragment_finished_first(tmp_path, monkeypatch, first):
+    """x holds 50/100/100/120 rows of 0/1/2/3 and one sensitive value for 1
+    and for 2: fragments 1 and 2 fail l = 2. Repaired as their results came
+    in, 1 first merged with 0 (fewer rows) and 2 with 3, 2 first merged with
+    1: the same seed published [0-1], [2-3] or 0, [1-2], 3 (helper-7)."""
+    from sqlanon import coordinator
+
+    i = np.arange(370)
+    x = np.select([i < 50, i < 150, i < 250], [0, 1, 2], 3)
+    s = np.where(x == 1, "a", np.where(x == 2, "b", np.array(["a", "b", "c"])[i % 3]))
+    src = tmp_path / "src.parquet"
+    pq.write_table(pa.table({"x": x, "s": s, "id": i}), src)
+    real_wait = coordinator.wait
+
+    def wait_in_order(futures, **kw):  # every result at once, handed over in the order asked
+        real_wait(futures, return_when="ALL_COMPLETED")
+        return (futures if first == "submitted" else futures[::-1]), set()
+
+    monkeypatch.setattr(coordinator, "wait", wait_in_order)
+    out = tmp_path / "out.parquet"
+    r = sqlanon.anonymize(src, out, qi=["x"], sensitive=["s"], k=5, l=2, fragments=4, fragmentation="quantile",
+                          workers=1, seed=0)
+    assert r.repaired
+    classes = duckdb.sql(f"SELECT x, count(*) FROM read_parquet('{out}') GROUP BY x ORDER BY x").fetchall()
+    # In the plan's order: 1 merges with 0 (50 rows against 2's 100), then 2 with 3 (120 against 150).
+    assert classes == [("[0, 1]", 150), ("[2, 3]", 220)]
+
+
 def test_far_more_fragments_than_k_allows_are_capped(tmp_path, caplog):
     """--fragments 100000 on 32,561 rows planned 2,189 fragments of ~1 row
     each (k = 10), every one merged again: the run took minutes."""
