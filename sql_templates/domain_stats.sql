@@ -11,6 +11,10 @@
    the column's collation (a case-insensitive one would count 'a' and 'A'
    as one value: NCP above 1, and an l the data has refused); DuckDB counts
    distinct values that way anyway; MySQL and MariaDB count them as BINARY.
+   A PostgreSQL sensitive column in `loose` (an unconstrained numeric, a
+   citext, a column with a collation) is counted both ways: by its text and
+   by the server's equality (`e`), which may make '1.0' and '1.00', or 'Flu'
+   and 'flu', one value.
    SQLite keeps timestamps as text, where '2021-01-01T06:00' sorts after
    '2021-01-01 12:00': their min/max (`stamps`) compare one normalized form.
    The checksums (_checksum.sql) of the `checksum` columns, and whether each
@@ -39,7 +43,10 @@ SELECT
 {% endfor %}
 {% for s in sensitive %}
 {% if dialect == "postgres" %}
-    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}{% if s in texts %}::text COLLATE "C"{% endif %}) AS v) AS {{ ("s" ~ loop.index0) | ident }}
+    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}{% if s in texts or s in loose %}::text COLLATE "C"{% endif %}) AS v) AS {{ ("s" ~ loop.index0) | ident }}
+{% if s in loose %}
+    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}) AS v) AS {{ ("e" ~ loop.index0) | ident }}
+{% endif %}
 {% else %}
     , count(DISTINCT {% if s in texts and dialect.startswith(("sqla:mysql", "sqla:mariadb")) %}CAST({{ s | ident }} AS BINARY){% else %}{{ s | ident }}{% endif %}{% if s in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
 {% endif %}

@@ -315,11 +315,16 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
 def domain_stats(
     con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema,
     checksum: list[str] | tuple[str, ...] = (), signed_zeros: list[str] | tuple[str, ...] = (),
+    loose: list[str] | tuple[str, ...] = (),
 ) -> tuple[int, dict[str, ColumnStats], dict[str, int], Checksums, list[str]]:
     """Row count, per-QI :class:`ColumnStats`, per-sensitive distinct counts,
     the checksum of each ``checksum`` column (``_checksum.sql``) and the
     ``signed_zeros`` columns that hold both -0.0 and 0.0 (``_signed_zeros.sql``,
-    DuckDB and PostgreSQL), in one pass."""
+    DuckDB and PostgreSQL), in one pass.
+
+    A ``loose`` sensitive column (PostgreSQL, :func:`_loose_sensitive`) is
+    counted by its text and by the server's equality; its entry is the
+    pair ``(text, equal)`` of counts."""
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
     floats = [c for c in interval if pa.types.is_floating(schema.field(c).type)]
@@ -328,7 +333,7 @@ def domain_stats(
              if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
-                signed_zeros=list(signed_zeros))
+                signed_zeros=list(signed_zeros), loose=list(loose))
     # SQLite's timestamps come back as text (`stamps`), typed below
     typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
              if c in interval and c not in stamps for m in ("min", "max")}
@@ -355,7 +360,8 @@ def domain_stats(
             else:
                 domain = tuple(sorted(set(as_text(values).to_pylist())))
         stats[qi.name] = ColumnStats(distinct, domain=domain)
-    sens = {s: row.column(f"s{j}")[0].as_py() for j, s in enumerate(spec.sensitive)}
+    sens = {s: (row.column(f"s{j}")[0].as_py(), row.column(f"e{j}")[0].as_py()) if s in loose
+            else row.column(f"s{j}")[0].as_py() for j, s in enumerate(spec.sensitive)}
     # Only the checksum columns as Python values: a min/max of a date column
     # may be 'infinity' or BC, which Python's dates cannot hold.
     names = [n for n in row.column_names if n.startswith("__sqlanon_h")]
@@ -808,8 +814,11 @@ def run(
         zeros = [f.name for f in schema if f.name in passthrough and pa.types.is_floating(f.type)] if (
             isinstance(target, io.DuckDBTarget) and source.dialect in ("duckdb", "postgres")) else []
         step("reading statistics")
+        loose = _loose_sensitive(columns, spec)
         total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
-            con, source, spec, schema, passthrough if compare_on == "duckdb" else (), zeros)
+            con, source, spec, schema, passthrough if compare_on == "duckdb" else (), zeros, loose)
+        _refuse_equal_values_written_apart(sens_distinct, target)
+        sens_distinct = {s: d[1] if s in loose else d for s, d in sens_distinct.items()}
         if mixed_zeros:
             raise InputError(
                 f"column {mixed_zeros[0]!r} holds both -0.0 and 0.0, whose signs a DuckDB table "
@@ -1220,16 +1229,49 @@ def _check_nested_hugeints(con: duckdb.DuckDBPyConnection, source, described: li
             )
 
 
+def _loose_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> list[str]:
+    """The sensitive columns of a PostgreSQL source whose server equality may
+    make values of different text equal: an unconstrained numeric ('1.0' =
+    '1.00'; a numeric(p,s) is always written with s digits), a citext, a
+    column with a collation (a nondeterministic one: 'Flu' = 'flu')."""
+    def loose(typ: str) -> bool:
+        base = typ.split(" COLLATE ")[0].removesuffix("[]").split(".")[-1]
+        return base in ("numeric", "citext") or " COLLATE " in typ
+
+    return [name for name, typ in columns if name in spec.sensitive and loose(typ)]
+
+
+def _refuse_equal_values_written_apart(sens_distinct: dict, target) -> None:
+    """A file or DuckDB output keeps a sensitive column's text, and l is
+    counted on it: where the server holds values equal that are written
+    apart ('1.0' and '1.00', 'Flu' and 'flu' under citext), a class whose
+    l values are one value to the source would be published (helper-5).
+    A PostgreSQL table keeps the type, and its check counts as the server."""
+    if getattr(target, "dialect", None) == "postgres":
+        return
+    for s, counts in sens_distinct.items():
+        if isinstance(counts, tuple) and counts[0] != counts[1]:
+            written, equal = counts
+            raise InputError(
+                f"sensitive column {s!r} holds {equal} distinct values written {written} ways (such as 1.0 and "
+                "1.00, or 'Flu' and 'flu' under citext or a collation): l would be counted on the text "
+                f"{target.describe()!r} publishes; write each value one way in a view (trim_scale({ident(s)}), "
+                f"lower({ident(s)}::text)), or publish into PostgreSQL, which counts values as the server does"
+            )
+
+
 def _collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> str:
     """Why the server's check can fail where the engine's did not: a sensitive
-    column whose collation makes different strings equal ('Flu' = 'flu')."""
-    collated = [f"{name!r} ({typ.split(' COLLATE ', 1)[1]})" for name, typ in columns
-                if name in spec.sensitive and " COLLATE " in typ]
+    column whose collation or type makes different text equal ('Flu' = 'flu',
+    1.0 = 1.00)."""
+    types = dict(columns)
+    collated = [f"{name!r} ({types[name].split(' COLLATE ', 1)[-1]})" for name in _loose_sensitive(columns, spec)]
     if not collated:
         return ""
     return (
-        f"; the server counts the values of {', '.join(collated)} under that collation, the anonymizer counts "
-        "exact strings: give the run those values as the collation compares them (e.g. lower(...) in a view)"
+        f"; the server counts the values of {', '.join(collated)} under that collation or type, the anonymizer "
+        "counts their exact text: give the run those values as the server compares them (e.g. lower(...) or "
+        "trim_scale(...) in a view)"
     )
 
 
