@@ -60,6 +60,14 @@ DST = "__sqlanon_dst"
 EXTRA_HINT = "pip install 'sqlanon[postgres]'"
 
 
+TEXT_STYLE = "-c DateStyle=ISO,MDY -c IntervalStyle=postgres"
+"""How every session of a run prints and reads dates and intervals. Values
+travel as text between sessions (an array, a range or a composite pulled
+by a worker, typed again on the target's server): a database set to
+DateStyle 'SQL, DMY' printed '03/02/2020', which the target read as
+another day, and an interval in the sql_standard style lost its signs."""
+
+
 def _conninfo_value(v) -> str:
     return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -103,6 +111,11 @@ class Conn:
         host = unquote(u.host) if u.host and "%" in u.host else u.host
         parts = {"host": host, "port": u.port, "dbname": u.database, "user": u.username, "password": u.password}
         parts.update({k: v for k, v in u.query.items() if isinstance(v, str)})
+        # Text as str in psycopg, whatever the database's encoding (SQL_ASCII
+        # returned bytes, EUC_TW has no Python codec).
+        parts["client_encoding"] = "UTF8"
+        # After the URL's own options, or else PGOPTIONS's (which libpq reads only when none are given).
+        parts["options"] = f"{parts.get('options') or os.environ.get('PGOPTIONS', '')} {TEXT_STYLE}".strip()
 
         object.__setattr__(self, "_parts", tuple(parts.items()))
         object.__setattr__(self, "_libpq", _conninfo(parts))
@@ -169,13 +182,12 @@ class Conn:
     def libpq(self, options: str = "") -> str:
         """A libpq connection string (for DuckDB's ATTACH); unset parts come
         from the ``PG*`` environment and ``.pgpass``, as libpq does.
-        ``options`` (``-c name=value``) are added after the URL's own."""
+        ``options`` (``-c name=value``) are added after the URL's own and
+        :data:`TEXT_STYLE`."""
         if not options:
             return self._libpq
         parts = dict(self._parts)
-        # After the URL's own, or else PGOPTIONS's (which libpq reads only when none are given).
-        mine = parts.get("options") or os.environ.get("PGOPTIONS", "")
-        parts["options"] = f"{mine} {options}".strip()
+        parts["options"] = f"{parts['options']} {options}"
         return _conninfo(parts)
 
     def connect(self):

@@ -1490,6 +1490,31 @@ def _run_small(url: str, schema: str, qi=("age",), target: str = "dst"):
                              qi=list(qi), k=5, l=2, sensitive=["disease"], workers=1, overwrite=True)
 
 
+def _other_encoding_db(url: str, name: str, encoding: str) -> tuple[str, str]:
+    """The URL of a database of that encoding, and one for these tests'
+    own psycopg sessions (client_encoding UTF8; sqlanon's URL leaves it out)."""
+    if not scalar(url, "SELECT count(*) FROM pg_database WHERE datname = %s", [name]):
+        sql(url, f"CREATE DATABASE {name} ENCODING '{encoding}' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'")
+    there = re.sub(r"/[^/?]+(\?|$)", rf"/{name}\1", url)
+    return there, there + ("&" if "?" in there else "?") + "client_encoding=UTF8"
+
+
+def test_a_sql_ascii_database_is_read_and_written(pg_url, tmp_path):
+    """psycopg returned bytes in a SQL_ASCII database: 'internal error
+    (ValueError: not an identifier: b'public')' (helper-5)."""
+    url, admin = _other_encoding_db(pg_url, "sqlanon_sql_ascii", "SQL_ASCII")
+    sql(admin, "DROP TABLE IF EXISTS src")
+    sql(admin, "CREATE TABLE src AS SELECT g AS id, 18 + g % 60 AS age, (ARRAY['flu', 'cold'])[1 + g % 2] AS disease, "
+             "'café' AS note FROM generate_series(1, 300) g")
+    r = sqlanon.anonymize(url, url, table="src", target_table="dst", qi=["age"], k=5, l=2, sensitive=["disease"],
+                          overwrite=True)
+    assert r.metrics.rows == 300
+    assert sql(admin, "SELECT DISTINCT note FROM dst") == [("café",)]
+    out = tmp_path / "out.parquet"
+    sqlanon.anonymize(url, out, table="src", qi=["age"], k=5, l=2, sensitive=["disease"])
+    assert duckdb.sql(f"SELECT DISTINCT note FROM read_parquet('{out}')").fetchall() == [("café",)]
+
+
 def test_lock_does_not_depend_on_how_the_url_is_spelled(pg_server, pg_url, monkeypatch):
     managed_only(pg_server)
     monkeypatch.setenv("PGPASSWORD", pg_server.password)
@@ -2021,6 +2046,33 @@ def test_a_type_the_target_database_lacks_is_refused_before_any_work(pg_url):
     with pytest.raises(sqlanon.ConfigError, match=r"column 'mood' has type enums\.mood, which .* does not have"):
         sqlanon.anonymize(pg_url, target, table=f"{schema}.src", target_table="public.dst", qi=["age"], k=5)
     assert not scalar(target, "SELECT count(*) FROM pg_tables WHERE tablename LIKE %s", ["%sqlanon%"])
+
+
+def test_values_travelling_as_text_keep_their_dates_across_date_styles(pg_url):
+    """An array, range or interval[] travels as the server's text, printed in
+    the source session's DateStyle and IntervalStyle and read in the
+    target's: from a database set to 'SQL, DMY' and sql_standard into
+    another, {2020-02-03} arrived as {2020-03-02} and '-1 days -02:00:00'
+    as '-1 days +02:00:00', exit 0 (helper-5). Every session now prints
+    and reads them one way."""
+    other, schema = "sqlanon_dmy_db", "styles"
+    if not scalar(pg_url, "SELECT count(*) FROM pg_database WHERE datname = %s", [other]):
+        sql(pg_url, f"CREATE DATABASE {other}")
+    sql(pg_url, f"ALTER DATABASE {other} SET DateStyle = 'SQL, DMY'")
+    sql(pg_url, f"ALTER DATABASE {other} SET IntervalStyle = 'sql_standard'")
+    source = re.sub(r"/[^/?]+(\?|$)", rf"/{other}\1", pg_url)
+    assert scalar(source, "SHOW DateStyle") == "SQL, DMY"
+    sql(source, "DROP TABLE IF EXISTS src")
+    sql(source, """CREATE TABLE src AS SELECT g AS id, 20 + g % 50 AS age, (ARRAY['a', 'b', 'c'])[1 + g % 3] AS s,
+        ARRAY[date '2020-02-01' + g % 10] AS ds, daterange(date '2020-02-01', date '2020-03-05') AS dr,
+        ARRAY[interval '-1 day -2 hours', interval '3 days'] AS ivs FROM generate_series(1, 100) g""")
+    fresh_schema(pg_url, schema)
+    r = sqlanon.anonymize(source, pg_url, table="src", target_table=f"{schema}.dst", qi=["age"], k=5, l=2,
+                          sensitive=["s"], workers=2)
+    assert r.metrics.rows == 100
+    cols = "id, ds, dr, ivs"
+    read = source + ("&" if "?" in source else "?") + "options=" + quote("-c IntervalStyle=postgres")  # psycopg's
+    assert sorted(sql(pg_url, f"SELECT {cols} FROM {schema}.dst")) == sorted(sql(read, f"SELECT {cols} FROM src"))
 
 
 def test_column_types_keep_their_schema_whatever_the_search_paths(pg_url):
