@@ -754,11 +754,9 @@ def run(
         schema = source.arrow_schema(con)
         check_columns(schema, spec, drop, repr(source.describe()), names=[n for n, _ in columns] or None, keep=keep)
         if getattr(target, "dialect", None) == "postgres":  # it would cut a longer name (a QI's _lo/_hi too)
-            from .warehouse import fits_postgres
-
             qi_out = output_qi(schema) if output_qi else list(spec.qi_names)
-            for name in [*qi_out, *(c for c in schema.names if c not in spec.qi_names and c not in drop)]:
-                fits_postgres(name, "output column", " (rename it in a view)")
+            target.fits([*qi_out, *(c for c in schema.names if c not in spec.qi_names and c not in drop)],
+                        "output column", " (rename it in a view)")
         if cluster:
             step(f"starting {'Spark' if options.executor == 'spark' else 'the Dask cluster'}")
             pool = start_executor()

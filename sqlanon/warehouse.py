@@ -284,6 +284,29 @@ def fits_postgres(name: str, what: str, hint: str = "") -> None:
         raise ConfigError(f"{what} {name!r} is {size} bytes long; PostgreSQL keeps {NAME_BYTES} bytes of a name{hint}")
 
 
+def fits_server(c, names: list[str], what: str, hint: str = "") -> None:
+    """:func:`fits_postgres` in the database's own encoding, on connection
+    ``c``: a character UTF-8 writes in 3 bytes takes 4 in EUC_TW, where a
+    name of 63 UTF-8 bytes was cut to the name of another table, which the
+    run replaced (helper-5). A name the encoding cannot write is refused too."""
+    import psycopg
+
+    encoding = c.info.parameter_status("server_encoding")
+    if encoding in ("UTF8", "SQL_ASCII") or not names:  # the bytes fits_postgres counted
+        return
+    for name in names:
+        try:
+            size = c.execute("SELECT octet_length(%s::text)", (name,)).fetchone()[0]
+        except psycopg.Error as exc:
+            raise ConfigError(f"{what} {name!r} cannot be written in the database's encoding ({encoding}): "
+                              f"{_first_line(exc)}") from None
+        finally:
+            c.rollback()  # no transaction left open (the run's lock session idles for the whole run)
+        if size > NAME_BYTES:
+            raise ConfigError(f"{what} {name!r} is {size} bytes long in the database's encoding ({encoding}); "
+                              f"PostgreSQL keeps {NAME_BYTES} bytes of a name{hint}")
+
+
 def _table(name: str, option: str, conn: Conn) -> tuple[str, str]:
     """``schema.table`` as given, or an unqualified name resolved as the
     server would in a session of ``conn`` (its ``search_path``): the schema
@@ -458,6 +481,7 @@ class PostgresSource:
 
         stmt = render("server_columns.sql", dialect="postgres", inline=True, relation=self.relation)
         with self.conn.connect() as c:
+            fits_server(c, list(self.table), "--table")  # before reading a table of the name the server cut
             try:
                 # Type names qualified by their schema unless built in: format_type
                 # leaves out a schema on the session's search_path, and the
@@ -558,6 +582,14 @@ class PostgresTarget:
         # In the target's schema and under the target's staging prefix, so the
         # stale-staging clean-up finds it whatever --metrics names.
         return (self.table[0], f"{self._staging_prefix}{run}_m")
+
+    def fits(self, names: list[str], what: str, hint: str = "") -> None:
+        """Refuse a name the server would cut, counted in UTF-8 and (once
+        the run's lock is taken) in the database's encoding."""
+        for name in names:
+            fits_postgres(name, what, hint)
+        if self._lock is not None:
+            fits_server(self._lock, names, what, hint)
 
     def _metrics_name(self, where: str | None) -> tuple[str, str]:
         if where:
@@ -1072,9 +1104,15 @@ def open_target(url: str, table: str | None, *, overwrite: bool, metrics: str | 
         fits_postgres(target._metrics_name(None)[1], "the metrics table", ": name one with --metrics")
     else:
         target.check_metrics_table(metrics)
+    from .io import file_format
+
     target.lock()
     with contextlib.ExitStack() as on_failure:
         on_failure.callback(target.unlock)
+        target.fits(list(target.table), "--target-table")
+        if metrics is None or not file_format(metrics):
+            target.fits(list(target._metrics_name(metrics)), "--metrics" if metrics else "the metrics table",
+                        "" if metrics else ": name one with --metrics")
         if target.exists() and not overwrite:
             raise ConfigError(f"{target.describe()} already exists; pass --overwrite to replace it")
         on_failure.pop_all()

@@ -1499,6 +1499,29 @@ def _other_encoding_db(url: str, name: str, encoding: str) -> tuple[str, str]:
     return there, there + ("&" if "?" in there else "?") + "client_encoding=UTF8"
 
 
+def test_a_name_cut_in_the_databases_encoding_is_refused(pg_url):
+    """21 CJK characters are 63 bytes in UTF-8 and 84 in EUC_TW: the server
+    cut the target's name to 15 characters, another table's name, and the
+    run replaced that table, exit 0 (helper-5)."""
+    url, admin = _other_encoding_db(pg_url, "sqlanon_euc_tw", "EUC_TW")
+    long_name = "万丌与丏丮丱丳丼乂乇乜乿亃亄亍亓亶亹仂仈仉"
+    assert len(long_name.encode()) == 63
+    sql(admin, "DROP TABLE IF EXISTS src, " + q(long_name[:15]))
+    sql(admin, "CREATE TABLE src AS SELECT g AS id, 18 + g % 60 AS age, (ARRAY['flu', 'cold'])[1 + g % 2] AS disease "
+             "FROM generate_series(1, 300) g")
+    sql(admin, f"CREATE TABLE {q(long_name[:15])} AS SELECT 'precious row' AS payroll")
+    with pytest.raises(sqlanon.ConfigError, match=r"target_table= '万.*' is 84 bytes long in the database's "
+                                                   r"encoding \(EUC_TW\)"):
+        sqlanon.anonymize(url, url, table="src", target_table=f"public.{long_name}", qi=["age"], k=5,
+                          metrics="public.m_tw", overwrite=True)
+    assert sql(admin, f"SELECT * FROM {q(long_name[:15])}") == [("precious row",)]
+    with pytest.raises(sqlanon.ConfigError, match=r"\btable= '万.*' is 84 bytes long"):  # nor read another table
+        sqlanon.anonymize(url, url, table=f"public.{long_name}", target_table="dst", qi=["age"], k=5)
+    # In that encoding, names and text still work end to end.
+    r = sqlanon.anonymize(url, url, table="src", target_table="public.万丌与", qi=["age"], k=5, overwrite=True)
+    assert r.metrics.rows == 300
+
+
 def test_a_sql_ascii_database_is_read_and_written(pg_url, tmp_path):
     """psycopg returned bytes in a SQL_ASCII database: 'internal error
     (ValueError: not an identifier: b'public')' (helper-5)."""
