@@ -36,7 +36,6 @@ import shutil
 import tempfile
 import time
 import uuid
-import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -566,8 +565,10 @@ class PostgresTarget:
     @property
     def _staging_prefix(self) -> str:
         # Short and fixed-length (PostgreSQL truncates names at 63 bytes), and
-        # still particular to this target, for the stale-staging clean-up.
-        return f"{STAGING_SUFFIX}_{zlib.crc32(self.table[1].encode()):08x}_"
+        # still particular to this target, for the stale-staging clean-up: with
+        # a crc32, a run on another target of the same hash ('people_gnyijstj',
+        # 'people_etislvlf') dropped this run's live staging tables (helper-5).
+        return f"{STAGING_SUFFIX}_{hashlib.sha256(self.table[1].encode()).hexdigest()[:16]}_"
 
     @property
     def local_staging_prefix(self) -> str:

@@ -1490,6 +1490,19 @@ def _run_small(url: str, schema: str, qi=("age",), target: str = "dst"):
                              qi=list(qi), k=5, l=2, sensitive=["disease"], workers=1, overwrite=True)
 
 
+def test_a_run_leaves_another_targets_staging_alone_whatever_the_names(pg_url):
+    """The stale-staging clean-up took every table under the target's prefix,
+    a crc32 of its name: 'people_gnyijstj' and 'people_etislvlf' share one,
+    and a run on one dropped a live run's staging tables of the other (helper-5)."""
+    schema = "crc"
+    _small_source(pg_url, schema, "")
+    other = warehouse.PostgresTarget(warehouse.Conn(pg_url), (schema, "people_etislvlf"))
+    live = other._staging_name("0123456789ab")[1]
+    sql(pg_url, f"CREATE TABLE {rel(schema, live)} (x int)")
+    _run_small(pg_url, schema, target="people_gnyijstj")
+    assert exists(pg_url, schema, live)
+
+
 def _other_encoding_db(url: str, name: str, encoding: str) -> tuple[str, str]:
     """The URL of a database of that encoding, and one for these tests'
     own psycopg sessions (client_encoding UTF8; sqlanon's URL leaves it out)."""
