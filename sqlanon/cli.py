@@ -245,32 +245,48 @@ class _Command(click.Command):
         # --help wins over a --config given before it (whose errors would hide the help).
         options = args[: args.index("--")] if "--" in args else args
         ctx.meta["sqlanon.help"] = any(a in ctx.help_option_names for a in options)
+        named = {opt: param for param in self.params if isinstance(param, click.Option)
+                 for opt in param.opts + param.secondary_opts}
         seen: dict[str, str] = {}
         typed: set[str] = set()
         for token in args:
             if token == "--":
                 break
-            for param in self.params:
-                if not isinstance(param, click.Option):
+            for opt in self._options_in(token, named):
+                param = named[opt]
+                typed.add(param.name)
+                if param.multiple or param.count:
                     continue
-                for opt in param.opts + param.secondary_opts:
-                    long_form = opt.startswith("--")
-                    if token == opt or (long_form and token.startswith(opt + "=")) or (
-                        not long_form and token.startswith(opt) and len(token) > len(opt) and not token.startswith("--")
-                    ):
-                        typed.add(param.name)
-                        if param.multiple or param.count:
-                            continue
-                        if param.name in seen:
-                            first = seen[param.name]
-                            raise click.UsageError(
-                                f"option {opt} given twice: give it once" if first == opt
-                                else f"options {first} and {opt} set the same thing: give one", ctx)
-                        seen[param.name] = opt
+                if param.name in seen:
+                    first = seen[param.name]
+                    raise click.UsageError(
+                        f"option {opt} given twice: give it once" if first == opt
+                        else f"options {first} and {opt} set the same thing: give one", ctx)
+                seen[param.name] = opt
         # Which values the command line gave (click records where a value
         # came from only after converting it: a bad one was blamed on --config).
         ctx.meta["sqlanon.typed"] = typed
         return super().parse_args(ctx, args)
+
+    @staticmethod
+    def _options_in(token: str, named: dict[str, click.Option]) -> list[str]:
+        """The options ``token`` gives as click reads it: ``--k=5``, ``-k5``,
+        or a group of short ones, ``-qk`` (-q, -k) and ``-vk2``, whose -k a
+        check of the token's start missed: ``-k 10 -qk 2`` published k=2."""
+        if token.startswith("--"):
+            opt = token.partition("=")[0]
+            return [opt] if opt in named else []
+        if not token.startswith("-") or len(token) < 2:
+            return []
+        found = []
+        for ch in token[1:]:
+            param = named.get("-" + ch)
+            if param is None:
+                break  # not an option (a negative number), or one click reports
+            found.append("-" + ch)
+            if not (param.is_flag or param.count):
+                break  # the rest of the token is its value
+        return found
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -743,6 +743,10 @@ ERROR_CASES = [
     ("sample-infinite", ["--qi", "age", "-k", "10", "--sample", "inf"], None, 2, [r"--sample", r"inf"]),
     # click kept the last of a repeated option: -k 10 -k 5 ran with k = 5
     ("option-twice", ["--qi", "age", "-k", "10", "-k5"], None, 2, [r"option -k given twice"]),
+    # inside a group of short flags: -k 10 -qk 2 published k = 2, -l 4 -vl1 l = 1 (helper-6)
+    ("option-twice-in-a-group", ["--qi", "age", "-k", "10", "-qk", "2"], None, 2, [r"option -k given twice"]),
+    ("option-twice-in-a-group-with-value", ["--qi", "age", "-k", "5", "--sensitive", "race", "-l", "4", "-vl1"],
+     None, 2, [r"option -l given twice"]),
     ("option-twice-spelled-apart", ["--qi", "age", "-k", "10", "--output", "x.parquet"], None, 2,
      [r"options -o and --output set the same thing"]),
     # neither a fraction nor a row count: it used to plan from a 1-row sample
