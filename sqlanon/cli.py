@@ -13,6 +13,7 @@ import functools
 import logging
 import os
 import re
+import reprlib
 import resource
 import signal
 import sys
@@ -511,10 +512,20 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
 PATH_KEYS = {"input", "output", "metrics"}
 
 
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother = 2, 4, 4, 60, 60
+
+
+def _shown(val) -> str:
+    """A YAML value, shortened for a message: aliases of aliases ('billion
+    laughs') made a 368-byte job file's error 580 MB and 2.8 GB to build."""
+    return _SHOWN.repr(val)
+
+
 def _scalar(val, what: str = "a value") -> str:
     """A YAML scalar as option text (a column may be named 2020)."""
     if val is None or isinstance(val, (bool, list, dict)) or not isinstance(val, (str, int, float)):
-        raise ValueError(f"must be {what}, not {val!r}")
+        raise ValueError(f"must be {what}, not {_shown(val)}")
     return str(val)
 
 
@@ -530,7 +541,7 @@ def _config_value(p: click.Parameter, val, base: str):
 
     if p.name in ("hierarchy", "generalization"):
         if not isinstance(val, dict) or not val:
-            raise ValueError(f"must map columns to {'files' if p.name == 'hierarchy' else 'kinds'}, not {val!r}")
+            raise ValueError(f"must map columns to {'files' if p.name == 'hierarchy' else 'kinds'}, not {_shown(val)}")
         what = "a file" if p.name == "hierarchy" else "a kind"
         return tuple(
             f"{_scalar(c, 'a column')}={path(v) if p.name == 'hierarchy' else _scalar(v, what)}" for c, v in val.items()
@@ -546,18 +557,18 @@ def _config_value(p: click.Parameter, val, base: str):
         try:
             float(_scalar(val))
         except ValueError:
-            raise ValueError(f"must be a fraction (0.001) or a row count (50000), not {val!r}") from None
+            raise ValueError(f"must be a fraction (0.001) or a row count (50000), not {_shown(val)}") from None
     if getattr(p, "is_flag", False):
         if not isinstance(val, bool):
-            raise ValueError(f"must be true or false, not {val!r}")
+            raise ValueError(f"must be true or false, not {_shown(val)}")
         return val
     if isinstance(p.type, (click.types.IntParamType, click.IntRange)):
         if isinstance(val, bool) or not isinstance(val, int):
-            raise ValueError(f"must be a whole number, not {val!r}")
+            raise ValueError(f"must be a whole number, not {_shown(val)}")
         return val
     if isinstance(p.type, click.types.FloatParamType):
         if isinstance(val, bool) or not isinstance(val, (int, float)):
-            raise ValueError(f"must be a number, not {val!r}")
+            raise ValueError(f"must be a number, not {_shown(val)}")
         return val
     if p.name in PATH_KEYS:
         if p.name == "metrics" and not file_format(_scalar(val)):
