@@ -25,7 +25,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
+import tomllib
 from pathlib import Path
 
 import click
@@ -490,6 +492,27 @@ def test_failed_verification_publishes_nothing(out_dir, monkeypatch, existing):
     assert_one_line_error(r.stderr, re.escape(str(out)))
     assert snapshot(out_dir) == before
     assert not staging_leftovers(out_dir)
+
+
+def test_a_ctrl_c_while_the_command_line_imports_is_one_line(tmp_path):
+    """The script imports click, YAML and the executors before its error
+    handling exists: a Ctrl-C in that tenth of a second printed a traceback
+    (helper-6). Here the import of click is what the Ctrl-C cuts short."""
+    code = textwrap.dedent("""
+        import sys
+        class Interrupt:
+            def find_spec(self, name, path=None, target=None):
+                if name == "click":
+                    raise KeyboardInterrupt
+        sys.meta_path.insert(0, Interrupt())
+        sys.argv = ["sqlanon", "anonymize", "in.csv", "-o", "out.parquet", "--qi", "age", "-k", "5"]
+        import runpy
+        runpy.run_module("sqlanon", run_name="__main__")
+    """)
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stderr) == (130, "Interrupted; nothing was published.\n")
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["sqlanon"] == "sqlanon._script:entry"  # the script enters where python -m does
 
 
 def test_interrupt_publishes_nothing(out_dir, monkeypatch):
