@@ -92,7 +92,8 @@ def missing_column(name: str, where: str, names) -> str:
     """The error for a column named on the command line that ``where`` lacks:
     a close name if any, and the columns it has (the first 30 of a wide table)."""
     names = list(names)
-    shown = ", ".join(names[:30]) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
+    # Quoted: a name holding ', ' ('Name, Full') read as two.
+    shown = ", ".join(map(repr, names[:30])) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
     return f"column {name!r} is not in {where}{suggest(name, names)}; it has: {shown}"
 
 

@@ -554,6 +554,8 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         return _hive_null_types(FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse))
     if not os.path.isfile(spec):
+        if os.path.exists(spec):  # it is read more than once: statistics, sample, fragments
+            raise InputError(f"input {spec!r} is not a regular file (a pipe or a device): write it to a file first")
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
         raise InputError(f"input file {spec!r} is not readable")

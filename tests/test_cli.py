@@ -1398,6 +1398,22 @@ def test_csv_columns_duckdb_would_rename_are_refused(tmp_path, out_dir, header):
     assert snapshot(out_dir) == {}
 
 
+def test_a_pipe_as_input_and_a_column_name_with_a_comma_are_named(tmp_path, out_dir):
+    """A FIFO was reported as 'does not exist'; 'it has: age, Name, Full'
+    showed one column named 'Name, Full' as two (helper-6)."""
+    fifo = tmp_path / "in.csv"
+    os.mkfifo(fifo)
+    r = cli("anonymize", fifo, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, r"'.*in\.csv' is not a regular file")
+    src = tmp_path / "c.csv"
+    src.write_text('age,"Name, Full"\n' + "".join(f"{i},x{i}\n" for i in range(20)))
+    r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "--drop", "Name", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"it has: 'age', 'Name, Full'")
+    assert snapshot(out_dir) == {}
+
+
 def test_empty_csv_file_is_named(tmp_path, out_dir):
     """A 0-byte CSV file (alone or in a directory) used to fail as "column
     'age' is not in 'e.csv'; it has: column0"."""
