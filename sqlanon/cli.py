@@ -418,7 +418,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     scalars: PyYAML's YAML 1.1 read ``k: 010`` as 8 (octal), ``k: 1:30``
     as 90 (base 60). Numbers are decimal (``010`` is text, refused where a
     number goes); booleans are YAML 1.1's (``true``, ``yes``, ``on``…);
-    merge keys (``<<: *defaults``) work."""
+    merge keys (``<<: {k: 10}``) work."""
 
     def construct_mapping(self, node, deep=False):
         seen: set = set()
