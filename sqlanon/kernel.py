@@ -133,8 +133,11 @@ def shuffle_blocks(perm, bounds, rand):
 
 
 def _load():
-    if os.environ.get("SQLANON_KERNEL", "auto") == "jit":
+    mode = os.environ.get("SQLANON_KERNEL", "auto")
+    if mode == "jit":
         return _jit()
+    if mode not in ("auto", ""):
+        log.warning("SQLANON_KERNEL=%r is neither 'jit' nor 'auto': using the compiled kernel", mode)
     key = cache_key()
     dirs = cache_dirs()
     for d in dirs:

@@ -194,6 +194,13 @@ def test_needs_build_says_whether_a_load_compiles(tmp_path, monkeypatch):
     assert not kernel.needs_build()
 
 
+def test_an_unknown_kernel_setting_is_said(monkeypatch, caplog):
+    """SQLANON_KERNEL=bogus was ignored without a word (helper-6)."""
+    monkeypatch.setenv("SQLANON_KERNEL", "bogus")
+    kernel._load()
+    assert "SQLANON_KERNEL='bogus' is neither 'jit' nor 'auto'" in caplog.text
+
+
 def _same_classes(got, want) -> None:
     """Two partitions hold the same classes, in the same order (rows within a class in any order)."""
     (perm, bounds), (perm2, bounds2) = got, want
