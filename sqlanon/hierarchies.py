@@ -508,6 +508,12 @@ def _parse_json(source: str, text: str) -> Hierarchy:
             )
         label = _json_label(source, node, where)
         path = repr(label) if parent_path is None else f"{parent_path} > {label!r}"
+        unknown = sorted(set(node) - {"cat", "subcats"})
+        if unknown:  # a misspelt "subcat" left the node a leaf: its values were 'not in the hierarchy'
+            from .config import suggest
+
+            raise HierarchyError(f'hierarchy file {source}: node {path} has the key {unknown[0]!r}'
+                                 f'{suggest(unknown[0], ["cat", "subcats"])}; a node has "cat" and "subcats" only')
         labels.append(label)
         children.append([])
         todo.append((node, len(labels) - 1, path))

@@ -484,6 +484,9 @@ def test_json_float_labels_are_written_as_float_columns_are(tmp_path: Path) -> N
         ('{"cat": "W", "subcats": {"cat": "Italy"}}', "expected a list or null"),
         ('{"cat": true, "subcats": null}', "expected a string or a number"),
         ('{"cat": null, "subcats": null}', "expected a string or a number"),
+        # a misspelt key left the node a leaf, its values 'not in the hierarchy' (helper-6)
+        ('{"cat": "W", "subcat": [{"cat": "Italy"}]}', "node 'W' has the key 'subcat' (did you mean 'subcats'?)"),
+        ('{"cat": "W", "subcats": [{"cat": "Italy", "extra": 1}]}', "node 'W' > 'Italy' has the key 'extra'"),
     ],
 )
 def test_bad_json(tmp_path: Path, text: str, needle: str) -> None:
