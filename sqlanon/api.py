@@ -293,7 +293,8 @@ def anonymize(
         workers=_whole(workers), fragments=_whole(fragments), fragmentation=fragmentation,
         sample=_number(sample, "sample"), seed=_whole(seed), worker_memory=worker_memory, metrics=metrics,
         explain=explain, progress=progress, status=status, executor=executor, scheduler=scheduler, spark_master=spark_master,
-        retries=_whole(retries), task_timeout=_number(task_timeout, "task_timeout"), date_order=date_order,
+        retries=_whole(retries), task_timeout=_number(task_timeout, "task_timeout"),
+        date_order=date_order.upper() if isinstance(date_order, str) else date_order,  # as --date-order takes it
     )
     _check_reachable(options, src, out, table)
     source = warehouse.open_source(src, table) if warehouse.is_url(src) else io.open_source(src, table)

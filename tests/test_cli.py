@@ -2158,6 +2158,9 @@ def test_csv_dates_that_read_both_ways_need_a_date_order(tmp_path, out_dir):
     assert duckdb.execute("SELECT max(visit) FROM read_parquet(?)", [str(out)]).fetchone()[0] == dt.date(2020, 7, 8)
     src.write_text("\n".join(src.read_text().splitlines()[:-1]) + "\n")
     assert cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "d", "-k", "2").exit_code == 0
+    # the library takes it as the command line does, in either case (it refused 'mdy': helper-6)
+    sqlanon.anonymize(src, out, qi=["visit"], k=7, date_order="mdy", overwrite=True)
+    assert duckdb.execute("SELECT min(seen) FROM read_parquet(?)", [str(out)]).fetchone()[0] == dt.datetime(2020, 1, 2, 10)
 
 
 def test_metrics_record_what_was_applied(tmp_path):
