@@ -481,8 +481,7 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     for p in ctx.command.params:
         if p.name in ("config", "debug", "help"):
             continue
-        keys[p.name] = p
-        for opt in p.opts:
+        for opt in p.opts:  # not p.name: 'l_' and 'as_json' are the code's names, not the option's
             keys[opt.lstrip("-").replace("-", "_")] = p
     base = os.path.dirname(os.path.abspath(value))
     defaults: dict[str, object] = {}

@@ -1260,7 +1260,8 @@ def test_config_errors_are_one_line_and_keys_differ_by_case(tmp_path):
 
 
 @pytest.mark.parametrize(("key", "hint"), [("k_anon", "k"), ("kanonymity", "k"), ("l-diversity", "l"),
-                                         ("ldiv", "l"), ("wrokers", "workers"), ("zzz", None)])
+                                         ("ldiv", "l"), ("wrokers", "workers"), ("zzz", None),
+                                         ("l_", "l"), ("as_json", "json")])  # the code's names (helper-6)
 def test_config_hints_k_and_l_for_their_long_names(tmp_path, key, hint):
     """difflib finds nothing close to 'k' in 'k_anon': no hint was given."""
     cfg = tmp_path / "job.yml"
