@@ -1082,6 +1082,9 @@ def test_session_options_add_to_the_urls_or_pgoptions(monkeypatch):
     libpq would then ignore."""
     monkeypatch.setenv("PGOPTIONS", "-c work_mem=64MB")
     own = Conn("postgresql://u@h/db?options=-c%20search_path%3Dhr")
-    assert own.libpq() == "host='h' dbname='db' user='u' options='-c search_path=hr'"
-    assert own.libpq("-c x=0") == "host='h' dbname='db' user='u' options='-c search_path=hr -c x=0'"
-    assert Conn("postgresql://u@h/db").libpq("-c x=0") == "host='h' dbname='db' user='u' options='-c work_mem=64MB -c x=0'"
+    styles = "-c DateStyle=ISO,MDY -c IntervalStyle=postgres"  # every session's (warehouse.TEXT_STYLE)
+    utf8 = "client_encoding='UTF8'"
+    assert own.libpq() == f"host='h' dbname='db' user='u' {utf8} options='-c search_path=hr {styles}'"
+    assert own.libpq("-c x=0") == f"host='h' dbname='db' user='u' {utf8} options='-c search_path=hr {styles} -c x=0'"
+    assert Conn("postgresql://u@h/db").libpq("-c x=0") == \
+        f"host='h' dbname='db' user='u' {utf8} options='-c work_mem=64MB {styles} -c x=0'"
