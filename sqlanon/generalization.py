@@ -83,10 +83,12 @@ def _quote_members(text: pa.Array, needs_quotes: str = _NEEDS_QUOTES) -> pa.Arra
     return pc.if_else(odd, escaped, text)
 
 
-_READS_AS_NULL_MARK = r'^"| or NULL$'
+_READS_AS_NULL_MARK = r'^"| or NULL$|^$'
 """A published value (a prefix class's one value, a hierarchy label) that
 would read as a class mixing a value and NULLs ('x or NULL'), quoted as a
-set's member is; so is one that starts with a quote (helper-49)."""
+set's member is; so is one that starts with a quote (helper-49), and the
+empty string, which a CSV file writes as "" and DuckDB and pandas read as
+NULL (helper-8)."""
 
 
 def _text_key(text: pa.Array) -> np.ndarray:

@@ -236,6 +236,21 @@ def test_float32_intervals_hold_their_values_read_as_doubles():
         assert float(lo) <= value <= float(hi or lo), (got[i], value)
 
 
+def test_an_empty_string_class_is_quoted_under_prefix_and_hierarchy(tmp_path):
+    """A class of '' was published as '' under prefix and hierarchy, which a
+    CSV file writes as "" and DuckDB and pandas read as NULL: it merged with
+    the class of NULLs (helper-8). Quoted, as a set's empty member is."""
+    t = pa.table({"code": pa.array([""] * 4 + [None] * 4 + ["ab", "ac", "ad", "ae"], pa.string()),
+                  "g": [1] * 8 + [2] * 4})
+    out = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("code", "prefix"), QuasiIdentifier("g")), k=2)).table
+    assert sorted(map(str, out.column("code").to_pylist())) == sorted(['""'] * 4 + ["a*"] * 4 + ["None"] * 4)
+    tree = tmp_path / "h.json"
+    tree.write_text(json.dumps({"cat": "*", "subcats": [{"cat": ""}, {"cat": "x"}]}))
+    h = pa.table({"code": ["", "", "x", "x"]})
+    out = anonymize_table(h, AnonymizationSpec((QuasiIdentifier("code", hierarchy=load_hierarchy(tree)),), k=2)).table
+    assert sorted(out.column("code").to_pylist()) == ['""', '""', "x", "x"]
+
+
 def test_rows_are_published_by_class_in_a_random_order():
     """In the input's order, whoever knows that order (here: sorted by age)
     pairs each class's rows with the people in it (Sweeney's unsorted
