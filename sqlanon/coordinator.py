@@ -447,7 +447,8 @@ def _check_leaves(qi, values: pa.Array) -> None:
 
 def _distinct_values(con, source, column: str, field: pa.Field) -> pa.Array:
     text = pa.types.is_string(field.type) or pa.types.is_large_string(field.type)
-    q = _render(source, "distinct_values.sql", relation=source.relation, column=column, text=text)
+    q = _render(source, "distinct_values.sql", relation=source.relation, column=column, text=text,
+                float=pa.types.is_floating(field.type))
     return _as_type(source.fetch(con, q, {column: field}).column(0).combine_chunks(), field)
 
 

@@ -843,6 +843,29 @@ def test_signed_zeros_into_a_duckdb_table_are_refused_before_any_work(tmp_path):
         assert con.execute("SELECT count(*) FILTER (WHERE signbit(g)) FROM t").fetchone()[0] == n
 
 
+def test_a_prefix_domain_counts_the_texts_it_publishes(tmp_path):
+    """A prefix column's domain was read with SELECT DISTINCT, which put a
+    NOCASE column's 'AB', 'Ab' and 'ab' in one value, and a float column's
+    -0.0 and 0.0: NCP was charged over 3 values where the output shows 5
+    (helper-8)."""
+    db = tmp_path / "c.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t (id INT, p VARCHAR COLLATE NOCASE)")
+        con.execute("INSERT INTO t SELECT i, (['AB', 'AB', 'AB', 'AB', 'AB', 'AB', 'Ab', 'Ab', 'ab', 'ac', 'ac', 'ad', "
+                    "'ad'])[i + 1] FROM range(13) r(i)")
+    r = sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["p"], generalization={"p": "prefix"}, k=5,
+                          workers=1)
+    assert r.metrics.ncp_by_attribute["p"] == pytest.approx(8 * 2 / 5 + 5 * 3 / 5)  # 'A*' covers 2 of 5, 'a*' 3
+    src = tmp_path / "f.parquet"  # (a DuckDB table's storage keeps no -0.0)
+    pq.write_table(pa.table({"f": [-0.0, -0.0, -0.0, -0.5, 0.0, 0.0, 0.0, 0.5, 0.125, 1.5, 0.75, 0.25, 0.25]}), src)
+    r = sqlanon.anonymize(src, tmp_path / "fo.parquet", qi=["f"], generalization={"f": "prefix"}, k=3, workers=1)
+    labels = duckdb.sql(f"SELECT f, count(*) FROM read_parquet('{tmp_path / 'fo.parquet'}') GROUP BY f").fetchall()
+    texts = ["-0", "-0.5", "0", "0.125", "0.25", "0.5", "0.75", "1.5"]  # as the engine writes them
+    expected = sum(n * (sum(t.startswith(label.rstrip("*")) for t in texts) / len(texts) if label.endswith("*") else 0)
+                   for label, n in labels)
+    assert r.metrics.ncp_by_attribute["f"] == pytest.approx(expected)
+
+
 def test_a_nan_costs_the_same_ncp_in_every_plan(tmp_path):
     """NaN sits at the dataset's largest number (README); the engine put it
     at its fragment's, so the same published class [0, nan] cost 20.37 with
