@@ -194,7 +194,7 @@ def _generalize(e, stats, lo, hi, has_null, col, bounds, interval_format) -> Gen
         cost = span / stats.range if stats.range > 0 else np.zeros(n_cls)
     elif e.kind == "hierarchy":
         h = e.qi.hierarchy
-        node = h.lca(safe_lo, safe_hi)
+        node = h.shown_as[h.lca(safe_lo, safe_hi)]
         text = _quote_members(pa.array(h.names, pa.string()), _READS_AS_NULL_MARK).take(pa.array(node))
         cost = h.leaves_under(node) / h.n_leaves
     elif e.kind == "set":

@@ -253,6 +253,15 @@ class Hierarchy:
             active = active[self.last_leaf[up] < hi_flat[active]]
         return node.astype(np.int32, copy=False).reshape(shape)
 
+    @cached_property
+    def shown_as(self) -> np.ndarray:
+        """int32, node id -> the node its label names to a reader: the
+        shallowest node of that label. Groups may share a label across
+        levels (``a;*;*``): a class generalized to the inner ``*`` reads as
+        the root, and is charged NCP for what it reads as (helper-8)."""
+        first: dict[str, int] = {}
+        return np.array([first.setdefault(name, node) for node, name in enumerate(self.names)], np.int32)
+
     def leaves_under(self, nodes: np.ndarray) -> np.ndarray:
         """Number of leaves under each node (1 for a leaf).
 

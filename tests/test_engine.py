@@ -251,6 +251,20 @@ def test_an_empty_string_class_is_quoted_under_prefix_and_hierarchy(tmp_path):
     assert sorted(out.column("code").to_pylist()) == ['""', '""', "x", "x"]
 
 
+def test_a_group_sharing_its_ancestors_label_costs_what_it_reads_as(tmp_path):
+    """a;*;* b;*;* c;G;* d;G;*: the class {a, b} is published as '*', which
+    reads as the root (4 leaves), but was charged NCP for its own group's 2
+    (helper-8)."""
+    tree = tmp_path / "h.csv"
+    tree.write_text("a;*;*\nb;*;*\nc;G;*\nd;G;*\n")
+    t = pa.table({"v": ["a", "b"] * 3 + ["a", "c", "a", "d", "b", "c"], "g": [1] * 6 + [2] * 6})
+    spec = AnonymizationSpec((QuasiIdentifier("v", hierarchy=load_hierarchy(tree)), QuasiIdentifier("g")), k=3)
+    r = anonymize_table(t, spec)
+    labels = r.table.column("v").to_pylist()
+    assert labels.count("*") == 3 and labels.count("G") == 3
+    assert r.metrics.ncp_by_attribute["v"] == pytest.approx(3 * 4 / 4 + 3 * 2 / 4)
+
+
 def test_rows_are_published_by_class_in_a_random_order():
     """In the input's order, whoever knows that order (here: sorted by age)
     pairs each class's rows with the people in it (Sweeney's unsorted
