@@ -183,7 +183,11 @@ def _far_years(values: pa.Array, text: pa.Array) -> pa.Array:
 
 
 def normalize_floats(arr: pa.Array) -> pa.Array:
-    """Make ``-0.0`` and ``0.0`` (and every NaN) one value, as SQL compares them."""
+    """Make ``-0.0`` and ``0.0`` (and every NaN) one value, as SQL compares
+    them. A half float becomes the float32 it is exactly (Arrow has no
+    arithmetic on half floats: a float16 QI failed with an Arrow error)."""
+    if pa.types.is_float16(arr.type):
+        arr = arr.cast(pa.float32())
     if pa.types.is_floating(arr.type):
         arr = pc.add(arr, pa.scalar(0.0, arr.type))  # -0.0 + 0.0 == +0.0
         arr = pc.if_else(pc.is_nan(arr), pa.scalar(float("nan"), arr.type), arr)
