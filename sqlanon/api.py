@@ -437,11 +437,17 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
             out_conn = warehouse.Conn(out).require_postgres("the output")
             table = warehouse._table(target_table, "--target-table", out_conn)
             same = table == source.table and warehouse.same_server(source.conn, out_conn)
-            if not same and warehouse.reads_table(source, table) and warehouse.same_server(source.conn, out_conn):
-                raise ConfigError(
-                    f"output {target_table!r} holds rows the input {source.describe()!r} reads (a view over it, "
-                    "a parent of it, or a partition or child of it); write the anonymized copy elsewhere"
-                )
+            if not same and warehouse.same_server(source.conn, out_conn):
+                reads, opaque = warehouse.reads_table(source, table)
+                if reads:
+                    raise ConfigError(
+                        f"output {target_table!r} holds rows the input {source.describe()!r} reads (a view over "
+                        "it, a parent of it, or a partition or child of it); write the anonymized copy elsewhere"
+                    )
+                if opaque:
+                    log.warning("the input %s calls %s, whose reads the server does not record: if %s reads "
+                                "%s, this run replaces the rows it reads", source.describe(), ", ".join(opaque),
+                                "it" if len(opaque) == 1 else "one", ".".join(table))
     elif target_table is None:
         same = source.same_path(out)
         if not same and source.root is not None and _overlaps(out, source.root):

@@ -1318,14 +1318,34 @@ def test_a_source_that_reads_the_target_is_refused(pg_url):
                 f"CREATE VIEW {schema}.vv AS SELECT * FROM {schema}.v WHERE id > 0; "
                 f"CREATE TABLE {schema}.parent (LIKE {schema}.base); "
                 f"CREATE TABLE {schema}.child () INHERITS ({schema}.parent)")
+    # a view over a function whose body the server follows (a SQL-standard one: helper-5)
+    sql(pg_url, f"CREATE FUNCTION {schema}.everyone() RETURNS TABLE (id int, age int) LANGUAGE sql STABLE "
+                f"BEGIN ATOMIC SELECT id, age FROM {schema}.base; END; "
+                f"CREATE VIEW {schema}.fv AS SELECT * FROM {schema}.everyone()")
     # the other way too: a child's rows go with its parent's TRUNCATE (helper-46)
-    for source, target in (("vv", "base"), ("parent", "child"), ("child", "parent")):
+    for source, target in (("vv", "base"), ("parent", "child"), ("child", "parent"), ("fv", "base")):
         t0 = time.monotonic()
         with pytest.raises(sqlanon.ConfigError, match=rf"output '{schema}.{target}' holds rows the input"):
             sqlanon.anonymize(pg_url, pg_url, table=f"{schema}.{source}", target_table=f"{schema}.{target}",
                               qi=["age"], k=5, overwrite=True)
         assert time.monotonic() - t0 < 30
     assert scalar(pg_url, f"SELECT count(*) FROM {schema}.base") == 300
+
+
+def test_a_source_calling_a_function_the_server_cannot_follow_is_warned_about(pg_url, caplog):
+    """A PL/pgSQL body's reads are not recorded: a view over one that read
+    the target replaced it, silently (helper-5). The run says so."""
+    schema = "reads_fn"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "base", 300)
+    sql(pg_url, f"CREATE FUNCTION {schema}.everyone() RETURNS TABLE (id int, age int) LANGUAGE plpgsql STABLE "
+                f"AS $$ BEGIN RETURN QUERY SELECT b.id, b.age FROM {schema}.base b; END $$; "
+                f"CREATE TABLE {schema}.copy AS SELECT * FROM {schema}.base; "
+                f"CREATE VIEW {schema}.fv AS SELECT * FROM {schema}.everyone()")
+    sqlanon.anonymize(pg_url, pg_url, table=f"{schema}.fv", target_table=f"{schema}.dst", qi=["age"], k=5,
+                      workers=1)
+    assert f"calls {schema}.everyone(), whose reads the server does not record: if it reads {schema}.dst" \
+        in caplog.text
 
 
 def test_a_partitioned_target_referencing_itself_is_refilled(pg_url):
