@@ -254,9 +254,11 @@ def _set_member(s: str) -> str:
 
 def _prefix_value(s: str) -> str:
     """A prefix class's one value as the README says it is published:
-    quoted ("" for a quote) when it starts with a quote or ends with ' or
-    NULL' (it would read as a value beside NULLs)."""
-    return '"' + s.replace('"', '""') + '"' if s.startswith('"') or s.endswith(NULL_SUFFIX) else s
+    quoted ("" for a quote) when it starts with a quote, ends with ' or
+    NULL' (it would read as a value beside NULLs) or is empty (a CSV file's
+    "" reads as NULL)."""
+    odd = s == "" or s.startswith('"') or s.endswith(NULL_SUFFIX)
+    return '"' + s.replace('"', '""') + '"' if odd else s
 
 
 def _set_members(body: str) -> list[str]:
