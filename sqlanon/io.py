@@ -1349,9 +1349,36 @@ def remove_stale_staging(path: str | os.PathLike, locked: bool = False) -> None:
         else:
             os.rename(backup, p)
     for stale in p.parent.glob(f".{glob.escape(p.name)}{STAGING_MARK}*"):
-        if live(stale.name, re.escape(STAGING_MARK) + r"(\d+)-"):
+        if live(stale.name, re.escape(STAGING_MARK) + r"(\d+)-") or stale.name.endswith(CLAIM_SUFFIX):
             continue
-        _remove(stale)
+        if not _finish_metrics(stale, p):
+            _remove(stale)
+        _remove(str(stale) + CLAIM_SUFFIX)
+    for claim in p.parent.glob(f".{glob.escape(p.name)}{STAGING_MARK}*{CLAIM_SUFFIX}"):
+        if not os.path.exists(str(claim)[: -len(CLAIM_SUFFIX)]):
+            _remove(claim)
+
+
+CLAIM_SUFFIX = ".publishes"
+"""Beside a staged metrics file: which output it describes (StagedMetrics.belongs_to)."""
+
+
+def _finish_metrics(staged: Path, path: Path) -> bool:
+    """Swap in the metrics a dead run had staged, if the output they describe
+    was published (it holds the staged output's inode) and their swap was all
+    that was lost. Whether it did."""
+    try:
+        with open(str(staged) + CLAIM_SUFFIX, encoding="utf-8") as fh:
+            claim = json.load(fh)
+        st = os.stat(claim["output"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if (st.st_dev, st.st_ino) != (claim["dev"], claim["ino"]):
+        return False
+    os.replace(staged, path)
+    log.warning("wrote the metrics of a run that ended after publishing %s and before writing them to %s",
+                claim["output"], path)
+    return True
 
 
 def _remove(path: Path | str) -> None:
@@ -1467,13 +1494,20 @@ class LocalStagingTarget:
         if self.lock is not None:
             self.lock.release()
 
-    def _swap_with_metrics(self, con, metrics: pa.Table, where: str | None, swap_in: Callable[[], None]) -> str:
-        """Stage the metrics file, ``swap_in()`` the output, then swap the
-        metrics in; the staged metrics go if the output's swap fails."""
+    def _swap_with_metrics(self, con, metrics: pa.Table, where: str | None, swap_in: Callable[[], None],
+                           staged_output: str) -> str:
+        """Stage the metrics file, ``swap_in()`` the output (``staged_output``
+        moved into place), then swap the metrics in; the staged metrics go if
+        the output's swap fails. A run killed between the two swaps left the
+        output published without its metrics rows, and the next run deleted
+        them (helper-9): the staged metrics name the output they belong to
+        (:meth:`StagedMetrics.belongs_to`), and the next run to write the
+        metrics file swaps them in if that output was published."""
         path = where or default_metrics_path(self.path)
         staged = stage_metrics_file(con, metrics, path)
         with contextlib.ExitStack() as on_failure:
             on_failure.callback(staged.discard)
+            staged.belongs_to(self.path.rstrip("/"), staged_output)
             try:
                 swap_in()
             except OSError as exc:  # EBUSY: a bind-mounted file or a mount point; EXDEV…
@@ -1565,7 +1599,7 @@ class FileTarget(LocalStagingTarget):
             _keep_access(self._staged(staging), self.path)
             os.replace(self._staged(staging), self.path)
 
-        path = self._swap_with_metrics(con, metrics, where, swap_in)
+        path = self._swap_with_metrics(con, metrics, where, swap_in, self._staged(staging))
         staging.discard()
         return path
 
@@ -1588,7 +1622,7 @@ class DirectoryTarget(LocalStagingTarget):
         return staging.parts_relation()
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
-        path = self._swap_with_metrics(con, metrics, where, lambda: self._swap_in(staging))
+        path = self._swap_with_metrics(con, metrics, where, lambda: self._swap_in(staging), str(staging.parts_dir))
         staging.discard()
         return path
 
@@ -1860,6 +1894,7 @@ class StagedMetrics:
 
     def __init__(self, aside: str, path: str, lock: PathLock) -> None:
         self.aside, self.path, self._lock = aside, path, lock
+        self.claim = self.aside + CLAIM_SUFFIX
         self.like: str | None = None
         """Whose access a new metrics file takes (the output it describes,
         a local file or directory); none: the owner's alone. It holds the
@@ -1873,12 +1908,22 @@ class StagedMetrics:
                 with contextlib.suppress(OSError):
                     os.chmod(self.aside, 0o600)
             os.replace(self.aside, self.path)
+            _remove(self.claim)
         finally:
             self._lock.release()
 
     def discard(self) -> None:
         _remove(self.aside)
+        _remove(self.claim)
         self._lock.release()
+
+    def belongs_to(self, output: str, staged_output: str) -> None:
+        """Record, beside the staged file, that it holds the metrics of
+        ``output`` once ``staged_output`` (a file or directory, renamed into
+        place) is there: the same inode (:func:`finish_metrics`)."""
+        st = os.stat(staged_output)
+        with open(self.claim, "w", encoding="utf-8") as fh:
+            json.dump({"output": os.path.abspath(output), "dev": st.st_dev, "ino": st.st_ino}, fh)
 
     def after_publishing(self, output: str) -> None:
         """Swap it in once ``output`` is published: the run has succeeded

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -655,6 +656,40 @@ def test_timestamptz_generalizations_do_not_depend_on_the_machine_time_zone(tmp_
     first = outs[0].column("ts")[0].as_py()
     assert first.startswith("[2020-03-29 01:30:00") and first.endswith("Z]"), first  # the instants are UTC ones
     assert all(v.endswith("Z") or v.endswith("*") for v in outs[0].column("zone").to_pylist())
+
+
+@pytest.mark.parametrize("output", ["out.parquet", "out/"])
+def test_a_run_killed_between_its_output_and_its_metrics_has_them_written_next(tmp_path, output):
+    """Killed after its output was swapped in and before its metrics were,
+    a run left the output without its metrics rows, and the next run
+    deleted them as stale staging (helper-9). The next run writes them."""
+    src = tmp_path / "src.parquet"
+    pq.write_table(pa.table({"x": np.arange(200) % 50, "id": np.arange(200)}), src)
+    out = tmp_path / output
+    kw = dict(qi=["x"], k=5, workers=1, overwrite=True)
+    first = sqlanon.anonymize(src, out, **kw)
+    killed = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import os, sqlanon
+        from sqlanon import io
+        io.StagedMetrics.after_publishing = lambda self, output: os._exit(9)  # as a kill -9 there
+        sqlanon.anonymize({str(src)!r}, {str(out)!r}, qi=["x"], k=5, workers=1, overwrite=True)
+    """)], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == 9, killed.stderr
+    runs = lambda: duckdb.sql(f"SELECT DISTINCT run_id FROM read_parquet('{first.metrics_location}')").fetchall()
+    assert len(runs()) == 1  # the output is the second run's, its metrics wait aside
+    sqlanon.anonymize(src, out, **kw)
+    assert len(runs()) == 3
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    # Killed before its output was swapped in: its staged metrics are not written.
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import os, sqlanon
+        from sqlanon import io
+        io.StagedMetrics.belongs_to = lambda self, output, staged: os._exit(9)
+        sqlanon.anonymize({str(src)!r}, {str(out)!r}, qi=["x"], k=5, workers=1, overwrite=True)
+    """)], capture_output=True, text=True, timeout=120)
+    sqlanon.anonymize(src, out, **kw)
+    assert len(runs()) == 4
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_metrics_table_of_an_older_shape_takes_new_columns(tmp_path):
