@@ -1449,7 +1449,11 @@ class Staging:
         return self.root / "parts"
 
     def part_path(self, fragment_id: int) -> str:
-        return str(self.parts_dir / f"part-{fragment_id:05d}.parquet")
+        # Named after the run too: a directory output is swapped whole, but a
+        # reader that listed the old parts and opened them after the swap
+        # read the new ones of the same names, a mix of two runs, some people
+        # twice, generalized differently (helper-9); now it fails to open them.
+        return str(self.parts_dir / f"part-{fragment_id:05d}-{self.run}.parquet")
 
     def spill_dir(self, name: str) -> str:
         """A DuckDB ``temp_directory`` of its own for one worker (:func:`connect`)."""
@@ -1972,7 +1976,7 @@ def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
     return StagedMetrics(aside, path, lock)
 
 
-_PART_NAME = re.compile(r"part-\d{5,}\.parquet")
+_PART_NAME = re.compile(r"part-\d{5,}(-[0-9a-f]{12})?\.parquet")  # without the run's mark: earlier versions
 
 
 def _check_replaceable_directory(path: str) -> None:

@@ -692,6 +692,21 @@ def test_a_run_killed_between_its_output_and_its_metrics_has_them_written_next(t
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+def test_a_directory_outputs_parts_are_named_after_their_run(tmp_path):
+    """The parts had the same names every run: a reader that listed out/,
+    then opened its files after the next run's swap, read some of the new
+    parts beside old ones, some people twice (helper-9). Its old names now
+    name nothing."""
+    src = tmp_path / "src.parquet"
+    pq.write_table(pa.table({"x": np.arange(400) % 80, "id": np.arange(400)}), src)
+    out = tmp_path / "out"
+    sqlanon.anonymize(src, f"{out}/", qi=["x"], k=5, workers=2, fragments=2)
+    listed = sorted(out.iterdir())
+    assert len(listed) == 2
+    sqlanon.anonymize(src, f"{out}/", qi=["x"], k=5, workers=2, fragments=2, overwrite=True)
+    assert not any(p.exists() for p in listed) and len(list(out.iterdir())) == 2
+
+
 def test_metrics_table_of_an_older_shape_takes_new_columns(tmp_path):
     """A DuckDB metrics table written by an older sqlanon (without the
     columns added since) takes this run's rows by name, adding the missing
