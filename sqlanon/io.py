@@ -1656,6 +1656,9 @@ class DuckDBTarget(LocalStagingTarget):
 
     path: str
     table: tuple[str, ...]
+    overwrite: bool = field(default=True, kw_only=True)
+    """Whether an existing table may be replaced; checked again when
+    publishing (another process may have created it meanwhile)."""
     exact_parts = True
     part_compression = "lz4"
     """Parts are loaded into the database once: compress them cheaply."""
@@ -1707,6 +1710,12 @@ class DuckDBTarget(LocalStagingTarget):
             if swap is not None:
                 on_failure.callback(swap.discard)
             try:
+                if not self.overwrite and con.execute(
+                        "SELECT count(*) FROM duckdb_tables() WHERE database_name = '__sqlanon_dst' "
+                        "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
+                        duckdb_table_key(self.table)).fetchone()[0]:
+                    raise InputError(f"table {'.'.join(self.table)!r} was created in {self.path!r} during the run; "
+                                     "nothing was published: pass --overwrite to replace it")
                 con.execute(f"DROP TABLE IF EXISTS {target}")
                 staged = ident(["__sqlanon_dst", *self.staging_table(staging)])
                 con.execute(f"ALTER TABLE {staged} RENAME TO {ident(self.table[-1])}")
@@ -2016,13 +2025,15 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
                 f"(or a database URL), not {spec!r}"
             )
         def check(lock: PathLock) -> DuckDBTarget:
-            target = DuckDBTarget(spec, tuple(split_table_name(table)), lock=lock)
+            target = DuckDBTarget(spec, tuple(split_table_name(table)), overwrite=overwrite, lock=lock)
             if target.exists() and not overwrite:  # its schema checked either way
                 raise ConfigError(
                     f"table {'.'.join(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
             return target
 
-        return _locked(spec, check)
+        # Written in place, through a symlink too: locked as the file it is
+        # (two runs through a link and its file both published: helper-9).
+        return _locked(spec, check, os.path.realpath(spec))
     # As written: pathlib drops a last '.' ('out/.' is Path('out')), and 'out/.' cannot be swapped in (EBUSY).
     if os.path.basename(spec.rstrip("/")) in ("", ".", ".."):
         raise ConfigError(f"output {spec!r}: name the output file or directory itself (e.g. anon/ or anon.parquet)")
@@ -2064,12 +2075,12 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
     return _locked(spec, check_file)
 
 
-def _locked(path: str, check):
-    """``check(lock)`` → the target, with the output's lock taken first (so
-    that what it checks, whether the output exists, holds until the swap),
-    then the dead runs' staging removed; the lock is released if anything
-    fails on the way."""
-    lock = PathLock(path, repr(path)).acquire()
+def _locked(path: str, check, lock_path: str | None = None):
+    """``check(lock)`` → the target, with the output's lock (on ``lock_path``,
+    by default ``path``) taken first (so that what it checks, whether the
+    output exists, holds until the swap), then the dead runs' staging
+    removed; the lock is released if anything fails on the way."""
+    lock = PathLock(lock_path or path, repr(path)).acquire()
     with contextlib.ExitStack() as on_failure:
         on_failure.callback(lock.release)
         target = check(lock)

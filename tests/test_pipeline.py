@@ -707,6 +707,36 @@ def test_a_directory_outputs_parts_are_named_after_their_run(tmp_path):
     assert not any(p.exists() for p in listed) and len(list(out.iterdir())) == 2
 
 
+def test_a_duckdb_file_is_locked_as_the_file_it_is_and_its_table_checked_again(tmp_path, monkeypatch):
+    """Two runs into one DuckDB file, one through a symlink, both published,
+    the second over the first's table without --overwrite (helper-9)."""
+    from sqlanon import io
+
+    db, link = tmp_path / "db.duckdb", tmp_path / "alias.duckdb"
+    duckdb.connect(str(db)).close()
+    link.symlink_to(db)
+    first = io.open_target(db, overwrite=False, table="t")
+    try:
+        with pytest.raises(sqlanon.InputError, match="another sqlanon run"):
+            io.open_target(link, overwrite=False, table="t")
+    finally:
+        first.release()
+    # A table of the name created during the run (by another program) is not replaced without --overwrite.
+    publish = io.DuckDBTarget.publish_with_metrics
+
+    def created_meanwhile(self, con, *args):
+        con.execute('CREATE TABLE "__sqlanon_dst"."T" (x INT)')
+        return publish(self, con, *args)
+
+    monkeypatch.setattr(io.DuckDBTarget, "publish_with_metrics", created_meanwhile)
+    src = tmp_path / "src.parquet"
+    pq.write_table(pa.table({"x": np.arange(100) % 20}), src)
+    with pytest.raises(sqlanon.InputError, match="table 't' was created in .* during the run; nothing was published"):
+        sqlanon.anonymize(src, link, target_table="t", qi=["x"], k=5, workers=1)
+    with duckdb.connect(str(db)) as con:
+        assert con.execute("SELECT table_name FROM duckdb_tables()").fetchall() == []
+
+
 def test_metrics_table_of_an_older_shape_takes_new_columns(tmp_path):
     """A DuckDB metrics table written by an older sqlanon (without the
     columns added since) takes this run's rows by name, adding the missing
