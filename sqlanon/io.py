@@ -2078,12 +2078,15 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
 def _locked(path: str, check, lock_path: str | None = None):
     """``check(lock)`` → the target, with the output's lock (on ``lock_path``,
     by default ``path``) taken first (so that what it checks, whether the
-    output exists, holds until the swap), then the dead runs' staging
-    removed; the lock is released if anything fails on the way."""
+    output exists, holds until the swap) and the dead runs' staging removed
+    before it looks: an output a dead run had moved aside is back in place
+    (it was put back after the check, which found no output, and replaced
+    without --overwrite: helper-9). The lock is released if anything fails
+    on the way."""
     lock = PathLock(lock_path or path, repr(path)).acquire()
     with contextlib.ExitStack() as on_failure:
         on_failure.callback(lock.release)
-        target = check(lock)
         remove_stale_staging(path, locked=lock.held)
+        target = check(lock)
         on_failure.pop_all()
     return target

@@ -161,6 +161,19 @@ def test_a_dead_runs_backup_of_a_directory_output_is_restored(tmp_path):
     assert not backup.exists() and target.exists()
 
 
+def test_a_dead_runs_backup_is_back_before_the_output_is_looked_for(tmp_path):
+    """Killed between its two renames (no atomic exchange), a run left the
+    old output aside; the next run, without --overwrite, found no output,
+    put the backup back after that check and replaced it (helper-9)."""
+    old = tmp_path / "out.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), old)
+    backup = tmp_path / f".out.parquet{BACKUP_MARK}999999999"
+    old.rename(backup)
+    with pytest.raises(ConfigError, match="already exists"):
+        sqlanon.anonymize(REPO / "examples" / "adults.csv", old, qi=["age"], k=5)
+    assert pq.read_table(old).column("x").to_pylist() == [1, 2] and not backup.exists()
+
+
 def test_unwritable_output_directory(tmp_path, monkeypatch):
     import sqlanon.io as sio
 
