@@ -1225,7 +1225,12 @@ class PathLock:
 
     def acquire(self, wait: float = 0.0) -> PathLock:
         """Take the lock, waiting up to ``wait`` seconds for another run to
-        release it; :class:`InputError` if it does not."""
+        release it; :class:`InputError` if it does not. A SIGTERM or Ctrl-C
+        ends the wait (KeyboardInterrupt), even where signals are deferred:
+        nothing is published yet while a run waits for a lock (the metrics
+        file's, 60 s at most, outlasted a scheduler's 30 s grace: helper-9)."""
+        from . import interrupts
+
         deadline = time.monotonic() + wait
         waiting = False
         while True:
@@ -1244,6 +1249,7 @@ class PathLock:
                 if not waiting:
                     log.warning("waiting for another sqlanon run to finish writing %s", self.what)
                     waiting = True
+                interrupts.check()
                 time.sleep(0.05)
                 continue
             except OSError as exc:  # ENOLCK, EOPNOTSUPP: a filesystem without locks

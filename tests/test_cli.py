@@ -651,6 +651,32 @@ io.FileTarget.publish_with_metrics = publish
     assert pq.read_metadata(tmp_path / "o.parquet").num_rows == ADULT_ROWS  # published first
 
 
+def test_a_sigterm_ends_the_wait_for_a_shared_metrics_files_lock(tmp_path):
+    """Publishing defers signals, and a run waiting there for another to
+    release a shared metrics file (60 s at most) stopped only at the end of
+    the wait, past a scheduler's grace period; nothing is published yet
+    then: it stops at once (helper-9)."""
+    import fcntl
+
+    fd = os.open(tmp_path / ".m.parquet.sqlanon-lock", os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another run appending to it
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "sqlanon", "-v", "anonymize", ADULTS, "-o", tmp_path / "o.parquet",
+                              "--qi", "age", "-k", "5", "--metrics", tmp_path / "m.parquet", "--workers", "1"],
+                             stderr=subprocess.PIPE, text=True)
+        for line in p.stderr:
+            if "waiting for another sqlanon run" in line:
+                t0 = time.monotonic()
+                p.send_signal(signal.SIGTERM)
+                break
+        rest = p.stderr.read()
+        assert p.wait(timeout=30) == 143 and time.monotonic() - t0 < 10
+        assert rest.strip().splitlines()[-1] == "Terminated; nothing was published."
+        assert sorted(x.name for x in tmp_path.iterdir()) == [".m.parquet.sqlanon-lock"]
+    finally:
+        os.close(fd)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_sigterm_ends_a_library_callers_process_once_cleaned_up(tmp_path, signum):
     """In a library call a SIGTERM (docker stop, systemd) came out as a
