@@ -316,7 +316,7 @@ def domain_stats(
     con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema,
     checksum: list[str] | tuple[str, ...] = (), signed_zeros: list[str] | tuple[str, ...] = (),
     loose: list[str] | tuple[str, ...] = (),
-) -> tuple[int, dict[str, ColumnStats], dict[str, int], Checksums, list[str]]:
+) -> tuple[int, dict[str, ColumnStats], dict[str, int | tuple[int, int]], Checksums, list[str]]:
     """Row count, per-QI :class:`ColumnStats`, per-sensitive distinct counts,
     the checksum of each ``checksum`` column (``_checksum.sql``) and the
     ``signed_zeros`` columns that hold both -0.0 and 0.0 (``_signed_zeros.sql``,

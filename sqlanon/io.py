@@ -1939,10 +1939,14 @@ class StagedMetrics:
     def belongs_to(self, output: str, staged_output: str) -> None:
         """Record, beside the staged file, that it holds the metrics of
         ``output`` once ``staged_output`` (a file or directory, renamed into
-        place) is there: the same inode (:func:`finish_metrics`)."""
-        st = os.stat(staged_output)
-        with open(self.claim, "w", encoding="utf-8") as fh:
-            json.dump({"output": os.path.abspath(output), "dev": st.st_dev, "ino": st.st_ino}, fh)
+        place) is there: the same inode (:func:`_finish_metrics`). Without
+        the record (a write that failed) a dead run's metrics are dropped."""
+        try:
+            st = os.stat(staged_output)
+            with open(self.claim, "w", encoding="utf-8") as fh:
+                json.dump({"output": os.path.abspath(output), "dev": st.st_dev, "ino": st.st_ino}, fh)
+        except OSError as exc:
+            log.debug("cannot record which output %s describes: %s", self.aside, exc)
 
     def after_publishing(self, output: str) -> None:
         """Swap it in once ``output`` is published: the run has succeeded

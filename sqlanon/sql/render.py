@@ -53,9 +53,9 @@ def literal(value: Any, dialect: str = "duckdb") -> str:
     (DuckDB table-function arguments, SQL sent through ``postgres_query``).
 
     Dates and timestamps become typed literals (``DATE '2020-01-31'``) that
-    DuckDB and PostgreSQL both read, as do infinite and NaN doubles; strings have their quotes doubled
-    (PostgreSQL's ``standard_conforming_strings``, on by default, takes
-    backslashes literally).
+    DuckDB and PostgreSQL both read, as do infinite and NaN doubles; strings
+    have their quotes doubled (PostgreSQL's ``standard_conforming_strings``,
+    on by default, takes backslashes literally).
     """
     if value is None:
         return "NULL"
