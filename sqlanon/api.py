@@ -29,7 +29,7 @@ from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
 from .errors import ConfigError, InputError, in_library_terms
 from .hierarchies import load_hierarchy
-from .sql import render
+from .sql import ident, render
 from .verification import Verification, relation_types, verify_as_typed, verify_relation
 
 log = logging.getLogger("sqlanon")
@@ -418,6 +418,12 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
     io.check_metrics_file(metrics, coordinator.METRICS_SCHEMA)
 
 
+def _refuse_qi_also_sensitive(qi: Sequence[str], sensitive: Sequence[str]) -> None:
+    """As named, and as published (``age`` as ``age_lo``/``age_hi``: helper-11)."""
+    if set(qi) & set(sensitive):
+        raise ConfigError(f"column {sorted(set(qi) & set(sensitive))[0]!r} cannot be both a quasi-identifier and sensitive")
+
+
 def _published_qi(qi: Sequence[str], cols: list[str]) -> list[str]:
     """The columns QIs were published as: ``age`` as ``age_lo`` and
     ``age_hi`` in an ``--interval-format bounds`` output (where ``age`` is
@@ -520,13 +526,13 @@ def verify(
         raise ConfigError(f"l = {l} needs at least one sensitive column (--sensitive)")
     if not qi:
         raise ConfigError("name the quasi-identifier columns (--qi)")
-    if set(qi) & set(sensitive):
-        raise ConfigError(f"column {sorted(set(qi) & set(sensitive))[0]!r} cannot be both a quasi-identifier and sensitive")
+    _refuse_qi_also_sensitive(qi, sensitive)
     spec_in = _location(input, "input")
     if warehouse.is_url(spec_in):
         warehouse.Conn(spec_in).require_postgres("the table to verify")
         source = warehouse.open_source(spec_in, table)
-        cols = [name for name, _ in source.server_columns()]
+        types = dict(source.server_columns())
+        cols = list(types)
         with source.conn.connect() as server:
             if not cols:
                 raise InputError(f"table {'.'.join(source.table)!r} does not exist in {source.conn.safe()}")
@@ -534,8 +540,15 @@ def verify(
             for c in [*qi, *sensitive]:
                 if c not in cols:
                     raise ConfigError(missing_column(c, source.describe(), cols))
+            _refuse_qi_also_sensitive(qi, sensitive)
+            # A citext QI, or one under a (nondeterministic) collation, put 'PARIS' and 'Paris' in one
+            # class, two to every reader (helper-11): compared byte by byte, as DuckDB's are below.
+            loose = {c for c in qi if " COLLATE " in types[c] or types[c].split(".")[-1] == "citext"}
+            relation = source.relation if not loose else "(SELECT " + ", ".join(
+                f'{ident(c)}::text COLLATE "C" AS {ident(c)}' if c in loose else ident(c) for c in dict.fromkeys(
+                    [*qi, *sensitive])) + f" FROM {source.relation}) AS {ident('__sqlanon_v')}"
             server.execute("SET work_mem = '256MB'")
-            return verify_relation(server, source.relation, list(qi), k, l, sensitive, dialect="postgres")
+            return verify_relation(server, relation, list(qi), k, l, sensitive, dialect="postgres")
     source = typed = io.open_source(spec_in, table)
     csv = isinstance(source, io.FileSource) and source.fmt == "csv"
     if csv:
@@ -550,6 +563,11 @@ def verify(
         for c in [*qi, *sensitive]:
             if c not in cols:
                 raise ConfigError(missing_column(c, repr(source.describe()), cols))
+        _refuse_qi_also_sensitive(qi, sensitive)
+        for c in getattr(source, "coarse", ()):  # as anonymize refuses them (helper-11)
+            if c in (*qi, *sensitive) and io.finer_than_microseconds(source.files(), c):
+                raise InputError(f"column {c!r} of {source.describe()!r} holds values finer than microseconds, "
+                                 "which DuckDB reads to microseconds: values apart would be counted as one")
         relation = source.relation
         if isinstance(source, io.DuckDBSource):
             # A QI's collation (NOCASE) made 'PARIS' and 'Paris' one class, two to every reader. (A

@@ -71,8 +71,9 @@ def strict_json(doc, *, indent: int | None = None, sort_keys: bool = False) -> s
     def finite(x):
         if isinstance(x, float) and not math.isfinite(x):
             return str(x)
-        if isinstance(x, dict):
-            return {k: finite(v) for k, v in x.items()}
+        if isinstance(x, dict):  # keys as JSON takes them (a MAP QI's dates: a TypeError, helper-11)
+            return {k if isinstance(k, (str, int, float, bool)) or k is None else str(k): finite(v)
+                    for k, v in x.items()}
         if isinstance(x, (list, tuple)):
             return [finite(v) for v in x]
         return x

@@ -232,7 +232,9 @@ def verify_relation(
             zoned = [] if server else [
                 c for c, t in zip(*relation_types(con, relation)) if c in qi and "TIME ZONE" in str(t)]
             names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit, as_text=zoned)
-            violations = [dict(zip(names, r)) for r in bad]
+            # The counts as numbers on every server (PostgreSQL's sum() is a numeric: "2" in --json).
+            violations = [{n: v if i < len(qi) else int(v) for i, (n, v) in enumerate(zip(names, r))}
+                          for r in bad]
     return Verification(
         k=k, l=l, rows=int(rows or 0), classes=int(classes), min_class_size=int(min_size or 0), dp=int(dp or 0),
         max_class_size=int(max_size or 0),

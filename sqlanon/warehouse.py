@@ -338,13 +338,19 @@ def _table(name: str, option: str, conn: Conn) -> tuple[str, str]:
         fits_postgres(part, option)
     if len(parts) == 2:
         return parts[0], parts[1]
+    import psycopg
+
     with conn.connect() as c:
-        found = c.execute(
-            "SELECT n.nspname FROM pg_class r JOIN pg_namespace n ON n.oid = r.relnamespace "
-            "WHERE r.oid = to_regclass(%s)",
-            (ident(parts[0]),),
-        ).fetchone()
-        schema = found[0] if found else c.execute("SELECT current_schema()").fetchone()[0]
+        try:
+            found = c.execute(
+                "SELECT n.nspname FROM pg_class r JOIN pg_namespace n ON n.oid = r.relnamespace "
+                "WHERE r.oid = to_regclass(%s)",
+                (ident(parts[0]),),
+            ).fetchone()
+            schema = found[0] if found else c.execute("SELECT current_schema()").fetchone()[0]
+        except psycopg.Error as exc:  # a statement_timeout in the URL's options: an internal error (helper-11)
+            raise InputError(f"cannot look up {option} {name!r} in {conn.safe()}: {conn.redact(_first_line(exc))}") \
+                from None
     if schema is None:
         raise ConfigError(
             f"{option} {name!r}: no schema on the search_path of {conn.safe()} exists; name it as schema.table"

@@ -1197,6 +1197,21 @@ def test_verify_errors(inputs, args, code, pattern):
     assert r.stdout == ""
 
 
+def test_verify_refuses_what_it_cannot_group_as_published(tmp_path):
+    """Nanosecond timestamps with a zone (and times, INT96) are read by
+    DuckDB to microseconds: verify said OK for t, t+1ns, t+1ns at k = 2,
+    which pandas groups as 1 and 2. A sensitive column that is a QI as
+    published (age as age_lo, age_hi) is refused as a QI named sensitive
+    (helper-11)."""
+    t = pa.array([1_600_000_000 * 10**9, 1_600_000_000 * 10**9 + 1, 1_600_000_000 * 10**9 + 1])
+    pq.write_table(pa.table({"q": t.cast(pa.timestamp("ns", "UTC"))}), tmp_path / "ns.parquet")
+    with pytest.raises(InputError, match="'q' .* holds values finer than microseconds"):
+        sqlanon.verify(tmp_path / "ns.parquet", qi=["q"], k=2)
+    pq.write_table(pa.table({"age_lo": [1, 1], "age_hi": [2, 2]}), tmp_path / "b.parquet")
+    with pytest.raises(sqlanon.ConfigError, match="'age_lo' cannot be both a quasi-identifier and sensitive"):
+        sqlanon.verify(tmp_path / "b.parquet", qi=["age"], k=2, l=1, sensitive=["age_lo"])
+
+
 def test_verify_missing_column_is_a_usage_error():
     """Exit 1 is a failed check: a misspelled column must not look like one to a CI gate."""
     r = cli("verify", ADULTS, "--qi", "age,no_such_col", "-k", "2")

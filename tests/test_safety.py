@@ -174,6 +174,15 @@ def test_a_dead_runs_backup_is_back_before_the_output_is_looked_for(tmp_path):
     assert pq.read_table(old).column("x").to_pylist() == [1, 2] and not backup.exists()
 
 
+def test_json_takes_a_violations_map_keyed_by_dates():
+    """A MAP QI keyed by dates failed --json with 'keys must be str, int…' (helper-11)."""
+    import datetime as dt
+
+    from sqlanon.config import strict_json
+
+    assert strict_json({"q": {dt.date(2020, 1, 1): 1}, "x": float("nan")}) == '{"q": {"2020-01-01": 1}, "x": "nan"}'
+
+
 def test_unwritable_output_directory(tmp_path, monkeypatch):
     import sqlanon.io as sio
 
