@@ -605,7 +605,7 @@ class _ProgressLine:
     def _draw(self) -> None:
         text = " | ".join(part for part in (self._bar, self._step) if part)
         try:  # one row of the terminal: a longer line wraps, and \r returns to its last row only
-            columns = os.get_terminal_size(sys.stderr.fileno()).columns
+            columns = os.get_terminal_size(sys.stderr.fileno()).columns or 80  # 0: a terminal that says nothing
         except (OSError, ValueError, AttributeError):
             columns = 80
         click.echo(f"\r\x1b[K{text[:max(columns - 1, 1)]}", err=True, nl=False)  # \x1b[K: erase what was longer

@@ -1369,7 +1369,8 @@ def _check_numeric_qis(source, spec: AnonymizationSpec, columns: list[tuple[str,
         if m is None or int(m.group(1)) > 38:
             raise ConfigError(
                 f"quasi-identifier {name!r} is {typ} on the server, which reaches sqlanon as a rounded double: "
-                f"cast it in a view to numeric(p,s) with p <= 38 (exact) or to double precision"
+                f"cast it in a view to numeric(p,s) with p <= 38 (exact: {ident(name)}::numeric(20,6)) or to double "
+                "precision"
             )
         nan = server.execute(f"SELECT count(*) FROM {source.relation} WHERE {ident(name)} = 'NaN'").fetchone()[0]
         if nan:
