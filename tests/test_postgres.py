@@ -151,6 +151,14 @@ def managed_only(server) -> None:
         pytest.skip("the server comes from SQLANON_TEST_PG_URL: its log and auth setup are not ours")
 
 
+def citext(url: str) -> str:
+    """The citext type, qualified by the schema its extension is in (one per
+    database, whichever test created it first)."""
+    sql(url, "CREATE EXTENSION IF NOT EXISTS citext SCHEMA public")
+    where = scalar(url, "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'citext'")
+    return f"{where}.citext"  # regnamespace writes the schema quoted as it needs
+
+
 def make_people(url: str, schema: str, table: str, n: int) -> None:
     """id, age (int, some NULL), zip (text), day (date), disease, note."""
     sql(url, f"""
@@ -492,8 +500,7 @@ def test_sensitive_values_equal_on_the_server_but_written_apart_are_refused_into
     data is refused; written one way, it is published."""
     schema = f"loose_{kind}"
     fresh_schema(pg_url, schema)
-    sql(pg_url, f"CREATE EXTENSION IF NOT EXISTS citext SCHEMA {q(schema)}" if kind == "citext" else "SELECT 1")
-    typ = f"{q(schema)}.citext" if kind == "citext" else "numeric"
+    typ = citext(pg_url) if kind == "citext" else "numeric"
     pairs = "['Flu', 'flu'], ['HIV', 'hiv']" if kind == "citext" else "['1.0', '1.00'], ['2.0', '2.00']"
     sql(pg_url, f"""CREATE TABLE {rel(schema, 'src')} AS SELECT g AS id, 20 + g % 50 AS age,
         (ARRAY[{pairs}])[CASE WHEN g % 50 < 25 THEN 1 ELSE 2 END][1 + g % 2]::{typ} AS sens
@@ -541,9 +548,8 @@ def test_verify_groups_a_case_insensitive_qi_as_its_readers_do(pg_url):
     3 at k = 2, where every reader sees a class of 1 (helper-11)."""
     schema = "verify_ci"
     fresh_schema(pg_url, schema)
-    sql(pg_url, f"CREATE EXTENSION IF NOT EXISTS citext SCHEMA {q(schema)}")
     sql(pg_url, f"CREATE COLLATION {q(schema)}.ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)")
-    for name, typ in (("c", f"{q(schema)}.citext"), ("n", f"text COLLATE {q(schema)}.ci")):
+    for name, typ in (("c", citext(pg_url)), ("n", f"text COLLATE {q(schema)}.ci")):
         sql(pg_url, f"CREATE TABLE {rel(schema, name)} AS SELECT city::{typ.split(' ')[0]}"
                     f"{' COLLATE ' + typ.split(' COLLATE ')[1] if ' COLLATE ' in typ else ''} AS city "
                     "FROM unnest(ARRAY['PARIS', 'Paris', 'Paris']) AS city")
@@ -1535,8 +1541,11 @@ def test_a_run_leaves_another_targets_staging_alone_whatever_the_names(pg_url):
     other = warehouse.PostgresTarget(warehouse.Conn(pg_url), (schema, "people_etislvlf"))
     live = other._staging_name("0123456789ab")[1]
     sql(pg_url, f"CREATE TABLE {rel(schema, live)} (x int)")
-    _run_small(pg_url, schema, target="people_gnyijstj")
-    assert exists(pg_url, schema, live)
+    try:
+        _run_small(pg_url, schema, target="people_gnyijstj")
+        assert exists(pg_url, schema, live)
+    finally:  # other tests look for staging tables left anywhere
+        sql(pg_url, f"DROP TABLE IF EXISTS {rel(schema, live)}")
 
 
 def _other_encoding_db(url: str, name: str, encoding: str) -> tuple[str, str]:
