@@ -8,6 +8,7 @@ import os
 import runpy
 import signal
 import sys
+import traceback
 import types
 
 # A Ctrl-C reaches the whole process group, this server too: during these
@@ -77,3 +78,21 @@ if _script or _module:
 # subprocess.run) would wait for it.
 # Workers fork from the server but end with os._exit and never run this.
 atexit.register(os._exit, 0)
+
+
+def _quiet_start_failure(kind, value, tb, _hook=sys.excepthook) -> None:
+    """The fork server prints a worker's failure to start with
+    ``sys.excepthook``. One is no failure of the run: a worker forked as the
+    run ends (a refusal right after start-up) finds the pool's semaphore
+    already gone (FileNotFoundError in ``SemLock.__setstate__``), and its
+    traceback went under the CLI's one-line error (CI, stop 25). The run
+    has reported its own outcome; every other failure is printed as before."""
+    frames = [f.f_code for f, _ in traceback.walk_tb(tb)]
+    if issubclass(kind, FileNotFoundError) and frames and frames[-1].co_name == "__setstate__" \
+            and os.path.basename(frames[-1].co_filename) == "synchronize.py":
+        return
+    _hook(kind, value, tb)
+
+
+sys.excepthook = _quiet_start_failure
+

@@ -669,3 +669,25 @@ def test_a_torn_down_pools_thread_keeps_its_traceback_off_stderr():
     finally:
         threading.excepthook, executors._excepthook = previous, installed
     assert seen == ["another thread"]
+
+
+def test_a_worker_forked_as_the_run_ends_prints_no_traceback():
+    """A run refused right after start-up ended while the fork server was
+    starting a worker, which found the pool's semaphore gone: its traceback
+    (FileNotFoundError in SemLock.__setstate__) came under the CLI's one
+    line (a fresh-clone CI run). The fork server's excepthook drops that
+    one, and prints every other failure as before."""
+    code = textwrap.dedent("""
+        import sys
+        import sqlanon._preload
+        here = {}
+        exec(compile("def __setstate__():\\n    raise FileNotFoundError(2, 'No such file or directory')\\n",
+                     "/usr/lib/python3/multiprocessing/synchronize.py", "exec"), here)
+        for fn in (here["__setstate__"], lambda: 1 / 0):
+            try:
+                fn()
+            except Exception:
+                sys.excepthook(*sys.exc_info())
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "ZeroDivisionError" in p.stderr and "FileNotFoundError" not in p.stderr, p.stderr
