@@ -15,6 +15,7 @@ def entry(args: list[str] | None = None, prog_name: str | None = None) -> None:
     try:
         from .cli import entry as run
     except KeyboardInterrupt:
-        print("Interrupted; nothing was published.", file=sys.stderr)
+        # Not click.echo: click may be the import the Ctrl-C cut short.
+        sys.stderr.write("Interrupted; nothing was published.\n")
         sys.exit(128 + signal.SIGINT)
     run(args=args, prog_name=prog_name)

@@ -29,7 +29,7 @@ from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
 from .errors import ConfigError, InputError, in_library_terms
 from .hierarchies import load_hierarchy
-from .sql import ident, render
+from .sql import render
 from .verification import Verification, relation_types, verify_as_typed, verify_relation
 
 log = logging.getLogger("sqlanon")
@@ -421,7 +421,8 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
 def _refuse_qi_also_sensitive(qi: Sequence[str], sensitive: Sequence[str]) -> None:
     """As named, and as published (``age`` as ``age_lo``/``age_hi``: helper-11)."""
     if set(qi) & set(sensitive):
-        raise ConfigError(f"column {sorted(set(qi) & set(sensitive))[0]!r} cannot be both a quasi-identifier and sensitive")
+        both = sorted(set(qi) & set(sensitive))[0]
+        raise ConfigError(f"column {both!r} cannot be both a quasi-identifier and sensitive")
 
 
 def _published_qi(qi: Sequence[str], cols: list[str]) -> list[str]:
@@ -543,10 +544,10 @@ def verify(
             _refuse_qi_also_sensitive(qi, sensitive)
             # A citext QI, or one under a (nondeterministic) collation, put 'PARIS' and 'Paris' in one
             # class, two to every reader (helper-11): compared byte by byte, as DuckDB's are below.
-            loose = {c for c in qi if " COLLATE " in types[c] or types[c].split(".")[-1] == "citext"}
-            relation = source.relation if not loose else "(SELECT " + ", ".join(
-                f'{ident(c)}::text COLLATE "C" AS {ident(c)}' if c in loose else ident(c) for c in dict.fromkeys(
-                    [*qi, *sensitive])) + f" FROM {source.relation}) AS {ident('__sqlanon_v')}"
+            loose = [c for c in qi if warehouse.equal_apart(types[c])]
+            relation = source.relation if not loose else render(
+                "binary_text.sql", dialect="postgres", inline=True, relation=source.relation, columns=loose,
+                keep=list(dict.fromkeys([*qi, *sensitive]))).sql
             server.execute("SET work_mem = '256MB'")
             return verify_relation(server, relation, list(qi), k, l, sensitive, dialect="postgres")
     source = typed = io.open_source(spec_in, table)

@@ -913,7 +913,7 @@ def entry(args: list[str] | None = None, prog_name: str | None = None) -> None:
         if exc.code is None or isinstance(exc.code, int):
             code = exc.code or 0
         else:  # sys.exit("message"), as Python itself reports it
-            print(exc.code, file=sys.stderr)
+            click.echo(exc.code, err=True)
             code = 1
     if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
         sys.exit(code)

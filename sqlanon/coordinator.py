@@ -1233,11 +1233,10 @@ def _loose_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec) ->
     make values of different text equal: an unconstrained numeric ('1.0' =
     '1.00'; a numeric(p,s) is always written with s digits), a citext, a
     column with a collation (a nondeterministic one: 'Flu' = 'flu')."""
-    def loose(typ: str) -> bool:
-        base = typ.split(" COLLATE ")[0].removesuffix("[]").split(".")[-1]
-        return base in ("numeric", "citext") or " COLLATE " in typ
+    from .warehouse import equal_apart
 
-    return [name for name, typ in columns if name in spec.sensitive and loose(typ)]
+    return [name for name, typ in columns
+            if name in spec.sensitive and (equal_apart(typ) or typ.removesuffix("[]") == "numeric")]
 
 
 def _refuse_equal_values_written_apart(sens_distinct: dict, target) -> None:
@@ -1278,8 +1277,9 @@ def _qi_collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) 
     """Why a PostgreSQL source's fragments can hold more rows than it has: a
     QI compared under a collation that equates different strings (citext, a
     nondeterministic collation) puts a row on both sides of a cut."""
-    collated = [repr(name) for name, typ in columns
-                if name in spec.qi_names and (" COLLATE " in typ or typ.split("[")[0].split(".")[-1] == "citext")]
+    from .warehouse import equal_apart
+
+    collated = [repr(name) for name, typ in columns if name in spec.qi_names and equal_apart(typ)]
     if not collated:
         return ""
     return (

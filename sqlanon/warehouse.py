@@ -294,6 +294,14 @@ NAME_BYTES = 63
 """PostgreSQL cuts longer names (NAMEDATALEN - 1) without an error."""
 
 
+def equal_apart(typ: str) -> bool:
+    """Whether a column of server type ``typ`` (as :meth:`PostgresSource.server_columns`
+    writes it) may hold values the server holds equal that are written
+    apart: a citext ('Flu' = 'flu'), a column with a collation of its own (a
+    nondeterministic one), or an array of either."""
+    return " COLLATE " in typ or typ.removesuffix("[]").split(".")[-1] == "citext"
+
+
 def fits_postgres(name: str, what: str, hint: str = "") -> None:
     """Refuse a name PostgreSQL would cut: the table made would not be the one named."""
     size = len(name.encode())
