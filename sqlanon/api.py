@@ -24,7 +24,7 @@ import duckdb
 import numpy as np
 
 from . import coordinator, executors, interrupts, io, warehouse
-from .config import AnonymizationSpec, QuasiIdentifier, missing_column, suggest
+from .config import AnonymizationSpec, QuasiIdentifier, missing_column, split_names, suggest
 from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
 from .errors import ConfigError, InputError, in_library_terms
@@ -47,7 +47,7 @@ def _names(value, option: str, objects: type | None = None) -> tuple:
     names as the CLI takes them ("age,zip"; a bare string used to be read
     as its characters: column 'a' is not in ...)."""
     if isinstance(value, str):
-        return tuple(c.strip() for c in value.split(",") if c.strip())
+        return tuple(split_names(value))
     if value is None:
         return ()
     try:

@@ -22,7 +22,8 @@ import click
 import yaml
 
 from . import executors, interrupts
-from .config import GENERALIZATIONS, INTERVAL_FORMATS, STRATEGIES, file_format, strict_json, suggest
+from .config import (GENERALIZATIONS, INTERVAL_FORMATS, STRATEGIES, file_format, quoted_name, split_names,
+                     strict_json, suggest)
 from .errors import ConfigError, SqlanonError, redact_urls
 from .executors import EXECUTORS
 
@@ -32,11 +33,14 @@ from .executors import EXECUTORS
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
-    """``--qi a,b --qi c`` → ``[a, b, c]``."""
-    out: list[str] = []
-    for v in values:
-        out += [part.strip() for part in v.split(",") if part.strip()]
-    return out
+    """``--qi a,b --qi c`` → ``[a, b, c]`` (:func:`config.split_names`)."""
+    return [name for v in values for name in split_names(v)]
+
+
+def _quoted_item(name: str) -> str:
+    """A YAML list's column name as one item of :func:`config.split_names`'s
+    lists: a list item is one name, commas and all."""
+    return quoted_name(name) if "," in name or name.lstrip().startswith('"') else name
 
 
 def _also_in_file(ctx: click.Context, name: str) -> list[str]:
@@ -551,7 +555,8 @@ def _config_value(p: click.Parameter, val, base: str):
             if p.name == "keep":  # as --keep '': no other column may pass
                 return ("",)
             raise ValueError("must name at least one column")
-        return tuple(_scalar(v, "a column name (or a list of them)") for v in items)
+        names = tuple(_scalar(v, "a column name (or a list of them)") for v in items)
+        return tuple(map(_quoted_item, names)) if isinstance(val, list) else names
     if p.name == "sample":
         try:
             float(_scalar(val))

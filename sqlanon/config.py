@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import TYPE_CHECKING
@@ -89,13 +90,43 @@ def suggest(word: str, choices) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+# One name of a comma-separated list: double-quoted as in SQL (a quote
+# inside doubled), which lets a name hold a comma, or bare up to the comma.
+_LIST_ITEM = re.compile(r'\s*(?:"((?:[^"]|"")*)"\s*(?=,|$)|([^,]*))(?:,|$)')
+
+
+def split_names(text: str) -> list[str]:
+    """Column names as the CLI and the API's strings take them: ``"a, b"`` →
+    ``['a', 'b']``; ``'"last, first",age'`` → ``['last, first', 'age']``. A
+    name that only starts with a quote (``"x``, ``"a"b``) is taken as written."""
+    out: list[str] = []
+    pos = 0
+    while pos < len(text):
+        m = _LIST_ITEM.match(text, pos)
+        quoted, bare = m.group(1), m.group(2)
+        name = quoted.replace('""', '"') if quoted is not None else bare.strip()
+        if name:
+            out.append(name)
+        pos = m.end()
+    return out
+
+
+def quoted_name(name: str) -> str:
+    """``name`` as one item of :func:`split_names`'s lists, commas and all."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def missing_column(name: str, where: str, names) -> str:
     """The error for a column named on the command line that ``where`` lacks:
     a close name if any, and the columns it has (the first 30 of a wide table)."""
     names = list(names)
     # Quoted: a name holding ', ' ('Name, Full') read as two.
     shown = ", ".join(map(repr, names[:30])) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
-    return f"column {name!r} is not in {where}{suggest(name, names)}; it has: {shown}"
+    hint = suggest(name, names)
+    held = [n for n in names if "," in n and name in (p.strip() for p in n.split(","))]
+    if held and not hint:  # --drop 'Name, Full' read as 'Name' and 'Full'
+        hint = f" (a name holding a comma is written in double quotes: '{quoted_name(held[0])}')"
+    return f"column {name!r} is not in {where}{hint}; it has: {shown}"
 
 
 @dataclass(frozen=True, slots=True)

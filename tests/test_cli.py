@@ -1456,6 +1456,34 @@ def test_a_pipe_as_input_and_a_column_name_with_a_comma_are_named(tmp_path, out_
     assert snapshot(out_dir) == {}
 
 
+def test_a_column_name_with_a_comma_is_written_in_double_quotes(tmp_path, out_dir):
+    """Lists of columns split at commas, so a name holding one ('Name, Full')
+    could not be given at all, not even as one item of a job file's YAML list.
+    It is now written as in SQL: double quotes, a quote inside doubled."""
+    src = tmp_path / "c.csv"
+    src.write_text('age,"Name, Full","say ""hi"", bye",zip\n' + "".join(f"{i},x{i},y{i % 3},{i % 4}\n" for i in range(40)))
+    r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "--drop", "Name, Full", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, re.escape("""column 'Name' is not in""") + ".*" +
+                          re.escape("""(a name holding a comma is written in double quotes: '"Name, Full"')"""))
+    r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", 'age, "say ""hi"", bye"', "-k", "5",
+            "--drop", '"Name, Full" ,zip')
+    assert r.exit_code == 0, r.stderr
+    t = pq.read_table(out_dir / "o.parquet")
+    assert t.column_names == ["age", 'say "hi", bye']
+    assert t.column('say "hi", bye').type == pa.string() and t.num_rows == 40
+    job = tmp_path / "job.yml"
+    job.write_text('qi: [age, \'say "hi", bye\']\ndrop: ["Name, Full"]\nsensitive: zip\nk: 5\nl: 2\n')
+    r = cli("anonymize", "--config", job, src, "-o", out_dir / "j.parquet")
+    assert r.exit_code == 0, r.stderr
+    assert pq.read_table(out_dir / "j.parquet").column_names == ["age", 'say "hi", bye', "zip"]
+    r = cli("verify", out_dir / "j.parquet", "--qi", '"say ""hi"", bye",age', "--sensitive", "zip", "-k", "5", "-l", "2")
+    assert r.exit_code == 0, r.stderr
+    res = sqlanon.anonymize(src, out_dir / "a.parquet", qi='age,"say ""hi"", bye"', drop=["Name, Full", "zip"], k=5)
+    assert res.source_rows == 40
+    assert pq.read_table(out_dir / "a.parquet").column_names == ["age", 'say "hi", bye']
+
+
 def test_empty_csv_file_is_named(tmp_path, out_dir):
     """A 0-byte CSV file (alone or in a directory) used to fail as "column
     'age' is not in 'e.csv'; it has: column0"."""
