@@ -39,7 +39,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
 import duckdb
 import pyarrow as pa
@@ -80,6 +80,96 @@ def is_url(spec: str) -> bool:
     return "://" in spec
 
 
+# SQLAlchemy's URL grammar (sqlalchemy.engine.url._parse_url), so that a
+# postgresql:// URL is read without importing SQLAlchemy (0.2-0.4 s of every
+# PostgreSQL run's start); other databases' URLs go through SQLAlchemy itself,
+# which reads them. tests/test_postgres.py holds the two readings equal.
+_URL = re.compile(
+    r"""(?P<name>[\w\+]+)://
+        (?:(?P<username>[^:/]*)(?::(?P<password>[^@]*))?@)?
+        (?:(?:\[(?P<ipv6host>[^/\?]+)\]|(?P<ipv4host>[^/:\?]+))?(?::(?P<port>[^/\?]*))?)?
+        (?:/(?P<database>[^\?]*))?
+        (?:\?(?P<query>.*))?""",
+    re.X,
+)
+
+
+class UrlError(ValueError):
+    """A database URL that cannot be read."""
+
+
+@dataclass(frozen=True)
+class Url:
+    """A database URL's parts, as SQLAlchemy reads them (``postgres://`` as
+    ``postgresql://``); :meth:`shown` renders it as SQLAlchemy does."""
+
+    drivername: str
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    host: str | None = None
+    port: int | None = None
+    database: str | None = None
+    query: tuple[tuple[str, str | tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def parse(cls, url: str) -> "Url":
+        m = _URL.match(url)
+        if m is None:
+            raise UrlError("Could not parse SQLAlchemy URL from given URL string")
+        name = m.group("name")
+        if name.split("+")[0] == "postgres":  # libpq's and psql's short scheme
+            name = name.replace("postgres", "postgresql", 1)
+        if name.split("+")[0] != "postgresql":
+            return cls._from_sqlalchemy(url, name)
+        query: dict[str, str | tuple[str, ...]] = {}
+        for key, value in parse_qsl(m.group("query") or ""):
+            query[key] = (*((query[key],) if isinstance(query[key], str) else query[key]), value) \
+                if key in query else value
+        username, password, database = (None if v is None else unquote(v) for v in m.group(
+            "username", "password", "database"))
+        port = m.group("port")
+        return cls(name, username, password, m.group("ipv4host") or m.group("ipv6host"),
+                   None if port is None else int(port), database, tuple(query.items()))  # ':' alone fails
+
+    @classmethod
+    def _from_sqlalchemy(cls, url: str, name: str) -> "Url":
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            u = make_url(url)
+        except ArgumentError as exc:
+            raise UrlError(str(exc)) from None
+        return cls(name, u.username, u.password, u.host, u.port, u.database, tuple(u.query.items()))
+
+    @property
+    def backend(self) -> str:
+        """``postgresql``, ``sqlite``, ``mysql``… (SQLAlchemy's backend name)."""
+        return self.drivername.split("+")[0]
+
+    def shown(self, hide_password: bool = True) -> str:
+        """The URL as SQLAlchemy renders it (``render_as_string``), with the
+        password, and the value of any query key naming one (libpq's
+        ``sslpassword`` too), as ``***``."""
+        s = self.drivername + "://"
+        if self.username is not None:
+            s += quote(self.username, safe=" +")
+            if self.password is not None:
+                s += ":" + ("***" if hide_password else quote(self.password, safe=" +"))
+            s += "@"
+        if self.host is not None:
+            s += f"[{self.host}]" if ":" in self.host else self.host
+        if self.port is not None:
+            s += f":{self.port}"
+        if self.database is not None:
+            s += "/" + quote(self.database, safe=" +/")
+        if self.query:
+            s += "?" + "&".join(
+                f"{quote_plus(k)}={'***' if hide_password and 'password' in k.lower() else quote_plus(v)}"
+                for k, values in sorted(self.query) for v in ((values,) if isinstance(values, str) else values))
+        return s
+
+
 @dataclass(frozen=True)
 class Conn:
     """A parsed database URL; :meth:`safe` is the only form shown to people."""
@@ -92,12 +182,9 @@ class Conn:
     """The parts of :meth:`libpq` (``(key, value)``)."""
 
     def __post_init__(self) -> None:
-        from sqlalchemy.exc import ArgumentError
-
         try:
             u = self._u
-            u.port  # noqa: B018 - parsed on first use: ':abc' fails here
-        except (ArgumentError, ValueError) as exc:
+        except ValueError as exc:  # UrlError, or a port ':abc'
             raise ConfigError(f"not a database URL: {redact_urls(self.url)!r} ({redact_urls(str(exc))})") from None
         after_scheme = self.url.partition("://")[2].partition("?")[0]
         if (u.host and "@" in u.host) or (u.host and after_scheme.count("@") > 1):  # not a file path's (SQLite)
@@ -109,7 +196,7 @@ class Conn:
         # (postgresql://user@%2Fvar%2Frun%2Fpostgresql/db).
         host = unquote(u.host) if u.host and "%" in u.host else u.host
         parts = {"host": host, "port": u.port, "dbname": u.database, "user": u.username, "password": u.password}
-        parts.update({k: v for k, v in u.query.items() if isinstance(v, str)})
+        parts.update({k: v for k, v in u.query if isinstance(v, str)})
         # Text as str in psycopg, whatever the database's encoding (SQL_ASCII
         # returned bytes, EUC_TW has no Python codec).
         parts["client_encoding"] = "UTF8"
@@ -122,7 +209,7 @@ class Conn:
     @property
     def backend(self) -> str:
         """``postgresql``, ``sqlite``, ``mysql``… (SQLAlchemy's backend name)."""
-        return self._u.get_backend_name()
+        return self._u.backend
 
     @property
     def database(self) -> str | None:
@@ -144,28 +231,20 @@ class Conn:
         return self
 
     @property
-    def _u(self):
-        from sqlalchemy.engine import make_url
-
-        u = make_url(self.url)
-        if u.drivername.split("+")[0] == "postgres":  # libpq's and psql's short scheme
-            u = u.set(drivername=u.drivername.replace("postgres", "postgresql", 1))
-        return u
+    def _u(self) -> Url:
+        return Url.parse(self.url)
 
     @property
     def password(self) -> str | None:
         """The password, from the URL's user part or its ``?password=`` parameter."""
         u = self._u
-        return u.password or u.query.get("password")
+        given = dict(u.query).get("password")
+        return u.password or (given if isinstance(given, str) or given is None else given[0])
 
     def safe(self) -> str:
         """The URL with its password masked (the user part's and a ``?password=``)."""
         try:
-            u = self._u
-            secret = {k: "***" for k in u.query if "password" in k.lower()}  # and libpq's sslpassword
-            if secret:
-                u = u.update_query_dict(secret)
-            return u.render_as_string(hide_password=True).replace("password=%2A%2A%2A", "password=***")
+            return self._u.shown()
         except Exception:  # noqa: BLE001 - an unparsable URL: show none of it
             return "<database URL>"
 
