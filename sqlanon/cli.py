@@ -58,7 +58,9 @@ def _adding(ctx: click.Context, name: str, values: tuple[str, ...]) -> list[str]
     one more dropped column must not publish the direct identifiers the job
     file drops."""
     names = _split(values)
-    return [c for c in _also_in_file(ctx, name) if c not in names] + names
+    from_file = [c for c in _also_in_file(ctx, name) if c not in names]
+    ctx.meta.setdefault("sqlanon.file_only", {})[name] = from_file  # errors about them name the file (_config_keys_named)
+    return from_file + names
 
 
 def _covering(ctx: click.Context, name: str, values: tuple[str, ...], why: str) -> list[str]:
@@ -107,6 +109,22 @@ def _per_column(ctx: click.Context, name: str, values: tuple[str, ...], option: 
     return pairs
 
 
+def _generalizations(ctx: click.Context, generalization: tuple[str, ...], hierarchy: tuple[str, ...]) -> dict[str, str]:
+    """``--generalization`` merged with the --config file's (:func:`_per_column`),
+    less the file's kind of a column that ``--hierarchy`` on the command line
+    gives a hierarchy (the mirror of :func:`_hierarchies`): the file's
+    ``generalization: {zip: prefix}`` and ``--hierarchy zip=…`` were refused
+    as contradicting each other."""
+    pairs = _per_column(ctx, "generalization", generalization, "--generalization")
+    if ctx.get_parameter_source("hierarchy") is click.core.ParameterSource.COMMANDLINE:
+        typed = _pairs(generalization, "--generalization") if ctx.get_parameter_source("generalization") is \
+            click.core.ParameterSource.COMMANDLINE else {}
+        for column in _pairs(hierarchy, "--hierarchy"):
+            if column not in typed and pairs.get(column) not in (None, "hierarchy"):
+                pairs.pop(column)
+    return pairs
+
+
 def _hierarchies(ctx: click.Context, hierarchy: tuple[str, ...], generalization: tuple[str, ...]) -> dict[str, str]:
     """``--hierarchy`` merged with the --config file's (:func:`_per_column`),
     less the file's hierarchy of a column that ``--generalization`` on the
@@ -130,15 +148,28 @@ def _config_keys_named(message: str) -> str:
     keys = ctx.meta.get("sqlanon.config_keys") if ctx is not None else None
     if not keys:
         return message
+    file_only = ctx.meta.get("sqlanon.file_only", {})
     for param in ctx.command.params:
-        if param.name not in keys or ctx.get_parameter_source(param.name) is not click.core.ParameterSource.DEFAULT_MAP:
+        if param.name not in keys:
             continue
+        from_file = ctx.get_parameter_source(param.name) is click.core.ParameterSource.DEFAULT_MAP
         # An option without a long form is named by its letter ("k must be…").
         for opt in [o for o in param.opts if o.startswith("--")] or [o.lstrip("-") for o in param.opts]:
+            named = f"{keys[param.name]!r} in {ctx.meta['sqlanon.config']!r}"
+            # A column of the file's list that the flag's were added to ("--keep names 'ward'…").
+            if not from_file and any(message.startswith(f"{opt} names {c!r}") for c in file_only.get(param.name, ())):
+                return named + message[len(opt):]
+            if not from_file:
+                continue
             # Only a message about the value itself ("--workers must be…"), not
             # one that advises the flag ("pass --overwrite to replace it").
             if re.match(rf"{re.escape(opt)}(?![\w-])", message):
-                return f"{keys[param.name]!r} in {ctx.meta['sqlanon.config']!r}" + message[len(opt):]
+                return named + message[len(opt):]
+            # Or its value shown inside ("cannot tell the format of --metrics='hr.m'").
+            shown = re.sub(rf"""(?<![\w-]){re.escape(opt)}=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""",
+                           lambda m: f"{m.group(1)} ({named})", message)
+            if shown != message:
+                return shown
     return message
 
 
@@ -793,7 +824,7 @@ def anonymize(
             l=l_,
             sensitive=_covering(ctx, "sensitive", sensitive, "which would then go unchecked for l"),
             hierarchies=_hierarchies(ctx, hierarchy, generalization),
-            generalization=_per_column(ctx, "generalization", generalization, "--generalization"),
+            generalization=_generalizations(ctx, generalization, hierarchy),
             drop=_adding(ctx, "drop", drop),
             keep=_adding(ctx, "keep", keep) if keep else None,
             overwrite=overwrite,

@@ -241,6 +241,8 @@ class FileSource(DuckDBReadable):
     double quotes), not the one DuckDB's sniffer guesses from the first
     rows, which when none of them is quoted is "no quoting", and a later
     ``"[72, 73]"`` then reads as two columns."""
+    file_column: str | None = None
+    """A column naming each row's file (``read_csv``'s ``filename``), for checks file by file."""
     hive_null_types: tuple[tuple[str, str], ...] = ()
     """``(key, type)``: the type DuckDB gives a partition key from its
     values when none is :data:`HIVE_NULL`, which makes it VARCHAR (see
@@ -277,7 +279,7 @@ class FileSource(DuckDBReadable):
             text_columns=[c for c in self.text_columns if c.lower() not in keys],
             hive_text=hive_text, ours=self.ours, header=True,
             delim=self.delimiter, dateformat=self.date_formats[0], timestampformat=self.date_formats[1],
-            hive_nulls=[(k, types.get(k)) for k in nulls], hive_null=HIVE_NULL,
+            hive_nulls=[(k, types.get(k)) for k in nulls], hive_null=HIVE_NULL, filename=self.file_column,
         ).sql
 
     @property
@@ -333,52 +335,80 @@ def _swap_day_month(fmt: str | None) -> str | None:
     return fmt.replace("%d", "\0").replace("%m", "%d").replace("\0", "%m")
 
 
+FILE_COLUMN = "__sqlanon_file"
+"""The column naming each row's file, where a check reads a lake file by file."""
+
+
 def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema: pa.Schema, columns: Sequence[str],
                      order: str | None) -> tuple[str | None, str | None]:
     """The ``dateformat`` and ``timestampformat`` to read a CSV source with.
 
     DuckDB's sniffer takes '01/02/2020' day first when no value tells (a US
-    file of the 1st to the 12th of a month): every such date of ``columns``
-    (typed as ``schema`` says) would be published as another date. ``order``
-    (``DMY``, ``MDY``) says which, in the formats the first file's sniffing
-    found; without it a column whose values all read both ways is refused,
-    naming it and a value. Returns None for DuckDB's guess.
+    file of the 1st to the 12th of a month), and it guesses each file of a
+    lake apart: every such date of ``columns`` (typed as ``schema`` says)
+    would be published as another date, in one file among others read right.
+    ``order`` (``DMY``, ``MDY``) says which: the formats sniffed from a file
+    that holds such dates, day and month in that order, for every file.
+    Without it a file whose values of a column all read both ways is
+    refused, naming the column, the file and a value. Returns None for
+    DuckDB's guess.
     """
     from .sql import literal
 
     dated = [c for c in columns if pa.types.is_date(schema.field(c).type) or pa.types.is_timestamp(schema.field(c).type)]
     if source.ours or not dated:
         return (None, None)
-    if order is not None:
-        options = "quote = '\"'" + (f", delim = {literal(source.delimiter)}" if source.delimiter else "")
+    files = source.files()
+    # Numbers before the year: day and month when both are 12 or less (and differ) read both ways.
+    pattern = r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{2}(\d{2})?\b"
+    text = csv_text(replace(source, text_columns=(), date_formats=(None, None),
+                            file_column=None if len(files) == 1 else FILE_COLUMN)).relation
+    file = ident(FILE_COLUMN)
+
+    def parts(c: str) -> tuple[str, str, str]:
+        v = f"nullif(trim({ident(c)}), '')"
+        return (v, *(f"TRY_CAST(regexp_extract({v}, {literal(pattern)}, {g}) AS INTEGER)" for g in (1, 2)))
+
+    def query(sql: str) -> list[tuple]:
         try:
-            formats = con.execute(f"SELECT DateFormat, TimestampFormat FROM sniff_csv({literal(source.files()[0])}, "
+            return con.execute(sql).fetchall()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read {source.describe()!r}: {first_line(exc)}") from exc
+
+    if order is not None:  # the formats of a file that holds such dates, in that order, for every file
+        numeric = files[0] if len(files) == 1 else next(iter(query(
+            f"SELECT {file} FROM {text} WHERE " + " OR ".join(f"{a} IS NOT NULL" for _, a, _ in map(parts, dated))
+            + " LIMIT 1")), [None])[0]
+        if numeric is None:
+            return (None, None)
+        options = "quote = '\"', comment = ''" + (f", delim = {literal(source.delimiter)}" if source.delimiter else "")
+        try:
+            formats = con.execute(f"SELECT DateFormat, TimestampFormat FROM sniff_csv({literal(numeric)}, "
                                   f"{options})").fetchone()
         except duckdb.Error as exc:
-            raise InputError(f"cannot read {source.files()[0]!r}: {first_line(exc)}") from exc
+            raise InputError(f"cannot read {numeric!r}: {first_line(exc)}") from exc
         out = []
         for fmt in formats:
             swapped = _swap_day_month(fmt)
             day_first = swapped is not None and fmt.find("%d") < fmt.find("%m")
             out.append(fmt if swapped is None or day_first == (order == "DMY") else swapped)
         return (out[0], out[1])
-    # Numbers before the year: day and month when both are 12 or less (and differ) read both ways.
-    # Only when every value does: one that does not ends the scan (ISO dates at the first row).
-    pattern = r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{2}(\d{2})?\b"
-    text = csv_text(replace(source, text_columns=(), date_formats=(None, None))).relation
     for c in dated:
-        v = f"nullif(trim({ident(c)}), '')"
-        a, b = (f"TRY_CAST(regexp_extract({v}, {literal(pattern)}, {g}) AS INTEGER)" for g in (1, 2))
-        try:
-            told = con.execute(f"SELECT 1 FROM {text} WHERE {v} IS NOT NULL AND NOT coalesce({a} <= 12 AND {b} <= 12, "
-                               "false) LIMIT 1").fetchone()
-            example = None if told else con.execute(f"SELECT {v} FROM {text} WHERE {a} <> {b} LIMIT 1").fetchone()
-        except duckdb.Error as exc:
-            raise InputError(f"cannot read {source.describe()!r}: {first_line(exc)}") from exc
+        v, a, b = parts(c)
+        told = f"NOT coalesce({a} <= 12 AND {b} <= 12, false)"  # a value of a day or month past 12, or ISO
+        if len(files) == 1:  # one value that tells ends the scan (ISO dates at the first row)
+            where = source.describe()
+            untold = not query(f"SELECT 1 FROM {text} WHERE {v} IS NOT NULL AND {told} LIMIT 1")
+            example = query(f"SELECT {v} FROM {text} WHERE {a} <> {b} LIMIT 1") if untold else []
+            example = example[0][0] if example else None
+        else:  # file by file: DuckDB guesses each apart
+            found = query(f"SELECT {file}, min({v}) FILTER (WHERE {a} <> {b}) FROM {text} WHERE {v} IS NOT NULL "
+                          f"GROUP BY {file} HAVING NOT bool_or({told}) ORDER BY 2 IS NULL, 1 LIMIT 1")
+            where, example = found[0] if found else (None, None)
         if example is not None:
             what = "dates" if pa.types.is_date(schema.field(c).type) else "timestamps"
             raise ConfigError(
-                f"column {c!r} of {source.describe()!r} holds {what} such as {example[0]!r} that read day first "
+                f"column {c!r} of {where!r} holds {what} such as {example!r} that read day first "
                 "and month first alike (DuckDB reads them day first): say which with --date-order=DMY or "
                 "--date-order=MDY, or write them as ISO dates (2020-01-31)"
             )
@@ -666,6 +696,11 @@ def exact_file(path: str, fmt: str) -> FileSource:
     return FileSource(path, fmt, globs=(glob.escape(path),)) if any(c in path for c in "*?[") else FileSource(path, fmt)
 
 
+CSV_HEADER_BLANKS = "".join(map(chr, [0x20, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000]))
+"""What DuckDB trims from a CSV header cell to name its column: Unicode's
+space separators (category Zs), not tabs."""
+
+
 def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> tuple[str, ...]:
     """Refuse files whose columns DuckDB would rename or misread, by file and name.
 
@@ -707,7 +742,10 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                 header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
                 if header is None:  # DuckDB would read a column "column0" from it
                     raise InputError(f"{f!r} is empty: a CSV file starts with its header row")
-                columns[f] = [(name, None, None, None, None) for name in header]
+                # DuckDB names a column by its header cell trimmed of spaces (Unicode's, not tabs):
+                # ' age' and 'age' are two 'age's to it, and ' ' no name.
+                columns[f] = [(None if name is None else name.strip(CSV_HEADER_BLANKS), None, None, None, None)
+                              for name in header]
     except duckdb.Error as exc:
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
     finally:

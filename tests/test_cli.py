@@ -1428,10 +1428,12 @@ def _small(path: Path, **extra) -> Path:
     return path
 
 
-@pytest.mark.parametrize("header", ["id,age,age", "id,Age,age", "id,age,"])
+@pytest.mark.parametrize("header", ["id,age,age", "id,Age,age", "id,age,", "id, age,age", "id,age,\u3000AGE", "id,age, "])
 def test_csv_columns_duckdb_would_rename_are_refused(tmp_path, out_dir, header):
     """DuckDB renames a repeated or empty column name (age_1, column2): the
-    second age used to be published as it was, next to the generalized one."""
+    second age used to be published as it was, next to the generalized one.
+    It names a column by its header cell trimmed of spaces (helper-15:
+    ' age' and 'age' were not seen as one name, ' ' not as none)."""
     src = tmp_path / "dup.csv"
     src.write_text(header + "\n" + "".join(f"{i},{20 + i % 40},{20 + i % 40}\n" for i in range(200)))
     r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
@@ -2231,6 +2233,91 @@ def test_csv_dates_that_read_both_ways_need_a_date_order(tmp_path, out_dir):
     # the library takes it as the command line does, in either case (it refused 'mdy': helper-6)
     sqlanon.anonymize(src, out, qi=["visit"], k=7, date_order="mdy", overwrite=True)
     assert duckdb.execute("SELECT min(seen) FROM read_parquet(?)", [str(out)]).fetchone()[0] == dt.datetime(2020, 1, 2, 10)
+
+
+def test_dates_of_a_lake_are_read_in_one_order(tmp_path, out_dir):
+    """DuckDB guesses each CSV file of a lake apart: a file whose US dates all
+    read both ways was read day first next to one read month first (exit 0,
+    intervals that missed the true dates), and --date-order was dropped when
+    the first file held no date (helper-15)."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    (lake / "a.csv").write_text("id,age,visit\n" + "".join(f"{i},{20 + i % 9},{1 + i % 12:02d}/{1 + i % 11:02d}/2020\n"
+                                                           for i in range(30)))
+    (lake / "b.csv").write_text("id,age,visit\n" + "".join(f"{i},{20 + i % 9},{1 + i % 12:02d}/{13 + i % 15}/2020\n"
+                                                           for i in range(100, 130)))
+    out = out_dir / "o.parquet"
+    r = cli("anonymize", lake, "-o", out, "--qi", "age", "-k", "3")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"column 'visit' of '.*a\.csv' holds dates such as '\d\d/\d\d/2020' that read day "
+                                    "first and month first alike")
+    assert snapshot(out_dir) == {}
+    r = cli("anonymize", lake, "-o", out, "--qi", "age,visit", "-k", "3", "--date-order", "MDY", "--keep", "id")
+    assert r.exit_code == 0, r.stderr
+    got = dict(duckdb.execute("SELECT id, visit FROM read_parquet(?)", [str(out)]).fetchall())
+    for i in (0, 7, 100, 112):  # each visit inside its published interval, read month first
+        lo, hi = (dt.date.fromisoformat(d) for d in got[i].strip("[]").split(", ")) if got[i].startswith("[") else (
+            dt.date.fromisoformat(got[i]),) * 2
+        day = 1 + i % 11 if i < 100 else 13 + i % 15
+        assert lo <= dt.date(2020, 1 + i % 12, day) <= hi, (i, got[i])
+    # the first file without any date: the order applies to the others still
+    (lake / "a.csv").write_text("id,age,visit\n" + "".join(f"{i},{20 + i % 9},\n" for i in range(30)))
+    (lake / "c.csv").write_text("id,age,visit\n" + "".join(f"{i},{20 + i % 9},04/{1 + i % 9:02d}/2020\n"
+                                                           for i in range(200, 230)))
+    (lake / "b.csv").unlink()  # its 01/13/2020 is no day-first date
+    for order, months in (("MDY", {4}), ("DMY", set(range(1, 10)))):
+        r = cli("anonymize", lake, "-o", out, "--qi", "age", "-k", "3", "--date-order", order, "--overwrite")
+        assert r.exit_code == 0, r.stderr
+        assert months == {m for (m,) in duckdb.execute(
+            "SELECT DISTINCT month(visit) FROM read_parquet(?) WHERE id >= 200", [str(out)]).fetchall()}
+
+
+def test_a_csv_line_starting_with_a_hash_is_a_row(tmp_path, out_dir):
+    """DuckDB's sniffer took '#' for a comment character: lines starting with
+    it were dropped and every value cut at it ('apt #4 main st' published as
+    'apt '), exit 0 with the pass-through columns 'checked' (helper-15)."""
+    src = tmp_path / "c.csv"
+    rows = [f"{'#' if i % 7 == 3 else ''}{i},{20 + i % 9},apt #{i} main st" for i in range(60)]
+    src.write_text("id,age,note\n" + "\n".join(rows) + "\n")
+    for out in (out_dir / "o.parquet", out_dir / "o.csv"):
+        r = cli("anonymize", src, "-o", out, "--qi", "age", "-k", "3")
+        assert r.exit_code == 0, r.stderr
+        notes = duckdb.execute("SELECT note FROM read_csv(?, all_varchar = true, comment = '') " if out.suffix == ".csv"
+                               else "SELECT note FROM read_parquet(?)", [str(out)]).fetchall()
+        assert sorted(n for (n,) in notes) == sorted(f"apt #{i} main st" for i in range(60))
+    ids = duckdb.execute("SELECT id FROM read_parquet(?)", [str(out_dir / "o.parquet")]).fetchall()
+    assert sorted(i for (i,) in ids) == sorted(("#" if i % 7 == 3 else "") + str(i) for i in range(60))
+
+
+def test_job_file_lists_are_named_as_the_files_and_its_flags_combine(tmp_path, out_dir):
+    """helper-15: a column of the job's `keep` that --qi also named was blamed
+    on --keep when --keep added to the list; `metrics: hr.m` was named as
+    --metrics='hr.m'; --hierarchy could not switch the job's
+    `generalization: {zip: prefix}` to the hierarchy (refused as both)."""
+    job = tmp_path / "job.yml"
+    job.write_text(f"input: {ADULTS}\nqi: [age, native-country]\nk: 10\nkeep: [race, sex]\n"
+                   "generalization: {native-country: prefix}\n")
+    r = cli("anonymize", "--config", job, "-o", out_dir / "o.parquet", "--qi", "age,native-country,race",
+            "--keep", "sex")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"^Error: 'keep' in '.*job\.yml' names 'race', which is a quasi-identifier")
+    r = cli("anonymize", "--config", job, "-o", out_dir / "o.parquet", "--qi", "age,native-country,race",
+            "--keep", "race")  # named by the flag, and by the file too
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"^Error: --keep names 'race', which is a quasi-identifier")
+    job.write_text(f"input: {ADULTS}\nqi: [age, native-country]\nk: 10\nmetrics: hr.m\n"
+                   "generalization: {native-country: prefix}\n")
+    r = cli("anonymize", "--config", job, "-o", out_dir / "o.parquet")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"^Error: cannot tell the format of 'hr\.m' \('metrics' in '.*job\.yml'\): name a")
+    job.write_text(f"input: {ADULTS}\nqi: [age, native-country]\nk: 10\n"
+                   "generalization: {native-country: prefix}\n")
+    r = cli("anonymize", "--config", job, "-o", out_dir / "o.parquet", "--hierarchy",
+            f"native-country={REPO / 'hierarchies' / 'countries.json'}", "--json")
+    assert r.exit_code == 0, r.stderr
+    (text,) = duckdb.execute("SELECT parameters FROM read_parquet(?) WHERE kind = 'total'",
+                             [str(out_dir / "o__metrics.parquet")]).fetchone()
+    assert json.loads(text)["generalization"] == {"age": "interval", "native-country": "hierarchy"}
 
 
 def test_metrics_record_what_was_applied(tmp_path):
