@@ -2134,25 +2134,29 @@ def test_values_travelling_as_text_keep_their_dates_across_date_styles(pg_url):
     the source session's DateStyle and IntervalStyle and read in the
     target's: from a database set to 'SQL, DMY' and sql_standard into
     another, {2020-02-03} arrived as {2020-03-02} and '-1 days -02:00:00'
-    as '-1 days +02:00:00', exit 0 (helper-5). Every session now prints
-    and reads them one way."""
+    as '-1 days +02:00:00', exit 0 (helper-5); with extra_float_digits 0 a
+    float in an array or a point lost its last digits (helper-14). Every
+    session now prints and reads them one way."""
     other, schema = "sqlanon_dmy_db", "styles"
     if not scalar(pg_url, "SELECT count(*) FROM pg_database WHERE datname = %s", [other]):
         sql(pg_url, f"CREATE DATABASE {other}")
     sql(pg_url, f"ALTER DATABASE {other} SET DateStyle = 'SQL, DMY'")
     sql(pg_url, f"ALTER DATABASE {other} SET IntervalStyle = 'sql_standard'")
+    sql(pg_url, f"ALTER DATABASE {other} SET extra_float_digits = 0")  # 15 digits: helper-14
     source = re.sub(r"/[^/?]+(\?|$)", rf"/{other}\1", pg_url)
     assert scalar(source, "SHOW DateStyle") == "SQL, DMY"
     sql(source, "DROP TABLE IF EXISTS src")
     sql(source, """CREATE TABLE src AS SELECT g AS id, 20 + g % 50 AS age, (ARRAY['a', 'b', 'c'])[1 + g % 3] AS s,
         ARRAY[date '2020-02-01' + g % 10] AS ds, daterange(date '2020-02-01', date '2020-03-05') AS dr,
-        ARRAY[interval '-1 day -2 hours', interval '3 days'] AS ivs FROM generate_series(1, 100) g""")
+        ARRAY[interval '-1 day -2 hours', interval '3 days'] AS ivs, ARRAY[1 / 3.0::float8 + g] AS fs,
+        point(1 / 7.0::float8, g) AS pt FROM generate_series(1, 100) g""")
     fresh_schema(pg_url, schema)
     r = sqlanon.anonymize(source, pg_url, table="src", target_table=f"{schema}.dst", qi=["age"], k=5, l=2,
                           sensitive=["s"], workers=2)
     assert r.metrics.rows == 100
-    cols = "id, ds, dr, ivs"
-    read = source + ("&" if "?" in source else "?") + "options=" + quote("-c IntervalStyle=postgres")  # psycopg's
+    cols = "id, ds, dr, ivs, fs, pt::text"
+    read = source + ("&" if "?" in source else "?") + "options=" + quote(  # psycopg's
+        "-c IntervalStyle=postgres -c extra_float_digits=1")
     assert sorted(sql(pg_url, f"SELECT {cols} FROM {schema}.dst")) == sorted(sql(read, f"SELECT {cols} FROM src"))
 
 
