@@ -15,6 +15,8 @@
    citext, a column with a collation) is counted both ways: by its text and
    by the server's equality (`e`), which may make '1.0' and '1.00', or 'Flu'
    and 'flu', one value.
+   PostgreSQL's min/max of a numeric(p,s) column (`decimals`: the type) is
+   an unconstrained numeric, which DuckDB reads as a double: cast back.
    SQLite keeps timestamps as text, where '2021-01-01T06:00' sorts after
    '2021-01-01 12:00': their min/max (`stamps`) compare one normalized form.
    The checksums (_checksum.sql) of the `checksum` columns, and whether each
@@ -26,6 +28,9 @@ SELECT
 {% if c in interval and c in stamps and dialect == "sqla:sqlite" %}
     , min(strftime('%Y-%m-%d %H:%M:%f', {{ c | ident }})) AS {{ ("min" ~ loop.index0) | ident }}
     , max(strftime('%Y-%m-%d %H:%M:%f', {{ c | ident }})) AS {{ ("max" ~ loop.index0) | ident }}
+{% elif c in interval and c in decimals and dialect == "postgres" %}
+    , CAST(min({{ c | ident }}) AS {{ decimals[c] }}) AS {{ ("min" ~ loop.index0) | ident }}
+    , CAST(max({{ c | ident }}) AS {{ decimals[c] }}) AS {{ ("max" ~ loop.index0) | ident }}
 {% elif c in interval %}
     , min({{ c | ident }}) AS {{ ("min" ~ loop.index0) | ident }}
 {% if c in floats and dialect == "duckdb" %}

@@ -331,9 +331,11 @@ def domain_stats(
     stamps = [c for c in interval if pa.types.is_timestamp(schema.field(c).type)]
     texts = [c for c in [*spec.qi_names, *spec.sensitive]
              if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
+    decimals = {c: f"numeric({schema.field(c).type.precision}, {schema.field(c).type.scale})" for c in interval
+                if pa.types.is_decimal(schema.field(c).type)}
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
-                signed_zeros=list(signed_zeros), loose=list(loose))
+                signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals)
     # SQLite's timestamps come back as text (`stamps`), typed below
     typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
              if c in interval and c not in stamps for m in ("min", "max")}
