@@ -19,6 +19,10 @@
    an unconstrained numeric, which DuckDB reads as a double: cast back.
    SQLite keeps timestamps as text, where '2021-01-01T06:00' sorts after
    '2021-01-01 12:00': their min/max (`stamps`) compare one normalized form.
+   Whether each PostgreSQL timestamp column of `far` (name, with a zone)
+   holds a time past DuckDB's last one, 294247-01-10 04:00:54.775806
+   (PostgreSQL's go to 294276), which DuckDB's postgres extension reads
+   wrapped around to a time 290,000 years BC.
    The checksums (_checksum.sql) of the `checksum` columns, and whether each
    `signed_zeros` column holds both zeros (_signed_zeros.sql), in the same pass. #}
 SELECT
@@ -55,6 +59,9 @@ SELECT
 {% else %}
     , count(DISTINCT {% if s in texts and dialect.startswith(("sqla:mysql", "sqla:mariadb")) %}CAST({{ s | ident }} AS BINARY){% else %}{{ s | ident }}{% endif %}{% if s in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
 {% endif %}
+{% endfor %}
+{% for c, zoned in far %}
+    , bool_or(isfinite({{ c | ident }}) AND {{ c | ident }} > {{ ("294247-01-10 04:00:54.775806" ~ ("+00" if zoned else "")) | lit }}) AS {{ ("__sqlanon_far" ~ loop.index0) | ident }}
 {% endfor %}
 {% include "_checksum.sql" %}
 {% include "_signed_zeros.sql" %}

@@ -243,6 +243,16 @@ def _spill_directory() -> str:
     return _private_directory(f"sqlanon-spill-{os.getpid()}-")
 
 
+def _refuse_signed_zeros(columns: list[str], target) -> None:
+    """Refuse the first of ``columns``, which hold both -0.0 and 0.0, into a DuckDB table."""
+    if columns:
+        raise InputError(
+            f"column {columns[0]!r} holds both -0.0 and 0.0, whose signs a DuckDB table "
+            f"({target.describe()!r}) does not keep apart: write Parquet, drop it (--drop), or cast it to text "
+            "in a view"
+        )
+
+
 def _render(source, template: str, **context):
     # PostgreSQL statements travel as text through postgres_query: inline literals.
     return render(template, dialect=source.dialect, inline=source.dialect == "postgres", **context)
@@ -315,7 +325,7 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
 def domain_stats(
     con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema,
     checksum: list[str] | tuple[str, ...] = (), signed_zeros: list[str] | tuple[str, ...] = (),
-    loose: list[str] | tuple[str, ...] = (),
+    loose: list[str] | tuple[str, ...] = (), read: list[str] | tuple[str, ...] | None = None,
 ) -> tuple[int, dict[str, ColumnStats], dict[str, int | tuple[int, int]], Checksums, list[str]]:
     """Row count, per-QI :class:`ColumnStats`, per-sensitive distinct counts,
     the checksum of each ``checksum`` column (``_checksum.sql``) and the
@@ -324,7 +334,12 @@ def domain_stats(
 
     A ``loose`` sensitive column (PostgreSQL, :func:`_loose_sensitive`) is
     counted by its text and by the server's equality; its entry is the
-    pair ``(text, equal)`` of counts."""
+    pair ``(text, equal)`` of counts.
+
+    Raises:
+        ConfigError: a PostgreSQL timestamp column of ``read`` (the columns
+            the run reads; default all) holds a time DuckDB cannot.
+    """
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
     floats = [c for c in interval if pa.types.is_floating(schema.field(c).type)]
@@ -333,13 +348,22 @@ def domain_stats(
              if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
     decimals = {c: f"numeric({schema.field(c).type.precision}, {schema.field(c).type.scale})" for c in interval
                 if pa.types.is_decimal(schema.field(c).type)}
+    far = [(f.name, f.type.tz is not None) for f in schema if pa.types.is_timestamp(f.type) and (
+        read is None or f.name in read)] if source.dialect == "postgres" else []
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
-                signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals)
+                signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far)
     # SQLite's timestamps come back as text (`stamps`), typed below
     typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
              if c in interval and c not in stamps for m in ("min", "max")}
     row = source.fetch(con, q, typed)
+    for i, (c, _) in enumerate(far):
+        if row.column(f"__sqlanon_far{i}")[0].as_py():
+            raise ConfigError(
+                f"column {c!r} holds timestamps after 294247-01-10, past the last one DuckDB can hold, which it "
+                "would read as times 290,000 years BC: make them NULL or 'infinity', or cast the column to text, "
+                "in a view"
+            )
     total = row.column("n_rows")[0].as_py()
     stats: dict[str, ColumnStats] = {}
     for i, qi in enumerate(spec.quasi_identifiers):
@@ -817,15 +841,14 @@ def run(
         step("reading statistics")
         loose = _loose_sensitive(columns, spec)
         total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
-            con, source, spec, schema, passthrough if compare_on == "duckdb" else (), zeros, loose)
+            con, source, spec, schema, passthrough if compare_on == "duckdb" else (), zeros, loose,
+            read=[c for c in schema.names if c not in drop])
         _refuse_equal_values_written_apart(sens_distinct, target)
         sens_distinct = {s: d[1] if s in loose else d for s, d in sens_distinct.items()}
-        if mixed_zeros:
-            raise InputError(
-                f"column {mixed_zeros[0]!r} holds both -0.0 and 0.0, whose signs a DuckDB table "
-                f"({target.describe()!r}) does not keep apart: write Parquet, drop it (--drop), or cast it to text "
-                "in a view"
-            )
+        _refuse_signed_zeros(mixed_zeros, target)
+        # Other databases' SQL cannot tell -0.0 (SQLite prints it as 0.0): their parts are asked instead.
+        late_zeros = [f.name for f in schema if f.name in passthrough and pa.types.is_floating(f.type)] if (
+            isinstance(target, io.DuckDBTarget) and source.dialect.startswith("sqla")) else []
         if compare_on == "postgres":  # in the run's snapshot, on the server
             in_sums = column_checksums(snapshot_holder, source.relation, passthrough, "postgres")
         if total == 0:
@@ -916,6 +939,10 @@ def run(
 
         t0 = time.perf_counter()
         source.detach(con)
+        if late_zeros and staging.has_parts():
+            row = con.execute(render("signed_zeros.sql", relation=staging.parts_relation(), signed_zeros=late_zeros,
+                                     dialect="duckdb").sql).fetchone()
+            _refuse_signed_zeros([c for c, both in zip(late_zeros, row[1:]) if both], target)
         step("writing the output")
         relation = target.assemble(con, staging, out_schema)
         timings["write"] = time.perf_counter() - t0

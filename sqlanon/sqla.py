@@ -28,7 +28,9 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
+import re
 from dataclasses import dataclass, field, replace
+from urllib.parse import unquote
 
 import duckdb
 import pyarrow as pa
@@ -76,9 +78,14 @@ class SqlAlchemySource:
     def root(self) -> str | None:
         """The database file of a file database (SQLite), else None."""
         db = self.conn.database
-        if self.conn.backend == "sqlite" and db and db != ":memory:":
-            return os.path.abspath(db)
-        return None
+        if self.conn.backend != "sqlite" or not db or db == ":memory:":
+            return None
+        query = dict(self.conn.query)
+        if db.startswith("file:") and str(query.get("uri", "")).lower() in ("true", "1", "yes", "on"):
+            # A URI (pysqlite's uri=true): its path, '' or ':memory:' or mode=memory for none.
+            path = unquote(re.sub(r"^//[^/]*", "", db[len("file:"):]).split("?")[0].split("#")[0])
+            return None if path in ("", ":memory:") or query.get("mode") == "memory" else os.path.abspath(path)
+        return os.path.abspath(db)  # without uri=true, 'file:x.db' is a file of that name
 
     def describe(self) -> str:
         return f"{self.conn.safe()} table {'.'.join(self.table)}"
@@ -233,10 +240,11 @@ def _exact(name: str, values: tuple, t: pa.DataType) -> None:
         return
     if pa.types.is_date(t) and dt.datetime in present:
         odd.add(dt.datetime)  # a date column holding times of day
-    if odd:
-        kind = sorted(odd, key=lambda k: k.__name__)[0]
-        example = next(v for v in values if type(v) is kind and not (kind is int and v in (0, 1) and
-                                                                   pa.types.is_boolean(t)))
+    # A boolean column's 0 and 1 are no example (an int column holding 0/1 and 'yes' names the 'yes').
+    examples = (v for v in values if type(v) in odd and not (type(v) is int and v in (0, 1) and pa.types.is_boolean(t)))
+    example = min(examples, key=lambda v: type(v).__name__, default=None)
+    if example is not None:
+        kind = type(example)
         raise InputError(
             f"column {name!r} is declared {t} but holds {kind.__name__} values such as {example!r}, which would "
             "change on the way; read the table through a view that gives the column one type, or drop it (--drop)"
@@ -249,6 +257,7 @@ _ENGINES: dict[str, object] = {}
 def _engine(conn: Conn):
     """One engine per URL and process (no pool kept: a worker connects once)."""
     from sqlalchemy import create_engine
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
     from sqlalchemy.pool import NullPool
 
     if conn.url not in _ENGINES:
@@ -256,6 +265,11 @@ def _engine(conn: Conn):
             _ENGINES[conn.url] = create_engine(conn.url, poolclass=NullPool)
         except ImportError as exc:
             raise ConfigError(f"no driver for {conn.safe()}: {first_line(exc)} (install the database's DBAPI driver)") from None
+        except NoSuchModuleError:  # 'foo://', 'duckdb:///x.db' (SQLAlchemy's "Can't load plugin")
+            raise ConfigError(f"{conn.safe()}: SQLAlchemy has no dialect {conn.drivername!r}; name a database "
+                              "file or directory, or a URL of a database SQLAlchemy reads") from None
+        except (ValueError, TypeError, ArgumentError) as exc:  # ?timeout=abc, ?check_same_thread=maybe
+            raise ConfigError(f"{conn.safe()}: {conn.redact(first_line(exc))}") from None
     return _ENGINES[conn.url]
 
 
@@ -301,7 +315,7 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
     parts = tuple(split_table_name(table))
     schema, name = (None, parts[0]) if len(parts) == 1 else parts
     source = SqlAlchemySource(conn, parts)
-    if source.root is not None and not conn.url.startswith("sqlite:///file:") and not os.path.isfile(source.root):
+    if source.root is not None and not os.path.isfile(source.root):
         # SQLite would create an empty database file there, and leave it behind.
         raise InputError(f"SQLite database {source.root!r} does not exist")
     try:

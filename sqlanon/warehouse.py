@@ -219,6 +219,11 @@ class Conn:
         return self._u.database
 
     @property
+    def query(self) -> tuple:
+        """The URL's query parameters, ``(key, value)`` (a repeated key's values as a tuple)."""
+        return self._u.query
+
+    @property
     def drivername(self) -> str:
         """``postgresql+psycopg``, ``sqlite``… (backend and driver)."""
         return self._u.drivername

@@ -1696,6 +1696,26 @@ def test_numeric_qis_reach_the_engine_exactly_or_are_refused(pg_url, numeric_run
                           "WHERE a.w < b.w_lo OR a.w > b.w_hi OR b.w_lo IS NULL") == 0
 
 
+def test_timestamps_past_duckdbs_last_one_are_refused_by_name(pg_url, tmp_path):
+    """PostgreSQL's timestamps go to 294276 AD, DuckDB's to 294247: the
+    postgres extension read later ones wrapped around to 290,000 BC, as QI
+    labels (even into PostgreSQL) and pass-through values into files, exit 0
+    (helper-14). Refused by name, unless dropped; 'infinity' is no such time."""
+    schema = "far_times"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"""CREATE TABLE {schema}.src AS SELECT g AS id, 20 + g % 10 AS age, 'd' || g % 2 AS dx,
+        CASE WHEN g = 3 THEN timestamp '294270-01-01' ELSE timestamp '2020-01-01' + g * interval '1 day' END AS ts,
+        CASE WHEN g = 4 THEN timestamptz 'infinity' ELSE timestamptz '2020-01-01 00:00+00' END AS tz
+        FROM generate_series(0, 59) g""")
+    for qi, out, target in (("ts", pg_url, f"{schema}.dst"), ("age", tmp_path / "o.parquet", None)):
+        with pytest.raises(sqlanon.ConfigError, match=r"column 'ts' holds timestamps after 294247-01-10"):
+            sqlanon.anonymize(pg_url, out, table=f"{schema}.src", target_table=target, qi=[qi], k=5)
+    assert not exists(pg_url, schema, "dst") and not (tmp_path / "o.parquet").exists()
+    r = sqlanon.anonymize(pg_url, tmp_path / "o.parquet", table=f"{schema}.src", qi=["age"], k=5, drop=["ts"])
+    assert r.metrics.rows == 60
+    assert duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'o.parquet'}' WHERE isinf(tz)").fetchone()[0] == 1
+
+
 def test_a_table_created_during_a_run_is_not_replaced_without_overwrite(pg_url, monkeypatch):
     """The existence check ran only at start: a table created meanwhile (by
     hand, or by another run that published first) was silently replaced."""

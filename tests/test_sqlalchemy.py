@@ -225,6 +225,7 @@ def test_loose_sqlite_types_and_clashing_names(tmp_path):
     ("DATE", 18000, "int values such as 18000"),  # days since 1970
     ("DATETIME", 1600000000, "int values such as 1600000000"),  # microseconds since 1970
     ("BOOLEAN", 2, "int values such as 2"),  # true
+    ("BOOLEAN", "yes", "str values such as 'yes'"),  # was StopIteration: the 0/1 around it are no example
 ])
 def test_values_that_would_change_are_refused_by_name(tmp_path, decl, value, shown):
     """SQLite lets a column hold any value. One that its declared type would
@@ -269,6 +270,47 @@ def test_missing_sqlite_file_is_an_error_and_is_not_created(tmp_path):
     p = _cli("anonymize", f"sqlite:///{missing}", "--table", "t", "-o", tmp_path / "o.parquet", "--qi", "a", "-k", 2)
     assert p.returncode == 1 and p.stderr.strip() == f"Error: SQLite database {str(missing)!r} does not exist"
     assert not missing.exists()  # SQLite would have created an empty database file
+
+
+def test_sqlite_file_uris_and_bad_url_options_are_one_line(tmp_path):
+    """helper-13: a missing database named as a 'file:' URI was created (empty)
+    and left behind; a URL option of the wrong type and a dialect SQLAlchemy
+    lacks were internal errors or runtime failures (exit 1), not usage ones."""
+    for url, made in ((f"sqlite:///file:{tmp_path}/nosuch.db?uri=true", tmp_path / "nosuch.db"),
+                      ("sqlite:///file:nosuch.db", tmp_path / "file:nosuch.db")):
+        p = _cli("anonymize", url, "--table", "t", "-o", tmp_path / "o.parquet", "--qi", "a", "-k", 2, cwd=tmp_path)
+        assert p.returncode == 1 and p.stderr.strip() == f"Error: SQLite database {str(made)!r} does not exist"
+        assert not made.exists()
+    db = tmp_path / "d.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE t (a INTEGER)")
+        c.executemany("INSERT INTO t VALUES (?)", [(i % 7,) for i in range(50)])
+    p = _cli("anonymize", f"sqlite:///file:{db}?mode=ro&uri=true", "--table", "t", "-o", tmp_path / "o.parquet",
+             "--qi", "a", "-k", 2)
+    assert p.returncode == 0, p.stderr
+    for url, message in ((f"sqlite:///{db}?timeout=abc", "could not convert string to float: 'abc'"),
+                         (f"sqlite:///{db}?check_same_thread=maybe", "String is not true/false: 'maybe'"),
+                         (f"duckdb:///{db}", "SQLAlchemy has no dialect 'duckdb'")):
+        p = _cli("anonymize", url, "--table", "t", "-o", tmp_path / "x.parquet", "--qi", "a", "-k", 2)
+        assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and message in p.stderr, p.stderr
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_signed_zeros_of_an_untyped_sqlite_column_are_refused_into_a_duckdb_table(tmp_path):
+    """A DuckDB table's storage does not keep -0.0 and 0.0 of one column
+    apart; from SQLite (whose SQL prints -0.0 as 0.0) 1,000 of 2,000 signs
+    changed, exit 0 (helper-13). The parts are asked instead."""
+    db = tmp_path / "z.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE t (id INTEGER, age INTEGER, z)")  # untyped: keeps -0.0 (REAL stores 0.0)
+        c.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i, 20 + i % 30, -0.0 if i % 2 else 0.0) for i in range(400)])
+    out = tmp_path / "w.duckdb"
+    p = _cli("anonymize", f"sqlite:///{db}", "--table", "t", "-o", out, "--target-table", "t", "--qi", "age", "-k", 5)
+    assert p.returncode == 1 and p.stderr.startswith("Error: column 'z' holds both -0.0 and 0.0"), p.stderr
+    assert not out.exists()
+    p = _cli("anonymize", f"sqlite:///{db}", "--table", "t", "-o", tmp_path / "o.parquet", "--qi", "age", "-k", 5)
+    assert p.returncode == 0, p.stderr
+    assert duckdb.sql(f"SELECT count(*) FILTER (WHERE signbit(z)) FROM '{tmp_path / 'o.parquet'}'").fetchone()[0] == 200
 
 
 def test_explain_and_metrics_show_the_sql_the_database_runs(tmp_path):
