@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from . import kernel
 from .config import AnonymizationSpec, QuasiIdentifier, missing_column
 from .domain import (
-    ColumnStats, as_text, check_type, interval_stats, normalize_floats, resolve_generalization, span_values,
+    ColumnStats, as_compared, as_text, check_type, interval_stats, normalize_floats, resolve_generalization, span_values,
 )
 from .errors import ConfigError, InputError, PrivacyError
 from .generalization import generalize_column
@@ -159,7 +159,7 @@ def _encode_sensitive(table: pa.Table, name: str) -> tuple[np.ndarray, int]:
     arr = table.column(name).combine_chunks()
     if pa.types.is_dictionary(arr.type):
         arr = arr.cast(arr.type.value_type)
-    enc = pc.dictionary_encode(normalize_floats(arr), null_encoding="encode")
+    enc = pc.dictionary_encode(as_compared(arr), null_encoding="encode")
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int32), len(enc.dictionary)
 
 

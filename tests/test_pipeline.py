@@ -1012,6 +1012,25 @@ def test_time_with_time_zone_is_refused_as_qi_or_sensitive(tmp_path):
         sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["s"], sensitive=["tz"], k=10, l=2, workers=1)
 
 
+def test_intervals_of_one_length_are_one_sensitive_value(tmp_path):
+    """DuckDB and PostgreSQL compare intervals by length ('1 day' = '24
+    hours', '1 mon' = '30 days'); the engine counted their parts, so a CSV
+    output published classes holding only '1 day' and '24:00:00' as
+    2-diverse, exit 0 (helper-14). l now counts lengths, as the servers do."""
+    db = tmp_path / "iv.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id, i // 2 AS age, (CASE
+                       WHEN i < 20 THEN ['1 day', '24 hours'][1 + i % 2] ELSE ['1 month', '30 days'][1 + i % 2]
+                       END)::INTERVAL AS wait FROM range(40) r(i)""")
+    out = tmp_path / "o.csv"
+    r = sqlanon.anonymize(db, out, table="t", qi=["age"], sensitive=["wait"], k=2, l=2, workers=1)
+    assert r.verification.ok
+    per_class = duckdb.execute("SELECT age, count(DISTINCT wait::INTERVAL) FROM read_csv(?, all_varchar = true) "
+                               "GROUP BY age", [str(out)]).fetchall()
+    assert min(n for _, n in per_class) >= 2, per_class  # was 1 in every class: one length per age
+    assert len(per_class) < 20
+
+
 def test_spans_past_2_63_and_dates_before_year_1(tmp_path):
     """Spans over 2**63 units (1677..2009 in nanoseconds, -5e18..5e18)
     overflowed int64: the QI was never cut and its NCP was 0. A UBIGINT of
