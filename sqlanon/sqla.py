@@ -28,7 +28,10 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
+import logging
+import multiprocessing
 import re
+import warnings
 from dataclasses import dataclass, field, replace
 from urllib.parse import unquote
 
@@ -41,10 +44,20 @@ from .io import first_line, split_table_name
 from .sql.render import GENERIC, Rendered, quote_for
 from .warehouse import Conn
 
+log = logging.getLogger("sqlanon")
+
 FETCH_ROWS = 65_536
 """Rows per fetch: the conversion to Arrow goes chunk by chunk."""
 PROBE_ROWS = 1000
-"""Rows read to type the columns that declare no type (SQLite allows that)."""
+"""Rows read to type the columns that declare no type (SQLite allows that)
+in other databases; SQLite's are typed by the storage classes they hold
+(:data:`SQLITE_CLASSES`)."""
+SQLITE_CLASSES = {
+    frozenset(): pa.string(), frozenset({"integer"}): pa.int64(), frozenset({"real"}): pa.float64(),
+    frozenset({"integer", "real"}): pa.float64(), frozenset({"text"}): pa.string(), frozenset({"blob"}): pa.binary(),
+}
+"""An untyped SQLite column's Arrow type by the storage classes of its
+values; any other mix is read as text (and fails by name where it is read)."""
 
 
 @dataclass(frozen=True)
@@ -229,10 +242,12 @@ def _accepted(t: pa.DataType) -> tuple[type, ...] | None:
 
 def _exact(name: str, values: tuple, t: pa.DataType) -> None:
     """Refuse values that ``t`` would change (see :func:`_column`)."""
-    accepted = _accepted(t)
+    present = set(map(type, values))  # C speed: no Python loop over the rows
+    # Text takes any value as its text, but a blob's bytes (b'blob' was published as 'blob').
+    accepted = _accepted(t) or (tuple(present - {bytes, bytearray, memoryview}) if (
+        pa.types.is_string(t) or pa.types.is_large_string(t)) else None)
     if accepted is None:
         return
-    present = set(map(type, values))  # C speed: no Python loop over the rows
     odd = {k for k in present - {type(None)} if not issubclass(k, accepted)}
     if pa.types.is_boolean(t) and odd == {int} and set(values) - {None} <= {0, 1}:
         return  # SQLite's booleans
@@ -240,8 +255,11 @@ def _exact(name: str, values: tuple, t: pa.DataType) -> None:
         return
     if pa.types.is_date(t) and dt.datetime in present:
         odd.add(dt.datetime)  # a date column holding times of day
-    # A boolean column's 0 and 1 are no example (an int column holding 0/1 and 'yes' names the 'yes').
-    examples = (v for v in values if type(v) in odd and not (type(v) is int and v in (0, 1) and pa.types.is_boolean(t)))
+    # What reads exactly is no example: a boolean column's 0 and 1 (one holding 0/1 and 'yes' names the
+    # 'yes'), an integer column's 3.0 (one holding 3.0 and 'oops' names the 'oops').
+    examples = (v for v in values if type(v) in odd and not (
+        (type(v) is int and v in (0, 1) and pa.types.is_boolean(t))
+        or (type(v) is float and v.is_integer() and pa.types.is_integer(t))))
     example = min(examples, key=lambda v: type(v).__name__, default=None)
     if example is not None:
         kind = type(example)
@@ -262,7 +280,11 @@ def _engine(conn: Conn):
 
     if conn.url not in _ENGINES:
         try:
-            _ENGINES[conn.url] = create_engine(conn.url, poolclass=NullPool)
+            with warnings.catch_warnings(record=True) as said:  # SQLAlchemy's warning: two lines, one per process
+                warnings.simplefilter("always")
+                _ENGINES[conn.url] = create_engine(conn.url, poolclass=NullPool)
+            for w in said if multiprocessing.parent_process() is None else ():  # once, by the run, not its workers
+                log.warning("%s: %s", conn.safe(), conn.redact(re.sub(r" \(Background on this .*", "", str(w.message))))
         except ImportError as exc:
             raise ConfigError(f"no driver for {conn.safe()}: {first_line(exc)} (install the database's DBAPI driver)") from None
         except NoSuchModuleError:  # 'foo://', 'duckdb:///x.db' (SQLAlchemy's "Can't load plugin")
@@ -317,7 +339,8 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
     source = SqlAlchemySource(conn, parts)
     if source.root is not None and not os.path.isfile(source.root):
         # SQLite would create an empty database file there, and leave it behind.
-        raise InputError(f"SQLite database {source.root!r} does not exist")
+        what = "is a directory, not a database file" if os.path.isdir(source.root) else "does not exist"
+        raise InputError(f"SQLite database {source.root!r} {what}")
     try:
         columns = inspect(_engine(conn)).get_columns(name, schema=schema)
         if conn.backend in ("mysql", "mariadb"):
@@ -329,13 +352,18 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
     known = [(c["name"], arrow_type(c["type"], conn.backend)) for c in columns]
     if any(t is None for _, t in known):
         # Columns without a declared type (SQLite allows them): type them from their values.
-        from sqlalchemy import column, select
+        from sqlalchemy import column, func, select
         from sqlalchemy import table as table_clause
 
         # Each alone: one holding values of mixed kinds must not fail the
         # run before --drop can leave it out (typed as text, it fails by name
         # where it is read).
         def probed(n: str) -> pa.DataType:
+            if conn.backend == "sqlite":  # every row's storage class: the first rows may all be NULL (helper-13)
+                stmt = select(func.typeof(column(n)).label("t")).distinct().select_from(
+                    table_clause(name, schema=schema))
+                kinds = set(source._query(stmt, [], {}).column("t").to_pylist()) - {"null"}
+                return SQLITE_CLASSES.get(frozenset(kinds), pa.string())
             stmt = select(column(n)).select_from(table_clause(name, schema=schema)).limit(PROBE_ROWS)
             try:
                 return _inferred(source._query(stmt, [], {}).column(n).type)

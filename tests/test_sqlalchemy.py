@@ -250,6 +250,39 @@ def test_values_that_would_change_are_refused_by_name(tmp_path, decl, value, sho
     assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0] == 300
 
 
+def test_the_value_named_is_one_that_would_change():
+    """An INTEGER column holding 3.0 (read exactly) and 'oops' was refused
+    for 'float values such as 3.0' (helper-13)."""
+    import pyarrow as pa
+
+    with pytest.raises(sqlanon.InputError, match=r"declared int64 but holds str values such as 'oops'"):
+        sqla._exact("c", (1, 3.0, None, "oops"), pa.int64())
+    sqla._exact("c", (1, 3.0, None), pa.int64())
+
+
+def test_untyped_sqlite_columns_are_typed_by_every_value(tmp_path):
+    """helper-13: an untyped column was typed from its first 1,000 rows: all
+    NULL there, its later integers were published as text ('1501'); with
+    ints first, a REAL 2000.0 later came out as the BIGINT 2000. And a TEXT
+    column's blob b'blob' was published as the text 'blob'."""
+    import pyarrow.parquet as pq
+
+    db = tmp_path / "u.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE t (id INTEGER, age INTEGER, late, mixed, note TEXT)")
+        c.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?)", [
+            (i, 20 + i % 30, i if i >= 1500 else None, 2000.0 if i == 1999 else i, "n") for i in range(2000)])
+    out = tmp_path / "o.parquet"
+    sqlanon.anonymize(f"sqlite:///{db}", out, table="t", qi=["age"], k=5, workers=1)
+    t = pq.read_table(out)
+    assert str(t.schema.field("late").type) == "int64" and str(t.schema.field("mixed").type) == "double"
+    assert sorted(v for v in t.column("late").to_pylist() if v is not None) == list(range(1500, 2000))
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE t SET note = CAST('blob' AS BLOB) WHERE id = 7")
+    with pytest.raises(sqlanon.InputError, match=r"column 'note' is declared string but holds bytes values"):
+        sqlanon.anonymize(f"sqlite:///{db}", out, table="t", qi=["age"], k=5, workers=1, overwrite=True)
+
+
 def test_case_insensitive_columns_are_counted_by_their_bytes(tmp_path):
     """Under COLLATE NOCASE, SQLite counts 'a' and 'A' as one value; the
     engine publishes them apart. The statistics count bytes as the engine
@@ -270,6 +303,10 @@ def test_missing_sqlite_file_is_an_error_and_is_not_created(tmp_path):
     p = _cli("anonymize", f"sqlite:///{missing}", "--table", "t", "-o", tmp_path / "o.parquet", "--qi", "a", "-k", 2)
     assert p.returncode == 1 and p.stderr.strip() == f"Error: SQLite database {str(missing)!r} does not exist"
     assert not missing.exists()  # SQLite would have created an empty database file
+    missing.mkdir()
+    p = _cli("anonymize", f"sqlite:///{missing}", "--table", "t", "-o", tmp_path / "o.parquet", "--qi", "a", "-k", 2)
+    assert p.returncode == 1 and p.stderr.strip() == f"Error: SQLite database {str(missing)!r} is a directory, not a " \
+        "database file"
 
 
 def test_sqlite_file_uris_and_bad_url_options_are_one_line(tmp_path):
@@ -288,6 +325,11 @@ def test_sqlite_file_uris_and_bad_url_options_are_one_line(tmp_path):
     p = _cli("anonymize", f"sqlite:///file:{db}?mode=ro&uri=true", "--table", "t", "-o", tmp_path / "o.parquet",
              "--qi", "a", "-k", 2)
     assert p.returncode == 0, p.stderr
+    # SQLAlchemy's warning of an option it ignores: was two lines from each of three processes
+    p = _cli("anonymize", f"sqlite:///{db}?foo=1", "--table", "t", "-o", tmp_path / "o.parquet", "--qi", "a", "-k", 2,
+             "--overwrite", "--workers", 2, "--quiet")
+    assert p.returncode == 0 and p.stderr.startswith("Warning: sqlite:///") and "'foo' are not accepted" in p.stderr
+    assert len(p.stderr.splitlines()) == 1, p.stderr
     for url, message in ((f"sqlite:///{db}?timeout=abc", "could not convert string to float: 'abc'"),
                          (f"sqlite:///{db}?check_same_thread=maybe", "String is not true/false: 'maybe'"),
                          (f"duckdb:///{db}", "SQLAlchemy has no dialect 'duckdb'")):
