@@ -32,7 +32,7 @@ SELECT
 {% if c in interval and c in stamps and dialect == "sqla:sqlite" %}
     , min(strftime('%Y-%m-%d %H:%M:%f', {{ c | ident }})) AS {{ ("min" ~ loop.index0) | ident }}
     , max(strftime('%Y-%m-%d %H:%M:%f', {{ c | ident }})) AS {{ ("max" ~ loop.index0) | ident }}
-{% elif c in interval and c in decimals and dialect == "postgres" %}
+{% elif c in interval and c in decimals | default({}) and dialect == "postgres" %}
     , CAST(min({{ c | ident }}) AS {{ decimals[c] }}) AS {{ ("min" ~ loop.index0) | ident }}
     , CAST(max({{ c | ident }}) AS {{ decimals[c] }}) AS {{ ("max" ~ loop.index0) | ident }}
 {% elif c in interval %}
@@ -60,7 +60,7 @@ SELECT
     , count(DISTINCT {% if s in texts and dialect.startswith(("sqla:mysql", "sqla:mariadb")) %}CAST({{ s | ident }} AS BINARY){% else %}{{ s | ident }}{% endif %}{% if s in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
 {% endif %}
 {% endfor %}
-{% for c, zoned in far %}
+{% for c, zoned in far | default([]) %}
     , bool_or(isfinite({{ c | ident }}) AND {{ c | ident }} > {{ ("294247-01-10 04:00:54.775806" ~ ("+00" if zoned else "")) | lit }}) AS {{ ("__sqlanon_far" ~ loop.index0) | ident }}
 {% endfor %}
 {% include "_checksum.sql" %}
