@@ -18,7 +18,8 @@
    PostgreSQL's min/max of a numeric(p,s) column (`decimals`: the type) is
    an unconstrained numeric, which DuckDB reads as a double: cast back.
    SQLite keeps timestamps as text, where '2021-01-01T06:00' sorts after
-   '2021-01-01 12:00': their min/max (`stamps`) compare one normalized form.
+   '2021-01-01 12:00': their min/max (`stamps`) compare one form, with ' '
+   for 'T' (strftime() cut them to milliseconds, and made '2021-01-01 05' NULL).
    Whether each PostgreSQL timestamp column of `far` (name, with a zone)
    holds a time past DuckDB's last one, 294247-01-10 04:00:54.775806
    (PostgreSQL's go to 294276), which DuckDB's postgres extension reads
@@ -30,8 +31,8 @@ SELECT
 {% for c in qi %}
     , count(*) - count({{ c | ident }}) AS {{ ("nulls" ~ loop.index0) | ident }}
 {% if c in interval and c in stamps and dialect == "sqla:sqlite" %}
-    , min(strftime('%Y-%m-%d %H:%M:%f', {{ c | ident }})) AS {{ ("min" ~ loop.index0) | ident }}
-    , max(strftime('%Y-%m-%d %H:%M:%f', {{ c | ident }})) AS {{ ("max" ~ loop.index0) | ident }}
+    , min(replace({{ c | ident }}, 'T', ' ')) AS {{ ("min" ~ loop.index0) | ident }}
+    , max(replace({{ c | ident }}, 'T', ' ')) AS {{ ("max" ~ loop.index0) | ident }}
 {% elif c in interval and c in decimals | default({}) and dialect == "postgres" %}
     , CAST(min({{ c | ident }}) AS {{ decimals[c] }}) AS {{ ("min" ~ loop.index0) | ident }}
     , CAST(max({{ c | ident }}) AS {{ decimals[c] }}) AS {{ ("max" ~ loop.index0) | ident }}

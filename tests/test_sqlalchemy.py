@@ -399,6 +399,15 @@ def test_sqlite_text_timestamps_span_by_their_instants(tmp_path):
                                                       (2, "2021-01-02 00:00:00"), (3, "2021-01-01 12:00:00")])
     r = sqlanon.anonymize(f"sqlite:///{path}", tmp_path / "o.parquet", table="t", qi=["ts"], k=4, workers=1)
     assert r.metrics.classes == 1 and r.metrics.gcp == pytest.approx(1.0)
+    # strftime() cut microseconds to milliseconds (GCP 1.8) and made '2021-01-01 05' NULL (GCP 0) (helper-13)
+    for stamps in (["2021-01-01 00:00:00.000600", "2021-01-01 00:00:00.002400", "2021-01-01 00:00:00.000700",
+                    "2021-01-01 00:00:00.001000"], ["2021-01-01 05", "2021-01-01 07", "2021-01-01 23", "2021-01-01 17"]):
+        with sqlite3.connect(path) as c:
+            c.execute("DELETE FROM t")
+            c.executemany("INSERT INTO t VALUES (?, ?)", list(enumerate(stamps)))
+        r = sqlanon.anonymize(f"sqlite:///{path}", tmp_path / "o.parquet", table="t", qi=["ts"], k=4, workers=1,
+                              overwrite=True)
+        assert r.metrics.classes == 1 and r.metrics.gcp == pytest.approx(1.0), stamps
 
 
 def test_quoting_and_binds_follow_the_dialect():
