@@ -903,6 +903,8 @@ def run(
             if isinstance(target, io.DuckDBTarget):
                 staging.as_text.update(text)
                 staging.cast_back = cast
+            else:  # into PostgreSQL through the parts: found after every fragment, without the column (helper-14)
+                _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
         else:
             _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
             if isinstance(source, io.FileSource) and source.fmt == "parquet":
@@ -1198,14 +1200,16 @@ def _check_hugeint_bounds(
 
 
 def _check_parquet_hugeints(con: duckdb.DuckDBPyConnection, source, columns: list[str], target) -> None:
-    """A HUGEINT goes into Parquet as DECIMAL(38,0): a value of 39 digits
-    would be written as an invalid decimal. Refused by column."""
+    """A HUGEINT goes into Parquet, and through Parquet parts into
+    PostgreSQL, as DECIMAL(38,0): a value of 39 digits would be written as
+    an invalid decimal (or fail the load). Refused by column."""
+    where = "PostgreSQL" if getattr(target, "dialect", None) == "postgres" else "Parquet"
     for c in columns:
         if _has_39_digits(con, source, c):
             raise InputError(
-                f"column {c!r} is a HUGEINT holding values of 39 digits, which Parquet ({target.describe()!r}) "
-                "cannot hold (DECIMAL(38,0) at most): write to a DuckDB table, cast it to text in a view, or drop "
-                "it (--drop)"
+                f"column {c!r} is a HUGEINT holding values of 39 digits, which {where} ({target.describe()!r}) "
+                "cannot take (DECIMAL(38,0) at most on the way): write to a DuckDB table, cast it to text in a view, "
+                "or drop it (--drop)"
             )
 
 

@@ -1696,6 +1696,23 @@ def test_numeric_qis_reach_the_engine_exactly_or_are_refused(pg_url, numeric_run
                           "WHERE a.w < b.w_lo OR a.w > b.w_hi OR b.w_lo IS NULL") == 0
 
 
+def test_a_hugeint_of_39_digits_is_refused_by_name_before_any_work(pg_url, tmp_path, monkeypatch):
+    """It travels to the server as DECIMAL(38,0): the load failed after every
+    fragment with 'numeric field overflow', naming no column (helper-14)."""
+    from sqlanon import coordinator
+
+    db = tmp_path / "h.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id, 20 + i AS age,
+                       (170141183460469231731687303715884105727 - i)::HUGEINT AS h FROM range(12) r(i)""")
+    ran = []
+    monkeypatch.setattr(coordinator, "execute", lambda *a, **kw: ran.append(1))
+    with pytest.raises(sqlanon.InputError, match=r"column 'h' is a HUGEINT holding values of 39 digits, which "
+                                                 r"PostgreSQL .* cannot take"):
+        sqlanon.anonymize(db, pg_url, table="t", target_table="public.hugeint_dst", qi=["age"], k=3)
+    assert not ran and not exists(pg_url, "public", "hugeint_dst")
+
+
 def test_timestamps_past_duckdbs_last_one_are_refused_by_name(pg_url, tmp_path):
     """PostgreSQL's timestamps go to 294276 AD, DuckDB's to 294247: the
     postgres extension read later ones wrapped around to 290,000 BC, as QI
