@@ -225,8 +225,8 @@ def span_values(sorted_values: pa.Array, unit: float | None = None) -> np.ndarra
 
     Integers, dates and timestamps: exact 64-bit offsets from the first
     value, as floats (no loss for spans below 2**53, e.g. nanosecond
-    timestamps of a century or 64-bit ids). Floats and decimals: the value
-    times ``unit``: 1 (exact, denormals too) unless the dataset's span passes
+    timestamps of a century or 64-bit ids). Decimals: exact offsets from the
+    first value, as floats. Floats: the value times ``unit``: 1 (exact, denormals too) unless the dataset's span passes
     the largest double, then 0.5 (:func:`span_unit`); None takes the unit of
     these values' own range, which is right when they are the whole dataset.
     Only differences and their ratios to :attr:`ColumnStats.span` (same
@@ -245,6 +245,12 @@ def span_values(sorted_values: pa.Array, unit: float | None = None) -> np.ndarra
         # 2**64 and exact, where int64 overflowed past 2**63 (1677 to 2262 in
         # nanoseconds; -5e18 to 5e18) into negative spans.
         return (ticks - ticks[0]).astype(np.float64)
+    if pa.types.is_decimal(t):
+        # Exact offsets from the first value, then doubles: values of 24 digits
+        # 0.01 apart were one double, and their classes' NCP 0 (helper-14).
+        wide = sorted_values.cast(pa.decimal256(min(t.precision + 1, 75), t.scale))
+        offsets = pc.subtract(wide, wide[0]).cast(pa.float64(), safe=False)
+        return offsets.to_numpy(zero_copy_only=False).astype(np.float64) * (1.0 if unit is None else unit)
     out = sorted_values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False).astype(np.float64)
     nan = np.isnan(out)
     finite = out[~nan]  # sorted: NaN last

@@ -1060,6 +1060,25 @@ def test_spans_past_2_63_and_dates_before_year_1(tmp_path):
                               workers=1, overwrite=True)
 
 
+def test_wide_decimals_span_exactly(tmp_path):
+    """A decimal's positions were its value as a double: 24-digit values 0.01
+    apart were one double, and every class's NCP 0 (helper-14)."""
+    from sqlanon.domain import span_values
+
+    wide = pa.array([decimal.Decimal("123456789012345678901234.01"), decimal.Decimal("123456789012345678901234.05"),
+                     decimal.Decimal("123456789012345678901235.01")], pa.decimal128(30, 2))
+    assert list(span_values(wide)) == pytest.approx([0.0, 0.04, 1.0])
+    edge = pa.array([decimal.Decimal("-" + "9" * 28 + ".9999999999"), decimal.Decimal("9" * 28 + ".9999999999")],
+                    pa.decimal128(38, 10))
+    assert list(span_values(edge)) == [0.0, 2e28]
+    src = tmp_path / "w.parquet"
+    pq.write_table(pa.table({"w": pa.array([decimal.Decimal("123456789012345678901234.01") + decimal.Decimal(i) / 100
+                                            for i in range(40)], pa.decimal128(30, 2)),
+                             "s": [str(i % 3) for i in range(40)]}), src)
+    r = sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["w"], sensitive=["s"], k=4, l=2, workers=1)
+    assert 0 < r.metrics.gcp < 1 and r.metrics.classes > 1
+
+
 def test_hugeint_bounds_of_39_digits_are_refused(tmp_path):
     """--interval-format bounds on a HUGEINT wrote its 39-digit values into a
     DuckDB table's DECIMAL(38,0) _lo/_hi: invalid decimals no query could read."""
