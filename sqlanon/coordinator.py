@@ -66,6 +66,10 @@ def default_sample_rows(n_qi: int, n_fragments: int) -> int:
     return min(cap, max(SAMPLE_MIN_ROWS, SAMPLE_ROWS_PER_FRAGMENT * n_fragments))
 
 
+MAX_RETRIES = 100
+"""The most reruns of a task ``--retries`` takes."""
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How to run: parallelism, fragmentation and sampling.
@@ -125,8 +129,10 @@ class RunOptions:
             raise ConfigError("--scheduler goes with --executor=dask")
         if self.spark_master and self.executor != "spark":
             raise ConfigError("--spark-master goes with --executor=spark")
-        if not isinstance(self.retries, int) or self.retries < 0:
-            raise ConfigError(f"--retries must be a non-negative integer, got {self.retries!r}")
+        if not isinstance(self.retries, int) or not 0 <= self.retries <= MAX_RETRIES:
+            # 2**64 overflowed the Dask scheduler's messages, which shut a shared cluster's workers down;
+            # Spark's task.maxFailures is an int (helper-12)
+            raise ConfigError(f"--retries must be an integer from 0 to {MAX_RETRIES}, got {self.retries!r}")
         if self.task_timeout is not None and not 0 < self.task_timeout < 10**9:  # a wait longer overflows
             raise ConfigError(
                 f"--task-timeout must be a positive number of seconds (below 1e9), got {self.task_timeout!r}"
@@ -140,10 +146,14 @@ class RunOptions:
                 f"unknown fragmentation {self.fragmentation!r}{suggest(self.fragmentation, fragmentation.STRATEGIES)}; "
                 f"choose one of {', '.join(fragmentation.STRATEGIES)}"
             )
-        if self.worker_memory is not None and not re.fullmatch(
-            r"\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", str(self.worker_memory), re.I
-        ):
-            raise ConfigError(f"--worker-memory takes a size such as 2GB or 512MiB, got {self.worker_memory!r}")
+        if self.worker_memory is not None:
+            size = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", str(self.worker_memory), re.I)
+            if not size:
+                raise ConfigError(f"--worker-memory takes a size such as 2GB or 512MiB, got {self.worker_memory!r}")
+            unit = size.group(2).upper()
+            if float(size.group(1)) * (1024 if "I" in unit else 1000) ** "BKMGT".index(unit[0]) < 64 * 2**20:
+                # '0GB' failed reading the input (DuckDB: "could not allocate block"), exit 1
+                raise ConfigError(f"--worker-memory must be at least 64MiB, got {self.worker_memory!r}")
         if self.sample is not None and (
             isinstance(self.sample, bool) or not isinstance(self.sample, (int, float))
             or not 0 < self.sample < math.inf or (self.sample > 1 and self.sample != int(self.sample))
@@ -407,13 +417,13 @@ def _input_files(source) -> list[str]:
     return [root, root + ".wal", root + "-wal"]  # DuckDB's and SQLite's write-ahead logs
 
 
-def _probe_cluster(pool, files: list[str], staging) -> None:
+def _probe_cluster(pool, files: tuple[tuple[str, int, int], ...], staging) -> None:
     """A remote cluster's worker must reach the input's files and the staging
     directory (shared storage): otherwise every task read or anonymized its
     fragment and failed writing it, after its retries too. One probe task,
     before any fragment, says so."""
     name = pool.name.capitalize()
-    fut = pool.submit(probe, (tuple(os.path.abspath(f) for f in files), str(staging.parts_dir)))
+    fut = pool.submit(probe, (files, str(staging.parts_dir)))
     deadline = time.monotonic() + PROBE_SECONDS
     while not fut.done():
         if time.monotonic() > deadline:
@@ -541,7 +551,7 @@ def draw_sample(
 # ----------------------------------------------------------------------- the run
 
 
-def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, target) -> FragmentTask:
+def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, target, inputs=()) -> FragmentTask:
     where, params = fragmentation.where_sql(plan_fragment.predicates, source.dialect)
     return FragmentTask(
         fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source, spec=spec, stats=stats,
@@ -549,7 +559,7 @@ def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, ta
         temp_directory=staging.spill_dir(str(plan_fragment.id)),
         part_compression=target.part_compression, part_is_output=target.parts_are_output,
         as_text=tuple(staging.as_text), arrow_fields=staging.arrow_fields,
-        crash_once=os.environ.get(CRASH_ONCE_ENV),
+        crash_once=os.environ.get(CRASH_ONCE_ENV), inputs=inputs,
     )
 
 
@@ -894,8 +904,11 @@ def run(
                 target.check_types()
         out_schema = _empty_schema(schema, spec, drop)
         staging = target.new_staging(shared=getattr(pool, "remote", False))
+        # A remote cluster's workers must see the input's files as they are here (not a host's own copy).
+        seen = tuple((os.path.abspath(f), fp[1], fp[2]) for f, fp in unchanged.items() if fp is not None
+                     ) if getattr(pool, "remote", False) else ()
         if getattr(pool, "remote", False):
-            _probe_cluster(pool, [f for f in _input_files(source) if os.path.exists(f)], staging)
+            _probe_cluster(pool, seen, staging)
         text, cast = _restored_types(described, passthrough, into_postgres=getattr(target, "dialect", None) == "postgres"
                                      ) if source.dialect == "duckdb" else ({}, {})
         if target.exact_parts:
@@ -916,7 +929,7 @@ def run(
         memory, threads = _task_resources(options, pool)
 
         def make_task(frag):
-            return _task(frag, source, spec, stats, staging, drop, memory, threads, target)
+            return _task(frag, source, spec, stats, staging, drop, memory, threads, target, seen)
 
         make_task.part_path = staging.part_path
         while warm.is_alive():  # a stop signal must not wait for a worker start that may never end

@@ -533,8 +533,13 @@ def _start_local_cluster(local_cluster, **kwargs):
         on_failure.pop_all()
     if "error" in outcome:
         if isinstance(outcome["error"], RuntimeError):  # 'Nanny failed to start.': a worker died starting
+            main = sys.modules.get("__main__")
+            why = ("killed, out of memory, or this script run again: Dask's worker processes import it, so "
+                   "call sqlanon under `if __name__ == \"__main__\"`"
+                   if getattr(main, "__spec__", None) is None and getattr(main, "__file__", None) else
+                   "killed, or out of memory?")  # a script run as a file is imported again (helper-12)
             raise InputError(f"the local Dask cluster did not start ({outcome['error']}): a worker process died "
-                             "while starting (killed, or out of memory?)") from outcome["error"]
+                             f"while starting ({why})") from outcome["error"]
         raise outcome["error"]
     return outcome["cluster"]
 
@@ -685,7 +690,8 @@ def _stop_new_children(before: set[int]) -> None:
             pass
 
 
-_MASTER = re.compile(r"(local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|yarn|(spark|k8s|mesos)://\S+)")
+_MASTER = re.compile(r"(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|yarn|(spark|k8s|mesos)://\S+)")
+"""Spark's master URLs; 'local[x]' started a JVM to fail with exit 1 (helper-12)."""
 
 
 def _check_standalone_master(master: str) -> None:

@@ -27,7 +27,7 @@ import pyarrow as pa
 from . import io
 from .config import AnonymizationSpec
 from .domain import ColumnStats
-from .errors import PrivacyError
+from .errors import InputError, PrivacyError
 from .metrics import Metrics
 
 
@@ -56,6 +56,9 @@ class FragmentTask:
     """:attr:`sqlanon.io.Staging.arrow_fields`."""
     crash_once: str | None = None
     """See :data:`CRASH_ONCE_ENV` (tests only)."""
+    inputs: tuple[tuple[str, int, int], ...] = ()
+    """A remote cluster's task: the input's files as the coordinator saw them
+    (path, size, modification time), which the worker must see too."""
 
 
 @dataclass(frozen=True)
@@ -96,14 +99,30 @@ def _maybe_crash(marker: str | None) -> None:
         os._exit(17)
 
 
-def probe(paths: tuple[tuple[str, ...], str]) -> str:
+def other_version(inputs: tuple[tuple[str, int, int], ...]) -> str:
+    """The first of the coordinator's input files (path, size, modification
+    time) that this host sees otherwise, described, or '': a host whose
+    "shared" lake is its own copy published other rows (exit 0 when no
+    column passed through to be compared; helper-12)."""
+    for path, size, mtime in inputs:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return f"the input file {path!r}"
+        if (st.st_size, st.st_mtime_ns) != (size, mtime):
+            return (f"the input file {path!r} as the coordinator sees it (this host's has another size or "
+                    "modification time)")
+    return ""
+
+
+def probe(paths: tuple[tuple[tuple[str, int, int], ...], str]) -> str:
     """On a cluster's worker, before any fragment: what of the run's files
-    it cannot reach (the input's files, the staging directory it writes its
-    part to), or '' when it reaches them all."""
-    files, directory = paths
-    missing = next((f for f in files if not os.path.exists(f)), None)
-    if missing is not None:
-        return f"the input file {missing!r}"
+    it cannot reach (the input's files, as the coordinator sees them; the
+    staging directory it writes its part to), or '' when it reaches them all."""
+    inputs, directory = paths
+    missing = other_version(inputs)
+    if missing:
+        return missing
     try:
         fd, name = tempfile.mkstemp(prefix=".probe-", dir=directory)
     except OSError as exc:
@@ -123,6 +142,10 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
 
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
+    missing = other_version(task.inputs)
+    if missing:
+        raise InputError(f"this worker cannot reach {missing}: a remote cluster needs the input on storage that "
+                         "every worker mounts at the same path")
     con = io.connect(memory_limit=task.memory_limit, threads=task.threads, temp_directory=task.temp_directory)
     try:
         t0 = time.perf_counter()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import subprocess
 import sys
 import textwrap
@@ -283,23 +284,34 @@ def test_the_probe_names_what_a_cluster_worker_cannot_reach(tmp_path):
     """Workers of a remote cluster without the run's storage read or
     anonymized their fragment, then failed writing it, after every retry
     (helper-42): a probe task says what they cannot reach first."""
-    from sqlanon.worker import probe
+    from sqlanon.worker import FragmentTask, probe, run_fragment
 
     present = tmp_path / "in.parquet"
     present.write_bytes(b"x")
-    assert probe(((str(present),), str(tmp_path))) == ""
-    assert probe(((str(present), str(tmp_path / "gone.parquet")), str(tmp_path))) == \
+    st = present.stat()
+    seen = (str(present), st.st_size, st.st_mtime_ns)
+    assert probe(((seen,), str(tmp_path))) == ""
+    assert probe(((seen, (str(tmp_path / "gone.parquet"), 1, 1)), str(tmp_path))) == \
         f"the input file {str(tmp_path / 'gone.parquet')!r}"
     assert probe(((), str(tmp_path / "nowhere"))).startswith(f"the staging directory {str(tmp_path / 'nowhere')!r}")
+    # A host whose "shared" lake is a copy of its own: other rows were published, exit 0 when no column
+    # passed through to be compared (helper-12). The probe and every task compare size and modification time.
+    present.write_bytes(b"xy")
+    assert probe(((seen,), str(tmp_path))) == (f"the input file {str(present)!r} as the coordinator sees it (this "
+                                               "host's has another size or modification time)")
+    task = FragmentTask(0, "", (), None, None, {}, str(tmp_path / "p.parquet"), inputs=(seen,))
+    with pytest.raises(sqlanon.InputError, match="this worker cannot reach the input file .* as the coordinator sees"):
+        run_fragment(task)
 
 
 @pytest.mark.parametrize(("executor", "option", "value"), [
     ("dask", "scheduler", "notaurl"),
     pytest.param("spark", "spark_master", "no-such-master", marks=pytest.mark.spark),
+    pytest.param("spark", "spark_master", "local[x]", marks=pytest.mark.spark),  # a JVM started, exit 1
 ])
 def test_unusable_cluster_address_is_a_config_error(source, tmp_path, executor, option, value):
     out = tmp_path / "out.parquet"
-    with pytest.raises(ConfigError, match=value) as err:
+    with pytest.raises(ConfigError, match=re.escape(value)) as err:
         run(source, out, executor, **{option: value})
     assert "\n" not in str(err.value)
     assert not out.exists()
@@ -483,6 +495,19 @@ def test_the_callers_own_pool_works_after_a_run(tmp_path):
     proc = subprocess.run([sys.executable, str(tmp_path / "job.py")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["[1, 4, 9]", "[1, 4, 9]"]
+
+
+def test_a_script_without_the_main_guard_is_told_so(source, tmp_path):
+    """Dask's worker processes import the script that started a LocalCluster:
+    one calling sqlanon outside `if __name__ == "__main__"` ran again in each,
+    and the run blamed a kill or a lack of memory (helper-12)."""
+    script = tmp_path / "job.py"
+    script.write_text(f"import sqlanon\nsqlanon.anonymize({str(source)!r}, {str(tmp_path / 'o.parquet')!r}, "
+                      f"qi={QI!r}, k=5, executor='dask', workers=1, overwrite=True)\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1].endswith(
+        'this script run again: Dask\'s worker processes import it, so call sqlanon under `if __name__ == "__main__"`)')
 
 
 def test_the_fork_server_never_dies_of_a_ctrl_c_while_it_starts():
