@@ -62,7 +62,8 @@ SELECT
 {% endif %}
 {% endfor %}
 {% for c, zoned in far | default([]) %}
-    , bool_or(isfinite({{ c | ident }}) AND {{ c | ident }} > {{ ("294247-01-10 04:00:54.775806" ~ ("+00" if zoned else "")) | lit }}) AS {{ ("__sqlanon_far" ~ loop.index0) | ident }}
+{% set last = "294247-01-10 04:00:54.775806" ~ ("+00" if zoned else "") %}
+    , bool_or(isfinite({{ c | ident }}) AND {{ c | ident }} > {{ last | lit }}) AS {{ ("__sqlanon_far" ~ loop.index0) | ident }}
 {% endfor %}
 {% include "_checksum.sql" %}
 {% include "_signed_zeros.sql" %}

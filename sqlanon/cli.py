@@ -59,7 +59,8 @@ def _adding(ctx: click.Context, name: str, values: tuple[str, ...]) -> list[str]
     file drops."""
     names = _split(values)
     from_file = [c for c in _also_in_file(ctx, name) if c not in names]
-    ctx.meta.setdefault("sqlanon.file_only", {})[name] = from_file  # errors about them name the file (_config_keys_named)
+    # Errors about these name the file (_config_keys_named).
+    ctx.meta.setdefault("sqlanon.file_only", {})[name] = from_file
     return from_file + names
 
 

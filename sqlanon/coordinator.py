@@ -147,7 +147,8 @@ class RunOptions:
                 f"choose one of {', '.join(fragmentation.STRATEGIES)}"
             )
         if self.worker_memory is not None:
-            size = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", str(self.worker_memory), re.I)
+            size = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", str(self.worker_memory),
+                                re.I)
             if not size:
                 raise ConfigError(f"--worker-memory takes a size such as 2GB or 512MiB, got {self.worker_memory!r}")
             unit = size.group(2).upper()
@@ -916,12 +917,10 @@ def run(
             if isinstance(target, io.DuckDBTarget):
                 staging.as_text.update(text)
                 staging.cast_back = cast
-            else:  # into PostgreSQL through the parts: found after every fragment, without the column (helper-14)
-                _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
-        else:
+        elif isinstance(source, io.FileSource) and source.fmt == "parquet":
+            staging.arrow_fields = io.restorable_fields(source.files(), schema, passthrough)
+        if not isinstance(target, io.DuckDBTarget):  # into Parquet, or PostgreSQL through the parts (helper-14)
             _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
-            if isinstance(source, io.FileSource) and source.fmt == "parquet":
-                staging.arrow_fields = io.restorable_fields(source.files(), schema, passthrough)
         if source.dialect == "duckdb" and not (isinstance(target, io.FileTarget) and target.fmt == "csv"):
             _check_nested_hugeints(con, source, described, passthrough)
         if spec.interval_format == "bounds" and source.dialect == "duckdb":

@@ -226,8 +226,9 @@ def span_values(sorted_values: pa.Array, unit: float | None = None) -> np.ndarra
     Integers, dates and timestamps: exact 64-bit offsets from the first
     value, as floats (no loss for spans below 2**53, e.g. nanosecond
     timestamps of a century or 64-bit ids). Decimals: exact offsets from the
-    first value, as floats. Floats: the value times ``unit``: 1 (exact, denormals too) unless the dataset's span passes
-    the largest double, then 0.5 (:func:`span_unit`); None takes the unit of
+    first value, as floats. Floats: the value times ``unit``: 1 (exact,
+    denormals too) unless the dataset's span passes the largest double, then
+    0.5 (:func:`span_unit`); None takes the unit of
     these values' own range, which is right when they are the whole dataset.
     Only differences and their ratios to :attr:`ColumnStats.span` (same
     units) are meaningful. NaN (sorted last) gets the position of the largest number.

@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 from . import kernel
 from .config import AnonymizationSpec, QuasiIdentifier, missing_column
 from .domain import (
-    ColumnStats, as_compared, as_text, check_type, interval_stats, normalize_floats, resolve_generalization, span_values,
+    ColumnStats, as_compared, as_text, check_type, interval_stats, normalize_floats, resolve_generalization,
+    span_values,
 )
 from .errors import ConfigError, InputError, PrivacyError
 from .generalization import generalize_column

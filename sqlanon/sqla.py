@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import os
 import logging
 import multiprocessing
+import os
 import re
 import warnings
 from dataclasses import dataclass, field, replace

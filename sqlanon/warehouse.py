@@ -85,7 +85,7 @@ def is_url(spec: str) -> bool:
 # SQLAlchemy's URL grammar (sqlalchemy.engine.url._parse_url), so that a
 # postgresql:// URL is read without importing SQLAlchemy (0.2-0.4 s of every
 # PostgreSQL run's start); other databases' URLs go through SQLAlchemy itself,
-# which reads them. tests/test_postgres.py holds the two readings equal.
+# which reads them. tests/test_safety.py holds the two readings equal.
 _URL = re.compile(
     r"""(?P<name>[\w\+]+)://
         (?:(?P<username>[^:/]*)(?::(?P<password>[^@]*))?@)?
