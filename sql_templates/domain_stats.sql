@@ -15,7 +15,7 @@
    citext, a column with a collation) is counted both ways: by its text and
    by the server's equality (`e`), which may make '1.0' and '1.00', or 'Flu'
    and 'flu', one value.
-   PostgreSQL's min/max of a numeric(p,s) column (`decimals`: the type) is
+   PostgreSQL's min/max of a numeric(p,s) column (`decimals`: (p, s)) is
    an unconstrained numeric, which DuckDB reads as a double: cast back.
    SQLite keeps timestamps as text, where '2021-01-01T06:00' sorts after
    '2021-01-01 12:00': their min/max (`stamps`) compare one form, with ' '
@@ -34,8 +34,8 @@ SELECT
     , min(replace({{ c | ident }}, 'T', ' ')) AS {{ ("min" ~ loop.index0) | ident }}
     , max(replace({{ c | ident }}, 'T', ' ')) AS {{ ("max" ~ loop.index0) | ident }}
 {% elif c in interval and c in decimals | default({}) and dialect == "postgres" %}
-    , CAST(min({{ c | ident }}) AS {{ decimals[c] }}) AS {{ ("min" ~ loop.index0) | ident }}
-    , CAST(max({{ c | ident }}) AS {{ decimals[c] }}) AS {{ ("max" ~ loop.index0) | ident }}
+    , CAST(min({{ c | ident }}) AS numeric({{ decimals[c][0] | lit }}, {{ decimals[c][1] | lit }})) AS {{ ("min" ~ loop.index0) | ident }}
+    , CAST(max({{ c | ident }}) AS numeric({{ decimals[c][0] | lit }}, {{ decimals[c][1] | lit }})) AS {{ ("max" ~ loop.index0) | ident }}
 {% elif c in interval %}
     , min({{ c | ident }}) AS {{ ("min" ~ loop.index0) | ident }}
 {% if c in floats and dialect == "duckdb" %}
@@ -62,8 +62,8 @@ SELECT
 {% endif %}
 {% endfor %}
 {% for c, zoned in far | default([]) %}
-{% set last = "294247-01-10 04:00:54.775806" ~ ("+00" if zoned else "") %}
-    , bool_or(isfinite({{ c | ident }}) AND {{ c | ident }} > {{ last | lit }}) AS {{ ("__sqlanon_far" ~ loop.index0) | ident }}
+    , bool_or(isfinite({{ c | ident }}) AND {{ c | ident }} > {{ ("294247-01-10 04:00:54.775806" ~ ("+00" if zoned else "")) | lit }})
+        AS {{ ("__sqlanon_far" ~ loop.index0) | ident }}
 {% endfor %}
 {% include "_checksum.sql" %}
 {% include "_signed_zeros.sql" %}

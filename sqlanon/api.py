@@ -50,6 +50,9 @@ def _names(value, option: str, objects: type | None = None) -> tuple:
         return tuple(split_names(value))
     if value is None:
         return ()
+    if isinstance(value, Mapping):  # qi={"age": "set"}: its values were ignored
+        raise ConfigError(f"{option} takes column names, got a mapping {value!r}"
+                          + ("; give generalization={column: kind} for the kinds" if option == "qi" else ""))
     try:
         names = tuple(value)
     except TypeError:
@@ -326,9 +329,9 @@ def anonymize(
                                       "name another with --metrics")
                 io.check_metrics_file(default, coordinator.METRICS_SCHEMA)
             return coordinator.run(
-                source, target, spec, _names(drop, "drop"), options,
+                source, target, spec, tuple(dict.fromkeys(_names(drop, "drop"))), options,  # 'name,name' failed
                 output_qi=lambda schema: output_qi_columns(spec, schema),
-                keep=None if keep is None else _names(keep, "keep"),
+                keep=None if keep is None else tuple(dict.fromkeys(_names(keep, "keep"))),
             )
         finally:
             if isinstance(target, io.LocalStagingTarget):
@@ -516,7 +519,9 @@ def verify(
         ConfigError: bad arguments, or a column the input lacks.
         InputError: the input cannot be read.
     """
-    qi, sensitive = _names(qi, "qi"), _names(sensitive, "sensitive")
+    # As anonymize takes them: a QuasiIdentifier stands for its column.
+    qi = tuple(q.name if isinstance(q, QuasiIdentifier) else q for q in _names(qi, "qi", QuasiIdentifier))
+    sensitive = _names(sensitive, "sensitive")
     k, l = _whole(k), _whole(l)  # noqa: E741
     table = _text(table, "table")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:

@@ -63,27 +63,34 @@ def csv_dialect(path: str) -> tuple[str, str]:
     return delimiter, next((c for ext, c in CSV_COMPRESSIONS.items() if suffix.endswith(ext)), "none")
 
 
-def strict_json(doc, *, indent: int | None = None, sort_keys: bool = False) -> str:
-    """JSON text that every parser reads: a NaN or infinite number (a QI
-    value in a violation, a cut value in a WHERE clause's parameters) is
-    written as the string Python shows for it, not as the bare NaN token
-    that JSON does not have; other values JSON lacks (dates, decimals) as text."""
-
-    def finite(x):
-        if isinstance(x, float) and not math.isfinite(x):
-            return str(x)
-        if isinstance(x, dict):  # keys as JSON takes them (a MAP QI's dates: a TypeError, helper-11)
-            return {k if isinstance(k, (str, int, float, bool)) or k is None else str(k): finite(v)
-                    for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [finite(v) for v in x]
+def plain(x):
+    """``x`` in the values JSON has, for every parser: a NaN or infinite
+    number (a QI value in a violation, a cut value in a WHERE clause's
+    parameters) as the string Python shows for it, not the bare NaN token
+    JSON does not have; other values JSON lacks (dates, decimals) as text.
+    What the library's ``to_dict()`` and ``explain()`` return (a date there
+    failed ``json.dumps``: helper-16)."""
+    if isinstance(x, bool) or x is None or isinstance(x, (str, int)):
         return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else str(x)
+    if isinstance(x, dict):  # keys as JSON takes them (a MAP QI's dates: a TypeError, helper-11)
+        return {k if isinstance(k, (str, int, float, bool)) or k is None else str(k): plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    return str(x)
 
-    return json.dumps(finite(doc), indent=indent, sort_keys=sort_keys, default=str, allow_nan=False)
+
+def strict_json(doc, *, indent: int | None = None, sort_keys: bool = False) -> str:
+    """JSON text that every parser reads (:func:`plain`)."""
+    return json.dumps(plain(doc), indent=indent, sort_keys=sort_keys, allow_nan=False)
 
 
 def suggest(word: str, choices) -> str:
-    """A ``" (did you mean 'x'?)"`` hint, or ``""`` when nothing is close."""
+    """A ``" (did you mean 'x'?)"`` hint, or ``""`` when nothing is close
+    (or ``word`` is no text: ``executor=None``)."""
+    if not isinstance(word, str):
+        return ""
     choices = list(choices)
     same_but_case = [c for c in choices if c.lower() == word.lower() and c != word]
     close = same_but_case or difflib.get_close_matches(word, choices, n=1)
@@ -158,6 +165,11 @@ class QuasiIdentifier:
             raise ConfigError(f"column {self.name!r} uses generalization 'hierarchy' but no hierarchy file was given")
         if self.hierarchy is not None and g not in (None, "hierarchy"):
             raise ConfigError(f"column {self.name!r} has a hierarchy but generalization {g!r}; drop one of the two")
+        from .hierarchies import Hierarchy  # here: it imports numpy and pyarrow, which the CLI loads later
+
+        if self.hierarchy is not None and not isinstance(self.hierarchy, Hierarchy):  # a path failed mid-run
+            raise ConfigError(f"the hierarchy of column {self.name!r} must be a Hierarchy (sqlanon.load_hierarchy"
+                              f"(path) reads one), got {type(self.hierarchy).__name__}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +196,10 @@ class AnonymizationSpec:
         object.__setattr__(self, "sensitive", tuple(self.sensitive))
         if not self.quasi_identifiers:
             raise ConfigError("name at least one quasi-identifier column (--qi)")
+        for q in self.quasi_identifiers:
+            if not isinstance(q, QuasiIdentifier):  # ('age',): an AttributeError further on
+                raise ConfigError(f"quasi_identifiers takes QuasiIdentifier objects (sqlanon.build_spec takes "
+                                  f"names), got {q!r}")
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 2:
             raise ConfigError(f"k must be an integer >= 2, got {self.k!r}")
         if isinstance(self.l, bool) or not isinstance(self.l, int) or self.l < 1:

@@ -32,7 +32,7 @@ import duckdb
 import pyarrow as pa
 
 from . import executors, fragmentation, interrupts, io
-from .config import AnonymizationSpec, missing_column, strict_json, suggest
+from .config import AnonymizationSpec, missing_column, plain, strict_json, suggest
 from .domain import ColumnStats, as_text, check_type, interval_stats, resolve_generalization
 from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
@@ -205,10 +205,10 @@ class RunResult:
                 dict(id=f.id, path=f.path, where=where, params=params,
                      estimated_rows=f.estimated_rows, sample_rows=f.sample_rows)
             )
-        return dict(
+        return plain(dict(
             source_rows=self.source_rows, sample_rows=self.sample_rows, seed=self.seed,
             strategy=self.plan.strategy, workers=self.workers, fragments=frags,
-        )
+        ))
 
     def to_dict(self) -> dict:
         """The ``--json`` document."""
@@ -357,7 +357,7 @@ def domain_stats(
     stamps = [c for c in interval if pa.types.is_timestamp(schema.field(c).type)]
     texts = [c for c in [*spec.qi_names, *spec.sensitive]
              if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
-    decimals = {c: f"numeric({schema.field(c).type.precision}, {schema.field(c).type.scale})" for c in interval
+    decimals = {c: (schema.field(c).type.precision, schema.field(c).type.scale) for c in interval
                 if pa.types.is_decimal(schema.field(c).type)}
     far = [(f.name, f.type.tz is not None) for f in schema if pa.types.is_timestamp(f.type) and (
         read is None or f.name in read)] if source.dialect == "postgres" else []

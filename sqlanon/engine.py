@@ -20,9 +20,11 @@ so a worker that sees only a fragment can pass the global ones in.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -119,6 +121,28 @@ def _place_values(e: _Encoded, stats: ColumnStats) -> None:
     e.values = np.append(values, values[-1] if len(values) else 0.0)
 
 
+def _covering(enc: list[_Encoded], stats) -> dict[str, ColumnStats]:
+    """The given dataset-wide statistics of each QI, which must cover the
+    table's values: outside them NCP went above 1 (or inf), and an infinite
+    value, which the table's own statistics refuse, was published (helper-16)."""
+    if not isinstance(stats, Mapping):
+        raise ConfigError(f"stats takes a mapping {{column: ColumnStats}}, got {type(stats).__name__}")
+    missing = [e.name for e in enc if e.name not in stats]
+    if missing:
+        raise ConfigError(f"no dataset statistics for quasi-identifier(s) {', '.join(map(repr, missing))}")
+    for e in enc:
+        given = stats[e.name]
+        if not isinstance(given, ColumnStats):
+            raise ConfigError(f"stats of {e.name!r} must be a ColumnStats (sqlanon.column_stats computes them), "
+                              f"got {type(given).__name__}")
+        own = _local_stats(e)  # refuses infinite values
+        if e.kind == "interval" and own.min is not None and (
+                given.min is None or own.min < given.min or own.max > given.max):
+            raise ConfigError(f"the statistics given for {e.name!r} span {given.min}..{given.max}, but the table "
+                              f"holds values from {own.min} to {own.max}: pass the whole dataset's")
+    return {e.name: stats[e.name] for e in enc}
+
+
 def _local_stats(e: _Encoded) -> ColumnStats:
     if e.kind == "interval":
         last = len(e.dictionary) - 1
@@ -133,8 +157,35 @@ def _local_stats(e: _Encoded) -> ColumnStats:
 
 
 def column_stats(table: pa.Table, spec: AnonymizationSpec) -> dict[str, ColumnStats]:
-    """Dataset-wide statistics of the spec's QIs, computed from ``table`` itself."""
-    return {e.name: _local_stats(e) for e in _encode_all(table, spec)}
+    """Dataset-wide statistics of the spec's QIs, computed from ``table`` itself
+    (an Arrow table or a pandas DataFrame, as :func:`anonymize_table` takes)."""
+    return {e.name: _local_stats(e) for e in _encode_all(_readable(table, spec), spec)}
+
+
+def _readable(table, spec: AnonymizationSpec) -> pa.Table:
+    """``table`` as Arrow with types the engine reads: the views of strings
+    and bytes (Polars' ``to_arrow()`` gives them) as strings and bytes, 32-
+    and 64-bit decimals as 128-bit ones, and a ``time32`` QI as ``time64``
+    (Arrow has no kernels to take, sort or span them: the run failed with
+    ArrowNotImplementedError; helper-16). Values are unchanged."""
+    if not isinstance(spec, AnonymizationSpec):
+        raise ConfigError(
+            f"spec must be an AnonymizationSpec (sqlanon.build_spec(qi, k, ...) makes one), got {type(spec).__name__}"
+        )
+    if not isinstance(table, pa.Table):
+        table = _as_arrow(table)
+    twice = sorted({c for c in table.column_names if table.column_names.count(c) > 1})
+    if twice:
+        raise ConfigError(f"the table has more than one column named {', '.join(map(repr, twice))}: rename them")
+    for i, f in enumerate(table.schema):
+        t = f.type
+        wider = (pa.string() if t == pa.string_view() else pa.binary() if t == pa.binary_view()
+                 else pa.decimal128(t.precision, t.scale) if t.id in (pa.decimal32(1).id, pa.decimal64(1).id)
+                 else pa.time64("us" if t.unit in ("s", "ms") else t.unit) if pa.types.is_time32(t)
+                 and f.name in spec.qi_names else None)
+        if wider is not None:
+            table = table.set_column(i, f.with_type(wider), table.column(i).cast(wider))
+    return table
 
 
 def _check_columns(table: pa.Table, spec: AnonymizationSpec) -> None:
@@ -164,6 +215,24 @@ def _encode_sensitive(table: pa.Table, name: str) -> tuple[np.ndarray, int]:
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int32), len(enc.dictionary)
 
 
+def _refuse_mixed_objects(name: str, values) -> None:
+    """Refuse an object column whose values Arrow would change to make them
+    one type: dates with times of day (the times dropped), naive and zoned
+    times (the zoned ones moved to UTC), text with bytes (helper-16). A
+    column of numbers (ints with floats) keeps its values."""
+    kinds = set(map(type, values))
+    times = [k for k in kinds if issubclass(k, dt.datetime)]
+    mix = ("dates and times of day" if times and any(issubclass(k, dt.date) and k not in times for k in kinds) else
+           "text and bytes" if any(issubclass(k, str) for k in kinds) and any(issubclass(k, bytes) for k in kinds)
+           else None)
+    if mix is None and times:
+        zoned = {v.tzinfo is not None for v in values if isinstance(v, dt.datetime)}
+        mix = "times with and without a time zone" if len(zoned) > 1 else None
+    if mix:
+        raise ConfigError(f"column {name!r} (dtype object) holds {mix}, which Arrow would make one type, changing "
+                          "values: cast it first (e.g. pd.to_datetime(..., utc=True), or .astype(str))")
+
+
 def _as_arrow(data) -> pa.Table:
     """A pandas DataFrame, or anything else Arrow reads as a table, as Arrow."""
     import pandas as pd  # a dependency; imported here, as the engine's own path needs none of it
@@ -184,9 +253,16 @@ def _as_arrow(data) -> pa.Table:
                 "the DataFrame's index is not 0..n-1 and has no name: name it to keep it as a column "
                 "(df.rename_axis('row_id')), or drop it (df.reset_index(drop=True)); rows come back regrouped"
             )
+        twice = sorted({str(c) for c in data.columns if list(data.columns).count(c) > 1})
+        if twice:
+            raise ConfigError(f"the DataFrame has more than one column named {', '.join(map(repr, twice))}: "
+                              "rename them")
+        for name in data.columns:
+            if data[name].dtype == object:
+                _refuse_mixed_objects(str(name), data[name])
         try:
             return pa.Table.from_pandas(data, preserve_index=False)
-        except (TypeError, ValueError, pa.ArrowException) as exc:
+        except (TypeError, ValueError, OverflowError, pa.ArrowException) as exc:
             # Arrow names the column last; the value it failed on stays out (it is data).
             found = re.search(r"Conversion failed for column (.+?) with type (\w+)", str(exc))
             if found:
@@ -194,7 +270,9 @@ def _as_arrow(data) -> pa.Table:
                     f"column {found.group(1)!r} (dtype {found.group(2)}) holds values of mixed types that Arrow "
                     "cannot read as one column: cast it first (e.g. .astype(str))"
                 ) from None
-            raise ConfigError(f"cannot read the DataFrame as an Arrow table: {type(exc).__name__}") from None
+            why = "a number too large for 64 bits: cast it to str or Decimal" if isinstance(exc, OverflowError) else \
+                type(exc).__name__
+            raise ConfigError(f"cannot read the DataFrame as an Arrow table ({why})") from None
     try:  # a dict of columns, anything Arrow reads as a table
         return pa.table(data)
     except (TypeError, ValueError, pa.ArrowException) as exc:
@@ -240,12 +318,7 @@ def anonymize_table(
     """
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    if not isinstance(spec, AnonymizationSpec):
-        raise ConfigError(
-            f"spec must be an AnonymizationSpec (sqlanon.build_spec(qi, k, ...) makes one), got {type(spec).__name__}"
-        )
-    if not isinstance(table, pa.Table):
-        table = _as_arrow(table)
+    table = _readable(table, spec)
     _check_columns(table, spec)
     n = table.num_rows
     if n == 0:
@@ -262,10 +335,7 @@ def anonymize_table(
     if stats is None:
         stats = {e.name: _local_stats(e) for e in enc}
     else:
-        missing = [e.name for e in enc if e.name not in stats]
-        if missing:
-            raise ConfigError(f"no dataset statistics for quasi-identifier(s) {', '.join(map(repr, missing))}")
-        stats = {e.name: stats[e.name] for e in enc}
+        stats = _covering(enc, stats)
     for e in enc:
         _place_values(e, stats[e.name])
 

@@ -650,6 +650,8 @@ def load_hierarchy(path: str | os.PathLike[str]) -> Hierarchy:
             empty hierarchy, duplicate leaf, or a CSV node with two parents.
             The message is one line and names the file.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise HierarchyError(f"load_hierarchy takes the path of a .json or .csv file, got {type(path).__name__}")
     source = os.fspath(path)
     ext = os.path.splitext(source)[1].lower()
     if ext not in (".json", ".csv"):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from .config import plain
 from .errors import ConfigError, InputError, SqlanonError
 from .io import first_line
 from .sql import render
@@ -57,7 +58,7 @@ class Verification:
         return f"{self.n_violations} class(es) break k={self.k}/l={self.l}: {shown}{more}"
 
     def to_dict(self) -> dict:
-        return {
+        return plain({
             "ok": self.ok,
             "k": self.k,
             "l": self.l,
@@ -69,7 +70,7 @@ class Verification:
             "min_distinct": self.min_distinct,
             "n_violations": self.n_violations,
             "violations": self.violations,
-        }
+        })
 
 
 @contextlib.contextmanager

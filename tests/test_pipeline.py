@@ -1371,3 +1371,36 @@ def test_a_low_open_file_limit_is_raised_or_refused_before_any_work(tmp_path):
     p = subprocess.run(args, capture_output=True, text=True, preexec_fn=limit(16, hard), timeout=120)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert pq.read_metadata(out).num_rows == 2_000
+
+
+def test_library_arguments_and_documents_hold_up(tmp_path):
+    """helper-16: drop naming a column twice failed in Arrow (an internal
+    error on the command line too); executor=None and friends raised
+    AttributeError; qi={"age": "set"} ignored its "set"; verify refused the
+    QuasiIdentifier objects anonymize takes; to_dict() of a failed check and
+    explain() held dates and decimals that json.dumps refused."""
+    import datetime as dt
+    import decimal
+    from pathlib import Path
+
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": list(range(40)), "name": [f"n{i}" for i in range(40)],
+                             "day": [dt.date(2020, 1, 1 + i % 28) for i in range(40)],
+                             "amount": [decimal.Decimal(i) / 4 for i in range(40)], "s": [str(i % 3) for i in range(40)]}),
+                   src)
+    r = sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["day", "amount"], k=4, drop="name,name", workers=1,
+                          fragments=2, interval_format="bounds")
+    assert "name" not in pq.read_schema(tmp_path / "o.parquet").names
+    json.dumps(r.to_dict())
+    json.dumps(sqlanon.anonymize(src, tmp_path / "x.parquet", qi=["day", "amount"], k=4, fragments=3, workers=1,
+                                 explain=True).explain())
+    failed = sqlanon.verify(tmp_path / "o.parquet", qi=[sqlanon.QuasiIdentifier("day"), "amount"], k=40)
+    assert not failed.ok and json.loads(json.dumps(failed.to_dict()))["n_violations"] > 0
+    for kwargs, message in ((dict(executor=None), "unknown executor None"),
+                            (dict(fragmentation=None), "unknown fragmentation None"),
+                            (dict(interval_format=None), "unknown interval format None"),
+                            (dict(generalization={"day": Path("set")}), "unknown generalization PosixPath"),
+                            (dict(qi={"day": "set"}), r"qi takes column names, got a mapping .*generalization=")):
+        args = dict(qi=["day"], k=4, workers=1, overwrite=True) | kwargs
+        with pytest.raises(sqlanon.ConfigError, match=message):
+            sqlanon.anonymize(src, tmp_path / "o.parquet", **args)
