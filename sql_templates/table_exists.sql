@@ -1,6 +1,7 @@
-{# Does a DuckDB table, and its schema, exist? Is it a view? DuckDB matches
-   identifiers case-insensitively, quoted or not ("REPORT" names the table
-   report), so this check does too. #}
+{# Does a DuckDB table, and its schema, exist? Is it a view? Which
+   table's foreign key references it (one, which stops DROP TABLE)? DuckDB
+   matches identifiers case-insensitively, quoted or not ("REPORT" names the
+   table report), so this check does too. #}
 SELECT
     (SELECT count(*)
      FROM information_schema.schemata
@@ -16,4 +17,10 @@ SELECT
      WHERE table_catalog = {{ p(catalog) }}
        AND lower(table_schema) = lower({{ p(schema) }})
        AND lower(table_name) = lower({{ p(table) }})
-       AND table_type = 'VIEW') AS views
+       AND table_type = 'VIEW') AS views,
+    (SELECT min(table_name)
+     FROM duckdb_constraints()
+     WHERE database_name = {{ p(catalog) }}
+       AND constraint_type = 'FOREIGN KEY'
+       AND lower(schema_name) = lower({{ p(schema) }})
+       AND lower(referenced_table) = lower({{ p(table) }})) AS referenced_by

@@ -804,12 +804,16 @@ def run(
         if columns:
             if getattr(target, "dialect", None) == "postgres":
                 _refuse_ungroupable_sensitive(source, spec, columns, snapshot_holder)
-            _refuse_generated_from_qis(source, spec, drop, snapshot_holder)
+            _refuse_generated_from_qis(snapshot_holder.execute(render(
+                "generated_from.sql", dialect="postgres", inline=True, relation=source.relation).sql).fetchall(),
+                spec, drop)
             _check_numeric_qis(source, spec, columns, snapshot_holder)
             if snapshot_holder.execute("SELECT row_security_active(%s)", (source.relation,)).fetchone()[0]:
                 log.warning("row-level security limits what the role reads of %s: only the rows it may see are "
                             "published", source.describe())
             _check_cross_engine_types(columns, spec, drop, target)
+        elif isinstance(source, io.DuckDBSource):  # a generated column passed through (helper-17)
+            _refuse_generated_from_qis(source.generated_reads(), spec, drop)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
         coarse = [c for c in getattr(source, "coarse", ())  # read to tell: only the columns kept
                   if c not in drop and io.finer_than_microseconds(source.files(), c)]
@@ -1384,12 +1388,13 @@ def _refuse_ungroupable_sensitive(source, spec: AnonymizationSpec, columns: list
             ) from None
 
 
-def _refuse_generated_from_qis(source, spec: AnonymizationSpec, drop: tuple[str, ...], server) -> None:
+def _refuse_generated_from_qis(pairs, spec: AnonymizationSpec, drop: tuple[str, ...]) -> None:
     """A generated column computed from a QI (``age_months = age * 12``)
     passed through unchanged and gave the QI's exact value away beside its
-    generalization. Refused by name, with the QI it reads."""
-    stmt = render("generated_from.sql", dialect="postgres", inline=True, relation=source.relation)
-    for generated, reads in server.execute(stmt.sql).fetchall():
+    generalization (``pairs``: each generated column with a column it
+    reads, of a PostgreSQL or DuckDB source). Refused by name, with the QI
+    it reads."""
+    for generated, reads in pairs:
         if reads in spec.qi_names and generated not in spec.qi_names and generated not in drop:
             raise ConfigError(
                 f"column {generated!r} is generated from quasi-identifier {reads!r} and would be published "

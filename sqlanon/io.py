@@ -47,7 +47,7 @@ import pyarrow as pa
 
 from .config import csv_dialect, file_format, format_suffix
 from .errors import ConfigError, InputError
-from .sql import ident, render
+from .sql import ident, literal, render
 
 log = logging.getLogger(__name__)
 
@@ -456,6 +456,25 @@ class DuckDBSource(DuckDBReadable):
     def same_path(self, other: str) -> bool:
         return os.path.exists(other) and os.path.samefile(other, self.path)
 
+    def generated_reads(self) -> list[tuple[str, str]]:
+        """``(generated column, column its expression reads)`` of the tables
+        the input reads (:meth:`tables_read`): a DuckDB DEFAULT cannot read a
+        column, so a default that does is a generated column's expression."""
+        tables = self.tables_read()
+        con = connect()
+        try:
+            self.attach(con)
+            pairs = []
+            for schema, table, column, expr in con.execute(
+                    "SELECT schema_name, table_name, column_name, column_default FROM duckdb_columns() "
+                    "WHERE database_name = '__sqlanon_src' AND column_default IS NOT NULL").fetchall():
+                if duckdb_table_key((schema, table)) in tables:
+                    parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [f"SELECT {expr}"]).fetchone()[0])
+                    pairs += [(column, read) for read in dict.fromkeys(_column_refs(parsed))]
+            return pairs
+        finally:
+            con.close()
+
     def tables_read(self) -> set[tuple[str, str]]:
         """The tables of the file whose rows the input reads, as
         :func:`duckdb_table_key`: the table itself, or every table below a
@@ -465,19 +484,29 @@ class DuckDBSource(DuckDBReadable):
         it names. Where a name could mean more than one table (unqualified:
         the view's schema or ``main``; a CTE of that name) all count: this
         refuses an output, and a refusal too many is one line, a table
-        overwritten is its rows."""
+        overwritten is its rows. A table macro the view calls is followed as
+        a view is; ``query_table()`` and ``query()``, which name tables in
+        text, may read any (a view over them replaced its own table: helper-17)."""
         con = connect()
         try:
             self.attach(con)
             views = {
-                (schema.lower(), name.lower()): (schema.lower(), sql)
+                (schema.lower(), name.lower()): (schema.lower(), m.group(1) if m else "")
                 for schema, name, sql in con.execute(
                     "SELECT schema_name, view_name, sql FROM duckdb_views() "
                     "WHERE database_name = '__sqlanon_src' AND NOT internal").fetchall()
+                for m in [_VIEW_HEADER.fullmatch(sql.strip())]
+            }
+            macros = {  # a name may be a view's and a macro's: the macros apart
+                ("macro", schema.lower(), name.lower()): (schema.lower(), body)
+                for schema, name, body in con.execute(
+                    "SELECT schema_name, function_name, macro_definition FROM duckdb_functions() "
+                    "WHERE database_name = '__sqlanon_src' AND function_type = 'table_macro'").fetchall()
             }
             tables = {duckdb_table_key(t) for t in con.execute(
                 "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = '__sqlanon_src'").fetchall()}
             schemas = {schema for schema, _ in tables | set(views)}
+            views.update(macros)
             found: set[tuple[str, str]] = set()
             todo, seen = [duckdb_table_key(self.table)], set()
             while todo:
@@ -489,9 +518,7 @@ class DuckDBSource(DuckDBReadable):
                     found.add(key)
                 if key not in views:
                     continue
-                schema, sql = views[key]
-                m = _VIEW_HEADER.fullmatch(sql.strip())
-                query = m.group(1) if m else ""
+                schema, query = views[key]
                 parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
                 if parsed.get("error"):  # not parsed: every table might be read
                     return tables
@@ -501,6 +528,11 @@ class DuckDBSource(DuckDBReadable):
                         todo.append((in_schema, name))
                     else:  # unqualified, or a database's name (db.table)
                         todo += [(schema, name), ("main", name)]
+                for call in _table_functions(parsed):
+                    name, in_schema = call["function_name"].lower(), call.get("schema", "").lower()
+                    if name in ("query_table", "query"):
+                        return tables
+                    todo += [("macro", s, name) for s in ((in_schema,) if in_schema in schemas else (schema, "main"))]
             return found
         finally:
             con.close()
@@ -523,6 +555,27 @@ def _base_tables(node) -> list[dict]:
         return []
     refs = [node] if node.get("type") == "BASE_TABLE" else []
     return refs + [ref for value in node.values() for ref in _base_tables(value)]
+
+
+def _column_refs(node) -> list[str]:
+    """The names of the columns (``COLUMN_REF``) a ``json_serialize_sql`` tree reads."""
+    if isinstance(node, list):
+        return [name for item in node for name in _column_refs(item)]
+    if not isinstance(node, dict):
+        return []
+    names = [node["column_names"][-1]] if node.get("class") == "COLUMN_REF" and node.get("column_names") else []
+    return names + [name for value in node.values() for name in _column_refs(value)]
+
+
+def _table_functions(node) -> list[dict]:
+    """The functions called in FROM (``TABLE_FUNCTION``) of a ``json_serialize_sql`` tree."""
+    if isinstance(node, list):
+        return [call for item in node for call in _table_functions(item)]
+    if not isinstance(node, dict):
+        return []
+    calls = [node["function"]] if node.get("type") == "TABLE_FUNCTION" and isinstance(node.get("function"), dict) \
+        else []
+    return calls + [call for value in node.values() for call in _table_functions(value)]
 
 
 Source = FileSource | DuckDBSource  # and warehouse.PostgresSource
@@ -1760,9 +1813,12 @@ class DuckDBTarget(LocalStagingTarget):
                         duckdb_table_key(self.table)).fetchone()[0]:
                     raise InputError(f"table {'.'.join(self.table)!r} was created in {self.path!r} during the run; "
                                      "nothing was published: pass --overwrite to replace it")
+                kept = self._comments(con, staging)
                 con.execute(f"DROP TABLE IF EXISTS {target}")
                 staged = ident(["__sqlanon_dst", *self.staging_table(staging)])
                 con.execute(f"ALTER TABLE {staged} RENAME TO {ident(self.table[-1])}")
+                for what, comment in kept:
+                    con.execute(f"COMMENT ON {what} IS {literal(comment, 'duckdb')}")
                 if swap is None:
                     con.register("__sqlanon_metrics", metrics)
                     name = ident(["__sqlanon_dst", *mtable])
@@ -1784,6 +1840,31 @@ class DuckDBTarget(LocalStagingTarget):
             swap.after_publishing(self.describe())
         staging.discard()
         return location
+
+    def _comments(self, con: duckdb.DuckDBPyConnection, staging: Staging) -> list[tuple[str, str]]:
+        """The comments of the table being replaced and of its columns, as
+        ``(COMMENT ON target, text)``, to keep on the new table (columns it
+        has again). Indexes and constraints go with the old table: said in a
+        warning (they vanished silently: helper-17)."""
+        schema = self.table[0] if len(self.table) == 2 else "main"
+        key = ["__sqlanon_dst", schema, self.table[-1]]
+        where = ("database_name = '__sqlanon_dst' AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)")
+        kept = [(f"TABLE {ident(['__sqlanon_dst', *self.table])}", c) for (c,) in con.execute(
+            f"SELECT comment FROM duckdb_tables() WHERE {where} AND comment IS NOT NULL", key[1:]).fetchall()]
+        new = {n.lower() for (n,) in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = '__sqlanon_dst' AND lower(schema_name) = "
+            "lower(?) AND lower(table_name) = lower(?)", [schema, self.staging_table(staging)[-1]]).fetchall()}
+        kept += [(f"COLUMN {ident(['__sqlanon_dst', *self.table, name])}", c) for name, c in con.execute(
+            f"SELECT column_name, comment FROM duckdb_columns() WHERE {where} AND comment IS NOT NULL",
+            key[1:]).fetchall() if name.lower() in new]
+        lost = [f"index {n}" for (n,) in con.execute(f"SELECT index_name FROM duckdb_indexes() WHERE {where}",
+                                                     key[1:]).fetchall()]
+        lost += sorted({t for (t,) in con.execute(
+            f"SELECT constraint_type FROM duckdb_constraints() WHERE {where}", key[1:]).fetchall()})
+        if lost:
+            log.warning("%s: the replaced table's %s are not carried over to the new one", self.describe(),
+                        ", ".join(lost))
+        return kept
 
     def rollback(self, con: duckdb.DuckDBPyConnection, staging: Staging | None = None) -> None:
         """Roll the open transaction back; a database file the run created goes too."""
@@ -1816,11 +1897,15 @@ class DuckDBTarget(LocalStagingTarget):
         try:
             con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\" (READ_ONLY)")
             q = render("table_exists.sql", catalog="__sqlanon_chk", schema=schema, table=self.table[-1])
-            schemas, tables, views = con.execute(q.sql, q.params).fetchone()
+            schemas, tables, views, referenced_by = con.execute(q.sql, q.params).fetchone()
         except duckdb.Error as exc:
             raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
         finally:
             con.close()
+        if tables and referenced_by is not None:  # DROP TABLE failed at publish, after every fragment (helper-17)
+            raise ConfigError(f"table {'.'.join(self.table)!r} in {self.path!r} is referenced by a foreign key of "
+                              f"table {referenced_by!r}, so it cannot be replaced: drop that constraint, or name "
+                              "another table")
         if not schemas:
             raise ConfigError(f"schema {schema!r} does not exist in {self.path!r}: create it (CREATE SCHEMA), "
                               "or name the table in another schema")
@@ -2065,7 +2150,10 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
         if not os.access(Path(spec).parent, os.W_OK):  # the database file, its WAL and the run's staging go there
             raise ConfigError(f"output directory {str(Path(spec).parent)!r} is not writable")
         check_replaceable(spec, "DuckDB file", renamed=False)
-        if os.path.isfile(spec) and os.path.getsize(spec) > 0:
+        if os.path.isfile(spec) and os.path.getsize(spec) == 0:  # DuckDB refuses it, after every fragment (helper-17)
+            raise ConfigError(f"{spec!r} is an empty file, which DuckDB does not open as a database: remove it "
+                              "(a new database is made in its place), or name another file")
+        if os.path.isfile(spec):
             _check_duckdb_file(spec, "--target-table")
         elif not spec.lower().endswith(DUCKDB_SUFFIXES):
             raise ConfigError(

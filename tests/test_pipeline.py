@@ -1404,3 +1404,48 @@ def test_library_arguments_and_documents_hold_up(tmp_path):
         args = dict(qi=["day"], k=4, workers=1, overwrite=True) | kwargs
         with pytest.raises(sqlanon.ConfigError, match=message):
             sqlanon.anonymize(src, tmp_path / "o.parquet", **args)
+
+
+def test_duckdb_sources_and_targets_keep_what_they_hold(tmp_path):
+    """helper-17: a DuckDB table's column generated from a QI passed through
+    (its exact value beside the interval), as PostgreSQL's is refused; a
+    0-byte target file failed after every fragment; a target referenced by a
+    foreign key failed at publish; a replaced table's comments went with it,
+    silently, as its indexes and constraints do (now said)."""
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE people (id INTEGER, age INTEGER DEFAULT 30, dx VARCHAR,
+                       age_months INTEGER GENERATED ALWAYS AS (age * 12) VIRTUAL)""")
+        con.execute("INSERT INTO people (id, age, dx) SELECT i, 18 + i % 40, ['a', 'b'][1 + i % 2] FROM range(200) r(i)")
+    args = dict(table="people", qi=["age"], k=5, workers=1)
+    with pytest.raises(sqlanon.ConfigError, match="column 'age_months' is generated from quasi-identifier 'age'"):
+        sqlanon.anonymize(db, tmp_path / "o.parquet", **args)
+    sqlanon.anonymize(db, tmp_path / "o.parquet", drop=["age_months"], **args)  # a DEFAULT reads no column
+    empty = tmp_path / "empty.duckdb"
+    empty.touch()
+    p = _cli("anonymize", db, "--table", "people", "-o", empty, "--target-table", "anon", "--qi", "age", "-k", 5,
+             "--drop", "age_months")
+    assert p.returncode == 2 and "is an empty file, which DuckDB does not open as a database" in p.stderr, p.stderr
+    out = tmp_path / "out.duckdb"
+    with duckdb.connect(str(out)) as con:
+        con.execute("CREATE TABLE anon (id INTEGER PRIMARY KEY, age VARCHAR, dx VARCHAR)")
+        con.execute("COMMENT ON TABLE anon IS 'published nightly'")
+        con.execute("COMMENT ON COLUMN anon.dx IS 'diagnosis'")
+        con.execute("CREATE TABLE child (pid INTEGER REFERENCES anon (id))")
+    ran = []
+    with pytest.raises(sqlanon.ConfigError, match="'anon' in .* is referenced by a foreign key of table 'child'"):
+        sqlanon.anonymize(db, out, target_table="anon", drop=["age_months"], overwrite=True,
+                          progress=lambda *a: ran.append(a), **args)
+    assert not ran
+    with duckdb.connect(str(out)) as con:
+        con.execute("DROP TABLE child")
+    p = _cli("anonymize", db, "--table", "people", "-o", out, "--target-table", "anon", "--qi", "age", "-k", 5,
+             "--drop", "age_months", "--overwrite")
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"Warning: .* the replaced table's NOT NULL, PRIMARY KEY are not carried over", p.stderr), p.stderr
+    with duckdb.connect(str(out), read_only=True) as con:
+        assert con.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 'anon'").fetchone()[0] == \
+            "published nightly"
+        assert con.execute("SELECT comment FROM duckdb_columns() WHERE table_name = 'anon' AND column_name = 'dx'"
+                           ).fetchone()[0] == "diagnosis"
+        assert con.execute("SELECT count(*) FROM anon").fetchone()[0] == 200

@@ -798,9 +798,13 @@ def test_a_table_below_the_input_view_is_not_an_output(people_db):
     con.execute('CREATE VIEW top AS SELECT id, "a;ge" AS age FROM "my s"."v AS x" '
                 'WHERE id IN (SELECT id FROM report, main.people)')
     con.execute("CREATE VIEW other AS SELECT id, age FROM \"my s\".people")
+    # through a table macro, or query_table() naming it in text, it was replaced (helper-17)
+    con.execute("CREATE MACRO all_people() AS TABLE SELECT * FROM people")
+    con.execute("CREATE VIEW by_macro AS SELECT * FROM all_people()")
+    con.execute("CREATE VIEW by_name AS SELECT * FROM query_table('people')")
     con.close()
     before = _tables(people_db)
-    for view in ("people_v", '"my s"."v AS x"', "top"):
+    for view in ("people_v", '"my s"."v AS x"', "top", "by_macro", "by_name"):
         with pytest.raises(ConfigError, match=r"output 'people' holds rows the input .* reads \(a view over it\)"):
             sqlanon.anonymize(people_db, people_db, table=view, target_table="people", qi=["id"], k=2, workers=1,
                               overwrite=True)
