@@ -33,7 +33,7 @@ SELECT
 {% if c in interval and c in stamps and dialect == "sqla:sqlite" %}
     , min(replace({{ c | ident }}, 'T', ' ')) AS {{ ("min" ~ loop.index0) | ident }}
     , max(replace({{ c | ident }}, 'T', ' ')) AS {{ ("max" ~ loop.index0) | ident }}
-{% elif c in interval and c in decimals | default({}) and dialect == "postgres" %}
+{% elif c in interval and c in decimals and dialect == "postgres" %}
     , CAST(min({{ c | ident }}) AS numeric({{ decimals[c][0] | lit }}, {{ decimals[c][1] | lit }})) AS {{ ("min" ~ loop.index0) | ident }}
     , CAST(max({{ c | ident }}) AS numeric({{ decimals[c][0] | lit }}, {{ decimals[c][1] | lit }})) AS {{ ("max" ~ loop.index0) | ident }}
 {% elif c in interval %}
@@ -61,7 +61,7 @@ SELECT
     , count(DISTINCT {% if s in texts and dialect.startswith(("sqla:mysql", "sqla:mariadb")) %}CAST({{ s | ident }} AS BINARY){% else %}{{ s | ident }}{% endif %}{% if s in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
 {% endif %}
 {% endfor %}
-{% for c, zoned in far | default([]) %}
+{% for c, zoned in far %}
     , bool_or(isfinite({{ c | ident }}) AND {{ c | ident }} > {{ ("294247-01-10 04:00:54.775806" ~ ("+00" if zoned else "")) | lit }})
         AS {{ ("__sqlanon_far" ~ loop.index0) | ident }}
 {% endfor %}

@@ -42,10 +42,13 @@ __all__ = ["RunResult", "Verification", "anonymize", "build_spec", "verify"]
 # that replaced an existing output.
 
 
-def _names(value, option: str, objects: type | None = None) -> tuple:
+def _names(value, option: str, objects: type | None = None, unique: bool = False) -> tuple:
     """Column names as given: a sequence, or one string of comma-separated
     names as the CLI takes them ("age,zip"; a bare string used to be read
-    as its characters: column 'a' is not in ...)."""
+    as its characters: column 'a' is not in ...). ``unique``: each once
+    (drop='name,name' failed in Arrow)."""
+    if unique:
+        return tuple(dict.fromkeys(_names(value, option, objects)))
     if isinstance(value, str):
         return tuple(split_names(value))
     if value is None:
@@ -61,6 +64,11 @@ def _names(value, option: str, objects: type | None = None) -> tuple:
         if not isinstance(name, str) and not (objects and isinstance(name, objects)):
             raise ConfigError(f"{option} takes column names, got {name!r} among them")
     return names
+
+
+def _column_of(qi) -> list[str]:
+    """Each QI's column name: a :class:`QuasiIdentifier` stands for its column."""
+    return [q.name if isinstance(q, QuasiIdentifier) else q for q in qi]
 
 
 def _flag(value, name: str) -> bool:
@@ -147,14 +155,13 @@ def build_spec(
     qi, sensitive = _names(qi, "qi", QuasiIdentifier), _names(sensitive, "sensitive")
     hierarchies = _by_column(hierarchies, "hierarchies", "hierarchy file")
     generalization = _by_column(generalization, "generalization", "interval|set|prefix|hierarchy")
-    names = [q.name if isinstance(q, QuasiIdentifier) else q for q in qi]
+    names = _column_of(qi)
     for option, cols in (("--hierarchy", hierarchies), ("--generalization", generalization)):
         for col in cols:
             if col not in names:
                 raise ConfigError(f"{option} names column {col!r}, which is not a quasi-identifier{suggest(col, names)}")
     qis = []
-    for q in qi:
-        name = q.name if isinstance(q, QuasiIdentifier) else q
+    for q, name in zip(qi, names):
         if isinstance(q, QuasiIdentifier) and (name not in hierarchies and name not in generalization):
             qis.append(q)
             continue
@@ -329,9 +336,9 @@ def anonymize(
                                       "name another with --metrics")
                 io.check_metrics_file(default, coordinator.METRICS_SCHEMA)
             return coordinator.run(
-                source, target, spec, tuple(dict.fromkeys(_names(drop, "drop"))), options,  # 'name,name' failed
+                source, target, spec, _names(drop, "drop", unique=True), options,
                 output_qi=lambda schema: output_qi_columns(spec, schema),
-                keep=None if keep is None else tuple(dict.fromkeys(_names(keep, "keep"))),
+                keep=None if keep is None else _names(keep, "keep", unique=True),
             )
         finally:
             if isinstance(target, io.LocalStagingTarget):
@@ -519,8 +526,7 @@ def verify(
         ConfigError: bad arguments, or a column the input lacks.
         InputError: the input cannot be read.
     """
-    # As anonymize takes them: a QuasiIdentifier stands for its column.
-    qi = tuple(q.name if isinstance(q, QuasiIdentifier) else q for q in _names(qi, "qi", QuasiIdentifier))
+    qi = tuple(_column_of(_names(qi, "qi", QuasiIdentifier)))  # as anonymize takes them
     sensitive = _names(sensitive, "sensitive")
     k, l = _whole(k), _whole(l)  # noqa: E741
     table = _text(table, "table")

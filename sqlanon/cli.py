@@ -40,7 +40,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
 def _quoted_item(name: str) -> str:
     """A YAML list's column name as one item of :func:`config.split_names`'s
     lists: a list item is one name, commas and all."""
-    return quoted_name(name) if "," in name or name.lstrip().startswith('"') else name
+    return quoted_name(name) if "," in name or name.strip() != name or name.startswith('"') else name
 
 
 def _also_in_file(ctx: click.Context, name: str) -> list[str]:
@@ -110,33 +110,22 @@ def _per_column(ctx: click.Context, name: str, values: tuple[str, ...], option: 
     return pairs
 
 
-def _generalizations(ctx: click.Context, generalization: tuple[str, ...], hierarchy: tuple[str, ...]) -> dict[str, str]:
-    """``--generalization`` merged with the --config file's (:func:`_per_column`),
-    less the file's kind of a column that ``--hierarchy`` on the command line
-    gives a hierarchy (the mirror of :func:`_hierarchies`): the file's
-    ``generalization: {zip: prefix}`` and ``--hierarchy zip=…`` were refused
-    as contradicting each other."""
-    pairs = _per_column(ctx, "generalization", generalization, "--generalization")
-    if ctx.get_parameter_source("hierarchy") is click.core.ParameterSource.COMMANDLINE:
-        typed = _pairs(generalization, "--generalization") if ctx.get_parameter_source("generalization") is \
-            click.core.ParameterSource.COMMANDLINE else {}
-        for column in _pairs(hierarchy, "--hierarchy"):
-            if column not in typed and pairs.get(column) not in (None, "hierarchy"):
-                pairs.pop(column)
-    return pairs
+def _merged(ctx: click.Context, name: str, values: tuple[str, ...], other: str, other_values: tuple[str, ...],
+            switches) -> dict[str, str]:
+    """``--<name>`` merged with the --config file's (:func:`_per_column`),
+    less the file's entry of a column that ``--<other>`` on the command line
+    (and not ``--<name>`` too) sets its own way, ``switches(value)``: the
+    command line could not switch a job's hierarchy off (``--generalization
+    zip=prefix``), and a job's ``generalization: {zip: prefix}`` and
+    ``--hierarchy zip=…`` were refused as contradicting each other."""
+    def given(option: str) -> bool:
+        return ctx.get_parameter_source(option) is click.core.ParameterSource.COMMANDLINE
 
-
-def _hierarchies(ctx: click.Context, hierarchy: tuple[str, ...], generalization: tuple[str, ...]) -> dict[str, str]:
-    """``--hierarchy`` merged with the --config file's (:func:`_per_column`),
-    less the file's hierarchy of a column that ``--generalization`` on the
-    command line gives another kind (``--generalization zip=prefix``): the
-    command line could not switch a job's hierarchy off."""
-    pairs = _per_column(ctx, "hierarchy", hierarchy, "--hierarchy")
-    if ctx.get_parameter_source("generalization") is click.core.ParameterSource.COMMANDLINE:
-        typed = _pairs(hierarchy, "--hierarchy") if ctx.get_parameter_source("hierarchy") is \
-            click.core.ParameterSource.COMMANDLINE else {}
-        for column, kind in _pairs(generalization, "--generalization").items():
-            if kind != "hierarchy" and column not in typed:
+    pairs = _per_column(ctx, name, values, f"--{name}")
+    if given(other):
+        mine = _pairs(values, f"--{name}") if given(name) else {}
+        for column, value in _pairs(other_values, f"--{other}").items():
+            if switches(value) and column not in mine:
                 pairs.pop(column, None)
     return pairs
 
@@ -824,8 +813,9 @@ def anonymize(
             k=k,
             l=l_,
             sensitive=_covering(ctx, "sensitive", sensitive, "which would then go unchecked for l"),
-            hierarchies=_hierarchies(ctx, hierarchy, generalization),
-            generalization=_generalizations(ctx, generalization, hierarchy),
+            hierarchies=_merged(ctx, "hierarchy", hierarchy, "generalization", generalization,
+                                lambda kind: kind != "hierarchy"),
+            generalization=_merged(ctx, "generalization", generalization, "hierarchy", hierarchy, lambda path: True),
             drop=_adding(ctx, "drop", drop),
             keep=_adding(ctx, "keep", keep) if keep else None,
             overwrite=overwrite,

@@ -72,6 +72,8 @@ def plain(x):
     failed ``json.dumps``: helper-16)."""
     if isinstance(x, bool) or x is None or isinstance(x, (str, int)):
         return x
+    if type(x).__module__ == "numpy" and hasattr(x, "item"):  # np.int64(5): 5, not '5'
+        return plain(x.item())
     if isinstance(x, float):
         return x if math.isfinite(x) else str(x)
     if isinstance(x, dict):  # keys as JSON takes them (a MAP QI's dates: a TypeError, helper-11)
@@ -165,11 +167,12 @@ class QuasiIdentifier:
             raise ConfigError(f"column {self.name!r} uses generalization 'hierarchy' but no hierarchy file was given")
         if self.hierarchy is not None and g not in (None, "hierarchy"):
             raise ConfigError(f"column {self.name!r} has a hierarchy but generalization {g!r}; drop one of the two")
-        from .hierarchies import Hierarchy  # here: it imports numpy and pyarrow, which the CLI loads later
+        if self.hierarchy is not None:
+            from .hierarchies import Hierarchy  # here: it imports numpy and pyarrow, which the CLI loads later
 
-        if self.hierarchy is not None and not isinstance(self.hierarchy, Hierarchy):  # a path failed mid-run
-            raise ConfigError(f"the hierarchy of column {self.name!r} must be a Hierarchy (sqlanon.load_hierarchy"
-                              f"(path) reads one), got {type(self.hierarchy).__name__}")
+            if not isinstance(self.hierarchy, Hierarchy):  # a path failed mid-run
+                raise ConfigError(f"the hierarchy of column {self.name!r} must be a Hierarchy (sqlanon.load_hierarchy"
+                                  f"(path) reads one), got {type(self.hierarchy).__name__}")
 
 
 @dataclass(frozen=True, slots=True)

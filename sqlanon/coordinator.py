@@ -227,7 +227,7 @@ class RunResult:
             pass_through_checked=self.pass_through_checked,
             timings=self.timings,
         )
-        return doc
+        return plain(doc)
 
 
 # ----------------------------------------------------------------------- statistics
@@ -336,7 +336,7 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
 def domain_stats(
     con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema,
     checksum: list[str] | tuple[str, ...] = (), signed_zeros: list[str] | tuple[str, ...] = (),
-    loose: list[str] | tuple[str, ...] = (), read: list[str] | tuple[str, ...] | None = None,
+    loose: list[str] | tuple[str, ...] = (),
 ) -> tuple[int, dict[str, ColumnStats], dict[str, int | tuple[int, int]], Checksums, list[str]]:
     """Row count, per-QI :class:`ColumnStats`, per-sensitive distinct counts,
     the checksum of each ``checksum`` column (``_checksum.sql``) and the
@@ -348,8 +348,8 @@ def domain_stats(
     pair ``(text, equal)`` of counts.
 
     Raises:
-        ConfigError: a PostgreSQL timestamp column of ``read`` (the columns
-            the run reads; default all) holds a time DuckDB cannot.
+        InputError: a PostgreSQL timestamp column (of those the run reads:
+            the schema's) holds a time DuckDB cannot.
     """
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
@@ -359,8 +359,8 @@ def domain_stats(
              if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
     decimals = {c: (schema.field(c).type.precision, schema.field(c).type.scale) for c in interval
                 if pa.types.is_decimal(schema.field(c).type)}
-    far = [(f.name, f.type.tz is not None) for f in schema if pa.types.is_timestamp(f.type) and (
-        read is None or f.name in read)] if source.dialect == "postgres" else []
+    far = [(f.name, f.type.tz is not None) for f in schema if pa.types.is_timestamp(f.type)
+           ] if source.dialect == "postgres" else []
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
                 signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far)
@@ -370,7 +370,7 @@ def domain_stats(
     row = source.fetch(con, q, typed)
     for i, (c, _) in enumerate(far):
         if row.column(f"__sqlanon_far{i}")[0].as_py():
-            raise ConfigError(
+            raise InputError(
                 f"column {c!r} holds timestamps after 294247-01-10, past the last one DuckDB can hold, which it "
                 "would read as times 290,000 years BC: make them NULL or 'infinity', or cast the column to text, "
                 "in a view"
@@ -851,19 +851,17 @@ def run(
         compare_on = _checksum_dialect(source, target) if passthrough else None
         # A DuckDB table's storage does not keep -0.0 and 0.0 of one column
         # apart (it compresses them as equal at a checkpoint, after the checksums).
-        zeros = [f.name for f in schema if f.name in passthrough and pa.types.is_floating(f.type)] if (
-            isinstance(target, io.DuckDBTarget) and source.dialect in ("duckdb", "postgres")) else []
+        # Other databases' SQL cannot tell -0.0 (SQLite prints it as 0.0): their parts are asked instead.
+        floats = [f.name for f in schema if f.name in passthrough and pa.types.is_floating(f.type)] if isinstance(
+            target, io.DuckDBTarget) else []
+        zeros, late_zeros = (floats, []) if source.dialect in ("duckdb", "postgres") else ([], floats)
         step("reading statistics")
         loose = _loose_sensitive(columns, spec)
         total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
-            con, source, spec, schema, passthrough if compare_on == "duckdb" else (), zeros, loose,
-            read=[c for c in schema.names if c not in drop])
+            con, source, spec, schema, passthrough if compare_on == "duckdb" else (), zeros, loose)
         _refuse_equal_values_written_apart(sens_distinct, target)
         sens_distinct = {s: d[1] if s in loose else d for s, d in sens_distinct.items()}
         _refuse_signed_zeros(mixed_zeros, target)
-        # Other databases' SQL cannot tell -0.0 (SQLite prints it as 0.0): their parts are asked instead.
-        late_zeros = [f.name for f in schema if f.name in passthrough and pa.types.is_floating(f.type)] if (
-            isinstance(target, io.DuckDBTarget) and source.dialect.startswith("sqla")) else []
         if compare_on == "postgres":  # in the run's snapshot, on the server
             in_sums = column_checksums(snapshot_holder, source.relation, passthrough, "postgres")
         if total == 0:
@@ -923,8 +921,8 @@ def run(
                 staging.cast_back = cast
         elif isinstance(source, io.FileSource) and source.fmt == "parquet":
             staging.arrow_fields = io.restorable_fields(source.files(), schema, passthrough)
-        if not isinstance(target, io.DuckDBTarget):  # into Parquet, or PostgreSQL through the parts (helper-14)
-            _check_parquet_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
+        if not target.exact_parts or getattr(target, "dialect", None) == "postgres":  # Parquet on the way (helper-14)
+            _check_decimal_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
         if source.dialect == "duckdb" and not (isinstance(target, io.FileTarget) and target.fmt == "csv"):
             _check_nested_hugeints(con, source, described, passthrough)
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
@@ -1215,7 +1213,7 @@ def _check_hugeint_bounds(
             )
 
 
-def _check_parquet_hugeints(con: duckdb.DuckDBPyConnection, source, columns: list[str], target) -> None:
+def _check_decimal_hugeints(con: duckdb.DuckDBPyConnection, source, columns: list[str], target) -> None:
     """A HUGEINT goes into Parquet, and through Parquet parts into
     PostgreSQL, as DECIMAL(38,0): a value of 39 digits would be written as
     an invalid decimal (or fail the load). Refused by column."""

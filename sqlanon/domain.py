@@ -199,12 +199,14 @@ _DAY_NS = 86_400_000_000_000
 
 
 def as_compared(arr: pa.Array) -> pa.Array:
-    """``arr`` with the values SQL compares equal made one (to count
-    distinct values as DuckDB and PostgreSQL count them): the floats of
+    """``arr`` with the values SQL compares equal made one, to count
+    distinct values as strictly as the servers: the floats of
     :func:`normalize_floats`, and intervals by their length, a month as 30
-    days and a day as 24 hours ('1 day' = '24 hours', '1 mon' = '30 days';
-    an l counted on their parts published '1 day' and '24:00:00' as two
-    values of a class: helper-14)."""
+    days and a day as 24 hours, as PostgreSQL compares them ('1 day' = '24
+    hours', '1 mon' = '30 days'; an l counted on their parts published '1
+    day' and '24:00:00' as two values of a class: helper-14). DuckDB holds
+    mixed-sign ones apart ('1 day -1 hour' and '23 hours'): it may count
+    more values than this, which only generalizes more."""
     if not pa.types.is_interval(arr.type):
         return normalize_floats(arr)
     parts = np.frombuffer(arr.buffers()[1], np.dtype([("m", "<i4"), ("d", "<i4"), ("n", "<i8")]),
@@ -246,10 +248,10 @@ def span_values(sorted_values: pa.Array, unit: float | None = None) -> np.ndarra
         # 2**64 and exact, where int64 overflowed past 2**63 (1677 to 2262 in
         # nanoseconds; -5e18 to 5e18) into negative spans.
         return (ticks - ticks[0]).astype(np.float64)
-    if pa.types.is_decimal(t):
+    if pa.types.is_decimal(t) and t.precision < 76:  # 76 digits: no room for a difference, as doubles below
         # Exact offsets from the first value, then doubles: values of 24 digits
         # 0.01 apart were one double, and their classes' NCP 0 (helper-14).
-        wide = sorted_values.cast(pa.decimal256(min(t.precision + 1, 75), t.scale))
+        wide = sorted_values.cast(pa.decimal256(t.precision + 1, t.scale))
         offsets = pc.subtract(wide, wide[0]).cast(pa.float64(), safe=False)
         return offsets.to_numpy(zero_copy_only=False).astype(np.float64) * (1.0 if unit is None else unit)
     out = sorted_values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False).astype(np.float64)

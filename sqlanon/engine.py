@@ -24,6 +24,7 @@ import datetime as dt
 import math
 import re
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -121,24 +122,25 @@ def _place_values(e: _Encoded, stats: ColumnStats) -> None:
     e.values = np.append(values, values[-1] if len(values) else 0.0)
 
 
-def _covering(enc: list[_Encoded], stats) -> dict[str, ColumnStats]:
-    """The given dataset-wide statistics of each QI, which must cover the
-    table's values: outside them NCP went above 1 (or inf), and an infinite
-    value, which the table's own statistics refuse, was published (helper-16)."""
+def _covering(enc: list[_Encoded], stats, given: bool = True) -> dict[str, ColumnStats]:
+    """The dataset-wide statistics of each QI. ``given`` by a caller, they
+    must cover the table's values: outside them NCP went above 1 (or inf),
+    and an infinite value, which the table's own statistics refuse, was
+    published (helper-16)."""
     if not isinstance(stats, Mapping):
         raise ConfigError(f"stats takes a mapping {{column: ColumnStats}}, got {type(stats).__name__}")
     missing = [e.name for e in enc if e.name not in stats]
     if missing:
         raise ConfigError(f"no dataset statistics for quasi-identifier(s) {', '.join(map(repr, missing))}")
-    for e in enc:
-        given = stats[e.name]
-        if not isinstance(given, ColumnStats):
+    for e in enc if given else ():
+        theirs = stats[e.name]
+        if not isinstance(theirs, ColumnStats):
             raise ConfigError(f"stats of {e.name!r} must be a ColumnStats (sqlanon.column_stats computes them), "
-                              f"got {type(given).__name__}")
+                              f"got {type(theirs).__name__}")
         own = _local_stats(e)  # refuses infinite values
         if e.kind == "interval" and own.min is not None and (
-                given.min is None or own.min < given.min or own.max > given.max):
-            raise ConfigError(f"the statistics given for {e.name!r} span {given.min}..{given.max}, but the table "
+                theirs.min is None or own.min < theirs.min or own.max > theirs.max):
+            raise ConfigError(f"the statistics given for {e.name!r} span {theirs.min}..{theirs.max}, but the table "
                               f"holds values from {own.min} to {own.max}: pass the whole dataset's")
     return {e.name: stats[e.name] for e in enc}
 
@@ -174,15 +176,14 @@ def _readable(table, spec: AnonymizationSpec) -> pa.Table:
         )
     if not isinstance(table, pa.Table):
         table = _as_arrow(table)
-    twice = sorted({c for c in table.column_names if table.column_names.count(c) > 1})
+    twice = sorted(c for c, n in Counter(table.column_names).items() if n > 1)
     if twice:
         raise ConfigError(f"the table has more than one column named {', '.join(map(repr, twice))}: rename them")
     for i, f in enumerate(table.schema):
         t = f.type
-        wider = (pa.string() if t == pa.string_view() else pa.binary() if t == pa.binary_view()
-                 else pa.decimal128(t.precision, t.scale) if t.id in (pa.decimal32(1).id, pa.decimal64(1).id)
-                 else pa.time64("us" if t.unit in ("s", "ms") else t.unit) if pa.types.is_time32(t)
-                 and f.name in spec.qi_names else None)
+        wider = (pa.string() if pa.types.is_string_view(t) else pa.binary() if pa.types.is_binary_view(t)
+                 else pa.decimal128(t.precision, t.scale) if pa.types.is_decimal(t) and t.bit_width < 128
+                 else pa.time64("us") if pa.types.is_time32(t) and f.name in spec.qi_names else None)
         if wider is not None:
             table = table.set_column(i, f.with_type(wider), table.column(i).cast(wider))
     return table
@@ -220,6 +221,10 @@ def _refuse_mixed_objects(name: str, values) -> None:
     one type: dates with times of day (the times dropped), naive and zoned
     times (the zoned ones moved to UTC), text with bytes (helper-16). A
     column of numbers (ints with floats) keeps its values."""
+    from pandas.api.types import infer_dtype
+
+    if infer_dtype(values, skipna=True) not in ("date", "datetime", "mixed"):  # text, numbers…: one kind (in C)
+        return
     kinds = set(map(type, values))
     times = [k for k in kinds if issubclass(k, dt.datetime)]
     mix = ("dates and times of day" if times and any(issubclass(k, dt.date) and k not in times for k in kinds) else
@@ -253,7 +258,7 @@ def _as_arrow(data) -> pa.Table:
                 "the DataFrame's index is not 0..n-1 and has no name: name it to keep it as a column "
                 "(df.rename_axis('row_id')), or drop it (df.reset_index(drop=True)); rows come back regrouped"
             )
-        twice = sorted({str(c) for c in data.columns if list(data.columns).count(c) > 1})
+        twice = sorted({str(c) for c in data.columns[data.columns.duplicated()]})
         if twice:
             raise ConfigError(f"the DataFrame has more than one column named {', '.join(map(repr, twice))}: "
                               "rename them")
@@ -316,6 +321,14 @@ def anonymize_table(
     >>> r.table.column("age").to_pylist()
     ['[30, 31]', '[30, 31]', '[40, 41]', '[40, 41]']
     """
+    return anonymize_fragment(table, spec, stats, given=stats is not None)
+
+
+def anonymize_fragment(table, spec: AnonymizationSpec, stats: dict[str, ColumnStats] | None = None,
+                       given: bool = False) -> EngineResult:
+    """:func:`anonymize_table`; a worker's fragment passes ``given=False``:
+    the coordinator's statistics (from SQL) are not checked again against
+    the values, whose text forms may differ (a SQLite timestamp's)."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     table = _readable(table, spec)
@@ -335,7 +348,7 @@ def anonymize_table(
     if stats is None:
         stats = {e.name: _local_stats(e) for e in enc}
     else:
-        stats = _covering(enc, stats)
+        stats = _covering(enc, stats, given)
     for e in enc:
         _place_values(e, stats[e.name])
 

@@ -534,10 +534,12 @@ def _start_local_cluster(local_cluster, **kwargs):
     if "error" in outcome:
         if isinstance(outcome["error"], RuntimeError):  # 'Nanny failed to start.': a worker died starting
             main = sys.modules.get("__main__")
+            script = sys.modules.get("sqlanon._script")  # the console script's main module holds its entry
+            ours = script is not None and getattr(main, "entry", None) is script.entry
             why = ("killed, out of memory, or this script run again: Dask's worker processes import it, so "
                    "call sqlanon under `if __name__ == \"__main__\"`"
-                   if getattr(main, "__spec__", None) is None and getattr(main, "__file__", None) else
-                   "killed, or out of memory?")  # a script run as a file is imported again (helper-12)
+                   if getattr(main, "__spec__", None) is None and getattr(main, "__file__", None) and not ours else
+                   "killed, or out of memory?")  # a script run as a file is imported again (helper-12), not ours
             raise InputError(f"the local Dask cluster did not start ({outcome['error']}): a worker process died "
                              f"while starting ({why})") from outcome["error"]
         raise outcome["error"]
@@ -690,8 +692,9 @@ def _stop_new_children(before: set[int]) -> None:
             pass
 
 
-_MASTER = re.compile(r"(local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|yarn|(spark|k8s|mesos)://\S+)")
-"""Spark's master URLs; 'local[x]' started a JVM to fail with exit 1 (helper-12)."""
+_MASTER = re.compile(r"(local(\[\s*([1-9]\d*|\*)\s*(,\s*\d+\s*)?\])?|local-cluster\[\s*\d+\s*(,\s*\d+\s*){2}\]"
+                     r"|yarn|(spark|k8s|mesos)://\S+)")
+"""Spark's master URLs; 'local[x]' and 'local[0]' started a JVM to fail with exit 1 (helper-12)."""
 
 
 def _check_standalone_master(master: str) -> None:

@@ -393,18 +393,25 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
             day_first = swapped is not None and fmt.find("%d") < fmt.find("%m")
             out.append(fmt if swapped is None or day_first == (order == "DMY") else swapped)
         return (out[0], out[1])
+    # A value tells the order when its day or month is past 12, or it is not of numbers before the year (ISO).
+    told = {c: f"NOT coalesce({a} <= 12 AND {b} <= 12, false)" for c, (_, a, b) in zip(dated, map(parts, dated))}
+    untold: dict[str, tuple[str, str]] = {}  # column -> (where, a value that reads both ways)
+    if len(files) == 1:  # one value that tells ends the scan (ISO dates at the first row)
+        for c in dated:
+            v, a, b = parts(c)
+            if not query(f"SELECT 1 FROM {text} WHERE {v} IS NOT NULL AND {told[c]} LIMIT 1"):
+                example = query(f"SELECT {v} FROM {text} WHERE {a} <> {b} LIMIT 1")
+                if example:
+                    untold[c] = (source.describe(), example[0][0])
+    else:  # file by file, as DuckDB guesses each apart: one pass for every column
+        aggregates = ", ".join(f"bool_or({told[c]}) FILTER (WHERE {v} IS NOT NULL), min({v}) FILTER (WHERE {a} <> {b})"
+                               for c, (v, a, b) in zip(dated, map(parts, dated)))
+        for row in query(f"SELECT {file}, {aggregates} FROM {text} GROUP BY {file} ORDER BY {file}"):
+            for i, c in enumerate(dated):
+                if row[1 + 2 * i] is False and row[2 + 2 * i] is not None:
+                    untold.setdefault(c, (row[0], row[2 + 2 * i]))
     for c in dated:
-        v, a, b = parts(c)
-        told = f"NOT coalesce({a} <= 12 AND {b} <= 12, false)"  # a value of a day or month past 12, or ISO
-        if len(files) == 1:  # one value that tells ends the scan (ISO dates at the first row)
-            where = source.describe()
-            untold = not query(f"SELECT 1 FROM {text} WHERE {v} IS NOT NULL AND {told} LIMIT 1")
-            example = query(f"SELECT {v} FROM {text} WHERE {a} <> {b} LIMIT 1") if untold else []
-            example = example[0][0] if example else None
-        else:  # file by file: DuckDB guesses each apart
-            found = query(f"SELECT {file}, min({v}) FILTER (WHERE {a} <> {b}) FROM {text} WHERE {v} IS NOT NULL "
-                          f"GROUP BY {file} HAVING NOT bool_or({told}) ORDER BY 2 IS NULL, 1 LIMIT 1")
-            where, example = found[0] if found else (None, None)
+        where, example = untold.get(c, (None, None))
         if example is not None:
             what = "dates" if pa.types.is_date(schema.field(c).type) else "timestamps"
             raise ConfigError(

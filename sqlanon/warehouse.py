@@ -59,14 +59,14 @@ DST = "__sqlanon_dst"
 EXTRA_HINT = "pip install 'sqlanon[postgres]'"
 
 
-TEXT_STYLE = "-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=1"
+TEXT_STYLE = "-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3"
 """How every session of a run prints and reads dates, intervals and floats.
 Values travel as text between sessions (an array, a range or a composite
 pulled by a worker, typed again on the target's server): a database set to
 DateStyle 'SQL, DMY' printed '03/02/2020', which the target read as
 another day, an interval in the sql_standard style lost its signs, and
-extra_float_digits 0 printed a float8 to 15 digits (1 is PostgreSQL's
-default since 12: the shortest text that reads back exactly)."""
+extra_float_digits 0 printed a float8 to 15 digits (3: the shortest text
+that reads back exactly since PostgreSQL 12, 17 digits before it)."""
 
 
 def _conninfo_value(v) -> str:

@@ -138,7 +138,7 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
     Safe to retry: a rerun overwrites its own part file, so a task that a
     cluster reruns after losing its worker never duplicates rows.
     """
-    from .engine import anonymize_table  # the kernel loads in the worker, not the coordinator
+    from .engine import anonymize_fragment  # the kernel loads in the worker, not the coordinator
 
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
@@ -168,7 +168,7 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
         t0 = time.perf_counter()
         _maybe_crash(task.crash_once)
         try:
-            result = anonymize_table(table, task.spec, task.stats)
+            result = anonymize_fragment(table, task.spec, task.stats)
         except PrivacyError as exc:
             return FragmentResult(
                 task.fragment_id, "too_small", table.num_rows, reason=str(exc),

@@ -790,9 +790,9 @@ ERROR_CASES = [
     ("task-timeout-infinite", ["--qi", "age", "-k", "10", "--task-timeout", "inf"], None, 2,
      [r"--task-timeout", r"inf"]),  # was an internal OverflowError
     ("sample-infinite", ["--qi", "age", "-k", "10", "--sample", "inf"], None, 2, [r"--sample", r"inf"]),
-    # 2**64 overflowed the Dask scheduler's messages and shut a shared cluster's workers down (helper-12)
     ("worker-memory-zero", ["--qi", "age", "-k", "10", "--worker-memory", "0GB"], None, 2,
      [r"--worker-memory must be at least 64MiB, got '0GB'"]),  # failed reading the input, exit 1
+    # 2**64 overflowed the Dask scheduler's messages and shut a shared cluster's workers down (helper-12)
     ("retries-huge", ["--qi", "age", "-k", "10", "--retries", "99999999999999999999"], None, 2,
      [r"--retries must be an integer from 0 to 100, got 99999999999999999999"]),
     # click kept the last of a repeated option: -k 10 -k 5 ran with k = 5

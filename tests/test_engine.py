@@ -13,6 +13,7 @@ import pytest
 
 from sqlanon import AnonymizationSpec, ConfigError, InputError, PrivacyError, QuasiIdentifier, anonymize_table
 from sqlanon.engine import column_stats
+from sqlanon.errors import HierarchyError
 from sqlanon.hierarchies import load_hierarchy
 from sqlanon.metrics import Metrics
 
@@ -416,7 +417,7 @@ def test_the_engines_arguments_are_checked_by_name():
         AnonymizationSpec(("age",), k=2)
     with pytest.raises(ConfigError, match="the hierarchy of column 's' must be a Hierarchy"):
         QuasiIdentifier("s", hierarchy="/path/countries.json")
-    with pytest.raises(Exception, match="load_hierarchy takes the path of a .json or .csv file, got NoneType"):
+    with pytest.raises(HierarchyError, match="load_hierarchy takes the path of a .json or .csv file, got NoneType"):
         load_hierarchy(None)
     assert column_stats(pd.DataFrame({"age": [1, 2, 3, 4]}), spec)["age"].max == 4  # was an AttributeError
     with pytest.raises(ConfigError, match="stats of 'age' must be a ColumnStats"):

@@ -308,6 +308,7 @@ def test_the_probe_names_what_a_cluster_worker_cannot_reach(tmp_path):
     ("dask", "scheduler", "notaurl"),
     pytest.param("spark", "spark_master", "no-such-master", marks=pytest.mark.spark),
     pytest.param("spark", "spark_master", "local[x]", marks=pytest.mark.spark),  # a JVM started, exit 1
+    pytest.param("spark", "spark_master", "local[0]", marks=pytest.mark.spark),
 ])
 def test_unusable_cluster_address_is_a_config_error(source, tmp_path, executor, option, value):
     out = tmp_path / "out.parquet"

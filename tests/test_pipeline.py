@@ -1449,3 +1449,17 @@ def test_duckdb_sources_and_targets_keep_what_they_hold(tmp_path):
         assert con.execute("SELECT comment FROM duckdb_columns() WHERE table_name = 'anon' AND column_name = 'dx'"
                            ).fetchone()[0] == "diagnosis"
         assert con.execute("SELECT count(*) FROM anon").fetchone()[0] == 200
+
+
+def test_a_hugeint_of_39_digits_reaches_a_csv_output_as_written(tmp_path):
+    """A CSV output takes the text of a 39-digit HUGEINT exactly; the check
+    made for Parquet parts (DECIMAL(38,0)) refused it there too (helper-18)."""
+    db = tmp_path / "h.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id, 20 + i AS age,
+                       (170141183460469231731687303715884105727 - i)::HUGEINT AS h FROM range(12) r(i)""")
+    sqlanon.anonymize(db, tmp_path / "o.csv", table="t", qi=["age"], k=3, workers=1)
+    got = duckdb.execute("SELECT h FROM read_csv(?, all_varchar = true) ORDER BY h", [str(tmp_path / "o.csv")])
+    assert got.fetchall()[-1][0] == "170141183460469231731687303715884105727"
+    with pytest.raises(sqlanon.InputError, match="'h' is a HUGEINT holding values of 39 digits, which Parquet"):
+        sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["age"], k=3, workers=1)
