@@ -572,10 +572,10 @@ def _tampering(monkeypatch, how: str) -> None:
     """Make the engine damage its output's pass-through columns, as a bug would."""
     from sqlanon import engine
 
-    real = engine.anonymize_table
+    real = engine.anonymize_fragment  # what a worker runs
 
-    def anonymize_table(table, spec, stats):
-        result = real(table, spec, stats)
+    def anonymize_fragment(table, spec, stats, given=False):
+        result = real(table, spec, stats, given)
         out = result.table
         if how == "value":  # one note changes
             notes = out.column("note").to_pylist()
@@ -587,7 +587,7 @@ def _tampering(monkeypatch, how: str) -> None:
             out = out.set_column(out.schema.get_field_index("id"), "id", pa.array(ids, out.schema.field("id").type))
         return dataclasses.replace(result, table=out)
 
-    monkeypatch.setattr(engine, "anonymize_table", anonymize_table)
+    monkeypatch.setattr(engine, "anonymize_fragment", anonymize_fragment)
 
 
 @pytest.mark.parametrize("how, named", [("value", "'note'"), ("rows", "their rows")])
