@@ -8,7 +8,9 @@
    A NaN is above every number, so the side above a (non-NaN) float cut holds
    it; DuckDB 1.4 still skips the Parquet row groups whose statistics (which
    leave NaN out) say nothing is above the cut: `OR isnan()` keeps them read.
-   (`v == v` is false for a NaN only.) A long list of a hierarchy cut's
+   (`v == v` is false for a NaN only.) So is a NaN among a hierarchy cut's
+   leaves: `IN (…, NaN)` skipped the row groups holding NaN rows, which the
+   other side's `NOT IN` leaves out, and they landed in no fragment. A long list of a hierarchy cut's
    leaves is bound as one list on DuckDB (`IN (SELECT unnest(?))`, a hash
    join): DuckDB evaluates `NOT IN (v1, …, vn)` as n comparisons per row, and
    a cut of a 50,000-leaf hierarchy took a fragment's read 100 s per 1M rows.
@@ -27,7 +29,9 @@ TRUE
 {%- elif pr.op == "in" and dialect == "duckdb" and pr.value | length > 64 and pr.value[0] is not float -%}
 {{ pr.column | ident }} IN (SELECT unnest({{ p(pr.value | list) }}))
 {%- elif pr.op == "in" and pr.value -%}
+{%- for v in pr.value if dialect == "duckdb" and v is float and v != v %}({% endfor -%}
 {{ pr.column | ident }} IN ({% for v in pr.value %}{{ p(v) }}{{ ", " if not loop.last }}{% endfor %})
+{%- for v in pr.value if dialect == "duckdb" and v is float and v != v %} OR isnan({{ pr.column | ident }})){% endfor %}
 {%- elif pr.op == "in" -%}
 FALSE
 {%- elif pr.op == "not_in_or_null" and dialect == "duckdb" and pr.value | length > 64 and pr.value[0] is not float -%}

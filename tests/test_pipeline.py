@@ -1463,3 +1463,16 @@ def test_a_hugeint_of_39_digits_reaches_a_csv_output_as_written(tmp_path):
     assert got.fetchall()[-1][0] == "170141183460469231731687303715884105727"
     with pytest.raises(sqlanon.InputError, match="'h' is a HUGEINT holding values of 39 digits, which Parquet"):
         sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["age"], k=3, workers=1)
+
+
+def test_a_nan_leaf_of_a_hierarchy_cut_lands_in_its_fragment(tmp_path):
+    """`v IN (…, NaN)` skipped the Parquet row groups holding the NaN rows
+    (their statistics leave NaN out) and the other side's NOT IN left them
+    out: 50 of 300 rows in no fragment, the run refused (helper-19)."""
+    values = [0.0, math.nan, 18.0, 18.5, 1e20, 1e-7]
+    src = tmp_path / "v.parquet"
+    pq.write_table(pa.table({"v": pa.array([values[i % 6] for i in range(300)], pa.float64())}), src)
+    tree = tmp_path / "v.csv"
+    tree.write_text("0;a;*\nnan;a;*\n18;b;*\n18.5;b;*\n1e+20;c;*\n1e-7;c;*\n")
+    r = sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["v"], k=5, hierarchies={"v": tree}, workers=2, fragments=4)
+    assert r.metrics.rows == 300 and len(r.plan.fragments) > 1
