@@ -163,7 +163,8 @@ def _generalize(e, stats, lo, hi, has_null, col, bounds, interval_format) -> Gen
     if e.kind == "interval" and pa.types.is_floating(shown.type) and shown.type != pa.float64():
         # A float32's shortest text (6.6951504) reads as a double above the
         # value (6.695150375366211): the bounds left out 16 % of a column's
-        # rows to every reader (helper-8). Written as the double it is.
+        # rows to every reader (helper-8). Written as the double it is, as
+        # its `bounds` are (in a CSV file they were that text: helper-19).
         shown = shown.cast(pa.float64())
     dstr = as_text(shown)
     missing = pa.array(~has_val)
@@ -172,7 +173,7 @@ def _generalize(e, stats, lo, hi, has_null, col, bounds, interval_format) -> Gen
         invalid = ~has_val | mixed
         take = pa.array(safe_lo if len(e.dictionary) else np.zeros(n_cls, np.int64), mask=invalid)
         take_hi = pa.array(safe_hi if len(e.dictionary) else np.zeros(n_cls, np.int64), mask=invalid)
-        cols = [(f"{e.name}_lo", e.dictionary.take(take)), (f"{e.name}_hi", e.dictionary.take(take_hi))]
+        cols = [(f"{e.name}_lo", shown.take(take)), (f"{e.name}_hi", shown.take(take_hi))]
         span = e.values[safe_hi] - e.values[safe_lo]
         ncp = np.where(single, 0.0, span / stats.range if stats.range > 0 else 0.0)
         # NULL bounds stand for a class of NULLs and for a mixed one alike (both
