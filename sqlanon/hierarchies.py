@@ -34,6 +34,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from io import StringIO
 from typing import Any
 
 import numpy as np
@@ -550,7 +551,8 @@ def _parse_csv(source: str, text: str) -> Hierarchy:
         HierarchyError: The file is empty or ragged, has an empty cell, a
             duplicate leaf, or a node with two parents.
     """
-    lines = text.splitlines(keepends=True)
+    # Lines end at \n, \r\n or \r only: str.splitlines() also broke at \x0c, \x85, \u2028… (helper-19).
+    lines = list(StringIO(text, newline=""))
     first = next((ln for ln in lines if ln.strip()), None)
     if first is None:
         raise HierarchyError(f"hierarchy file {source} is empty (no rows)")
@@ -563,8 +565,8 @@ def _parse_csv(source: str, text: str) -> Hierarchy:
     try:
         for row in reader:
             line_no = reader.line_num
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # blank line
+            if not row or (len(row) == 1 and not lines[line_no - 1].strip()):
+                continue  # blank line (a quoted " " is a leaf)
             if not rows:
                 width, width_line = len(row), line_no
             elif len(row) != width:

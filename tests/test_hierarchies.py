@@ -329,6 +329,16 @@ def test_csv_semicolon_wins_and_commas_stay_in_values(tmp_path: Path) -> None:
     assert lca_of(h, "a, b", "c") == "x, y"
 
 
+def test_csv_lines_end_at_newlines_only(tmp_path: Path) -> None:
+    """str.splitlines() broke lines at \u2028, \x0c, \x85 too: a value
+    holding one was refused as a ragged row or read as another tree, and a
+    quoted blank leaf was skipped as a blank line (helper-19)."""
+    h = load_hierarchy(write(tmp_path, "h.csv", "a\u2028b;g\x0cx;*\nc;g\x0cx;*\r\nd;h\x85;*\n"))
+    assert h.leaves == ["a\u2028b", "c", "d"]
+    assert lca_of(h, "a\u2028b", "c") == "g\x0cx"
+    assert load_hierarchy(write(tmp_path, "flat.csv", '" "\nb\n\n  \n')).leaves == [" ", "b"]
+
+
 def test_csv_quoted_values(tmp_path: Path) -> None:
     text = '"a;1";g;*\nb;g;*\n'
     h = load_hierarchy(write(tmp_path, "h.csv", text))
