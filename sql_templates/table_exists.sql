@@ -1,5 +1,6 @@
 {# Does a DuckDB table, and its schema, exist? Is it a view? Which
-   table's foreign key references it (one, which stops DROP TABLE)? DuckDB
+   other table's foreign key references it (one, which stops DROP TABLE;
+   its own does not)? DuckDB
    matches identifiers case-insensitively, quoted or not ("REPORT" names the
    table report), so this check does too. #}
 SELECT
@@ -23,4 +24,5 @@ SELECT
      WHERE database_name = {{ p(catalog) }}
        AND constraint_type = 'FOREIGN KEY'
        AND lower(schema_name) = lower({{ p(schema) }})
-       AND lower(referenced_table) = lower({{ p(table) }})) AS referenced_by
+       AND lower(referenced_table) = lower({{ p(table) }})
+       AND lower(table_name) <> lower({{ p(table) }})) AS referenced_by

@@ -740,7 +740,8 @@ def _sample(value: str | None) -> float | None:
     "--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True,
     help="Seed of the sample (reproducible plans).",
 )
-@click.option("--worker-memory", help="DuckDB memory limit per worker, e.g. 2GB (default: 80% of RAM / workers).")
+@click.option("--worker-memory",
+              help="DuckDB memory limit per worker, at least 64MiB, e.g. 2GB (default: 80% of RAM / workers).")
 @click.option(
     "--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
     help="Where workers run: a local process pool, Dask distributed or Spark (extras sqlanon[dask], sqlanon[spark]).",
@@ -750,7 +751,7 @@ def _sample(value: str | None) -> float | None:
     "--spark-master",
     help="Spark master URL (default: local[WORKERS,RETRIES+1]; a notebook's active session is used as it is).",
 )
-@click.option("--retries", type=int, default=2, show_default=True, help="Reruns of a failed task (Dask, Spark).")
+@click.option("--retries", type=int, default=2, show_default=True, help="Reruns of a failed task (Dask, Spark), 0 to 100.")
 @click.option("--task-timeout", type=float, help="Seconds one fragment may take before the run fails (default: no limit).")
 @click.option("--metrics", help="Metrics to append to: a .parquet/.csv file, or a table when OUTPUT is a database "
                                 "(default: OUTPUT without its extension + __metrics.parquet, or TABLE__metrics). "

@@ -72,12 +72,13 @@ def plain(x):
     failed ``json.dumps``: helper-16)."""
     if isinstance(x, bool) or x is None or isinstance(x, (str, int)):
         return x
-    if type(x).__module__ == "numpy" and hasattr(x, "item"):  # np.int64(5): 5, not '5'
-        return plain(x.item())
+    if type(x).__module__ == "numpy" and hasattr(x, "tolist"):  # np.int64(5): 5, not '5'; an array: a list
+        return plain(x.tolist())
     if isinstance(x, float):
         return x if math.isfinite(x) else str(x)
     if isinstance(x, dict):  # keys as JSON takes them (a MAP QI's dates: a TypeError, helper-11)
-        return {k if isinstance(k, (str, int, float, bool)) or k is None else str(k): plain(v) for k, v in x.items()}
+        return {k if isinstance(k, (str, int, bool)) or k is None or (isinstance(k, float) and math.isfinite(k))
+                else str(k): plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [plain(v) for v in x]
     return str(x)

@@ -806,14 +806,14 @@ def run(
                 _refuse_ungroupable_sensitive(source, spec, columns, snapshot_holder)
             _refuse_generated_from_qis(snapshot_holder.execute(render(
                 "generated_from.sql", dialect="postgres", inline=True, relation=source.relation).sql).fetchall(),
-                spec, drop)
+                spec, drop, [n for n, _ in columns])
             _check_numeric_qis(source, spec, columns, snapshot_holder)
             if snapshot_holder.execute("SELECT row_security_active(%s)", (source.relation,)).fetchone()[0]:
                 log.warning("row-level security limits what the role reads of %s: only the rows it may see are "
                             "published", source.describe())
             _check_cross_engine_types(columns, spec, drop, target)
         elif isinstance(source, io.DuckDBSource):  # a generated column passed through (helper-17)
-            _refuse_generated_from_qis(source.generated_reads(), spec, drop)
+            _refuse_generated_from_qis(source.generated_reads(), spec, drop, schema.names, key=str.lower)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
         coarse = [c for c in getattr(source, "coarse", ())  # read to tell: only the columns kept
                   if c not in drop and io.finer_than_microseconds(source.files(), c)]
@@ -1386,16 +1386,35 @@ def _refuse_ungroupable_sensitive(source, spec: AnonymizationSpec, columns: list
             ) from None
 
 
-def _refuse_generated_from_qis(pairs, spec: AnonymizationSpec, drop: tuple[str, ...]) -> None:
+def _refuse_generated_from_qis(pairs, spec: AnonymizationSpec, drop: tuple[str, ...], names: list[str],
+                               key=lambda name: name) -> None:
     """A generated column computed from a QI (``age_months = age * 12``)
     passed through unchanged and gave the QI's exact value away beside its
-    generalization (``pairs``: each generated column with a column it
-    reads, of a PostgreSQL or DuckDB source). Refused by name, with the QI
-    it reads."""
-    for generated, reads in pairs:
-        if reads in spec.qi_names and generated not in spec.qi_names and generated not in drop:
+    generalization. ``pairs``: each generated column with a column it reads,
+    of a PostgreSQL or DuckDB source; DuckDB's may read each other
+    (``y = m + 1``, ``m = age * 12``), and its names compare by ``key``
+    (``str.lower``: ``AGE * 12`` reads ``age``). Those of the input's columns
+    (``names``: a view's table may have others) are refused by name, with
+    the QI they read."""
+    reads: dict[str, set[str]] = {}
+    for generated, read in pairs:
+        reads.setdefault(key(generated), set()).add(key(read))
+    qis = {key(q): q for q in spec.qi_names}
+
+    def qi_read(column: str, seen: frozenset = frozenset()) -> str | None:
+        for read in reads.get(column, ()):
+            if read in qis:
+                return qis[read]
+            if read not in seen and (found := qi_read(read, seen | {column})):
+                return found
+        return None
+
+    left_out = {key(c) for c in [*spec.qi_names, *drop]}
+    for generated in names:
+        qi = qi_read(key(generated)) if key(generated) not in left_out else None
+        if qi is not None:
             raise ConfigError(
-                f"column {generated!r} is generated from quasi-identifier {reads!r} and would be published "
+                f"column {generated!r} is generated from quasi-identifier {qi!r} and would be published "
                 f"unchanged, giving its value away: drop it (--drop) or make it a quasi-identifier too"
             )
 

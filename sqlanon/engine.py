@@ -142,6 +142,10 @@ def _covering(enc: list[_Encoded], stats, given: bool = True) -> dict[str, Colum
                 theirs.min is None or own.min < theirs.min or own.max > theirs.max):
             raise ConfigError(f"the statistics given for {e.name!r} span {theirs.min}..{theirs.max}, but the table "
                               f"holds values from {own.min} to {own.max}: pass the whole dataset's")
+        if e.kind != "interval" and (own.n_distinct > theirs.n_distinct or (
+                theirs.domain is not None and not set(own.domain or ()) <= set(theirs.domain))):
+            raise ConfigError(f"the statistics given for {e.name!r} count {theirs.n_distinct} distinct values, but "
+                              f"the table holds {own.n_distinct} or others: pass the whole dataset's")
     return {e.name: stats[e.name] for e in enc}
 
 

@@ -692,7 +692,7 @@ def _stop_new_children(before: set[int]) -> None:
             pass
 
 
-_MASTER = re.compile(r"(local(\[\s*([1-9]\d*|\*)\s*(,\s*\d+\s*)?\])?|local-cluster\[\s*\d+\s*(,\s*\d+\s*){2}\]"
+_MASTER = re.compile(r"(local(\[([1-9]\d*|\*)(\s*,\s*\d+)?\])?|local-cluster\[\s*\d+\s*(,\s*\d+\s*){2}\]"
                      r"|yarn|(spark|k8s|mesos)://\S+)")
 """Spark's master URLs; 'local[x]' and 'local[0]' started a JVM to fail with exit 1 (helper-12)."""
 

@@ -492,28 +492,27 @@ class DuckDBSource(DuckDBReadable):
         the view's schema or ``main``; a CTE of that name) all count: this
         refuses an output, and a refusal too many is one line, a table
         overwritten is its rows. A table macro the view calls is followed as
-        a view is; ``query_table()`` and ``query()``, which name tables in
-        text, may read any (a view over them replaced its own table: helper-17)."""
+        a view is, every overload, and so is a scalar macro's expression;
+        ``query_table()`` and ``query()``, which name tables in text, may read
+        any (a view over them replaced its own table: helper-17, helper-20)."""
         con = connect()
         try:
             self.attach(con)
-            views = {
-                (schema.lower(), name.lower()): (schema.lower(), m.group(1) if m else "")
-                for schema, name, sql in con.execute(
+            # What each view, and each macro (every overload; a name may be a view's and a macro's), reads.
+            views: dict[tuple, list[tuple[str, str]]] = {}
+            for schema, name, sql in con.execute(
                     "SELECT schema_name, view_name, sql FROM duckdb_views() "
-                    "WHERE database_name = '__sqlanon_src' AND NOT internal").fetchall()
-                for m in [_VIEW_HEADER.fullmatch(sql.strip())]
-            }
-            macros = {  # a name may be a view's and a macro's: the macros apart
-                ("macro", schema.lower(), name.lower()): (schema.lower(), body)
-                for schema, name, body in con.execute(
-                    "SELECT schema_name, function_name, macro_definition FROM duckdb_functions() "
-                    "WHERE database_name = '__sqlanon_src' AND function_type = 'table_macro'").fetchall()
-            }
+                    "WHERE database_name = '__sqlanon_src' AND NOT internal").fetchall():
+                m = _VIEW_HEADER.fullmatch(sql.strip())
+                views.setdefault((schema.lower(), name.lower()), []).append((schema.lower(), m.group(1) if m else ""))
             tables = {duckdb_table_key(t) for t in con.execute(
                 "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = '__sqlanon_src'").fetchall()}
             schemas = {schema for schema, _ in tables | set(views)}
-            views.update(macros)
+            for schema, name, kind, body in con.execute(
+                    "SELECT schema_name, function_name, function_type, macro_definition FROM duckdb_functions() "
+                    "WHERE database_name = '__sqlanon_src' AND function_type IN ('table_macro', 'macro')").fetchall():
+                query = body if kind == "table_macro" else f"SELECT {body}"  # a scalar macro: an expression
+                views.setdefault(("macro", schema.lower(), name.lower()), []).append((schema.lower(), query))
             found: set[tuple[str, str]] = set()
             todo, seen = [duckdb_table_key(self.table)], set()
             while todo:
@@ -523,23 +522,21 @@ class DuckDBSource(DuckDBReadable):
                 seen.add(key)
                 if key in tables:
                     found.add(key)
-                if key not in views:
-                    continue
-                schema, query = views[key]
-                parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
-                if parsed.get("error"):  # not parsed: every table might be read
-                    return tables
-                for ref in _base_tables(parsed):
-                    name, in_schema = ref["table_name"].lower(), ref.get("schema_name", "").lower()
-                    if in_schema in schemas:
-                        todo.append((in_schema, name))
-                    else:  # unqualified, or a database's name (db.table)
-                        todo += [(schema, name), ("main", name)]
-                for call in _table_functions(parsed):
-                    name, in_schema = call["function_name"].lower(), call.get("schema", "").lower()
-                    if name in ("query_table", "query"):
+                for schema, query in views.get(key, ()):
+                    parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
+                    if parsed.get("error"):  # not parsed: every table might be read
                         return tables
-                    todo += [("macro", s, name) for s in ((in_schema,) if in_schema in schemas else (schema, "main"))]
+                    for ref in _base_tables(parsed):
+                        name, in_schema = ref["table_name"].lower(), ref.get("schema_name", "").lower()
+                        if in_schema in schemas:
+                            todo.append((in_schema, name))
+                        else:  # unqualified, or a database's name (db.table)
+                            todo += [(schema, name), ("main", name)]
+                    for call in _function_calls(parsed):  # in FROM or in an expression
+                        name, in_schema = call["function_name"].lower(), call.get("schema", "").lower()
+                        if name in ("query_table", "query"):
+                            return tables
+                        todo += [("macro", s, name) for s in ((in_schema,) if in_schema in schemas else (schema, "main"))]
             return found
         finally:
             con.close()
@@ -554,35 +551,30 @@ _VIEW_HEADER = re.compile(
 """The query of the text DuckDB keeps for a view (``duckdb_views().sql``)."""
 
 
-def _base_tables(node) -> list[dict]:
+def _nodes(node):
+    """Every object of a ``json_serialize_sql`` tree, depth first."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _nodes(item)
+    elif isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _nodes(value)
+
+
+def _base_tables(tree) -> list[dict]:
     """The table references (``BASE_TABLE``) of a ``json_serialize_sql`` tree."""
-    if isinstance(node, list):
-        return [ref for item in node for ref in _base_tables(item)]
-    if not isinstance(node, dict):
-        return []
-    refs = [node] if node.get("type") == "BASE_TABLE" else []
-    return refs + [ref for value in node.values() for ref in _base_tables(value)]
+    return [n for n in _nodes(tree) if n.get("type") == "BASE_TABLE"]
 
 
-def _column_refs(node) -> list[str]:
+def _column_refs(tree) -> list[str]:
     """The names of the columns (``COLUMN_REF``) a ``json_serialize_sql`` tree reads."""
-    if isinstance(node, list):
-        return [name for item in node for name in _column_refs(item)]
-    if not isinstance(node, dict):
-        return []
-    names = [node["column_names"][-1]] if node.get("class") == "COLUMN_REF" and node.get("column_names") else []
-    return names + [name for value in node.values() for name in _column_refs(value)]
+    return [n["column_names"][-1] for n in _nodes(tree) if n.get("class") == "COLUMN_REF" and n.get("column_names")]
 
 
-def _table_functions(node) -> list[dict]:
-    """The functions called in FROM (``TABLE_FUNCTION``) of a ``json_serialize_sql`` tree."""
-    if isinstance(node, list):
-        return [call for item in node for call in _table_functions(item)]
-    if not isinstance(node, dict):
-        return []
-    calls = [node["function"]] if node.get("type") == "TABLE_FUNCTION" and isinstance(node.get("function"), dict) \
-        else []
-    return calls + [call for value in node.values() for call in _table_functions(value)]
+def _function_calls(tree) -> list[dict]:
+    """The function calls (``FUNCTION``: in FROM or in an expression) of a ``json_serialize_sql`` tree."""
+    return [n for n in _nodes(tree) if n.get("class") == "FUNCTION" and isinstance(n.get("function_name"), str)]
 
 
 Source = FileSource | DuckDBSource  # and warehouse.PostgresSource
@@ -1854,20 +1846,20 @@ class DuckDBTarget(LocalStagingTarget):
         has again). Indexes and constraints go with the old table: said in a
         warning (they vanished silently: helper-17)."""
         schema = self.table[0] if len(self.table) == 2 else "main"
-        key = ["__sqlanon_dst", schema, self.table[-1]]
+        key = [schema, self.table[-1]]
         where = ("database_name = '__sqlanon_dst' AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)")
         kept = [(f"TABLE {ident(['__sqlanon_dst', *self.table])}", c) for (c,) in con.execute(
-            f"SELECT comment FROM duckdb_tables() WHERE {where} AND comment IS NOT NULL", key[1:]).fetchall()]
+            f"SELECT comment FROM duckdb_tables() WHERE {where} AND comment IS NOT NULL", key).fetchall()]
         new = {n.lower() for (n,) in con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE database_name = '__sqlanon_dst' AND lower(schema_name) = "
             "lower(?) AND lower(table_name) = lower(?)", [schema, self.staging_table(staging)[-1]]).fetchall()}
         kept += [(f"COLUMN {ident(['__sqlanon_dst', *self.table, name])}", c) for name, c in con.execute(
             f"SELECT column_name, comment FROM duckdb_columns() WHERE {where} AND comment IS NOT NULL",
-            key[1:]).fetchall() if name.lower() in new]
+            key).fetchall() if name.lower() in new]
         lost = [f"index {n}" for (n,) in con.execute(f"SELECT index_name FROM duckdb_indexes() WHERE {where}",
-                                                     key[1:]).fetchall()]
+                                                     key).fetchall()]
         lost += sorted({t for (t,) in con.execute(
-            f"SELECT constraint_type FROM duckdb_constraints() WHERE {where}", key[1:]).fetchall()})
+            f"SELECT constraint_type FROM duckdb_constraints() WHERE {where}", key).fetchall()})
         if lost:
             log.warning("%s: the replaced table's %s are not carried over to the new one", self.describe(),
                         ", ".join(lost))
@@ -1887,12 +1879,13 @@ class DuckDBTarget(LocalStagingTarget):
             except duckdb.Error:
                 pass  # no transaction was open / nothing attached
 
-    def exists(self) -> bool:
+    def exists(self, replacing: bool = False) -> bool:
         """Whether the table exists.
 
         Raises:
             ConfigError: its schema does not exist (a run would find out only
-                when it publishes, after all its work).
+                when it publishes, after all its work); ``replacing`` it, another
+                table's foreign key references it.
         """
         schema = self.table[0] if len(self.table) == 2 else "main"
         if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
@@ -1909,7 +1902,7 @@ class DuckDBTarget(LocalStagingTarget):
             raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
         finally:
             con.close()
-        if tables and referenced_by is not None:  # DROP TABLE failed at publish, after every fragment (helper-17)
+        if tables and referenced_by is not None and replacing:  # DROP TABLE failed at publish (helper-17)
             raise ConfigError(f"table {'.'.join(self.table)!r} in {self.path!r} is referenced by a foreign key of "
                               f"table {referenced_by!r}, so it cannot be replaced: drop that constraint, or name "
                               "another table")
@@ -2169,7 +2162,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             )
         def check(lock: PathLock) -> DuckDBTarget:
             target = DuckDBTarget(spec, tuple(split_table_name(table)), overwrite=overwrite, lock=lock)
-            if target.exists() and not overwrite:  # its schema checked either way
+            if target.exists(replacing=overwrite) and not overwrite:  # its schema checked either way
                 raise ConfigError(
                     f"table {'.'.join(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
             return target

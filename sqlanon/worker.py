@@ -99,11 +99,17 @@ def _maybe_crash(marker: str | None) -> None:
         os._exit(17)
 
 
+_SEEN_AS_THE_COORDINATOR: set[tuple[tuple[str, int, int], ...]] = set()
+"""Input lists this process has found as the coordinator sees them: a worker checks once, not per task."""
+
+
 def other_version(inputs: tuple[tuple[str, int, int], ...]) -> str:
     """The first of the coordinator's input files (path, size, modification
     time) that this host sees otherwise, described, or '': a host whose
     "shared" lake is its own copy published other rows (exit 0 when no
     column passed through to be compared; helper-12)."""
+    if inputs in _SEEN_AS_THE_COORDINATOR:
+        return ""
     for path, size, mtime in inputs:
         try:
             st = os.stat(path)
@@ -111,7 +117,8 @@ def other_version(inputs: tuple[tuple[str, int, int], ...]) -> str:
             return f"the input file {path!r}"
         if (st.st_size, st.st_mtime_ns) != (size, mtime):
             return (f"the input file {path!r} as the coordinator sees it (this host's has another size or "
-                    "modification time)")
+                    "modification time: another copy, or changed since the run began)")
+    _SEEN_AS_THE_COORDINATOR.add(inputs)
     return ""
 
 

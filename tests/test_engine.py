@@ -431,6 +431,9 @@ def test_the_engines_arguments_are_checked_by_name():
     with pytest.raises(ConfigError, match=r"the statistics given for 'age' span 1.0..4.0, but the table holds "
                                           r"values from 1.0 to 40.0"):
         anonymize_table(pa.table({"age": [1, 2, 3, 40]}), spec, stats=column_stats(t, spec))
+    sets = AnonymizationSpec((QuasiIdentifier("age", "set"),), k=2)  # a set's NCP went to 2.0 per row (helper-20)
+    with pytest.raises(ConfigError, match=r"the statistics given for 'age' count 2 distinct values, but the table"):
+        anonymize_table(t, sets, stats=column_stats(pa.table({"age": [1, 2]}), sets))
     with pytest.raises(ConfigError, match="'age' holds infinite values"):
         anonymize_table(pa.table({"age": [1.0, 2, 3, math.inf]}), spec,
                         stats=column_stats(pa.table({"age": [1.0, 2, 3, 4]}), spec))

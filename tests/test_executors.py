@@ -290,7 +290,6 @@ def test_the_probe_names_what_a_cluster_worker_cannot_reach(tmp_path):
     present.write_bytes(b"x")
     st = present.stat()
     seen = (str(present), st.st_size, st.st_mtime_ns)
-    assert probe(((seen,), str(tmp_path))) == ""
     assert probe(((seen, (str(tmp_path / "gone.parquet"), 1, 1)), str(tmp_path))) == \
         f"the input file {str(tmp_path / 'gone.parquet')!r}"
     assert probe(((), str(tmp_path / "nowhere"))).startswith(f"the staging directory {str(tmp_path / 'nowhere')!r}")
@@ -298,10 +297,13 @@ def test_the_probe_names_what_a_cluster_worker_cannot_reach(tmp_path):
     # passed through to be compared (helper-12). The probe and every task compare size and modification time.
     present.write_bytes(b"xy")
     assert probe(((seen,), str(tmp_path))) == (f"the input file {str(present)!r} as the coordinator sees it (this "
-                                               "host's has another size or modification time)")
+                                               "host's has another size or modification time: another copy, or "
+                                               "changed since the run began)")
     task = FragmentTask(0, "", (), None, None, {}, str(tmp_path / "p.parquet"), inputs=(seen,))
     with pytest.raises(sqlanon.InputError, match="this worker cannot reach the input file .* as the coordinator sees"):
         run_fragment(task)
+    st = present.stat()
+    assert probe((((str(present), st.st_size, st.st_mtime_ns),), str(tmp_path))) == ""
 
 
 @pytest.mark.parametrize(("executor", "option", "value"), [

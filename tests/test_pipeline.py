@@ -1392,6 +1392,8 @@ def test_library_arguments_and_documents_hold_up(tmp_path):
                           fragments=2, interval_format="bounds")
     assert "name" not in pq.read_schema(tmp_path / "o.parquet").names
     json.dumps(r.to_dict())
+    assert sqlanon.config.plain({"n": np.int64(5), "a": np.array([1, 2]), math.nan: 1}) == {"n": 5, "a": [1, 2],
+                                                                                          "nan": 1}
     json.dumps(sqlanon.anonymize(src, tmp_path / "x.parquet", qi=["day", "amount"], k=4, fragments=3, workers=1,
                                  explain=True).explain())
     failed = sqlanon.verify(tmp_path / "o.parquet", qi=[sqlanon.QuasiIdentifier("day"), "amount"], k=40)
@@ -1421,6 +1423,18 @@ def test_duckdb_sources_and_targets_keep_what_they_hold(tmp_path):
     with pytest.raises(sqlanon.ConfigError, match="column 'age_months' is generated from quasi-identifier 'age'"):
         sqlanon.anonymize(db, tmp_path / "o.parquet", **args)
     sqlanon.anonymize(db, tmp_path / "o.parquet", drop=["age_months"], **args)  # a DEFAULT reads no column
+    # helper-20: an expression written AGE, a column generated from a generated one, a view that leaves them out
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE p2 (id INTEGER, age INTEGER, m INTEGER GENERATED ALWAYS AS (AGE * 12),
+                       y INTEGER GENERATED ALWAYS AS (m + 1))""")
+        con.execute("INSERT INTO p2 (id, age) SELECT i, 18 + i % 40 FROM range(200) r(i)")
+        con.execute("CREATE VIEW v2 AS SELECT id, age FROM p2")
+    for drop, named in (([], "m"), (["m"], "y")):
+        with pytest.raises(sqlanon.ConfigError, match=f"column '{named}' is generated from quasi-identifier 'age'"):
+            sqlanon.anonymize(db, tmp_path / "o.parquet", table="p2", qi=["age"], k=5, workers=1, drop=drop,
+                              overwrite=True)
+    assert sqlanon.anonymize(db, tmp_path / "o.parquet", table="v2", qi=["age"], k=5, workers=1,
+                             overwrite=True).metrics.rows == 200
     empty = tmp_path / "empty.duckdb"
     empty.touch()
     p = _cli("anonymize", db, "--table", "people", "-o", empty, "--target-table", "anon", "--qi", "age", "-k", 5,
@@ -1439,6 +1453,10 @@ def test_duckdb_sources_and_targets_keep_what_they_hold(tmp_path):
     assert not ran
     with duckdb.connect(str(out)) as con:
         con.execute("DROP TABLE child")
+        con.execute("ALTER TABLE anon ADD COLUMN parent INTEGER")  # its own foreign key does not stop DROP TABLE
+    with duckdb.connect(str(tmp_path / "self.duckdb")) as con:
+        con.execute("CREATE TABLE anon (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES anon (id))")
+    sqlanon.anonymize(db, tmp_path / "self.duckdb", target_table="anon", drop=["age_months"], overwrite=True, **args)
     p = _cli("anonymize", db, "--table", "people", "-o", out, "--target-table", "anon", "--qi", "age", "-k", 5,
              "--drop", "age_months", "--overwrite")
     assert p.returncode == 0, p.stderr

@@ -802,9 +802,14 @@ def test_a_table_below_the_input_view_is_not_an_output(people_db):
     con.execute("CREATE MACRO all_people() AS TABLE SELECT * FROM people")
     con.execute("CREATE VIEW by_macro AS SELECT * FROM all_people()")
     con.execute("CREATE VIEW by_name AS SELECT * FROM query_table('people')")
+    # every overload of a macro, and a scalar macro's subquery (helper-20)
+    con.execute('CREATE MACRO most(x) AS (SELECT max(id) FROM "my s".people), (x, y) AS (SELECT max(id) FROM people)')
+    con.execute('CREATE VIEW by_overload AS SELECT id, age + most(1) AS age FROM "my s".people')
+    con.execute("CREATE MACRO last_id() AS (SELECT max(id) FROM people)")
+    con.execute('CREATE VIEW by_scalar AS SELECT id, age + last_id() AS age FROM "my s".people')
     con.close()
     before = _tables(people_db)
-    for view in ("people_v", '"my s"."v AS x"', "top", "by_macro", "by_name"):
+    for view in ("people_v", '"my s"."v AS x"', "top", "by_macro", "by_name", "by_overload", "by_scalar"):
         with pytest.raises(ConfigError, match=r"output 'people' holds rows the input .* reads \(a view over it\)"):
             sqlanon.anonymize(people_db, people_db, table=view, target_table="people", qi=["id"], k=2, workers=1,
                               overwrite=True)
