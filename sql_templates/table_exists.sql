@@ -1,8 +1,7 @@
-{# Does a DuckDB table, and its schema, exist? Is it a view? Which
-   other table's foreign key references it (one, which stops DROP TABLE;
-   its own does not)? DuckDB
-   matches identifiers case-insensitively, quoted or not ("REPORT" names the
-   table report), so this check does too. #}
+{# Does a DuckDB table, and its schema, exist? Is it a view? Which other
+   table's foreign key references it (one, which stops DROP TABLE; its own
+   does not)? DuckDB matches identifiers case-insensitively, quoted or not
+   ("REPORT" names the table report), so this check does too. #}
 SELECT
     (SELECT count(*)
      FROM information_schema.schemata

@@ -10,9 +10,10 @@
    leave NaN out) say nothing is above the cut: `OR isnan()` keeps them read.
    (`v == v` is false for a NaN only.) So is a NaN among a hierarchy cut's
    leaves: `IN (…, NaN)` skipped the row groups holding NaN rows, which the
-   other side's `NOT IN` leaves out, and they landed in no fragment. A long list of a hierarchy cut's
-   leaves is bound as one list on DuckDB (`IN (SELECT unnest(?))`, a hash
-   join): DuckDB evaluates `NOT IN (v1, …, vn)` as n comparisons per row, and
+   other side's `NOT IN` leaves out, and they landed in no fragment. A long
+   list of a hierarchy cut's leaves is bound as one list on DuckDB (`IN
+   (SELECT unnest(?))`, a hash join): DuckDB evaluates `NOT IN (v1, …, vn)`
+   as n comparisons per row, and
    a cut of a 50,000-leaf hierarchy took a fragment's read 100 s per 1M rows.
    Not for floats: the join does not match a NaN leaf, as `IN (…)` does. #}
 {% if not predicates %}

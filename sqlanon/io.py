@@ -790,7 +790,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                 relation = render("read_file.sql", paths=[glob.escape(f)], fmt=fmt, hive=False, header=False,
                                   as_text=True, text_columns=(), hive_text=(), ours=False,
                                   delim=exact_file(f, fmt).delimiter, dateformat=None, timestampformat=None,
-                                  hive_nulls=(), hive_null=HIVE_NULL).sql
+                                  hive_nulls=(), hive_null=HIVE_NULL, filename=None).sql
                 header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
                 if header is None:  # DuckDB would read a column "column0" from it
                     raise InputError(f"{f!r} is empty: a CSV file starts with its header row")
