@@ -376,11 +376,12 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
             raise InputError(f"cannot read {source.describe()!r}: {first_line(exc)}") from exc
 
     if order is not None:  # the formats of a file that holds such dates, in that order, for every file
-        numeric = files[0] if len(files) == 1 else next(iter(query(
+        found = [(files[0],)] if len(files) == 1 else query(
             f"SELECT {file} FROM {text} WHERE " + " OR ".join(f"{a} IS NOT NULL" for _, a, _ in map(parts, dated))
-            + " LIMIT 1")), [None])[0]
-        if numeric is None:
+            + " LIMIT 1")
+        if not found:
             return (None, None)
+        numeric = found[0][0]
         options = "quote = '\"', comment = ''" + (f", delim = {literal(source.delimiter)}" if source.delimiter else "")
         try:
             formats = con.execute(f"SELECT DateFormat, TimestampFormat FROM sniff_csv({literal(numeric)}, "

@@ -243,12 +243,13 @@ def _accepted(t: pa.DataType) -> tuple[type, ...] | None:
 def _exact(name: str, values: tuple, t: pa.DataType) -> None:
     """Refuse values that ``t`` would change (see :func:`_column`)."""
     present = set(map(type, values))  # C speed: no Python loop over the rows
-    # Text takes any value as its text, but a blob's bytes (b'blob' was published as 'blob').
-    accepted = _accepted(t) or (tuple(present - {bytes, bytearray, memoryview}) if (
-        pa.types.is_string(t) or pa.types.is_large_string(t)) else None)
-    if accepted is None:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        # Text takes any value as its text, but a blob's bytes (b'blob' was published as 'blob').
+        odd = present & {bytes, bytearray, memoryview}
+    elif (accepted := _accepted(t)) is not None:
+        odd = {k for k in present - {type(None)} if not issubclass(k, accepted)}
+    else:
         return
-    odd = {k for k in present - {type(None)} if not issubclass(k, accepted)}
     if pa.types.is_boolean(t) and odd == {int} and set(values) - {None} <= {0, 1}:
         return  # SQLite's booleans
     if pa.types.is_integer(t) and odd == {float} and all(v.is_integer() for v in values if type(v) is float):
