@@ -711,6 +711,10 @@ def lake_files(pattern: str, root: str) -> list[str]:
         return any(part.startswith(("_", ".")) for part in Path(os.path.relpath(f, root)).parts if part != "..")
 
     matched = sorted(glob.glob(pattern, recursive=True, include_hidden=True))
+    broken = next((f for f in matched if _format_of(f) and not os.path.exists(f) and not hidden(f)), None)
+    if broken is not None:  # its rows were left out, without a word (helper-17)
+        raise InputError(f"{broken!r} is a link to {os.readlink(broken)!r}, which does not exist: its rows would not "
+                         "be read; mend the link or leave it out of the input")
     files = [f for f in matched if _format_of(f) and os.path.isfile(f)]
     kept = [utf8_path(f, "input file") for f in files if not hidden(f)]
     if len(kept) < len(files):

@@ -1856,6 +1856,29 @@ def test_a_lake_file_reached_by_two_paths_is_refused(tmp_path, out_dir, link):
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_a_lake_file_behind_a_broken_link_is_refused(tmp_path, out_dir, fmt):
+    """A data file's symlink whose target is gone (a day moved to cold
+    storage) was skipped as DuckDB's glob skips it: that day's rows were
+    left out of the output, exit 0 (helper-17)."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    df = pd.DataFrame({"age": [20 + i % 40 for i in range(200)]})
+    df.to_parquet(lake / "day1.parquet") if fmt == "parquet" else df.to_csv(lake / "day1.csv", index=False)
+    (lake / f"day2.{fmt}").symlink_to(tmp_path / f"archive/day2.{fmt}")
+    (lake / "_old").mkdir()
+    (lake / "_old" / f"day0.{fmt}").symlink_to(tmp_path / "gone")  # hidden, as its files are: not read
+    for src in (lake, f"{lake}/*.{fmt}"):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+        assert r.exit_code == 1, r.stderr
+        assert_one_line_error(r.stderr, rf"'.*day2.{fmt}' is a link to '.*archive/day2.{fmt}', which does not exist: "
+                                        r"its rows would not be read")
+    assert snapshot(out_dir) == {}
+    (lake / f"day2.{fmt}").unlink()
+    r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 0, r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_lake_files_with_different_columns_are_refused(tmp_path, out_dir, fmt):
     """DuckDB unions a lake's files by name: a QI renamed in a new file
     (sex -> gender) read as NULL there and its new name, like a column only
