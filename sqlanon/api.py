@@ -467,6 +467,12 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
                                 "it" if len(opaque) == 1 else "one", ".".join(table))
     elif target_table is None:
         same = source.same_path(out)
+        read = next((f for f in source.files_read() if _overlaps(out, f)), None) if isinstance(
+            source, io.DuckDBSource) and not same else None
+        if read is not None:  # --overwrite replaced the file below the input view
+            raise ConfigError(f"output {out!r} {'is' if _same_place(out, read) else 'holds'} the file {read!r}, "
+                              f"which the input {source.describe()!r} reads (a view over it); write the anonymized "
+                              "copy elsewhere")
         if not same and source.root is not None and _overlaps(out, source.root):
             glob_source = isinstance(source, io.FileSource) and not source.base and source.root != source.path
             if not glob_source:

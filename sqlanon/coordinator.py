@@ -415,7 +415,8 @@ def _input_files(source) -> list[str]:
     root = None if source.dialect == "postgres" else source.root  # a DuckDB or SQLite database file
     if not root or not os.path.isfile(root):
         return []
-    return [root, root + ".wal", root + "-wal"]  # DuckDB's and SQLite's write-ahead logs
+    views_read = source.files_read() if isinstance(source, io.DuckDBSource) else []
+    return [root, root + ".wal", root + "-wal", *views_read]  # DuckDB's and SQLite's write-ahead logs
 
 
 def _probe_cluster(pool, files: tuple[tuple[str, int, int], ...], staging) -> None:

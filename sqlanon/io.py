@@ -484,6 +484,14 @@ class DuckDBSource(DuckDBReadable):
             con.close()
 
     def tables_read(self) -> set[tuple[str, str]]:
+        """The tables of the file whose rows the input reads (:meth:`reads`)."""
+        return self.reads()[0]
+
+    def files_read(self) -> list[str]:
+        """The local files whose rows the input reads through its views (:meth:`reads`)."""
+        return self.reads()[1]
+
+    def reads(self) -> tuple[set[tuple[str, str]], list[str]]:
         """The tables of the file whose rows the input reads, as
         :func:`duckdb_table_key`: the table itself, or every table below a
         view (views over views followed). DuckDB records no dependencies of a
@@ -495,7 +503,12 @@ class DuckDBSource(DuckDBReadable):
         overwritten is its rows. A table macro the view calls is followed as
         a view is, every overload, and so is a scalar macro's expression;
         ``query_table()`` and ``query()``, which name tables in text, may read
-        any (a view over them replaced its own table: helper-17, helper-20)."""
+        any (a view over them replaced its own table: helper-17, helper-20).
+
+        And the local files the views read (``read_parquet('x.parquet')``,
+        ``FROM 'x.csv'``; globs expanded, relative names from the working
+        directory, as DuckDB reads them): an output there replaced them, and a
+        change of one during the run went unseen."""
         con = connect()
         try:
             self.attach(con)
@@ -515,6 +528,7 @@ class DuckDBSource(DuckDBReadable):
                 query = body if kind == "table_macro" else f"SELECT {body}"  # a scalar macro: an expression
                 views.setdefault(("macro", schema.lower(), name.lower()), []).append((schema.lower(), query))
             found: set[tuple[str, str]] = set()
+            names: list[str] = []  # of files
             todo, seen = [duckdb_table_key(self.table)], set()
             while todo:
                 key = todo.pop()
@@ -526,19 +540,24 @@ class DuckDBSource(DuckDBReadable):
                 for schema, query in views.get(key, ()):
                     parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
                     if parsed.get("error"):  # not parsed: every table might be read
-                        return tables
+                        return tables, []
                     for ref in _base_tables(parsed):
                         name, in_schema = ref["table_name"].lower(), ref.get("schema_name", "").lower()
                         if in_schema in schemas:
                             todo.append((in_schema, name))
-                        else:  # unqualified, or a database's name (db.table)
+                        else:  # unqualified, or a database's name (db.table); or a file's ('x.parquet')
                             todo += [(schema, name), ("main", name)]
+                            if not {(schema, name), ("main", name)} & (tables | set(views)):
+                                names.append(ref["table_name"])
                     for call in _function_calls(parsed):  # in FROM or in an expression
                         name, in_schema = call["function_name"].lower(), call.get("schema", "").lower()
                         if name in ("query_table", "query"):
-                            return tables
+                            return tables, []
+                        if name in _FILE_READERS and call.get("children"):
+                            names += _constant_texts(call["children"][0])
                         todo += [("macro", s, name) for s in ((in_schema,) if in_schema in schemas else (schema, "main"))]
-            return found
+            files = {f: None for name in names for f in sorted(glob.glob(name, recursive=True)) if os.path.isfile(f)}
+            return found, list(files)
         finally:
             con.close()
 
@@ -571,6 +590,23 @@ def _base_tables(tree) -> list[dict]:
 def _column_refs(tree) -> list[str]:
     """The names of the columns (``COLUMN_REF``) a ``json_serialize_sql`` tree reads."""
     return [n["column_names"][-1] for n in _nodes(tree) if n.get("class") == "COLUMN_REF" and n.get("column_names")]
+
+
+_FILE_READERS = frozenset({
+    "read_parquet", "parquet_scan", "read_csv", "read_csv_auto", "sniff_csv", "read_json", "read_json_auto",
+    "read_ndjson", "read_ndjson_auto", "read_json_objects", "read_ndjson_objects", "read_text", "read_blob",
+})
+"""DuckDB's table functions that read files named by their first argument."""
+
+
+def _constant_texts(node: dict) -> list[str]:
+    """The text constants of an argument: ``'x'`` or a list of them, ``['x', 'y']``."""
+    if node.get("class") == "CONSTANT":
+        value = node.get("value") or {}
+        return [value["value"]] if not value.get("is_null") and isinstance(value.get("value"), str) else []
+    if node.get("class") == "FUNCTION" and node.get("function_name") == "list_value":
+        return [t for child in node.get("children", []) for t in _constant_texts(child)]
+    return []
 
 
 def _function_calls(tree) -> list[dict]:

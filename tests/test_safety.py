@@ -819,6 +819,47 @@ def test_a_table_below_the_input_view_is_not_an_output(people_db):
     assert _tables(people_db)["main.people"][0][0] == 10  # the copy of "my s".people
 
 
+def test_a_file_below_the_input_view_is_not_an_output(tmp_path, monkeypatch):
+    """A DuckDB view over read_parquet('raw.parquet') with -o raw.parquet
+    --overwrite replaced the raw file by its anonymized copy, exit 0, and a
+    change of the file during the run went unseen: the run's input files
+    were the database's only. Files named in a list, by a glob, relative to
+    the working directory, or read by a replacement scan (FROM 'x.csv') all
+    count; a table whose name looks like a file's is a table."""
+    import duckdb
+
+    from sqlanon import coordinator, io
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lake").mkdir()
+    pq.write_table(pa.table({"id": list(range(20)), "age": [20 + i % 5 for i in range(20)]}), "raw.parquet")
+    for day in (1, 2):
+        pq.write_table(pa.table({"id": [day], "age": [30]}), f"lake/day{day}.parquet")
+    (tmp_path / "extra.csv").write_text("id,age\n99,40\n")
+    db = tmp_path / "v.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE VIEW one AS SELECT * FROM read_parquet('raw.parquet')")
+    con.execute("CREATE VIEW many AS SELECT * FROM read_parquet(['lake/*.parquet', 'raw.parquet']) "
+                "UNION ALL SELECT * FROM 'extra.csv'")
+    con.execute('CREATE TABLE "t.parquet" AS SELECT 1 AS id, 2 AS age')
+    con.execute('CREATE VIEW by_table AS SELECT * FROM "t.parquet"')
+    con.close()
+    pq.write_table(pa.table({"x": [1]}), "t.parquet")  # not what the view reads
+    files = {view: sorted(coordinator._input_files(io.open_source(db, view))[3:]) for view in ("one", "many", "by_table")}
+    assert files == {"one": ["raw.parquet"], "many": ["extra.csv", "lake/day1.parquet", "lake/day2.parquet",
+                                                      "raw.parquet"],
+                     "by_table": []}
+    before = {f: Path(f).read_bytes() for f in ("raw.parquet", "lake/day1.parquet", "extra.csv")}
+    for view, out, what in (("one", "raw.parquet", "is the file 'raw.parquet'"),
+                            ("one", str(tmp_path / "raw.parquet"), "is the file 'raw.parquet'"),
+                            ("many", "lake", "holds the file 'lake/day1.parquet'"),
+                            ("many", "extra.csv", "is the file 'extra.csv'")):
+        with pytest.raises(ConfigError, match=rf"output .* {re.escape(what)}, which the input .* reads \(a view over it\)"):
+            sqlanon.anonymize(db, out, table=view, qi=["age"], k=2, workers=1, overwrite=True)
+    assert {f: Path(f).read_bytes() for f in before} == before
+    sqlanon.anonymize(db, "t.parquet", table="one", qi=["age"], k=2, workers=1, overwrite=True)
+
+
 def test_verify_counts_a_nocase_qi_as_its_readers_do(tmp_path):
     """verify grouped a DuckDB table's QI by the column's collation: with
     COLLATE NOCASE 'PARIS' and 'Paris' were one class of 2, while every
