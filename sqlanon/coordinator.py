@@ -801,6 +801,15 @@ def run(
             pool = start_executor()
             if pool.remote:  # the cluster's own task slots, not --workers (or this host's CPUs)
                 workers = pool.slots
+        elif options.explain and executors.remote_cluster(options.executor, options.scheduler, options.spark_master):
+            # The plan of a run on the cluster: of its task slots (the plan of
+            # --workers' fragments was not the plan that ran: helper-23).
+            step(f"asking the {'Spark' if options.executor == 'spark' else 'Dask'} cluster for its task slots")
+            asked = start_executor()
+            try:
+                workers = asked.slots
+            finally:
+                asked.shutdown()
         n_fragments = options.fragments or workers
         if columns:
             if getattr(target, "dialect", None) == "postgres":

@@ -75,6 +75,15 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
+def remote_cluster(executor: str, scheduler: str | None, spark_master: str | None) -> bool:
+    """Whether a run goes to a cluster of the user's, whose task slots are
+    its workers: a Dask scheduler's, or a Spark master that is not local (one
+    set only in Spark's own configuration shows once the session starts)."""
+    if executor == "dask":
+        return scheduler is not None
+    return executor == "spark" and spark_master is not None and remote_master(spark_master)
+
+
 def in_process(executor: str, workers: int | None, explain: bool = False) -> bool:
     """Whether a run needs no executor: ``--explain``, or one local worker
     (the coordinator then anonymizes the single fragment itself)."""

@@ -213,6 +213,11 @@ def test_a_scheduler_without_workers_or_unreachable_fails_with_exit_1(source, tm
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address="127.0.0.1:0") as cluster:
         r = sqlanon.anonymize(source, out, qi=QI, k=5, l=2, sensitive=["disease"], workers=7, executor="dask",
                               scheduler=cluster.scheduler_address)
+        # and so are the plan's, --explain'd (it planned --workers' fragments: helper-23)
+        plan = sqlanon.anonymize(source, out, qi=QI, k=5, l=2, sensitive=["disease"], workers=7, executor="dask",
+                                 scheduler=cluster.scheduler_address, explain=True, overwrite=True)
+        assert plan.workers == 2 and plan.explain()["fragments"] == r.explain()["fragments"]
+        assert len(cluster.scheduler.clients) == 1  # its own: the plan's connection closed
     assert r.workers == 2 and len(r.plan.fragments) == 2
 
 
