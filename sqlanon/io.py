@@ -843,8 +843,6 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
     finally:
         con.close()
-    _check_same_columns(columns)
-    _check_same_kinds(columns)
     coarse: dict[str, None] = {}
     for f, cols in columns.items():
         keys = {k.lower() for k in _hive_keys([f], root)} if root else set()
@@ -874,6 +872,10 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                     "exactly (this one as a wrong double), and --drop cannot keep it from the file: rewrite the "
                     "file with that column cast (e.g. to text) or without it"
                 )
+    # After each file's own names: 'age' (text) beside 'Age' (integers) in one
+    # file was told as a type clash of the file with itself (helper-23).
+    _check_same_columns(columns)
+    _check_same_kinds(columns)
     return tuple(coarse)
 
 

@@ -1511,7 +1511,11 @@ def test_parquet_columns_duckdb_would_rename_or_misread_are_refused(tmp_path, ou
     pq.write_table(pa.Table.from_arrays([pa.array(range(n)), pa.array([20 + i % 40 for i in range(n)]),
                                          pa.array([20 + i % 40 for i in range(n)])], names=["id", "age", "age"]), dup)
     wide = _small(tmp_path / "wide.parquet", big=pa.array([10**40] * n, pa.decimal256(45, 2)))
-    for src, pattern in ((dup, "two columns named 'age'"), (wide, "'big' .* DECIMAL of 45 digits")):
+    # of two kinds: told as a clash of the file's types with its own (helper-23)
+    cased = tmp_path / "cased.parquet"
+    pq.write_table(pa.table({"age": pa.array([str(i % 40) for i in range(n)]), "Age": pa.array(range(n))}), cased)
+    for src, pattern in ((dup, "two columns named 'age'"), (wide, "'big' .* DECIMAL of 45 digits"),
+                         (cased, r"two columns named 'age' and 'Age' \(DuckDB's names ignore case\): rename one")):
         r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
         assert r.exit_code == 1
         assert_one_line_error(r.stderr, re.escape(src.name), pattern)
