@@ -697,7 +697,9 @@ def execute(
                      f" ({phases})" if phases else "", res.pid)
             if options.progress:
                 options.progress(len(done), total)
-    return plan, done, repaired
+    # Those that ran: a merge merged again (quantile's nested repairs) is no fragment of the plan (helper-23).
+    ran = {f.id for f in plan.fragments}
+    return plan, done, [fid for fid in repaired if fid in ran]
 
 
 HEALTH_CHECK_SECONDS = 5.0

@@ -205,6 +205,23 @@ def test_quantile_repairs_do_not_depend_on_which_fragment_finished_first(tmp_pat
     assert classes == [("[0, 1]", 150), ("[2, 3]", 220)]
 
 
+def test_a_repair_repaired_again_is_not_reported_as_a_fragment(tmp_path):
+    """x = 0 and x = 1 hold one sensitive value each: 0 merges with 1, and
+    that merge, still 1-diverse, with 2. repaired_fragments listed the first
+    merge too, a fragment that never ran and has no metrics row (helper-23)."""
+    i = np.arange(400)
+    s = np.where(i < 200, "a", np.array(["a", "b", "c"])[i % 3])
+    src = tmp_path / "src.parquet"
+    pq.write_table(pa.table({"x": i // 100, "s": s}), src)
+    out = tmp_path / "out.parquet"
+    r = sqlanon.anonymize(src, out, qi=["x"], sensitive=["s"], k=5, l=2, fragments=4, fragmentation="quantile",
+                          workers=1, seed=0)
+    m = duckdb.sql(f"SELECT fragment_id, repaired FROM read_parquet('{r.metrics_location}') WHERE kind = 'fragment'"
+                   ).fetchall()
+    assert len(r.plan.fragments) == 2 and len(r.repaired) == 1, r.repaired
+    assert sorted(m) == sorted((f.id, f.id in r.repaired) for f in r.plan.fragments)
+
+
 def test_far_more_fragments_than_k_allows_are_capped(tmp_path, caplog):
     """--fragments 100000 on 32,561 rows planned 2,189 fragments of ~1 row
     each (k = 10), every one merged again: the run took minutes."""
