@@ -1,7 +1,8 @@
 {# The CTE `__sqlanon_classes`: one row per equivalence class of `relation` (GROUP BY
    the generalized QIs; NULLs group together) with its row count `__sqlanon_rows` and,
    per sensitive column i, its distinct-value count `__sqlanon_l_i` (a NULL counts as
-   one value). With at most one sensitive column the distinct count comes from
+   one value, and a NaN of a `nan_null` column is that NULL: both say "no value",
+   and pandas reads both as NaN; DuckDB and PostgreSQL hold NaN equal to NaN). With at most one sensitive column the distinct count comes from
    a second GROUP BY instead of count(DISTINCT …), which PostgreSQL can only
    compute by sorting; both are hash aggregates. Included by the verify_*
    templates. #}
@@ -10,7 +11,7 @@
 "__sqlanon_pairs" AS (
     SELECT {{ keys }}, count(*) AS "__sqlanon_n"
     FROM {{ relation }}
-    GROUP BY {{ keys }}, {{ sensitive[0] | ident }}
+    GROUP BY {{ keys }}, {% if sensitive[0] in nan_null %}NULLIF({{ sensitive[0] | ident }}, 'NaN'){% else %}{{ sensitive[0] | ident }}{% endif %}
 ),
 "__sqlanon_classes" AS (
     SELECT {{ keys }}, sum("__sqlanon_n") AS "__sqlanon_rows", count(*) AS {{ "__sqlanon_l_0" | ident }}
@@ -21,7 +22,11 @@
 "__sqlanon_classes" AS (
     SELECT {{ keys }}, count(*) AS "__sqlanon_rows"
 {% for s in sensitive %}
+{% if s in nan_null %}
+        , count(DISTINCT NULLIF({{ s | ident }}, 'NaN')) + max(CASE WHEN NULLIF({{ s | ident }}, 'NaN') IS NULL THEN 1 ELSE 0 END) AS {{ ("__sqlanon_l_" ~ loop.index0) | ident }}
+{% else %}
         , count(DISTINCT {{ s | ident }}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("__sqlanon_l_" ~ loop.index0) | ident }}
+{% endif %}
 {% endfor %}
     FROM {{ relation }}
     GROUP BY {{ keys }}

@@ -107,6 +107,13 @@ def relation_types(con: duckdb.DuckDBPyConnection, relation: str) -> tuple[list[
     return described.columns, described.types
 
 
+def float_columns(con: duckdb.DuckDBPyConnection, relation: str, columns: list[str]) -> list[str]:
+    """Those of ``columns`` of ``relation`` that hold floats (and may hold NaN)."""
+    names, types = relation_types(con, relation)
+    floats = {n for n, t in zip(names, types) if str(t) in ("FLOAT", "DOUBLE")}
+    return [c for c in columns if c in floats]
+
+
 def verify_as_typed(
     con: duckdb.DuckDBPyConnection, relation: str, qi: list[str], k: int, l: int,  # noqa: E741
     sensitive: list[str] | tuple[str, ...], text: set[str],
@@ -199,6 +206,7 @@ def verify_relation(
     sensitive: list[str] | tuple[str, ...] = (),
     limit: int = 20,
     dialect: str = "duckdb",
+    nan_null: list[str] | None = None,
 ) -> Verification:
     """Verify ``relation`` (an SQL relation expression) on ``con``.
 
@@ -213,15 +221,22 @@ def verify_relation(
         sensitive: the sensitive columns.
         limit: how many violating groups to return at most.
         dialect: the SQL dialect of ``con``.
+        nan_null: the sensitive columns whose NaN counts as their NULL (both
+            say "no value", and pandas reads both as NaN: helper-21), as the
+            engine counts them (those it held as floats); by default those
+            that hold floats in ``relation`` (on DuckDB; none on a server).
     """
     sensitive = list(sensitive)
     refuse_reserved([*qi, *sensitive])
     server = not isinstance(con, duckdb.DuckDBPyConnection)
 
     def fetch(template: str, **context) -> tuple[list[str], list[tuple]]:
-        return _fetch(con, template, dialect, relation=relation, qi=qi, sensitive=sensitive, **context)
+        return _fetch(con, template, dialect, relation=relation, qi=qi, sensitive=sensitive, nan_null=nan_null,
+                      **context)
 
     with _one_line_errors("verify", server):
+        if nan_null is None:
+            nan_null = float_columns(con, relation, sensitive) if sensitive and not server else []
         _, rows_ = fetch("verify_summary.sql", k=k, l=l)
         row = rows_[0]
         violations: list[dict] = []

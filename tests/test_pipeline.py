@@ -897,6 +897,32 @@ def test_class_sizes_are_those_of_the_published_classes(tmp_path):
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_a_nan_and_a_null_of_a_sensitive_float_are_one_value(tmp_path, suffix):
+    """A class whose sensitive float held a NaN and a NULL was published as
+    2-diverse and verified so, while pandas reads both as NaN: to it, and to
+    anyone who reads them as "not recorded", one value (helper-21)."""
+    n = 40
+    lab = pa.array([float("nan") if i % 2 else None for i in range(n)], pa.float64())
+    src = tmp_path / "src.parquet"
+    pq.write_table(pa.table({"id": range(n), "age": [20 + i for i in range(n)], "lab": lab,
+                             "lab32": lab.cast(pa.float32()), "dx": [i % 3 + 0.5 for i in range(n)], "g": ["x"] * n}),
+             src)
+    out = tmp_path / f"out{suffix}"
+    for sensitive in (["lab"], ["lab32"], ["lab", "dx"]):
+        with pytest.raises(sqlanon.PrivacyError, match=f"cannot reach l=2: sensitive column '{sensitive[0]}' has only 1"):
+            sqlanon.anonymize(src, out, qi=["age"], k=2, l=2, sensitive=sensitive, workers=1)
+        assert not out.exists()
+        # and verify, of a table another tool wrote, counts them as the run does
+        v = sqlanon.verify(src, qi=["g"], k=2, l=2, sensitive=sensitive)
+        assert not v.ok and v.min_distinct[sensitive[0]] == 1
+    pq.write_table(pa.table({"age": [20 + i for i in range(n)], "lab": pc.if_else(pa.array([i % 4 == 0 for i in range(n)]),
+                                                                                   pa.scalar(2.5), lab)}), src)
+    r = sqlanon.anonymize(src, out, qi=["age"], k=2, l=2, sensitive=["lab"], workers=1)
+    read = pd.read_csv(out) if suffix == ".csv" else pd.read_parquet(out)
+    assert read.groupby("age")["lab"].nunique(dropna=False).min() >= 2 and r.metrics.rows == n
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_signed_zeros_come_through(tmp_path, suffix):
     """DuckDB's Parquet writer keeps one of -0.0 and 0.0 in a column holding
     both (its dictionary takes them for one value, duckdb/duckdb#25781): the

@@ -310,6 +310,37 @@ def test_nan_in_a_float_qi_on_the_server(pg_url, tmp_path):
     assert from_pg.metrics.ncp == pytest.approx(from_lake.metrics.ncp, rel=1e-12)
 
 
+def test_a_nan_and_a_null_of_a_sensitive_float_are_one_value_on_the_server(pg_url, tmp_path):
+    """A class of NaN and NULL was 2-diverse to the server's check (helper-21):
+    both say "no value" (pandas reads both as NaN). real and double precision;
+    PG -> PG and verify of a table another tool wrote. A domain over one
+    travels into PostgreSQL as its text: 'NaN' is a value there, to the run
+    and to verify alike (into a lake it is a float)."""
+    schema = "nannull"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"""CREATE DOMAIN {q(schema)}.lab AS float8;
+        CREATE TABLE {q(schema)}.src AS SELECT g AS id, 20 + g AS age, 'x' AS g,
+        CASE WHEN g % 2 = 0 THEN 'NaN'::float8 END AS f8, CASE WHEN g % 2 = 0 THEN 'NaN'::real END AS f4,
+        (CASE WHEN g % 2 = 0 THEN 'NaN'::float8 END)::{q(schema)}.lab AS fd FROM generate_series(1, 40) g""")
+    for col in ("f8", "f4"):
+        v = sqlanon.verify(pg_url, table=f"{q(schema)}.src", qi=["g"], k=2, l=2, sensitive=[col, "id"])
+        assert not v.ok and v.min_distinct[col] == 1, col
+        with pytest.raises(sqlanon.PrivacyError, match=f"sensitive column '{col}' has only 1"):
+            sqlanon.anonymize(pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst",
+                              qi=["age"], k=2, l=2, sensitive=[col], workers=1)
+    assert not sql(pg_url, f"SELECT 1 FROM pg_tables WHERE schemaname = '{schema}' AND tablename = 'dst'")
+    with pytest.raises(sqlanon.PrivacyError, match="sensitive column 'fd' has only 1"):
+        sqlanon.anonymize(pg_url, tmp_path / "fd.parquet", table=f"{q(schema)}.src", qi=["age"], k=2, l=2,
+                          sensitive=["fd"], workers=1)
+    r = sqlanon.anonymize(pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.fd", qi=["age"],
+                          k=2, l=2, sensitive=["fd"], workers=1)
+    assert sqlanon.verify(pg_url, table=f"{q(schema)}.fd", qi=["age"], k=2, l=2, sensitive=["fd"]).ok and r.verification.ok
+    sql(pg_url, f"UPDATE {q(schema)}.src SET f8 = 2.5 WHERE id % 4 = 1")
+    r = sqlanon.anonymize(pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst", qi=["age"],
+                          k=2, l=2, sensitive=["f8"], workers=1)
+    assert r.verification.ok and r.metrics.rows == 40
+
+
 def test_infinite_floats_as_cuts_of_a_set_qi(pg_url, tmp_path):
     """A set-generalized float QI may be cut at -Infinity or Infinity, and
     the clause sent to the server carries the value as a literal: it failed
