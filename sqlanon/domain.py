@@ -293,10 +293,12 @@ def interval_stats(n_distinct: int, lo_hi: pa.Array, name: str = "") -> ColumnSt
         infinite = max(abs(v) for v in ints) >= (2**31 - 1 if pa.types.is_date32(t) else 2**63 - 1)
     lo, hi = as_float(lo_hi)
     if infinite or math.isinf(lo) or math.isinf(hi):
+        # pandas' Timestamp.max and min are DuckDB's infinities (helper-21): said, as the value is finite to pandas.
+        what = ("dates or timestamps (or the type's largest or smallest, e.g. pandas' Timestamp.max, which DuckDB "
+                "reads as infinity)") if temporal else "values"
         raise ConfigError(
-            f"column {name!r} holds infinite {'dates or timestamps' if temporal else 'values'}, which no interval "
-            f"can span: filter them out or make them NULL in a view, or generalize it as a set "
-            f"(--generalization {shlex.quote(name)}=set)"
+            f"column {name!r} holds infinite {what}, which no interval can span: filter them out or make them NULL "
+            f"in a view, or generalize it as a set (--generalization {shlex.quote(name)}=set)"
         )
     pos = span_values(lo_hi)
     return ColumnStats(n_distinct, float(lo), float(hi), span=float(pos[-1] - pos[0]))

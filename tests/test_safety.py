@@ -997,6 +997,12 @@ def test_library_checks_seed_and_types_like_the_cli(lake, tmp_path):
                f"FROM range(20) t(i)) TO '{dates}'")
     with pytest.raises(ConfigError, match="'d' holds infinite dates"):
         sqlanon.anonymize(dates, tmp_path / "o.parquet", qi=["d"], k=5, workers=1)
+    # pandas' Timestamp.max is finite to pandas: the message says why it is infinite here (helper-21)
+    valid = tmp_path / "valid.parquet"
+    pq.write_table(pa.table({"t": pa.array([0, 1, 2, 2**63 - 1] * 5, pa.timestamp("ns"))}), valid)
+    with pytest.raises(ConfigError, match=r"'t' holds infinite dates or timestamps \(or the type's largest or "
+                                          r"smallest, e.g. pandas' Timestamp.max, which DuckDB reads as infinity\)"):
+        sqlanon.anonymize(valid, tmp_path / "o.parquet", qi=["t"], k=5, workers=1)
     assert not (tmp_path / "o.parquet").exists()
 
 
