@@ -36,7 +36,7 @@ from .config import AnonymizationSpec, missing_column, plain, strict_json, sugge
 from .domain import ColumnStats, as_text, check_type, interval_stats, resolve_generalization
 from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
-from .sql import ident, render
+from .sql import fold_name, ident, render
 from .sql.render import is_generic
 from .verification import (
     Checksums, Verification, column_checksums, refuse_reserved, verify_as_typed, verify_relation,
@@ -322,14 +322,14 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
     for c in spec.sensitive:
         check_type(c, schema.field(c).type, "sensitive column")
     # DuckDB (and so Parquet, CSV and DuckDB targets) matches names case-insensitively.
-    kept = {c.lower(): c for c in names if c not in drop}
+    kept = {fold_name(c): c for c in names if c not in drop}
     for q in spec.quasi_identifiers:
         if resolve_generalization(q, schema.field(q.name).type) == "interval" and spec.interval_format == "bounds":
             for out in (f"{q.name}_lo", f"{q.name}_hi"):
-                if out.lower() in kept:
+                if fold_name(out) in kept:
                     raise ConfigError(
                         f"--interval-format=bounds would write column {out!r}, which the input already has "
-                        f"(as {kept[out.lower()]!r}); drop or rename it"
+                        f"(as {kept[fold_name(out)]!r}); drop or rename it"
                     )
 
 
@@ -1121,7 +1121,7 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
                                  integers=integers, dates=dates, naive=naive))
     past = (" (it guesses a column's type from the first 20,480 rows): convert the file with that column typed (e.g. "
             "to Parquet), drop it (--drop), or, as a pass-through column, write CSV (its text passes through)")
-    keys = {k.lower() for k in source.hive_keys}
+    keys = {fold_name(k) for k in source.hive_keys}
     for key, found, what, advice in (
         ("i", integers, "numbers with a fraction, which DuckDB reads from CSV as integers, rounded", past),
         ("a", dates, "timestamps with a time of day, which DuckDB reads from CSV as dates, without it", past),
@@ -1137,7 +1137,7 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
         for i, c in enumerate(found):
             if not row.column(f"{key}{i}")[0].as_py():
                 continue
-            if c.lower() in keys:  # the names of its directories: no file to convert
+            if fold_name(c) in keys:  # the names of its directories: no file to convert
                 raise InputError(f"partition key {c!r} of {source.describe()!r} holds, in its directory names, "
                                  f"{what}: rename those directories, or drop the key (--drop)")
             raise InputError(f"column {c!r} of {source.describe()!r} holds {what}{advice}")

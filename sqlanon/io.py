@@ -47,7 +47,7 @@ import pyarrow as pa
 
 from .config import csv_dialect, file_format, format_suffix
 from .errors import ConfigError, InputError
-from .sql import ident, literal, render
+from .sql import fold_name, ident, literal, render
 
 log = logging.getLogger(__name__)
 
@@ -165,9 +165,14 @@ def split_table_name(name: str) -> list[str]:
 
 
 def duckdb_table_key(table: Sequence[str]) -> tuple[str, str]:
-    """A table name as DuckDB resolves it: schema ``main`` by default, case-insensitive."""
+    """A table name as DuckDB resolves it: schema ``main`` by default, case-insensitive (:func:`fold_name`)."""
     schema = table[0] if len(table) == 2 else "main"
-    return schema.lower(), table[-1].lower()
+    return fold_name(schema), fold_name(table[-1])
+
+
+_NAMED = ("translate(schema_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = ? AND "
+          "translate(table_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = ?")
+"""A condition on DuckDB's catalog functions: the table of a :func:`duckdb_table_key` (two parameters)."""
 
 
 # --------------------------------------------------------------------------- sources
@@ -269,14 +274,14 @@ class FileSource(DuckDBReadable):
         """The source as an SQL relation (a DuckDB table function call)."""
         # Absolute: a task may run in another working directory (Dask, Spark).
         paths = [os.path.abspath(p) for p in self.globs or (self.path,)]
-        keys = {k.lower() for k in self.hive_keys}
+        keys = {fold_name(k) for k in self.hive_keys}
         # Spark and Hive write a NULL partition value so; DuckDB reads the text.
         nulls = [k for k in self.hive_keys if any(f"{os.sep}{k}={HIVE_NULL}{os.sep}" in p for p in paths)]
         hive_text = [c for c in self.text_columns if c.lower() in keys]
         types = {} if self.as_text else {k: t for k, t in self.hive_null_types if k not in hive_text}
         return render(
             "read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text,
-            text_columns=[c for c in self.text_columns if c.lower() not in keys],
+            text_columns=[c for c in self.text_columns if fold_name(c) not in keys],
             hive_text=hive_text, ours=self.ours, header=True,
             delim=self.delimiter, dateformat=self.date_formats[0], timestampformat=self.date_formats[1],
             hive_nulls=[(k, types.get(k)) for k in nulls], hive_null=HIVE_NULL, filename=self.file_column,
@@ -518,7 +523,8 @@ class DuckDBSource(DuckDBReadable):
                     "SELECT schema_name, view_name, sql FROM duckdb_views() "
                     "WHERE database_name = '__sqlanon_src' AND NOT internal").fetchall():
                 m = _VIEW_HEADER.fullmatch(sql.strip())
-                views.setdefault((schema.lower(), name.lower()), []).append((schema.lower(), m.group(1) if m else ""))
+                views.setdefault((fold_name(schema), fold_name(name)), []).append(
+                    (fold_name(schema), m.group(1) if m else ""))
             tables = {duckdb_table_key(t) for t in con.execute(
                 "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = '__sqlanon_src'").fetchall()}
             schemas = {schema for schema, _ in tables | set(views)}
@@ -526,7 +532,7 @@ class DuckDBSource(DuckDBReadable):
                     "SELECT schema_name, function_name, function_type, macro_definition FROM duckdb_functions() "
                     "WHERE database_name = '__sqlanon_src' AND function_type IN ('table_macro', 'macro')").fetchall():
                 query = body if kind == "table_macro" else f"SELECT {body}"  # a scalar macro: an expression
-                views.setdefault(("macro", schema.lower(), name.lower()), []).append((schema.lower(), query))
+                views.setdefault(("macro", fold_name(schema), fold_name(name)), []).append((fold_name(schema), query))
             found: set[tuple[str, str]] = set()
             names: list[str] = []  # of files
             todo, seen = [duckdb_table_key(self.table)], set()
@@ -542,7 +548,7 @@ class DuckDBSource(DuckDBReadable):
                     if parsed.get("error"):  # not parsed: every table might be read
                         return tables, []
                     for ref in _base_tables(parsed):
-                        name, in_schema = ref["table_name"].lower(), ref.get("schema_name", "").lower()
+                        name, in_schema = fold_name(ref["table_name"]), fold_name(ref.get("schema_name", ""))
                         if in_schema in schemas:
                             todo.append((in_schema, name))
                         else:  # unqualified, or a database's name (db.table); or a file's ('x.parquet')
@@ -550,7 +556,7 @@ class DuckDBSource(DuckDBReadable):
                             if not {(schema, name), ("main", name)} & (tables | set(views)):
                                 names.append(ref["table_name"])
                     for call in _function_calls(parsed):  # in FROM or in an expression
-                        name, in_schema = call["function_name"].lower(), call.get("schema", "").lower()
+                        name, in_schema = fold_name(call["function_name"]), fold_name(call.get("schema", ""))
                         if name in ("query_table", "query"):
                             return tables, []
                         if name in _FILE_READERS and call.get("children"):
@@ -845,17 +851,17 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
         con.close()
     coarse: dict[str, None] = {}
     for f, cols in columns.items():
-        keys = {k.lower() for k in _hive_keys([f], root)} if root else set()
+        keys = {fold_name(k) for k in _hive_keys([f], root)} if root else set()
         seen: dict[str, str] = {}
         for i, (name, precision, logical, kind, _) in enumerate(cols, 1):
             if name is None or name == "":
                 raise InputError(f"column {i} of {f!r} has no name: give it one")
-            if name.lower() in seen:
-                other = seen[name.lower()]
+            if fold_name(name) in seen:
+                other = seen[fold_name(name)]
                 named = repr(name) if other == name else f"{other!r} and {name!r} (DuckDB's names ignore case)"
                 raise InputError(f"{f!r} has two columns named {named}: rename one")
-            seen[name.lower()] = name
-            if name.lower() in keys:
+            seen[fold_name(name)] = name
+            if fold_name(name) in keys:
                 raise InputError(
                     f"column {name!r} of {f!r} is also a hive partition key of its directory, whose value "
                     "would replace the column's: rename one"
@@ -912,9 +918,9 @@ def _check_same_columns(columns: dict[str, list[tuple]]) -> None:
     if len(columns) < 2:
         return
     (first, cols), *others = sorted(columns.items())
-    want = {c[0].lower(): c[0] for c in cols}
+    want = {fold_name(c[0]): c[0] for c in cols}
     for f, cols in others:
-        have = {c[0].lower(): c[0] for c in cols}
+        have = {fold_name(c[0]): c[0] for c in cols}
         adds = [have[n] for n in have if n not in want]
         lacks = [want[n] for n in want if n not in have]
         if adds or lacks:
@@ -953,7 +959,7 @@ def _check_same_kinds(columns: dict[str, list[tuple]]) -> None:
         for name, precision, _, kind, scale in cols:
             if kind is None:
                 continue
-            seen = first.setdefault(name.lower(), (f, kind))
+            seen = first.setdefault(fold_name(name), (f, kind))
             if seen[1] != kind:
                 raise InputError(
                     f"column {name!r} holds {kind} in {f!r} but {seen[1]} in {seen[0]!r}: DuckDB would read "
@@ -964,9 +970,9 @@ def _check_same_kinds(columns: dict[str, list[tuple]]) -> None:
                 continue
             typ = f"decimal({precision},{scale or 0})"
             whole, frac = (precision - (scale or 0), f, typ), (scale or 0, f, typ)
-            most = decimals.setdefault(name.lower(), (whole, frac))
+            most = decimals.setdefault(fold_name(name), (whole, frac))
             most = (max(most[0], whole, key=lambda x: x[0]), max(most[1], frac, key=lambda x: x[0]))
-            decimals[name.lower()] = most
+            decimals[fold_name(name)] = most
             if most[0][0] + most[1][0] > 38 and most[0][1] != most[1][1]:  # one file's own: refused below
                 (_, f1, t1), (_, f2, t2) = most
                 raise InputError(
@@ -1850,8 +1856,7 @@ class DuckDBTarget(LocalStagingTarget):
                 on_failure.callback(swap.discard)
             try:
                 if not self.overwrite and con.execute(
-                        "SELECT count(*) FROM duckdb_tables() WHERE database_name = '__sqlanon_dst' "
-                        "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
+                        f"SELECT count(*) FROM duckdb_tables() WHERE database_name = '__sqlanon_dst' AND {_NAMED}",
                         duckdb_table_key(self.table)).fetchone()[0]:
                     raise InputError(f"table {'.'.join(self.table)!r} was created in {self.path!r} during the run; "
                                      "nothing was published: pass --overwrite to replace it")
@@ -1888,17 +1893,16 @@ class DuckDBTarget(LocalStagingTarget):
         ``(COMMENT ON target, text)``, to keep on the new table (columns it
         has again). Indexes and constraints go with the old table: said in a
         warning (they vanished silently: helper-17)."""
-        schema = self.table[0] if len(self.table) == 2 else "main"
-        key = [schema, self.table[-1]]
-        where = ("database_name = '__sqlanon_dst' AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)")
+        key = duckdb_table_key(self.table)
+        where = f"database_name = '__sqlanon_dst' AND {_NAMED}"
         kept = [(f"TABLE {ident(['__sqlanon_dst', *self.table])}", c) for (c,) in con.execute(
             f"SELECT comment FROM duckdb_tables() WHERE {where} AND comment IS NOT NULL", key).fetchall()]
-        new = {n.lower() for (n,) in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE database_name = '__sqlanon_dst' AND lower(schema_name) = "
-            "lower(?) AND lower(table_name) = lower(?)", [schema, self.staging_table(staging)[-1]]).fetchall()}
+        new = {fold_name(n) for (n,) in con.execute(
+            f"SELECT column_name FROM duckdb_columns() WHERE {where}",
+            duckdb_table_key([key[0], self.staging_table(staging)[-1]])).fetchall()}
         kept += [(f"COLUMN {ident(['__sqlanon_dst', *self.table, name])}", c) for name, c in con.execute(
             f"SELECT column_name, comment FROM duckdb_columns() WHERE {where} AND comment IS NOT NULL",
-            key).fetchall() if name.lower() in new]
+            key).fetchall() if fold_name(name) in new]
         lost = [f"index {n}" for (n,) in con.execute(f"SELECT index_name FROM duckdb_indexes() WHERE {where}",
                                                      key).fetchall()]
         lost += sorted({t for (t,) in con.execute(
@@ -1932,7 +1936,7 @@ class DuckDBTarget(LocalStagingTarget):
         """
         schema = self.table[0] if len(self.table) == 2 else "main"
         if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
-            if schema.lower() != "main":
+            if fold_name(schema) != "main":
                 raise ConfigError(f"schema {schema!r} does not exist in the new DuckDB file {self.path!r}, which "
                                   "will have only 'main': name the table without a schema, or create the schema first")
             return False

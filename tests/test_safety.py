@@ -782,6 +782,26 @@ def test_a_duckdb_input_table_is_not_an_output_under_another_spelling(people_db,
     assert _tables(people_db) == before
 
 
+def test_names_differing_in_non_ascii_case_are_two_names_as_in_duckdb(people_db, tmp_path):
+    """DuckDB folds the case of ASCII letters only: 'Émile' and 'émile' are
+    two tables, 'É' and 'é' two columns. sqlanon folded all of Unicode: the
+    output émile beside a table Émile was refused as existing, and a file
+    with columns É and é as naming one column twice."""
+    import duckdb
+
+    con = duckdb.connect(str(people_db))
+    con.execute('CREATE TABLE "Émile" AS SELECT 1 AS x')
+    con.close()
+    r = sqlanon.anonymize(people_db, people_db, table="people", target_table="émile", qi=["age"], k=5, workers=1)
+    assert r.metrics.rows == _tables(people_db)["main.émile"][0][0] and _tables(people_db)["main.Émile"][0][0] == 1
+    with pytest.raises(ConfigError, match="already exists"):  # ASCII letters: one name
+        sqlanon.anonymize(people_db, people_db, table="people", target_table="ÉMILE", qi=["age"], k=5, workers=1)
+    src = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"É": [1] * 10, "é": list(range(10))}), src)
+    r = sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["é"], k=5, workers=1)
+    assert pq.read_table(tmp_path / "o.parquet").column("É").to_pylist() == [1] * 10
+
+
 def test_a_table_below_the_input_view_is_not_an_output(people_db):
     """Reading the table people and writing it was refused, but reading a
     view over it and writing people with --overwrite replaced the raw

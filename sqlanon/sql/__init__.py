@@ -1,5 +1,5 @@
 """SQL generation: Jinja templates with quoting filters and bound parameters."""
 
-from .render import Rendered, ident, literal, render
+from .render import Rendered, fold_name, ident, literal, render
 
-__all__ = ["Rendered", "ident", "literal", "render"]
+__all__ = ["Rendered", "fold_name", "ident", "literal", "render"]

@@ -43,6 +43,16 @@ def _qualified(name: str | list[str] | tuple[str, ...], quote: Callable[[str], s
     return quote(name)
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def fold_name(name: str) -> str:
+    """``name`` as DuckDB matches names (of tables, schemas, columns): with
+    ASCII letters in lower case only ('Émile' and 'émile' are two tables
+    to it; sqlanon's Unicode lower() refused one as the other's name)."""
+    return name.translate(_ASCII_LOWER)
+
+
 def ident(name: str | list[str] | tuple[str, ...]) -> str:
     """Quote an identifier (or each part of a qualified one) for SQL."""
     return _qualified(name, _double_quoted)
