@@ -159,14 +159,39 @@ def _start_server() -> None:
     # line. The tracker and the fork server take this process's -W options.
     if QUIET_TRACKER not in sys.warnoptions:
         sys.warnoptions.append(QUIET_TRACKER)
-    # The tracker first: starting it unblocks SIGINT (it blocks it for its own start).
-    _start_tracker()
-    # SIGHUP blocked for good, as in the tracker (see there), workers included.
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
+    with _imports_of_this_process():
+        # The tracker first: starting it unblocks SIGINT (it blocks it for its own start).
+        _start_tracker()
+        # SIGHUP blocked for good, as in the tracker (see there), workers included.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
+        try:
+            forkserver.ensure_running()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+@contextlib.contextmanager
+def _imports_of_this_process():
+    """Have the interpreters multiprocessing starts (``python -c …``: the
+    fork server, the resource tracker) import from this process's
+    ``sys.path``, not from the working directory, which ``-c`` puts first:
+    a ``pandas.py`` or a ``sqlanon/`` where a run started was imported by
+    every worker (helper-24), which ran its code, or another sqlanon's.
+    Python 3.11's fork server takes no ``sys.path`` of its parent; the
+    environment it inherits does (PYTHONSAFEPATH: no working directory;
+    PYTHONPATH: this process's path, a ``''`` in it being the directory it
+    started in)."""
+    saved = {name: os.environ.get(name) for name in ("PYTHONSAFEPATH", "PYTHONPATH")}
+    os.environ["PYTHONSAFEPATH"] = "1"
+    os.environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
     try:
-        forkserver.ensure_running()
+        yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _start_tracker() -> None:

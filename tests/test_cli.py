@@ -1834,6 +1834,26 @@ def test_a_compressed_csv_file_duckdb_would_not_read_is_named(tmp_path, out_dir)
     assert not (out_dir / "p.parquet").exists()
 
 
+def test_workers_do_not_import_from_the_working_directory(tmp_path, out_dir):
+    """The local pool's fork server is a `python -c` interpreter, whose path
+    starts with the working directory: a pandas.py where a run started ran
+    in every worker, exit 0 (helper-24). Workers import what the CLI does,
+    from a source tree too (python -m, where the tree is the CLI's path)."""
+    src = _small(tmp_path / "src.parquet")
+    here = tmp_path / "here"
+    here.mkdir()
+    marker = tmp_path / "MARKER"
+    for name in ("pandas.py", "numpy.py", "duckdb.py"):
+        (here / name).write_text(f"open({str(marker)!r}, 'a').write(__name__ + ' ran\\n')\nraise ImportError\n")
+    r = subprocess.run([*console_script(), "anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5",
+                        "--workers", "2", "--fragments", "2"], capture_output=True, text=True, timeout=600, cwd=here)
+    assert r.returncode == 0 and not marker.exists(), (r.stderr, marker.exists() and marker.read_text())
+    r = subprocess.run([sys.executable, "-m", "sqlanon", "anonymize", src, "-o", out_dir / "p.parquet", "--qi",
+                        "age", "-k", "5", "--workers", "2", "--fragments", "2", "--json"], capture_output=True,
+                       text=True, timeout=600, cwd=REPO, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert r.returncode == 0 and json.loads(r.stdout)["workers"] == 2, r.stderr
+
+
 @pytest.mark.parametrize("link", ["directory", "file", "hard", "loop"])
 def test_a_lake_file_reached_by_two_paths_is_refused(tmp_path, out_dir, link):
     """A 'latest' symlink to a day's directory, a file symlink or a hard
