@@ -1529,9 +1529,18 @@ def _finish_metrics(staged: Path, path: Path) -> bool:
 def _remove(path: Path | str) -> None:
     p = Path(path)
     if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p, ignore_errors=True)
+        shutil.rmtree(p, onerror=_retry_writable)
     elif p.exists() or p.is_symlink():
         p.unlink(missing_ok=True)
+
+
+def _retry_writable(func, path: str, _exc) -> None:
+    """For :func:`shutil.rmtree`: remove ``path`` again once its directory is
+    writable (a staged directory output takes its old one's mode, 0555 too,
+    and was left behind for good: helper-22); else leave it."""
+    with contextlib.suppress(OSError):
+        os.chmod(os.path.dirname(path), 0o700)
+        func(path)
 
 
 def alive(pid: int) -> bool:
@@ -1549,15 +1558,25 @@ _RENAME_EXCHANGE = 2
 
 
 def _exchange(a: str, b: str) -> bool:
-    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
+    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False
+    if the system or filesystem does not support it.
+
+    Raises:
+        OSError: it is supported and failed (a permission): the fallback of
+            two renames would fail too, after moving the old one aside.
+    """
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.renameat2
     except (OSError, AttributeError):
         return False
     at_fdcwd = -100
-    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
-    return rc == 0
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), b)
 
 
 def cast_columns(relation: str, types: dict[str, str]) -> str:
@@ -1788,7 +1807,11 @@ class DirectoryTarget(LocalStagingTarget):
                 # if we die between the two renames.
                 old = _backup_name(Path(target))
                 os.rename(target, old)
-                os.rename(staging.parts_dir, target)
+                try:
+                    os.rename(staging.parts_dir, target)
+                except OSError:
+                    os.rename(old, target)  # as it was: the run fails, the output stays
+                    raise
                 _remove(old)
             # after the exchange the old directory sits in staging.parts_dir
         else:
@@ -2244,6 +2267,9 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
                 raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
             if os.path.isdir(spec):
                 _check_replaceable_directory(spec)
+                if not os.access(spec, os.W_OK):  # moved aside to swap: its '..' changes (helper-22)
+                    raise ConfigError(f"output {spec!r} is a directory this user cannot write (it is replaced by "
+                                      "moving it aside): make it writable, or write elsewhere")
             return DirectoryTarget(spec.rstrip("/"), lock=lock)
 
         return _locked(spec.rstrip("/"), check_directory)

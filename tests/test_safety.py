@@ -839,6 +839,44 @@ def test_a_table_below_the_input_view_is_not_an_output(people_db):
     assert _tables(people_db)["main.people"][0][0] == 10  # the copy of "my s".people
 
 
+def test_a_directory_output_that_cannot_be_swapped_stays_in_place(tmp_path, monkeypatch):
+    """A 0555 output directory: the exchange failed (EACCES), was taken for a
+    filesystem without it, and the fallback moved the old output aside, failed
+    to move the new one in and left no output at all, exit 1, every run
+    (helper-22). A user who cannot write it is refused before any work; a
+    fallback whose second rename fails puts the old one back."""
+    from sqlanon import io
+
+    src = tmp_path / "src.parquet"
+    pq.write_table(pa.table({"age": [20 + i % 40 for i in range(200)]}), src)
+    out = tmp_path / "out"
+    sqlanon.anonymize(src, f"{out}/", qi=["age"], k=5, workers=1)
+    before = sorted(p.name for p in out.iterdir())
+    out.chmod(0o555)
+    if os.geteuid() == 0 and Path("/usr/bin/setpriv").exists():  # root without its override: any user
+        nocap = ["setpriv", "--inh-caps=-dac_override,-dac_read_search,-fowner",
+                 "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+        r = subprocess.run([*nocap, sys.executable, "-m", "sqlanon", "anonymize", src, "-o", f"{out}/", "--qi", "age",
+                            "-k", "5", "--overwrite"], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 2 and r.stderr.startswith(f"Error: output '{out}/' is a directory this user cannot "
+                                                         "write"), r.stderr
+    out.chmod(0o755)
+    monkeypatch.setattr(io, "_exchange", lambda a, b: False)  # a filesystem without it (NFS)
+    real = os.rename
+
+    def second_fails(a, b):
+        if ".sqlanon-staging-" in str(a):
+            raise PermissionError(13, "Permission denied", str(a))
+        return real(a, b)
+
+    monkeypatch.setattr(os, "rename", second_fails)
+    with pytest.raises(sqlanon.InputError, match="Permission denied"):
+        sqlanon.anonymize(src, f"{out}/", qi=["age"], k=5, workers=1, overwrite=True)
+    monkeypatch.setattr(os, "rename", real)
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert not [p for p in tmp_path.iterdir() if ".sqlanon-" in p.name]
+
+
 def test_a_file_below_the_input_view_is_not_an_output(tmp_path, monkeypatch):
     """A DuckDB view over read_parquet('raw.parquet') with -o raw.parquet
     --overwrite replaced the raw file by its anonymized copy, exit 0, and a
