@@ -1511,7 +1511,8 @@ CLAIM_SUFFIX = ".publishes"
 def _finish_metrics(staged: Path, path: Path) -> bool:
     """Swap in the metrics a dead run had staged, if the output they describe
     was published (it holds the staged output's inode) and their swap was all
-    that was lost. Whether it did."""
+    that was lost. Whether it did. With the access of the file it replaces,
+    or else of that output (a 0600 file became 0644: helper-22)."""
     try:
         with open(str(staged) + CLAIM_SUFFIX, encoding="utf-8") as fh:
             claim = json.load(fh)
@@ -1520,7 +1521,12 @@ def _finish_metrics(staged: Path, path: Path) -> bool:
         return False
     if (st.st_dev, st.st_ino) != (claim["dev"], claim["ino"]):
         return False
-    os.replace(staged, path)
+    file = staged / path.name if staged.is_dir() else staged  # (a file of its own before 2026-11-28)
+    if not file.is_file():
+        return False
+    _keep_access(str(file), str(path) if path.exists() else claim["output"])
+    os.replace(file, path)
+    _remove(staged)
     log.warning("wrote the metrics of a run that ended after publishing %s and before writing them to %s",
                 claim["output"], path)
     return True
@@ -2102,11 +2108,17 @@ def _check_metrics_types(con: duckdb.DuckDBPyConnection, relation: str, schema: 
 
 class StagedMetrics:
     """A metrics file written aside: call it to swap it in, or :meth:`discard`
-    it; either releases the file's lock."""
+    it; either releases the file's lock.
 
-    def __init__(self, aside: str, path: str, lock: PathLock) -> None:
-        self.aside, self.path, self._lock = aside, path, lock
-        self.claim = self.aside + CLAIM_SUFFIX
+    It is written in a private directory beside its destination (0700: it
+    holds the plan's values of the input; written under the umask beside it,
+    it was readable by all until the swap, and so swapped in by the next run
+    after a crash: helper-22)."""
+
+    def __init__(self, folder: str, path: str, lock: PathLock) -> None:
+        self.folder, self.path, self._lock = folder, path, lock
+        self.aside = os.path.join(folder, os.path.basename(path))
+        self.claim = self.folder + CLAIM_SUFFIX
         self.like: str | None = None
         """Whose access a new metrics file takes (the output it describes,
         a local file or directory); none: the owner's alone. It holds the
@@ -2120,12 +2132,13 @@ class StagedMetrics:
                 with contextlib.suppress(OSError):
                     os.chmod(self.aside, 0o600)
             os.replace(self.aside, self.path)
+            _remove(self.folder)
             _remove(self.claim)
         finally:
             self._lock.release()
 
     def discard(self) -> None:
-        _remove(self.aside)
+        _remove(self.folder)
         _remove(self.claim)
         self._lock.release()
 
@@ -2168,12 +2181,17 @@ def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
     if fmt is None:
         raise ConfigError(f"cannot tell the format of metrics file {path!r}: name a .parquet or .csv file")
     lock = PathLock(path, f"the metrics file {path!r}").acquire(wait=METRICS_LOCK_WAIT)
-    aside = str(_staging_name(Path(path)))
+    folder = str(_staging_name(Path(path)))
     with contextlib.ExitStack() as on_failure:  # undone unless the file is written whole
         on_failure.callback(lock.release)
         check_metrics_file(path, metrics.schema)
         remove_stale_staging(path, locked=lock.held)
-        on_failure.callback(_remove, aside)  # a half-written file must not linger
+        on_failure.callback(_remove, folder)  # a half-written file must not linger
+        try:
+            os.mkdir(folder, 0o700)
+        except OSError as exc:
+            raise InputError(f"cannot write the metrics file {path!r}: {exc.strerror}") from exc
+        aside = os.path.join(folder, os.path.basename(path))
         if os.path.exists(path):
             old = exact_file(path, fmt).relation
             con.register("__sqlanon_metrics", metrics)
@@ -2185,7 +2203,7 @@ def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
         else:
             copy_relation(con, metrics, aside, fmt, like=path)
         on_failure.pop_all()
-    return StagedMetrics(aside, path, lock)
+    return StagedMetrics(folder, path, lock)
 
 
 _PART_NAME = re.compile(r"part-\d{5,}(-[0-9a-f]{12})?\.parquet")  # without the run's mark: earlier versions

@@ -9,6 +9,7 @@ import math
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -694,8 +695,12 @@ def test_a_run_killed_between_its_output_and_its_metrics_has_them_written_next(t
     assert killed.returncode == 9, killed.stderr
     runs = lambda: duckdb.sql(f"SELECT DISTINCT run_id FROM read_parquet('{first.metrics_location}')").fetchall()
     assert len(runs()) == 1  # the output is the second run's, its metrics wait aside
+    # ... where no one else may read them (they were 0644 beside it), and are put in with the file's mode (helper-22)
+    waiting = [p for p in tmp_path.iterdir() if p.name.startswith(".out__metrics.parquet.sqlanon-staging-")]
+    assert [stat.S_IMODE(p.stat().st_mode) for p in waiting if p.is_dir()] == [0o700], waiting
+    os.chmod(first.metrics_location, 0o600)
     sqlanon.anonymize(src, out, **kw)
-    assert len(runs()) == 3
+    assert len(runs()) == 3 and stat.S_IMODE(os.stat(first.metrics_location).st_mode) == 0o600
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
     # Killed before its output was swapped in: its staged metrics are not written.
     subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
