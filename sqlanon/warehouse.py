@@ -830,9 +830,10 @@ class PostgresTarget:
             raise InputError(f"cannot write the metrics table {schema}.{name} of {self.conn.safe()}: the role may "
                              f"not create tables in schema {schema!r}")
 
-    def _lock_target(self, c, target: str) -> None:
-        """Take the old table's ACCESS EXCLUSIVE lock in the publishing
-        transaction ``c``, in short tries.
+    def _lock_target(self, c, target: str, mode: str = "ACCESS EXCLUSIVE", what: str = "") -> None:
+        """Take the old table's ACCESS EXCLUSIVE lock (or ``mode``'s: of the
+        metrics table, ``what``) in the publishing transaction ``c``, in short
+        tries.
 
         A request that waits queues every new reader of the table behind it:
         one long report query held up all readers for up to
@@ -852,15 +853,15 @@ class PostgresTarget:
             try:
                 with c.transaction():  # a savepoint: a failed try leaves the transaction usable
                     c.execute(f"SET LOCAL lock_timeout = {LOCK_TRIES_MS[min(attempt, len(LOCK_TRIES_MS) - 1)]}")
-                    c.execute(f"LOCK TABLE {target} IN ACCESS EXCLUSIVE MODE")
+                    c.execute(f"LOCK TABLE {target} IN {mode} MODE")
                 break
             except psycopg.errors.LockNotAvailable:
                 if interrupts.received():
                     raise KeyboardInterrupt from None  # nothing is published: the transaction rolls back
                 if time.monotonic() > deadline:
                     raise InputError(
-                        f"cannot replace {self.describe()}: other sessions held it for {PUBLISH_LOCK_SECONDS:g} s "
-                        "(lock timeout); the old table is kept"
+                        f"cannot {f'write {what} of' if what else 'replace'} {self.describe()}: other sessions held "
+                        f"it for {PUBLISH_LOCK_SECONDS:g} s (lock timeout); the old table is kept"
                     ) from None
                 time.sleep(0.05)
         c.execute(f"SET LOCAL lock_timeout = {int(PUBLISH_LOCK_SECONDS * 1000)}")
@@ -1166,8 +1167,12 @@ class PostgresTarget:
         metrics_table, metrics_stage = ident(list(mname)), ident(list(mstage))
         try:
             with self._transaction("publish") as c:
+                # The rows' lock on a metrics table first, in tries as the target's: a session holding it
+                # (CREATE INDEX, VACUUM FULL) kept the target locked, and Ctrl-C unheard, for 2 minutes (helper-22).
+                if c.execute("SELECT to_regclass(%s)", (metrics_table,)).fetchone()[0] is not None:
+                    self._lock_target(c, metrics_table, "ROW EXCLUSIVE", f"the metrics table {'.'.join(mname)!r}")
                 self._replace(c, stage, staging.grants)
-                c.execute(f"CREATE TABLE IF NOT EXISTS {metrics_table} (LIKE {metrics_stage})")
+                self._create_like(c, metrics_table, metrics_stage)
                 # By name, adding the columns an older sqlanon's table lacks.
                 columns = "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute " \
                           "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
@@ -1188,6 +1193,23 @@ class PostgresTarget:
         staging.discard()
         self.unlock()
         return f"{self.conn.safe()} table {'.'.join(mname)}"
+
+    @staticmethod
+    def _create_like(c, table: str, like: str) -> None:
+        """``CREATE TABLE IF NOT EXISTS table (LIKE like)``, when another run
+        may be creating it too: the second of two failed at publish ('duplicate
+        key value violates unique constraint "pg_type_typname_nsp_index"',
+        helper-22), once the first committed; it finds the table then."""
+        import psycopg
+
+        for attempt in range(2):
+            try:
+                with c.transaction():  # a savepoint
+                    c.execute(f"CREATE TABLE IF NOT EXISTS {table} (LIKE {like})")
+                return
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+                if attempt:
+                    raise
 
     def unassemble(self, con, staging: PgStaging) -> None:
         """Undo :meth:`assemble`: drop the staging table."""

@@ -1957,6 +1957,43 @@ def test_a_view_as_the_target_is_refused_and_publishing_waits_for_locks_in_bound
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst") == before
 
 
+def test_a_locked_or_concurrently_created_metrics_table_is_waited_for_in_tries(pg_url, monkeypatch):
+    """A session holding the metrics table (CREATE INDEX's SHARE lock) kept the
+    publishing transaction, which had the target locked, waiting 2 minutes,
+    deaf to Ctrl-C; a metrics table another run was creating failed this one
+    at publish with a duplicate key in pg_type (helper-22)."""
+    import threading
+
+    import psycopg
+
+    schema = "mlocked"
+    _small_source(pg_url, schema, "")
+    _run_small(pg_url, schema)
+    before = sql(pg_url, f"SELECT count(*), min(age) FROM {q(schema)}.dst")
+    monkeypatch.setattr(warehouse, "PUBLISH_LOCK_SECONDS", 1.0)
+    with psycopg.connect(warehouse.Conn(pg_url).libpq()) as holder:
+        holder.execute("SET idle_in_transaction_session_timeout = '20s'")  # a hung run fails, not hangs, the test
+        holder.execute(f"LOCK TABLE {q(schema)}.dst__metrics IN SHARE MODE")
+        t0 = time.perf_counter()
+        with pytest.raises(sqlanon.InputError, match=r"cannot write the metrics table .*dst__metrics' of .*lock t"):
+            _run_small(pg_url, schema)
+        assert time.perf_counter() - t0 < 15
+        holder.rollback()
+    assert sql(pg_url, f"SELECT count(*), min(age) FROM {q(schema)}.dst") == before
+    monkeypatch.undo()  # the run below waits for the creator's commit (3 s), as for any lock
+    with psycopg.connect(warehouse.Conn(pg_url).libpq()) as creator:
+        creator.execute(f"CREATE TABLE {q(schema)}.shared (LIKE {q(schema)}.dst__metrics)")  # not committed yet
+        done = []
+        run = threading.Thread(target=lambda: done.append(sqlanon.anonymize(
+            pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.other", metrics=f"{q(schema)}.shared",
+            qi=["age"], k=5, l=2, sensitive=["disease"], workers=1)))
+        run.start()
+        time.sleep(3)  # the run reaches its CREATE TABLE, which waits for this transaction
+        creator.commit()
+    run.join(120)
+    assert done and scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.shared WHERE kind = 'total'") == 1
+
+
 def test_stale_staging_cleanup_spares_other_targets(pg_url):
     schema = "like s"
     _small_source(pg_url, schema, "")
