@@ -736,7 +736,7 @@ def run(
     workers = options.n_workers
     in_process = executors.in_process(options.executor, workers, options.explain)
     if in_process and options.task_timeout and not options.explain:
-        log.warning("--task-timeout applies to worker processes; with one worker the run is in this process, untimed")
+        log.warning("the task timeout applies to worker processes; with one worker the run is in this process, untimed")
     # A cluster (Dask, Spark) starts once the job's columns are checked: a
     # typo waited ~30 s for Spark's JVM before its one-line error.
     cluster = not in_process and options.executor != "local"

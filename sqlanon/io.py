@@ -638,6 +638,10 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
     spec = utf8_path(os.fspath(path), "input")
     if table is not None or spec.lower().endswith(DUCKDB_SUFFIXES):
         if table is None:
+            if not os.path.exists(spec):  # said it was a DuckDB database (helper-24)
+                raise InputError(f"DuckDB file {spec!r} does not exist")
+            if os.path.isfile(spec):
+                _check_duckdb_file(spec, "--table")  # a SQLite hr.db: a URL, as that says
             raise ConfigError(f"{spec!r} is a DuckDB database: name the table with --table")
         if os.path.isdir(spec):
             raise ConfigError(f"{spec!r} is a directory, not a DuckDB file: --table names a table of a DuckDB "
@@ -2232,7 +2236,8 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
                           "a .duckdb file or a database URL")
     if table is not None or spec.lower().endswith(DUCKDB_SUFFIXES):
         if table is None:
-            raise ConfigError(f"{spec!r} is a DuckDB database: name the output table with --target-table")
+            what = "is a DuckDB database" if os.path.exists(spec) else "names a DuckDB database (by its suffix)"
+            raise ConfigError(f"{spec!r} {what}: name the output table with --target-table")
         if not Path(spec).parent.is_dir():
             raise ConfigError(f"output directory {str(Path(spec).parent)!r} does not exist")
         if not os.access(Path(spec).parent, os.W_OK):  # the database file, its WAL and the run's staging go there

@@ -1,4 +1,4 @@
-"""Any other SQLAlchemy database as a source: SQLite, MySQL, SQL Server…
+"""Any other SQLAlchemy database as a source: SQLite, MySQL… (not yet SQL Server or Oracle: :data:`UNSUPPORTED`)
 
 PostgreSQL has its own path (:mod:`sqlanon.warehouse`: DuckDB's postgres
 extension, server-side ``TABLESAMPLE``, snapshots, publishing). Every other
@@ -328,11 +328,19 @@ def arrow_type(sa_type, backend: str) -> pa.DataType | None:
     return None
 
 
+UNSUPPORTED = {"mssql": "SQL Server", "oracle": "Oracle"}
+"""SQLAlchemy backends whose SQL the portable statements do not fit (README)."""
+
+
 def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
     """The table's columns are reflected now: a missing table fails before any work."""
     from sqlalchemy import inspect
     from sqlalchemy.exc import NoSuchTableError, SQLAlchemyError
 
+    if conn.backend in UNSUPPORTED:  # a run failed only in the database's SQL, after its statistics (helper-24)
+        raise ConfigError(f"{conn.safe()}: {UNSUPPORTED[conn.backend]} is not supported as an input yet (it needs "
+                          "ROW_NUMBER() with an ORDER BY, and has no TRUE/FALSE); export the table to Parquet or "
+                          "PostgreSQL first")
     if not table:
         raise ConfigError("a database URL needs --table (schema.table)")
     parts = tuple(split_table_name(table))

@@ -25,7 +25,7 @@ log = logging.getLogger("sqlanon")
 
 @dataclass(frozen=True)
 class Verification:
-    """The outcome of :func:`verify_relation`."""
+    """The outcome of a k/ℓ check: of :func:`sqlanon.verify`, and of each run's (``RunResult.verification``)."""
 
     k: int
     l: int  # noqa: E741
@@ -36,7 +36,7 @@ class Verification:
     max_class_size: int = 0
     min_distinct: dict[str, int] = field(default_factory=dict)
     violations: list[dict] = field(default_factory=list)
-    """The first violating classes (at most ``limit`` of :func:`verify_relation`)."""
+    """The first violating classes (at most ``limit``: 20 by default)."""
     n_violations: int = 0
     """How many classes break k or l in all."""
 

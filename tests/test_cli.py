@@ -773,6 +773,9 @@ ERROR_CASES = [
     ("empty-parquet", ["--qi", "age", "-k", "2"], "empty_parquet", 1, [r"no rows|empty"]),
     ("corrupt-parquet", ["--qi", "age", "-k", "2"], "corrupt", 1, [r"corrupt\.parquet"]),
     ("nonexistent-input", ["--qi", "age", "-k", "2"], "/no/such/file.csv", 1, [re.escape("/no/such/file.csv")]),
+    # not "is a DuckDB database: name the table with --table" (helper-24)
+    ("nonexistent-duckdb", ["--qi", "age", "-k", "2"], "/no/such/file.duckdb", 1,
+     [r"DuckDB file '/no/such/file.duckdb' does not exist"]),
     # not "cannot tell the format of 'lake/'"
     ("nonexistent-directory", ["--qi", "age", "-k", "2"], "/no/such/lake/", 1, [r"'/no/such/lake/' does not exist"]),
     ("unknown-input-format", ["--qi", "age", "-k", "2"], str(REPO / "pyproject.toml"), 2, [r"pyproject\.toml"]),

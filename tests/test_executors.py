@@ -358,7 +358,7 @@ def test_task_timeout_with_one_worker_says_it_is_not_applied(source, tmp_path, c
     caplog.set_level("WARNING", logger="sqlanon")
     r = sqlanon.anonymize(source, tmp_path / "o.parquet", qi=QI, k=5, workers=1, task_timeout=0.001)
     assert r.metrics.rows == 30_000
-    assert "--task-timeout applies to worker processes" in caplog.text
+    assert "the task timeout applies to worker processes" in caplog.text
 
 
 def test_the_local_dask_cluster_takes_no_stranger():

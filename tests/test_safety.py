@@ -979,6 +979,13 @@ def test_a_sqlite_file_gets_a_url_hint(tmp_path):
         con.execute("CREATE TABLE people (x INTEGER)")
     with pytest.raises(ConfigError, match=r"is a SQLite database: name it as a URL, sqlite:///"):
         sqlanon.anonymize(db, tmp_path / "o.parquet", table="people", qi=["x"], k=2, workers=1)
+    # without a table too: it was 'a DuckDB database: name the table', and then a SQLite one (helper-24)
+    with pytest.raises(ConfigError, match=r"is a SQLite database: name it as a URL, sqlite:///"):
+        sqlanon.anonymize(db, tmp_path / "o.parquet", qi=["x"], k=2, workers=1)
+    pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "p.parquet")
+    with pytest.raises(ConfigError, match=r"'.*new.duckdb' names a DuckDB database \(by its suffix\): name the "
+                                          r"output table"):
+        sqlanon.anonymize(tmp_path / "p.parquet", tmp_path / "new.duckdb", qi=["x"], k=2, workers=1)
 
 
 def test_a_directory_input_reads_every_spelling_of_its_extension(tmp_path):

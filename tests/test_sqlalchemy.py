@@ -512,3 +512,14 @@ def test_drop_spares_an_untyped_column_of_mixed_values(tmp_path):
     assert r.metrics.rows == 400
     with pytest.raises(sqlanon.InputError, match="column 'mixed': cannot read its values"):
         sqlanon.anonymize(url, tmp_path / "o2.parquet", table="p", qi=["age"], k=5, workers=1)
+
+
+@pytest.mark.parametrize("url, name", [("mssql+pyodbc://me:secret@db/hr", "SQL Server"),
+                                       ("oracle+oracledb://me:secret@db/hr", "Oracle")])
+def test_sql_server_and_oracle_are_refused_by_name(tmp_path, url, name):
+    """Documented as not supported, they were tried: a missing driver said to
+    install it, and with one the run would fail in the database's SQL after
+    its statistics (helper-24)."""
+    with pytest.raises(sqlanon.ConfigError, match=rf"\*\*\*@db/hr: {name} is not supported as an input yet") as err:
+        sqlanon.anonymize(url, tmp_path / "o.parquet", table="people", qi=["age"], k=2)
+    assert "secret" not in str(err.value) and not (tmp_path / "o.parquet").exists()
