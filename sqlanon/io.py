@@ -277,7 +277,7 @@ class FileSource(DuckDBReadable):
         keys = {fold_name(k) for k in self.hive_keys}
         # Spark and Hive write a NULL partition value so; DuckDB reads the text.
         nulls = [k for k in self.hive_keys if any(f"{os.sep}{k}={HIVE_NULL}{os.sep}" in p for p in paths)]
-        hive_text = [c for c in self.text_columns if c.lower() in keys]
+        hive_text = [c for c in self.text_columns if fold_name(c) in keys]
         types = {} if self.as_text else {k: t for k, t in self.hive_null_types if k not in hive_text}
         return render(
             "read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text,
