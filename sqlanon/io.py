@@ -29,6 +29,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import functools
 import glob
 import json
 import logging
@@ -36,6 +37,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -1539,17 +1541,23 @@ def _finish_metrics(staged: Path, path: Path) -> bool:
 def _remove(path: Path | str) -> None:
     p = Path(path)
     if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p, onerror=_retry_writable)
+        on_error = functools.partial(_retry_writable, str(p))
+        shutil.rmtree(p, **({"onexc": on_error} if sys.version_info >= (3, 12) else {"onerror": on_error}))
     elif p.exists() or p.is_symlink():
         p.unlink(missing_ok=True)
 
 
-def _retry_writable(func, path: str, _exc) -> None:
-    """For :func:`shutil.rmtree`: remove ``path`` again once its directory is
-    writable (a staged directory output takes its old one's mode, 0555 too,
-    and was left behind for good: helper-22); else leave it."""
+def _retry_writable(top: str, func, path: str, _exc) -> None:
+    """For :func:`shutil.rmtree` of ``top``: remove ``path`` again once its
+    directory is writable (a staged directory output takes its old one's
+    mode, 0555 too, and was left behind for good: helper-22), if that
+    directory is ``top`` or inside it (never the one holding ``top``: the
+    user's own, helper-25); else leave it."""
+    parent = os.path.dirname(path)
+    if os.path.commonpath([parent, top]) != top:
+        return
     with contextlib.suppress(OSError):
-        os.chmod(os.path.dirname(path), 0o700)
+        os.chmod(parent, 0o700)
         func(path)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 import subprocess
 import sys
 import tomllib
@@ -875,6 +876,32 @@ def test_a_directory_output_that_cannot_be_swapped_stays_in_place(tmp_path, monk
     monkeypatch.setattr(os, "rename", real)
     assert sorted(p.name for p in out.iterdir()) == before
     assert not [p for p in tmp_path.iterdir() if ".sqlanon-" in p.name]
+
+
+def test_removing_staging_never_changes_the_directory_holding_it(tmp_path, monkeypatch):
+    """The clean-up's retry made the directory of whatever it failed to remove
+    writable (0700): for the staging directory itself, that is the user's own
+    output directory (a shared 2775 one lost its group bits; helper-25)."""
+    from sqlanon import io
+
+    base = tmp_path / "shared"
+    staging = base / ".out.sqlanon-staging-1-abc"
+    (staging / "sub").mkdir(parents=True)
+    (staging / "sub" / "part.parquet").write_bytes(b"x")
+    base.chmod(0o2775)
+    real = os.rmdir
+
+    def refuse_top(path, *args, **kwargs):
+        if str(path) == str(staging):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rmdir", refuse_top)
+    io._remove(staging)
+    assert stat.S_IMODE(base.stat().st_mode) == 0o2775 and staging.exists()
+    monkeypatch.setattr(os, "rmdir", real)
+    io._remove(staging)
+    assert not staging.exists()
 
 
 def test_a_file_below_the_input_view_is_not_an_output(tmp_path, monkeypatch):
