@@ -11,6 +11,12 @@ import sys
 import traceback
 import types
 
+# The caller's environment back, for the processes this server forks (its
+# own path was set, without the working directory: executors._imports_of_this_process).
+from .executors import ENV_BEFORE, restore_environment  # noqa: E402
+
+restore_environment(os.environ.get(ENV_BEFORE))
+
 # A Ctrl-C reaches the whole process group, this server too: during these
 # imports it printed a KeyboardInterrupt traceback under the CLI's one line.
 # The server starts with SIGINT blocked (executors._start_server): ignoring

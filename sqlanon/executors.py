@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import logging
 import multiprocessing
 import os
@@ -180,18 +181,32 @@ def _imports_of_this_process():
     Python 3.11's fork server takes no ``sys.path`` of its parent; the
     environment it inherits does (PYTHONSAFEPATH: no working directory;
     PYTHONPATH: this process's path, a ``''`` in it being the directory it
-    started in)."""
+    started in). The fork server puts the caller's values back
+    (:data:`ENV_BEFORE`) for the processes it forks: a worker of the
+    caller's own pool (the server is multiprocessing's, shared) ran Python
+    scripts without their directory on the path (helper-25)."""
     saved = {name: os.environ.get(name) for name in ("PYTHONSAFEPATH", "PYTHONPATH")}
+    os.environ[ENV_BEFORE] = json.dumps(saved)
     os.environ["PYTHONSAFEPATH"] = "1"
     os.environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
     try:
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        restore_environment(json.dumps(saved))
+
+
+ENV_BEFORE = "SQLANON_ENV_BEFORE"
+"""The caller's PYTHONSAFEPATH and PYTHONPATH, as JSON, while a server starts."""
+
+
+def restore_environment(before: str | None) -> None:
+    """Put back the variables :func:`_imports_of_this_process` set (``before``: their JSON)."""
+    os.environ.pop(ENV_BEFORE, None)
+    for name, value in json.loads(before or "{}").items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _start_tracker() -> None:

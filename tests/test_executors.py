@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import re
 import subprocess
 import sys
@@ -724,3 +725,33 @@ def test_a_worker_forked_as_the_run_ends_prints_no_traceback():
     """)
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "ZeroDivisionError" in p.stderr and "FileNotFoundError" not in p.stderr, p.stderr
+
+
+def test_the_callers_own_fork_server_workers_keep_its_environment(tmp_path):
+    """sqlanon starts multiprocessing's (shared) fork server with its own
+    PYTHONSAFEPATH and PYTHONPATH, so that it imports nothing from the working
+    directory; the caller's own pool on that server then ran Python scripts
+    without their directory on the path (helper-25). The server puts the
+    caller's environment back for what it forks."""
+    script = tmp_path / "caller.py"
+    script.write_text(textwrap.dedent(f"""
+        import multiprocessing, os
+        from concurrent.futures import ProcessPoolExecutor
+        import pyarrow as pa, pyarrow.parquet as pq
+        import sqlanon
+
+        def env():
+            return [os.environ.get(n) for n in ("PYTHONSAFEPATH", "PYTHONPATH", "SQLANON_ENV_BEFORE")]
+
+        if __name__ == "__main__":
+            pq.write_table(pa.table({{"age": [20 + i % 40 for i in range(400)]}}), {str(tmp_path / "s.parquet")!r})
+            sqlanon.anonymize({str(tmp_path / "s.parquet")!r}, {str(tmp_path / "o.parquet")!r}, qi=["age"], k=5,
+                              workers=2)
+            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as pool:
+                print(pool.submit(env).result(), env())
+    """))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSAFEPATH", "PYTHONPATH")}
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["[None,", "None,", "None]", "[None,", "None,", "None]"], p.stdout
