@@ -14,6 +14,8 @@ True
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
+import glob
 import logging
 import numbers
 import os
@@ -446,6 +448,25 @@ def _published_qi(qi: Sequence[str], cols: list[str]) -> list[str]:
     return out
 
 
+def _refuse_files_read(source: io.DuckDBSource, out: str) -> None:
+    """The output must not be, hold or fall under the files the input's views
+    read: --overwrite replaced a raw file below the view (and a file a glob
+    of it matches would be read back by the next run)."""
+    reads = source.reads()
+    read = next((f for f in source.files_read() if _overlaps(out, f)), None)
+    if read is not None:
+        raise ConfigError(f"output {out!r} {'is' if _same_place(out, read) else 'holds'} the file {read!r}, which "
+                          f"the input {source.describe()!r} reads (a view over it); write the anonymized copy elsewhere")
+    where = os.path.abspath(out.rstrip("/"))
+    pattern = next((p for p in reads.files if glob.has_magic(p) and fnmatch.fnmatchcase(where, p)), None)
+    if pattern is not None:  # e.g. -o raw/new.parquet under read_parquet('raw/*.parquet') (helper-25)
+        raise ConfigError(f"output {out!r} lies where the input {source.describe()!r} reads ({pattern!r}, a view "
+                          "over it): a later run would read it back; write the anonymized copy elsewhere")
+    if reads.opaque:
+        log.warning("the input %s reads files it names only when it runs (query(), a macro's argument, an "
+                    "expression): if it reads %s, this run replaces it", source.describe(), out)
+
+
 def _refuse_same(source, out: str, target_table: str | None) -> None:
     """The output must not be the input (file, directory, DuckDB table or server table)."""
     same = False
@@ -467,12 +488,8 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
                                 "it" if len(opaque) == 1 else "one", ".".join(table))
     elif target_table is None:
         same = source.same_path(out)
-        read = next((f for f in source.files_read() if _overlaps(out, f)), None) if isinstance(
-            source, io.DuckDBSource) and not same else None
-        if read is not None:  # --overwrite replaced the file below the input view
-            raise ConfigError(f"output {out!r} {'is' if _same_place(out, read) else 'holds'} the file {read!r}, "
-                              f"which the input {source.describe()!r} reads (a view over it); write the anonymized "
-                              "copy elsewhere")
+        if isinstance(source, io.DuckDBSource) and not same:
+            _refuse_files_read(source, out)
         if not same and source.root is not None and _overlaps(out, source.root):
             glob_source = isinstance(source, io.FileSource) and not source.base and source.root != source.path
             if not glob_source:

@@ -492,13 +492,14 @@ class DuckDBSource(DuckDBReadable):
 
     def tables_read(self) -> set[tuple[str, str]]:
         """The tables of the file whose rows the input reads (:meth:`reads`)."""
-        return self.reads()[0]
+        return self.reads().tables
 
     def files_read(self) -> list[str]:
         """The local files whose rows the input reads through its views (:meth:`reads`)."""
-        return self.reads()[1]
+        return [f for pattern in self.reads().files for f in sorted(glob.glob(pattern, recursive=True))
+                if os.path.isfile(f)]
 
-    def reads(self) -> tuple[set[tuple[str, str]], list[str]]:
+    def reads(self) -> "Reads":
         """The tables of the file whose rows the input reads, as
         :func:`duckdb_table_key`: the table itself, or every table below a
         view (views over views followed). DuckDB records no dependencies of a
@@ -513,9 +514,11 @@ class DuckDBSource(DuckDBReadable):
         any (a view over them replaced its own table: helper-17, helper-20).
 
         And the local files the views read (``read_parquet('x.parquet')``,
-        ``FROM 'x.csv'``; globs expanded, relative names from the working
-        directory, as DuckDB reads them): an output there replaced them, and a
-        change of one during the run went unseen."""
+        ``FROM 'x.csv'``, a glob), as absolute patterns (``~`` and relative
+        names resolved as DuckDB resolves them): an output there replaced
+        them, and a change of one during the run went unseen. Files named
+        only at run time (``query()``, a macro's argument, an expression)
+        make the reads ``opaque``."""
         con = connect()
         try:
             self.attach(con)
@@ -537,6 +540,7 @@ class DuckDBSource(DuckDBReadable):
                 views.setdefault(("macro", fold_name(schema), fold_name(name)), []).append((fold_name(schema), query))
             found: set[tuple[str, str]] = set()
             names: list[str] = []  # of files
+            opaque = False
             todo, seen = [duckdb_table_key(self.table)], set()
             while todo:
                 key = todo.pop()
@@ -548,7 +552,7 @@ class DuckDBSource(DuckDBReadable):
                 for schema, query in views.get(key, ()):
                     parsed = json.loads(con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
                     if parsed.get("error"):  # not parsed: every table might be read
-                        return tables, []
+                        return Reads(tables, [], True)
                     for ref in _base_tables(parsed):
                         name, in_schema = fold_name(ref["table_name"]), fold_name(ref.get("schema_name", ""))
                         if in_schema in schemas:
@@ -560,12 +564,14 @@ class DuckDBSource(DuckDBReadable):
                     for call in _function_calls(parsed):  # in FROM or in an expression
                         name, in_schema = fold_name(call["function_name"]), fold_name(call.get("schema", ""))
                         if name in ("query_table", "query"):
-                            return tables, []
+                            return Reads(tables, [], True)
                         if name in _FILE_READERS and call.get("children"):
-                            names += _constant_texts(call["children"][0])
+                            named = _constant_texts(call["children"][0])
+                            opaque = opaque or named is None
+                            names += named or []
                         todo += [("macro", s, name) for s in ((in_schema,) if in_schema in schemas else (schema, "main"))]
-            files = {f: None for name in names for f in sorted(glob.glob(name, recursive=True)) if os.path.isfile(f)}
-            return found, list(files)
+            patterns = [os.path.abspath(os.path.expanduser(name)) for name in names]
+            return Reads(found, list(dict.fromkeys(patterns)), opaque)
         finally:
             con.close()
 
@@ -607,14 +613,28 @@ _FILE_READERS = frozenset({
 """DuckDB's table functions that read files named by their first argument."""
 
 
-def _constant_texts(node: dict) -> list[str]:
-    """The text constants of an argument: ``'x'`` or a list of them, ``['x', 'y']``."""
+def _constant_texts(node: dict) -> list[str] | None:
+    """The text constants of an argument: ``'x'`` or a list of them, ``['x',
+    'y']``; None when it is known only at run time (a macro's parameter, an
+    expression)."""
     if node.get("class") == "CONSTANT":
         value = node.get("value") or {}
         return [value["value"]] if not value.get("is_null") and isinstance(value.get("value"), str) else []
     if node.get("class") == "FUNCTION" and node.get("function_name") == "list_value":
-        return [t for child in node.get("children", []) for t in _constant_texts(child)]
-    return []
+        texts = [_constant_texts(child) for child in node.get("children", [])]
+        return None if None in texts else [t for each in texts for t in each]
+    return None
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What a DuckDB input reads (:meth:`DuckDBSource.reads`)."""
+
+    tables: set[tuple[str, str]]
+    files: list[str]
+    """Absolute paths or glob patterns of the local files its views read."""
+    opaque: bool = False
+    """Whether it may read files it names only at run time."""
 
 
 def _function_calls(tree) -> list[dict]:

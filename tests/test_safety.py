@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
 import re
 import stat
@@ -904,7 +905,7 @@ def test_removing_staging_never_changes_the_directory_holding_it(tmp_path, monke
     assert not staging.exists()
 
 
-def test_a_file_below_the_input_view_is_not_an_output(tmp_path, monkeypatch):
+def test_a_file_below_the_input_view_is_not_an_output(tmp_path, monkeypatch, caplog):
     """A DuckDB view over read_parquet('raw.parquet') with -o raw.parquet
     --overwrite replaced the raw file by its anonymized copy, exit 0, and a
     change of the file during the run went unseen: the run's input files
@@ -929,8 +930,18 @@ def test_a_file_below_the_input_view_is_not_an_output(tmp_path, monkeypatch):
     con.execute('CREATE TABLE "t.parquet" AS SELECT 1 AS id, 2 AS age')
     con.execute('CREATE VIEW by_table AS SELECT * FROM "t.parquet"')
     con.close()
+    # ~ as DuckDB expands it, a glob an output would fall under, and names known only at run time (helper-25)
+    monkeypatch.setenv("HOME", str(tmp_path / "lake"))
+    con = duckdb.connect(str(db))
+    con.execute("CREATE VIEW home AS SELECT * FROM read_parquet('~/day1.parquet')")
+    con.execute("CREATE VIEW days AS SELECT * FROM read_parquet('lake/day*.parquet')")
+    con.execute("CREATE MACRO m(p) AS TABLE SELECT * FROM read_parquet(p)")
+    con.execute("CREATE VIEW by_macro AS SELECT * FROM m('raw.parquet')")
+    con.execute("CREATE VIEW by_query AS SELECT * FROM query('SELECT * FROM ''raw.parquet''')")
+    con.close()
     pq.write_table(pa.table({"x": [1]}), "t.parquet")  # not what the view reads
-    files = {view: sorted(coordinator._input_files(io.open_source(db, view))[3:]) for view in ("one", "many", "by_table")}
+    files = {view: sorted(os.path.relpath(f, tmp_path) for f in coordinator._input_files(io.open_source(db, view))[3:])
+             for view in ("one", "many", "by_table")}
     assert files == {"one": ["raw.parquet"], "many": ["extra.csv", "lake/day1.parquet", "lake/day2.parquet",
                                                       "raw.parquet"],
                      "by_table": []}
@@ -938,9 +949,19 @@ def test_a_file_below_the_input_view_is_not_an_output(tmp_path, monkeypatch):
     for view, out, what in (("one", "raw.parquet", "is the file 'raw.parquet'"),
                             ("one", str(tmp_path / "raw.parquet"), "is the file 'raw.parquet'"),
                             ("many", "lake", "holds the file 'lake/day1.parquet'"),
-                            ("many", "extra.csv", "is the file 'extra.csv'")):
+                            ("many", "extra.csv", "is the file 'extra.csv'"),
+                            ("home", "lake/day1.parquet", "is the file 'lake/day1.parquet'")):
+        what = what.replace("'", f"'{tmp_path}/", 1)  # named in full
         with pytest.raises(ConfigError, match=rf"output .* {re.escape(what)}, which the input .* reads \(a view over it\)"):
             sqlanon.anonymize(db, out, table=view, qi=["age"], k=2, workers=1, overwrite=True)
+    with pytest.raises(ConfigError, match=r"output 'lake/day3.parquet' lies where the input .* reads \('.*/lake/day"
+                                          r"\*.parquet', a view over it\): a later run would read it back"):
+        sqlanon.anonymize(db, "lake/day3.parquet", table="days", qi=["age"], k=2, workers=1)
+    for view in ("by_macro", "by_query"):  # said, as for PostgreSQL's functions
+        with caplog.at_level(logging.WARNING, logger="sqlanon"):
+            sqlanon.anonymize(db, f"{view}.parquet", table=view, qi=["age"], k=2, workers=1)
+        assert f"reads files it names only when it runs (query(), a macro's argument, an expression): if it reads " \
+               f"{view}.parquet, this run replaces it" in caplog.text
     assert {f: Path(f).read_bytes() for f in before} == before
     sqlanon.anonymize(db, "t.parquet", table="one", qi=["age"], k=2, workers=1, overwrite=True)
 
