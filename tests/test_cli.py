@@ -1895,6 +1895,7 @@ def test_a_lake_file_behind_a_broken_link_is_refused(tmp_path, out_dir, fmt):
     (lake / f"day2.{fmt}").symlink_to(tmp_path / f"archive/day2.{fmt}")
     (lake / "_old").mkdir()
     (lake / "_old" / f"day0.{fmt}").symlink_to(tmp_path / "gone")  # hidden, as its files are: not read
+    (lake / "NOTES.md").symlink_to(tmp_path / "gone.md")  # no data
     for src in (lake, f"{lake}/*.{fmt}"):
         r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
         assert r.exit_code == 1, r.stderr
@@ -1902,6 +1903,12 @@ def test_a_lake_file_behind_a_broken_link_is_refused(tmp_path, out_dir, fmt):
                                         r"its rows would not be read")
     assert snapshot(out_dir) == {}
     (lake / f"day2.{fmt}").unlink()
+    # a partition directory moved away: its rows were left out too (helper-25)
+    (lake / "year=2020").symlink_to(tmp_path / "cold" / "year=2020")
+    r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, r"'.*year=2020' is a link to '.*cold/year=2020', which does not exist")
+    (lake / "year=2020").unlink()
     r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
     assert r.exit_code == 0, r.stderr
 
