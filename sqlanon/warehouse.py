@@ -1167,20 +1167,23 @@ class PostgresTarget:
         metrics_table, metrics_stage = ident(list(mname)), ident(list(mstage))
         try:
             with self._transaction("publish") as c:
-                # The rows' lock on a metrics table first, in tries as the target's: a session holding it
-                # (CREATE INDEX, VACUUM FULL) kept the target locked, and Ctrl-C unheard, for 2 minutes (helper-22).
+                columns = "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute " \
+                          "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+                new = c.execute(columns, (metrics_stage,)).fetchall()
+                # The metrics table's lock first, in tries as the target's: a session holding it (CREATE INDEX,
+                # VACUUM FULL, a reader while columns are added) kept the target locked, and Ctrl-C unheard,
+                # for 2 minutes (helper-22, helper-25). The rows' lock, or the table's to add columns.
                 if c.execute("SELECT to_regclass(%s)", (metrics_table,)).fetchone()[0] is not None:
-                    self._lock_target(c, metrics_table, "ROW EXCLUSIVE", f"the metrics table {'.'.join(mname)!r}")
+                    older = {n for n, _ in new} - {r[0] for r in c.execute(columns, (metrics_table,)).fetchall()}
+                    self._lock_target(c, metrics_table, "ACCESS EXCLUSIVE" if older else "ROW EXCLUSIVE",
+                                      f"the metrics table {'.'.join(mname)!r}")
                 self._replace(c, stage, staging.grants)
                 self._create_like(c, metrics_table, metrics_stage)
                 # By name, adding the columns an older sqlanon's table lacks.
-                columns = "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute " \
-                          "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
                 have = {r[0] for r in c.execute(columns, (metrics_table,)).fetchall()}
                 why = not_metrics(have, f"table {'.'.join(mname)!r}")
                 if why:
                     raise ConfigError(why + ": name another table with --metrics")
-                new = c.execute(columns, (metrics_stage,)).fetchall()
                 for name, typ in new:
                     if name not in have:
                         c.execute(f"ALTER TABLE {metrics_table} ADD COLUMN {ident(name)} {typ}")

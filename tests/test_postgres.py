@@ -1980,6 +1980,15 @@ def test_a_locked_or_concurrently_created_metrics_table_is_waited_for_in_tries(p
         assert time.perf_counter() - t0 < 15
         holder.rollback()
     assert sql(pg_url, f"SELECT count(*), min(age) FROM {q(schema)}.dst") == before
+    # an older sqlanon's table, to which columns are added: a reader of it held the run as long (helper-25)
+    sql(pg_url, f"ALTER TABLE {q(schema)}.dst__metrics DROP COLUMN achieved_l")
+    with psycopg.connect(warehouse.Conn(pg_url).libpq()) as reader:
+        reader.execute("SET idle_in_transaction_session_timeout = '20s'")
+        reader.execute(f"SELECT count(*) FROM {q(schema)}.dst__metrics").fetchone()
+        with pytest.raises(sqlanon.InputError, match=r"cannot write the metrics table .*dst__metrics' of .*lock t"):
+            _run_small(pg_url, schema)
+        reader.rollback()
+    assert sql(pg_url, f"SELECT count(*), min(age) FROM {q(schema)}.dst") == before
     monkeypatch.undo()  # the run below waits for the creator's commit (3 s), as for any lock
     with psycopg.connect(warehouse.Conn(pg_url).libpq()) as creator:
         creator.execute(f"CREATE TABLE {q(schema)}.shared (LIKE {q(schema)}.dst__metrics)")  # not committed yet
