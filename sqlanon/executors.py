@@ -78,11 +78,19 @@ def default_workers() -> int:
 
 def remote_cluster(executor: str, scheduler: str | None, spark_master: str | None) -> bool:
     """Whether a run goes to a cluster of the user's, whose task slots are
-    its workers: a Dask scheduler's, or a Spark master that is not local (one
-    set only in Spark's own configuration shows once the session starts)."""
+    its workers: a Dask scheduler's, or a Spark master that is not local,
+    named or the caller's active session's (helper-25; one set only in
+    Spark's own configuration shows once a session starts)."""
     if executor == "dask":
         return scheduler is not None
-    return executor == "spark" and spark_master is not None and remote_master(spark_master)
+    if executor != "spark":
+        return False
+    if spark_master is None and "pyspark" in sys.modules:  # a session only if the caller made one
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        spark_master = active.sparkContext.master if active is not None else None
+    return spark_master is not None and remote_master(spark_master)
 
 
 def in_process(executor: str, workers: int | None, explain: bool = False) -> bool:
@@ -814,6 +822,10 @@ class SparkExecutor:
                 .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.python.worker.reuse", "true")
             )
+            if not remote_master(master):
+                # Its Python workers run `python -m pyspark.daemon` where the run started, whose directory
+                # -m puts first on their path: a pyarrow.py there was imported by every worker (helper-25).
+                builder = builder.config("spark.executorEnv.PYTHONSAFEPATH", "1")
             quiet = not remote_master(master) and not log.isEnabledFor(logging.INFO)
             if quiet:
                 builder, self._log_config = _quiet_local_spark(builder)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -433,14 +434,19 @@ def test_spark_keeps_stderr_for_errors(source, tmp_path):
     stderr, its error channel (helper-40), and ~9 lines more (log4j's
     default profile, WARNs about the host's address and native Hadoop,
     pyspark's pandas FutureWarning); an error still gets its line. Both
-    ways in: ``python -m sqlanon`` and the ``sqlanon`` script's module."""
-    import subprocess
-    import sys
+    ways in: ``python -m sqlanon`` and the ``sqlanon`` script's module.
+    Its Python workers import nothing from the directory the run started
+    in (`-m pyspark.daemon` put it first on their path: helper-25)."""
+    import shutil
 
     args = ["anonymize", str(source), "-o", str(tmp_path / "o.parquet"),
             "--qi", ",".join(QI), "--workers", "2", "--executor", "spark", "--quiet"]
-    p = subprocess.run([sys.executable, "-m", "sqlanon", *args, "-k", "5", "--json"],
-                       capture_output=True, text=True, timeout=300)
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "pyarrow.py").write_text("raise ImportError('the working directory was on the path')\n")
+    script = Path(sys.executable).with_name("sqlanon")
+    p = subprocess.run([str(script) if script.exists() else shutil.which("sqlanon"), *args, "-k", "5", "--json"],
+                       capture_output=True, text=True, timeout=300, cwd=here)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     p = subprocess.run([sys.executable, "-m", "sqlanon.cli", *args, "-k", "999999", "--overwrite"],
                        capture_output=True, text=True, timeout=300)
@@ -755,3 +761,23 @@ def test_the_callers_own_fork_server_workers_keep_its_environment(tmp_path):
                        env=env)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["[None,", "None,", "None]", "[None,", "None,", "None]"], p.stdout
+
+
+def test_explain_asks_a_remote_cluster_whatever_names_it(monkeypatch):
+    """--explain planned --workers' fragments where the run then used the
+    cluster's slots: for a scheduler, a remote master, and (helper-25) the
+    remote master of the caller's active Spark session."""
+    from types import SimpleNamespace
+
+    from pyspark.sql import SparkSession
+
+    from sqlanon.executors import remote_cluster
+
+    assert remote_cluster("dask", "tcp://h:8786", None) and not remote_cluster("dask", None, None)
+    assert remote_cluster("spark", None, "spark://h:7077") and not remote_cluster("spark", None, "local[2]")
+    for master, remote in (("spark://h:7077", True), ("local-cluster[2,1,1024]", True), ("local[4]", False)):
+        session = SimpleNamespace(sparkContext=SimpleNamespace(master=master))
+        monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: session))
+        assert remote_cluster("spark", None, None) is remote
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    assert not remote_cluster("spark", None, None) and not remote_cluster("local", None, None)
