@@ -658,7 +658,8 @@ def utf8_path(path: str, what: str) -> str:
 def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
     """Resolve a source argument; the error names the path when nothing is there."""
     spec = utf8_path(os.fspath(path), "input")
-    if table is not None or spec.lower().endswith(DUCKDB_SUFFIXES):
+    # (a directory named lake.db is a lake: it was 'a DuckDB database' (helper-25))
+    if table is not None or (spec.lower().endswith(DUCKDB_SUFFIXES) and not os.path.isdir(spec)):
         if table is None:
             if not os.path.exists(spec):  # said it was a DuckDB database (helper-24)
                 raise InputError(f"DuckDB file {spec!r} does not exist")
@@ -1161,13 +1162,16 @@ def _hive_null_types(source: FileSource) -> FileSource:
     return replace(source, hive_null_types=tuple(types)) if types else source
 
 
-def _check_duckdb_file(path: str, option: str) -> None:
+def _check_duckdb_file(path: str, option: str, output: bool = False) -> None:
     """``path`` must be a DuckDB database (its header says so): not a Parquet or SQLite file."""
     try:
         with open(path, "rb") as f:
             head = f.read(16)
     except OSError as exc:
         raise InputError(f"cannot open DuckDB file {path!r}: {exc.strerror}") from exc
+    if head.startswith(b"SQLite format 3\0") and output:  # a URL to it is refused as an output too
+        raise ConfigError(f"{path!r} is a SQLite database, which sqlanon reads but does not write: write Parquet, "
+                          "CSV, a DuckDB file or PostgreSQL")
     if head.startswith(b"SQLite format 3\0"):
         raise ConfigError(f"{path!r} is a SQLite database: name it as a URL, sqlite:///{os.path.abspath(path)}")
     if head[8:12] != b"DUCK":
@@ -2267,6 +2271,8 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
                           "a .duckdb file or a database URL")
     if table is not None or spec.lower().endswith(DUCKDB_SUFFIXES):
         if table is None:
+            if os.path.isfile(spec) and os.path.getsize(spec):
+                _check_duckdb_file(spec, "--target-table", output=True)  # a SQLite hr.db: not written (helper-25)
             what = "is a DuckDB database" if os.path.exists(spec) else "names a DuckDB database (by its suffix)"
             raise ConfigError(f"{spec!r} {what}: name the output table with --target-table")
         if not Path(spec).parent.is_dir():
@@ -2278,7 +2284,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             raise ConfigError(f"{spec!r} is an empty file, which DuckDB does not open as a database: remove it "
                               "(a new database is made in its place), or name another file")
         if os.path.isfile(spec):
-            _check_duckdb_file(spec, "--target-table")
+            _check_duckdb_file(spec, "--target-table", output=True)
         elif not spec.lower().endswith(DUCKDB_SUFFIXES):
             raise ConfigError(
                 f"--target-table writes into a DuckDB file: name a .duckdb, .ddb or .db output "

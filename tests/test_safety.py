@@ -1031,9 +1031,23 @@ def test_a_sqlite_file_gets_a_url_hint(tmp_path):
     with pytest.raises(ConfigError, match=r"is a SQLite database: name it as a URL, sqlite:///"):
         sqlanon.anonymize(db, tmp_path / "o.parquet", qi=["x"], k=2, workers=1)
     pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "p.parquet")
+    for table in (None, "t"):  # as the output: not to be named as a URL, which is refused there too (helper-25)
+        with pytest.raises(ConfigError, match=r"is a SQLite database, which sqlanon reads but does not write"):
+            sqlanon.anonymize(tmp_path / "p.parquet", db, target_table=table, qi=["x"], k=2, workers=1)
     with pytest.raises(ConfigError, match=r"'.*new.duckdb' names a DuckDB database \(by its suffix\): name the "
                                           r"output table"):
         sqlanon.anonymize(tmp_path / "p.parquet", tmp_path / "new.duckdb", qi=["x"], k=2, workers=1)
+
+
+def test_a_directory_named_like_a_database_is_a_lake(tmp_path):
+    """lake.db/ holding Parquet files was 'a DuckDB database: name the table
+    with --table' (helper-25); with --table it is still refused as no file."""
+    lake = tmp_path / "lake.db"
+    lake.mkdir()
+    pq.write_table(pa.table({"x": [i % 5 for i in range(20)]}), lake / "part-0.parquet")
+    assert sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["x"], k=2, workers=1).metrics.rows == 20
+    with pytest.raises(ConfigError, match="is a directory, not a DuckDB file"):
+        sqlanon.anonymize(lake, tmp_path / "o.parquet", table="t", qi=["x"], k=2, workers=1, overwrite=True)
 
 
 def test_a_directory_input_reads_every_spelling_of_its_extension(tmp_path):
