@@ -783,7 +783,7 @@ def lake_files(pattern: str, root: str) -> list[str]:
     # A data file's, or a directory's (a partition moved away: year=2020 -> /cold/2020, helper-25): a link
     # named as another kind of file (README.md) is no data.
     broken = next((f for f in matched if (_format_of(f) or not Path(f).suffix or "=" in Path(f).name)
-                   and os.path.islink(f) and not os.path.exists(f) and not hidden(f)), None)
+                   and _dangling(f) and not hidden(f)), None)
     if broken is not None:  # its rows were left out, without a word (helper-17)
         raise InputError(f"{broken!r} is a link to {os.readlink(broken)!r}, which does not exist: its rows would not "
                          "be read; mend the link or leave it out of the input")
@@ -807,6 +807,18 @@ def lake_files(pattern: str, root: str) -> list[str]:
             raise InputError(f"{first!r} and {f!r} are one file (a link): its rows would be read twice (every "
                              "person in two rows of a class); leave the link out of the input")
     return kept
+
+
+def _dangling(path: str) -> bool:
+    """Whether ``path`` is a symlink whose target does not exist (not one of
+    a loop, too deep to follow: a file reached twice, said as such)."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return os.path.islink(path)
+    except OSError:
+        return False
+    return False
 
 
 def _one_format(files: list[str], what: str) -> str:
