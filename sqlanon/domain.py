@@ -203,8 +203,8 @@ def as_compared(arr: pa.Array) -> pa.Array:
     distinct values as strictly as the servers: the floats of
     :func:`normalize_floats`, a NaN as NULL (both say "no value", and pandas
     reads both as NaN: a class of NaN and NULL passed as 2-diverse,
-    helper-21; the verification's SQL counts them so too), and intervals by their length, a month as 30
-    days and a day as 24 hours, as PostgreSQL compares them ('1 day' = '24
+    helper-21; the verification's SQL counts them so too), and intervals
+    by their length, a month as 30 days and a day as 24 hours, as PostgreSQL compares them ('1 day' = '24
     hours', '1 mon' = '30 days'; an l counted on their parts published '1
     day' and '24:00:00' as two values of a class: helper-14). DuckDB holds
     mixed-sign ones apart ('1 day -1 hour' and '23 hours'): it may count

@@ -50,6 +50,7 @@ import pyarrow as pa
 from .config import csv_dialect, file_format, format_suffix
 from .errors import ConfigError, InputError
 from .sql import fold_name, ident, literal, render
+from .sql.render import ASCII_LOWER, ASCII_UPPER
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +173,8 @@ def duckdb_table_key(table: Sequence[str]) -> tuple[str, str]:
     return fold_name(schema), fold_name(table[-1])
 
 
-_NAMED = ("translate(schema_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = ? AND "
-          "translate(table_name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') = ?")
+_NAMED = (f"translate(schema_name, '{ASCII_UPPER}', '{ASCII_LOWER}') = ? AND "
+          f"translate(table_name, '{ASCII_UPPER}', '{ASCII_LOWER}') = ?")
 """A condition on DuckDB's catalog functions: the table of a :func:`duckdb_table_key` (two parameters)."""
 
 
@@ -2023,7 +2024,8 @@ class DuckDBTarget(LocalStagingTarget):
         con = connect()
         try:
             con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\" (READ_ONLY)")
-            q = render("table_exists.sql", catalog="__sqlanon_chk", schema=schema, table=self.table[-1])
+            q = render("table_exists.sql", catalog="__sqlanon_chk", schema=schema, table=self.table[-1],
+                       upper=ASCII_UPPER, lower=ASCII_LOWER)
             schemas, tables, views, referenced_by = con.execute(q.sql, q.params).fetchone()
         except duckdb.Error as exc:
             raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc

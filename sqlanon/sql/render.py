@@ -43,7 +43,11 @@ def _qualified(name: str | list[str] | tuple[str, ...], quote: Callable[[str], s
     return quote(name)
 
 
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+ASCII_LOWER = "abcdefghijklmnopqrstuvwxyz"
+"""What DuckDB folds in names; ``translate(name, ASCII_UPPER, ASCII_LOWER)`` folds as it does in SQL."""
+
+_ASCII_LOWER = str.maketrans(ASCII_UPPER, ASCII_LOWER)
 
 
 def fold_name(name: str) -> str:
