@@ -3,9 +3,9 @@
    per sensitive column i, its distinct-value count `__sqlanon_l_i` (a NULL counts as
    one value, and a NaN of a `nan_null` column is that NULL: both say "no value",
    and pandas reads both as NaN; DuckDB and PostgreSQL hold NaN equal to NaN).
-   With at most one sensitive column the distinct count comes from a second GROUP BY instead of count(DISTINCT …), which PostgreSQL can only
-   compute by sorting; both are hash aggregates. Included by the verify_*
-   templates. #}
+   With at most one sensitive column the distinct count comes from a second
+   GROUP BY instead of count(DISTINCT …), which PostgreSQL can only compute by
+   sorting; both are hash aggregates. Included by the verify_* templates. #}
 {% set keys %}{% for c in qi %}{{ c | ident }}{{ ", " if not loop.last }}{% endfor %}{% endset %}
 {% if sensitive | length == 1 %}
 "__sqlanon_pairs" AS (
