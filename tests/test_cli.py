@@ -1883,6 +1883,16 @@ def test_a_lake_file_reached_by_two_paths_is_refused(tmp_path, out_dir, link):
     assert snapshot(out_dir) == {}
 
 
+def _refused_as_directory_and_glob(lake: Path, fmt: str, out_dir: Path, qi: str, error: str) -> None:
+    """A run on ``lake``, named as its directory and as a glob of its files,
+    fails with exit 1 and the one line ``error``, writing nothing."""
+    for src in (lake, f"{lake}/*.{fmt}"):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", qi, "-k", "5")
+        assert r.exit_code == 1, r.stderr
+        assert_one_line_error(r.stderr, error)
+    assert snapshot(out_dir) == {}
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_a_lake_file_behind_a_broken_link_is_refused(tmp_path, out_dir, fmt):
     """A data file's symlink whose target is gone (a day moved to cold
@@ -1896,12 +1906,8 @@ def test_a_lake_file_behind_a_broken_link_is_refused(tmp_path, out_dir, fmt):
     (lake / "_old").mkdir()
     (lake / "_old" / f"day0.{fmt}").symlink_to(tmp_path / "gone")  # hidden, as its files are: not read
     (lake / "NOTES.md").symlink_to(tmp_path / "gone.md")  # no data
-    for src in (lake, f"{lake}/*.{fmt}"):
-        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
-        assert r.exit_code == 1, r.stderr
-        assert_one_line_error(r.stderr, rf"'.*day2.{fmt}' is a link to '.*archive/day2.{fmt}', which does not exist: "
-                                        r"its rows would not be read")
-    assert snapshot(out_dir) == {}
+    _refused_as_directory_and_glob(lake, fmt, out_dir, "age", rf"'.*day2.{fmt}' is a link to '.*archive/day2.{fmt}', "
+                                                              r"which does not exist: its rows would not be read")
     (lake / f"day2.{fmt}").unlink()
     # a partition directory moved away: its rows were left out too (helper-25)
     (lake / "year=2020").symlink_to(tmp_path / "cold" / "year=2020")
@@ -1924,12 +1930,8 @@ def test_lake_files_with_different_columns_are_refused(tmp_path, out_dir, fmt):
     day2 = day1.rename(columns={"sex": "gender"}).assign(ssn=[f"SSN-{i}" for i in range(200)])
     for name, df in (("day1", day1), ("day2", day2)):
         df.to_parquet(lake / f"{name}.parquet") if fmt == "parquet" else df.to_csv(lake / f"{name}.csv", index=False)
-    for src in (lake, f"{lake}/*.{fmt}"):
-        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age,sex", "-k", "5")
-        assert r.exit_code == 1, r.stderr
-        assert_one_line_error(r.stderr, rf"day2.{fmt}' does not have the columns of .*day1.{fmt}' "
-                                        r"\(it has 'gender', 'ssn'; it lacks 'sex'\)")
-    assert snapshot(out_dir) == {}
+    _refused_as_directory_and_glob(lake, fmt, out_dir, "age,sex", rf"day2.{fmt}' does not have the columns of "
+                                                                  rf".*day1.{fmt}' \(it has 'gender', 'ssn'; it lacks 'sex'\)")
     day2.rename(columns={"gender": "SEX"}).drop(columns="ssn").to_parquet(lake / "day2.parquet") if fmt == "parquet" \
         else day2.rename(columns={"gender": "SEX"}).drop(columns="ssn").to_csv(lake / "day2.csv", index=False)
     r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age,sex", "-k", "5")
