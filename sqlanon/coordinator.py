@@ -152,9 +152,12 @@ class RunOptions:
             if not size:
                 raise ConfigError(f"--worker-memory takes a size such as 2GB or 512MiB, got {self.worker_memory!r}")
             unit = size.group(2).upper()
-            if float(size.group(1)) * (1024 if "I" in unit else 1000) ** "BKMGT".index(unit[0]) < 64 * 2**20:
+            nbytes = float(size.group(1)) * (1024 if "I" in unit else 1000) ** "BKMGT".index(unit[0])
+            if nbytes < 64 * 2**20:
                 # '0GB' failed reading the input (DuckDB: "could not allocate block"), exit 1
                 raise ConfigError(f"--worker-memory must be at least 64MiB, got {self.worker_memory!r}")
+            if nbytes > 2**50:  # DuckDB's limit wraps past 2**64 bytes, to nothing at all (helper-26)
+                raise ConfigError(f"--worker-memory must be at most 1PiB, got {self.worker_memory!r}")
         if self.sample is not None and (
             isinstance(self.sample, bool) or not isinstance(self.sample, (int, float))
             or not 0 < self.sample < math.inf or (self.sample > 1 and self.sample != int(self.sample))

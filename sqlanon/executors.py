@@ -67,8 +67,24 @@ WAIT_FOR_WORKERS = 60.0
 EXECUTORS = ("local", "dask", "spark")
 
 
+CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+"""Where a container's memory limit is (cgroup v2, v1)."""
+
+
 def total_memory() -> int:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """The machine's memory, or the container's limit when lower: sized by
+    the machine's, a container's workers were given more than it has
+    (helper-26)."""
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in CGROUP_MEMORY_LIMITS:
+        try:
+            with open(path, encoding="ascii") as f:
+                text = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        if text.isdigit():  # 'max' (v2) or a huge number (v1) when there is none
+            return min(physical, int(text))
+    return physical
 
 
 def default_workers() -> int:

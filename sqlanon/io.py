@@ -207,6 +207,9 @@ class DuckDBReadable:
         sql = f"SELECT * FROM {self.relation}" + (f" WHERE {where}" if where else "")
         try:
             return con.execute(sql, list(params)).fetch_arrow_table()
+        except duckdb.OutOfMemoryException as exc:  # not the input's fault, as "cannot read" said (helper-26)
+            raise InputError(f"a fragment of {self.describe()!r} did not fit in a worker's memory ({first_line(exc)}): "
+                             "raise --worker-memory, or cut more --fragments") from exc
         except duckdb.Error as exc:
             raise InputError(f"cannot read {self.describe()!r}: {first_line(exc)}") from exc
 

@@ -781,3 +781,21 @@ def test_explain_asks_a_remote_cluster_whatever_names_it(monkeypatch):
         assert remote_cluster("spark", None, None) is remote
     monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
     assert not remote_cluster("spark", None, None) and not remote_cluster("local", None, None)
+
+
+def test_workers_are_sized_by_a_containers_memory_limit(tmp_path, monkeypatch):
+    """The default memory limits came from the machine's memory, so a
+    container's workers were given more than the container has (helper-26)."""
+    from sqlanon import executors
+
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    monkeypatch.setattr(executors, "CGROUP_MEMORY_LIMITS", (str(v2), str(v1)))
+    assert executors.total_memory() == physical  # neither file
+    v2.write_text("max\n")
+    v1.write_text(f"{2**30}\n")
+    assert executors.total_memory() == 2**30
+    v2.write_text(f"{3 * 2**30}\n")
+    assert executors.total_memory() == min(physical, 3 * 2**30)
+    v2.write_text(f"{2**62}\n")  # no limit, as v1 says it
+    assert executors.total_memory() == physical

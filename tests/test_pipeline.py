@@ -1542,3 +1542,18 @@ def test_a_nan_leaf_of_a_hierarchy_cut_lands_in_its_fragment(tmp_path):
     tree.write_text("0;a;*\nnan;a;*\n18;b;*\n18.5;b;*\n1e+20;c;*\n1e-7;c;*\n")
     r = sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["v"], k=5, hierarchies={"v": tree}, workers=2, fragments=4)
     assert r.metrics.rows == 300 and len(r.plan.fragments) > 1
+
+
+def test_a_fragment_larger_than_a_workers_memory_says_so(tmp_path):
+    """A worker's DuckDB running out of its --worker-memory said 'cannot read
+    the input: Out of Memory Error', as if the input were broken (helper-26);
+    and a limit past 2**64 bytes wrapped to none at all, exit 1."""
+    src = tmp_path / "big.parquet"
+    pq.write_table(pa.table({"age": [20 + i % 8 for i in range(40)],
+                             "blob": [os.urandom(1_000_000).hex() for _ in range(40)]}), src)
+    with pytest.raises(sqlanon.InputError, match=r"a fragment of '.*big.parquet' did not fit in a worker's memory "
+                                                 r"\(Out of Memory Error.*\): raise worker_memory="):
+        sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], k=5, workers=2, worker_memory="64MiB")
+    assert not (tmp_path / "o.parquet").exists()
+    with pytest.raises(sqlanon.ConfigError, match="worker_memory= must be at most 1PiB, got '20000000TB'"):
+        sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], k=5, worker_memory="20000000TB")
