@@ -660,7 +660,7 @@ def execute(
         timeout = _next_deadline(started, options)
         if check_health is not None:  # a cluster whose workers all went away would be waited on for ever
             timeout = HEALTH_CHECK_SECONDS if timeout is None else min(timeout, HEALTH_CHECK_SECONDS)
-        finished, _ = wait(list(pending), timeout=timeout, return_when=FIRST_COMPLETED)
+        finished, _ = _wait_or_stop(list(pending), timeout)
         if check_health is not None and not finished:
             check_health()
         if not finished and options.task_timeout and _next_deadline(started, options) == 0:
@@ -704,6 +704,24 @@ def execute(
     ran = {f.id for f in plan.fragments}
     return plan, done, [fid for fid in repaired if fid in ran]
 
+
+def _wait_or_stop(futures: list[Future], timeout: float | None) -> tuple[set, set]:
+    """``wait(futures, timeout, FIRST_COMPLETED)``, stopped by a stop signal
+    that something swallowed (py4j, DuckDB): one that cut an import short
+    left its lock held, a Spark task's thread then waited on it for good, and
+    the run, SIGTERM'd, with it (found under load: helper-25's session)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        interrupts.check()
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        step = STOP_POLL_SECONDS if left is None else min(left, STOP_POLL_SECONDS)
+        done, pending = wait(futures, timeout=step, return_when=FIRST_COMPLETED)
+        if done or (left is not None and left <= step):
+            return done, pending
+
+
+STOP_POLL_SECONDS = 0.5
+"""How often a run waiting on its tasks looks for a stop signal."""
 
 HEALTH_CHECK_SECONDS = 5.0
 """How often a cluster executor is asked whether it still has workers while

@@ -1557,3 +1557,24 @@ def test_a_fragment_larger_than_a_workers_memory_says_so(tmp_path):
     assert not (tmp_path / "o.parquet").exists()
     with pytest.raises(sqlanon.ConfigError, match="worker_memory= must be at most 1PiB, got '20000000TB'"):
         sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], k=5, worker_memory="20000000TB")
+
+
+def test_a_swallowed_stop_signal_ends_the_wait_for_tasks():
+    """A SIGTERM that cut an import short (and that py4j swallowed) left the
+    import's lock held; a Spark task's thread waited on it for good, and the
+    run with it, SIGTERM'd, for 40 minutes: the wait looks at the signal."""
+    from concurrent.futures import Future
+
+    from sqlanon import coordinator, interrupts
+
+    never = Future()
+    done, _ = coordinator._wait_or_stop([never], 0.2)  # a deadline still ends it
+    assert not done
+    interrupts._received.set()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            coordinator._wait_or_stop([never], None)
+        assert time.monotonic() - t0 < 5
+    finally:
+        interrupts._received.clear()
