@@ -453,7 +453,7 @@ def _refuse_files_read(source: io.DuckDBSource, out: str) -> None:
     read: --overwrite replaced a raw file below the view (and a file a glob
     of it matches would be read back by the next run)."""
     reads = source.reads()
-    read = next((f for f in source.files_read() if _overlaps(out, f)), None)
+    read = next((f for f in reads.existing_files() if _overlaps(out, f)), None)
     if read is not None:
         raise ConfigError(f"output {out!r} {'is' if _same_place(out, read) else 'holds'} the file {read!r}, which "
                           f"the input {source.describe()!r} reads (a view over it); write the anonymized copy elsewhere")

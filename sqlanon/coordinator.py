@@ -846,7 +846,7 @@ def run(
                             "published", source.describe())
             _check_cross_engine_types(columns, spec, drop, target)
         elif isinstance(source, io.DuckDBSource):  # a generated column passed through (helper-17)
-            _refuse_generated_from_qis(source.generated_reads(), spec, drop, schema.names, key=str.lower)
+            _refuse_generated_from_qis(source.generated_reads(), spec, drop, schema.names, key=fold_name)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
         coarse = [c for c in getattr(source, "coarse", ())  # read to tell: only the columns kept
                   if c not in drop and io.finer_than_microseconds(source.files(), c)]
@@ -1430,7 +1430,7 @@ def _refuse_generated_from_qis(pairs, spec: AnonymizationSpec, drop: tuple[str, 
     generalization. ``pairs``: each generated column with a column it reads,
     of a PostgreSQL or DuckDB source; DuckDB's may read each other
     (``y = m + 1``, ``m = age * 12``), and its names compare by ``key``
-    (``str.lower``: ``AGE * 12`` reads ``age``). Those of the input's columns
+    (:func:`fold_name`: ``AGE * 12`` reads ``age``). Those of the input's columns
     (``names``: a view's table may have others) are refused by name, with
     the QI they read."""
     reads: dict[str, set[str]] = {}

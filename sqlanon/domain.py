@@ -204,12 +204,13 @@ def as_compared(arr: pa.Array) -> pa.Array:
     :func:`normalize_floats`, a NaN as NULL (both say "no value", and pandas
     reads both as NaN: a class of NaN and NULL passed as 2-diverse,
     helper-21; the verification's SQL counts them so too), and intervals
-    by their length, a month as 30 days and a day as 24 hours, as PostgreSQL compares them ('1 day' = '24
-    hours', '1 mon' = '30 days'; an l counted on their parts published '1
-    day' and '24:00:00' as two values of a class: helper-14). DuckDB holds
+    by their length, a month as 30 days and a day as 24 hours, as
+    PostgreSQL compares them ('1 day' = '24 hours', '1 mon' = '30 days'; an
+    l counted on their parts published '1 day' and '24:00:00' as two values
+    of a class: helper-14). DuckDB holds
     mixed-sign ones apart ('1 day -1 hour' and '23 hours'): it may count
     more values than this, which only generalizes more."""
-    if pa.types.is_floating(arr.type) or pa.types.is_float16(arr.type):
+    if pa.types.is_floating(arr.type):
         arr = normalize_floats(arr)
         return pc.if_else(pc.is_nan(arr), pa.nulls(len(arr), arr.type), arr)
     if not pa.types.is_interval(arr.type):

@@ -500,8 +500,7 @@ class DuckDBSource(DuckDBReadable):
 
     def files_read(self) -> list[str]:
         """The local files whose rows the input reads through its views (:meth:`reads`)."""
-        return [f for pattern in self.reads().files for f in sorted(glob.glob(pattern, recursive=True))
-                if os.path.isfile(f)]
+        return self.reads().existing_files()
 
     def reads(self) -> "Reads":
         """The tables of the file whose rows the input reads, as
@@ -639,6 +638,10 @@ class Reads:
     """Absolute paths or glob patterns of the local files its views read."""
     opaque: bool = False
     """Whether it may read files it names only at run time."""
+
+    def existing_files(self) -> list[str]:
+        """The files that :attr:`files` names now (globs expanded)."""
+        return [f for pattern in self.files for f in sorted(glob.glob(pattern, recursive=True)) if os.path.isfile(f)]
 
 
 def _function_calls(tree) -> list[dict]:
