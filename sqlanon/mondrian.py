@@ -42,7 +42,11 @@ __all__ = ["partition", "class_ranges", "class_distinct", "class_max_of", "count
 
 @njit(cache=True, nogil=True)
 def _sides_diverse(X, S, start, end, a, t, l, s_off, stamp_l, stamp_r, mark):
-    """True if both sides of the cut ``X[:, a] <= t`` have >= l distinct codes per sensitive column."""
+    """True if both sides of the cut ``X[:, a] <= t`` have >= l distinct codes per sensitive column.
+
+    A column's scan stops once both sides have ``l``: with few sensitive
+    values that is within a few rows, where scanning the whole block took
+    a fifth of the kernel's time (poker, BENCHMARKS.md section 1)."""
     n_s = S.shape[1]
     for s in range(n_s):
         mark += 1
@@ -55,10 +59,14 @@ def _sides_diverse(X, S, start, end, a, t, l, s_off, stamp_l, stamp_r, mark):
                 if stamp_l[c] != mark:
                     stamp_l[c] = mark
                     nl += 1
+                    if nl >= l and nr >= l:
+                        break
             else:
                 if stamp_r[c] != mark:
                     stamp_r[c] = mark
                     nr += 1
+                    if nl >= l and nr >= l:
+                        break
         if nl < l or nr < l:
             return False, mark
     return True, mark
