@@ -934,6 +934,11 @@ def entry(args: list[str] | None = None, prog_name: str | None = None) -> None:
     import atexit
     import threading
 
+    # sqlanon makes no BLAS calls, but importing numpy does one (a check of
+    # its own), after which OpenBLAS's thread pool spins ~0.1 s of CPU: in the
+    # coordinator and in the worker pool's fork server, on the cores the run
+    # needs. With one BLAS thread nothing spins. A setting of the user's wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main(args=args, prog_name=prog_name)
         code = 0

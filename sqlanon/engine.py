@@ -394,7 +394,9 @@ def anonymize_fragment(table, spec: AnonymizationSpec, stats: dict[str, ColumnSt
             e, stats[e.name], lo[:, j], hi[:, j], has_null[:, j], X[:, j], bounds, spec.interval_format
         )
         columns[e.name] = g.columns
-        ncp_by_attr[e.name] = float(np.dot(g.ncp, sizes))
+        # Not np.dot: a BLAS call wakes OpenBLAS's thread pool, which then spins
+        # ~0.1 s of CPU on the other core, where the other worker runs.
+        ncp_by_attr[e.name] = float((g.ncp * sizes).sum())
         keys.append(g.key)
 
     # Distinct classes may generalize to the same QI values (e.g. two classes
