@@ -26,7 +26,7 @@ import duckdb
 import numpy as np
 
 from . import coordinator, executors, interrupts, io, warehouse
-from .config import AnonymizationSpec, QuasiIdentifier, missing_column, split_names, suggest
+from .config import GENERALIZATIONS, AnonymizationSpec, QuasiIdentifier, missing_column, split_names, suggest
 from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
 from .errors import ConfigError, InputError, in_library_terms
@@ -102,13 +102,13 @@ def _text(value, name: str) -> str | None:
     raise ConfigError(f"{name} must be a string, got {value!r}")
 
 
-def _location(value, name: str) -> str:
+def _location(value, name: str, what: str = "a file, a directory or a database URL") -> str:
     """A path or a database URL, as text."""
     if isinstance(value, (str, os.PathLike)):
         text = os.fspath(value)
         if isinstance(text, str) and text.strip():
             return text
-        raise ConfigError(f"{name} is empty: name a file, a directory or a database URL")
+        raise ConfigError(f"{name} is empty: name {what}")
     hint = "; anonymize_table anonymizes a table in memory" if hasattr(value, "columns") else ""
     raise ConfigError(f"{name} takes a path or a database URL, got {type(value).__name__}{hint}")
 
@@ -157,11 +157,17 @@ def build_spec(
     qi, sensitive = _names(qi, "qi", QuasiIdentifier), _names(sensitive, "sensitive")
     hierarchies = _by_column(hierarchies, "hierarchies", "hierarchy file")
     generalization = _by_column(generalization, "generalization", "interval|set|prefix|hierarchy")
+    if not qi:  # (named as the option: 'qi' in 'job.yml', qi=; helper-29)
+        raise ConfigError("--qi names no column: name at least one quasi-identifier")
     names = _column_of(qi)
     for option, cols in (("--hierarchy", hierarchies), ("--generalization", generalization)):
         for col in cols:
             if col not in names:
                 raise ConfigError(f"{option} names column {col!r}, which is not a quasi-identifier{suggest(col, names)}")
+    for col, kind in generalization.items():
+        if kind not in GENERALIZATIONS:
+            raise ConfigError(f"--generalization gives column {col!r} the unknown kind {kind!r}"
+                              f"{suggest(str(kind), GENERALIZATIONS)}; choose one of {', '.join(GENERALIZATIONS)}")
     qis = []
     for q, name in zip(qi, names):
         if isinstance(q, QuasiIdentifier) and (name not in hierarchies and name not in generalization):
@@ -289,7 +295,8 @@ def anonymize(
     """
     src, out = _location(input, "input"), _location(output, "output")
     overwrite, explain = _flag(overwrite, "overwrite"), _flag(explain, "explain")
-    metrics = None if metrics is None else io.utf8_path(_location(metrics, "metrics"), "metrics file")
+    metrics = None if metrics is None else io.utf8_path(
+        _location(metrics, "--metrics", "a .parquet or .csv file, or a table of the output's database"), "metrics file")
     # The run spills and stages there (DuckDB takes UTF-8 paths only).
     io.utf8_path(tempfile.gettempdir(), "the temporary directory (TMPDIR)")
     for name, value in (("interval_format", interval_format), ("table", table), ("target_table", target_table),

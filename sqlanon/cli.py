@@ -64,6 +64,21 @@ def _adding(ctx: click.Context, name: str, values: tuple[str, ...]) -> list[str]
     return from_file + names
 
 
+def _not_below_file(ctx: click.Context, name: str, flag: str, value: int) -> int:
+    """``-k``/``-l`` on the command line may raise the --config file's
+    value, not lower it: ``-l 1`` turned a job's l check off, and ``-k 2``
+    published classes of two where the file asks for ten (helper-29)."""
+    in_file = (ctx.default_map or {}).get(name)
+    if (ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE and isinstance(in_file, int)
+            and value < in_file):
+        key = ctx.meta.get("sqlanon.config_keys", {}).get(name, flag.lstrip("-"))
+        raise ConfigError(
+            f"{flag} {value} is below {key!r} in {ctx.meta['sqlanon.config']!r} ({in_file}): a flag may raise what "
+            "the job protects, not lower it; edit the file"
+        )
+    return value
+
+
 def _covering(ctx: click.Context, name: str, values: tuple[str, ...], why: str) -> list[str]:
     """``--qi`` or ``--sensitive`` on the command line replaces the --config
     file's list, but must not leave any of its columns out: a QI left out
@@ -104,9 +119,13 @@ def _per_column(ctx: click.Context, name: str, values: tuple[str, ...], option: 
     the --config file's mapping column by column: it replaced the whole
     mapping, so one more ``--hierarchy race=…`` silently published the
     file's other hierarchy columns as sets."""
+    in_file = ctx.meta.get("sqlanon.config_pairs", {}).get(name, {})
+    source = ctx.get_parameter_source(name)
+    if source is click.core.ParameterSource.DEFAULT_MAP:
+        return dict(in_file)
     pairs = _pairs(values, option)
-    if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
-        pairs = {**_pairs(tuple((ctx.default_map or {}).get(name) or ()), option), **pairs}
+    if source is click.core.ParameterSource.COMMANDLINE:
+        pairs = {**in_file, **pairs}
     return pairs
 
 
@@ -139,6 +158,19 @@ def _config_keys_named(message: str) -> str:
     if not keys:
         return message
     file_only = ctx.meta.get("sqlanon.file_only", {})
+    # Two options naming one column ("--keep and --drop both name 'ssn'"):
+    # each named where the column came from, the flag or the file (helper-29).
+    both = re.fullmatch(r"(--[\w-]+) and (--[\w-]+) both name ('(?:[^'\\]|\\.)*')(.*)", message, re.S)
+    if both:
+        def who(opt: str) -> str:
+            for p in ctx.command.params:
+                if opt in p.opts and p.name in keys and (
+                        ctx.get_parameter_source(p.name) is click.core.ParameterSource.DEFAULT_MAP
+                        or both.group(3) in map(repr, file_only.get(p.name, ()))):
+                    return f"{keys[p.name]!r} in {ctx.meta['sqlanon.config']!r}"
+            return opt
+
+        return f"{who(both.group(1))} and {who(both.group(2))} both name {both.group(3)}{both.group(4)}"
     for param in ctx.command.params:
         if param.name not in keys:
             continue
@@ -151,15 +183,15 @@ def _config_keys_named(message: str) -> str:
                 return named + message[len(opt):]
             if not from_file:
                 continue
-            # Only a message about the value itself ("--workers must be…"), not
-            # one that advises the flag ("pass --overwrite to replace it").
-            if re.match(rf"{re.escape(opt)}(?![\w-])", message):
-                return named + message[len(opt):]
-            # Or its value shown inside ("cannot tell the format of --metrics='hr.m'").
+            # Its value shown ("cannot tell the format of --metrics='hr.m'", "--metrics='m.csv': directory…").
             shown = re.sub(rf"""(?<![\w-]){re.escape(opt)}=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""",
                            lambda m: f"{m.group(1)} ({named})", message)
             if shown != message:
                 return shown
+            # Only a message about the value itself ("--workers must be…"), not
+            # one that advises the flag ("pass --overwrite to replace it").
+            if re.match(rf"{re.escape(opt)}(?![\w-])", message):
+                return named + message[len(opt):]
     return message
 
 
@@ -527,6 +559,9 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
             defaults[p.name] = _config_value(p, val, base)
         except ValueError as exc:
             raise _ConfigFileError(f"{key!r} in {value!r} {exc}") from None
+        if isinstance(defaults[p.name], dict):  # a column mapping: the option's default is its COL=VALUE text
+            ctx.meta.setdefault("sqlanon.config_pairs", {})[p.name] = defaults[p.name]
+            defaults[p.name] = tuple(f"{c}={v}" for c, v in defaults[p.name].items())
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     ctx.meta["sqlanon.config"] = value
     ctx.meta["sqlanon.config_keys"] = given
@@ -558,6 +593,8 @@ def _config_value(p: click.Parameter, val, base: str):
 
     def path(x) -> str:
         x = _scalar(x, "a path")
+        if not x.strip():  # joined to the file's directory, '' read the job's own directory (helper-29)
+            raise ValueError("is empty")
         sqlite = re.match(r"sqlite(\+\w+)?:///(?!/)", x)  # sqlite:///relative.db, not sqlite:////abs.db
         if sqlite and not x[sqlite.end():].startswith((":memory:", "file:")) and x[sqlite.end():]:
             return x[: sqlite.end()] + os.path.join(base, x[sqlite.end():])
@@ -567,9 +604,9 @@ def _config_value(p: click.Parameter, val, base: str):
         if not isinstance(val, dict) or not val:
             raise ValueError(f"must map columns to {'files' if p.name == 'hierarchy' else 'kinds'}, not {_shown(val)}")
         what = "a file" if p.name == "hierarchy" else "a kind"
-        return tuple(
-            f"{_scalar(c, 'a column')}={path(v) if p.name == 'hierarchy' else _scalar(v, what)}" for c, v in val.items()
-        )
+        # As a mapping (_per_column reads it from ctx.meta): as COL=VALUE
+        # text, a column named 'grp=code' was read as 'grp' (helper-29).
+        return {_scalar(c, 'a column'): path(v) if p.name == 'hierarchy' else _scalar(v, what) for c, v in val.items()}
     if getattr(p, "multiple", False):
         items = val if isinstance(val, list) else [val]
         if not items:
@@ -666,7 +703,8 @@ def _sample(value: str | None) -> float | None:
         number = float(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is neither a fraction nor a row count", param_hint="--sample") from None
-    return number
+    # A row count as the library's sample=1000 has it (the metrics' parameters said 1000.0; helper-29).
+    return int(number) if number > 1 and number.is_integer() else number
 
 
 @main.command(cls=_Command)
@@ -674,8 +712,8 @@ def _sample(value: str | None) -> float | None:
     "--config", type=click.Path(dir_okay=False), is_eager=True, expose_value=False, callback=_load_config,
     help="YAML file with any of these options as keys (e.g. qi: [age, zip]); its relative paths are relative to "
          "it (no ~ or $VAR expansion). Flags override it, except that --drop and --keep add to its lists, --qi and "
-         "--sensitive may not leave its columns out, and --hierarchy/--generalization change only the columns "
-         "they name.",
+         "--sensitive may not leave its columns out, -k and -l may not lower its k and l, and "
+         "--hierarchy/--generalization change only the columns they name.",
 )
 @click.argument("input", metavar="INPUT", required=False)
 @click.option(
@@ -811,8 +849,8 @@ def anonymize(
             input,
             output,
             qi=_covering(ctx, "qi", qi, "which would then be published unchanged"),
-            k=k,
-            l=l_,
+            k=_not_below_file(ctx, "k", "-k", k),
+            l=_not_below_file(ctx, "l_", "-l", l_),
             sensitive=_covering(ctx, "sensitive", sensitive, "which would then go unchecked for l"),
             hierarchies=_merged(ctx, "hierarchy", hierarchy, "generalization", generalization,
                                 lambda kind: kind != "hierarchy"),

@@ -69,6 +69,15 @@ def default_sample_rows(n_qi: int, n_fragments: int) -> int:
 MAX_RETRIES = 100
 """The most reruns of a task ``--retries`` takes."""
 
+MAX_WORKERS = 65536
+"""The most ``--workers`` (and ``--fragments``) a run takes: past a C int
+the process pool failed with an internal OverflowError."""
+
+
+def _not_int(value) -> bool:
+    """Not a whole number: a float, text, or a bool (an int to Python)."""
+    return isinstance(value, bool) or not isinstance(value, int)
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -129,7 +138,7 @@ class RunOptions:
             raise ConfigError("--scheduler goes with --executor=dask")
         if self.spark_master and self.executor != "spark":
             raise ConfigError("--spark-master goes with --executor=spark")
-        if not isinstance(self.retries, int) or not 0 <= self.retries <= MAX_RETRIES:
+        if _not_int(self.retries) or not 0 <= self.retries <= MAX_RETRIES:
             # 2**64 overflowed the Dask scheduler's messages, which shut a shared cluster's workers down;
             # Spark's task.maxFailures is an int (helper-12)
             raise ConfigError(f"--retries must be an integer from 0 to {MAX_RETRIES}, got {self.retries!r}")
@@ -137,10 +146,12 @@ class RunOptions:
             raise ConfigError(
                 f"--task-timeout must be a positive number of seconds (below 1e9), got {self.task_timeout!r}"
             )
-        if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
-            raise ConfigError(f"--workers must be a positive integer, got {self.workers!r}")
-        if self.fragments is not None and (not isinstance(self.fragments, int) or self.fragments < 1):
-            raise ConfigError(f"--fragments must be a positive integer, got {self.fragments!r}")
+        # (True is an int to Python: workers=True failed after the statistics, naming workers for fragments.)
+        if self.workers is not None and (_not_int(self.workers) or not 1 <= self.workers <= MAX_WORKERS):
+            # 2**31 failed as an internal OverflowError in the process pool (helper-29)
+            raise ConfigError(f"--workers must be an integer from 1 to {MAX_WORKERS}, got {self.workers!r}")
+        if self.fragments is not None and (_not_int(self.fragments) or not 1 <= self.fragments <= MAX_WORKERS):
+            raise ConfigError(f"--fragments must be an integer from 1 to {MAX_WORKERS}, got {self.fragments!r}")
         if self.fragmentation not in fragmentation.STRATEGIES:
             raise ConfigError(
                 f"unknown fragmentation {self.fragmentation!r}{suggest(self.fragmentation, fragmentation.STRATEGIES)}; "

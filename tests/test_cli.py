@@ -1332,7 +1332,8 @@ def test_a_command_line_flag_in_a_job_file_is_named_as_one(tmp_path, key):
 
 
 @pytest.mark.parametrize(("line", "message"), [
-    ("workers: 0", "'workers' in '{cfg}' must be a positive integer, got 0"),
+    ("workers: 0", "'workers' in '{cfg}' must be an integer from 1 to 65536, got 0"),
+    ("workers: 2147483648", "'workers' in '{cfg}' must be an integer from 1 to 65536, got 2147483648"),
     ("task-timeout: 0", "'task-timeout' in '{cfg}' must be a positive number of seconds"),
     ("worker_memory: lots", "'worker_memory' in '{cfg}' takes a size such as 2GB"),
     ("sample: abc", "'sample' in '{cfg}' must be a fraction \\(0.001\\) or a row count \\(50000\\), not 'abc'"),
@@ -1350,6 +1351,89 @@ def test_a_bad_value_from_a_config_file_names_its_key(tmp_path, out_dir, line, m
         r = cli("anonymize", "--config", cfg, flag, line.split(": ")[1])
         assert r.exit_code == 2 and r.stderr.startswith(f"Error: {flag} "), r.stderr
     assert snapshot(out_dir) == {}
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    # '' joined to the file's directory: the job's own directory was anonymized, exit 0
+    ("input: ''\noutput: o.parquet\nqi: age\nk: 10\n", "'input' in '{cfg}' is empty"),
+    ("input: {adults}\noutput: ''\nqi: age\nk: 10\n", "'output' in '{cfg}' is empty"),
+    # the value, then its key (it read "'metrics' in 'job.yml'='/…/m.parquet': directory …")
+    ("input: {adults}\noutput: o.parquet\nqi: age\nk: 10\nmetrics: nowhere/m.parquet\n",
+     "'.*nowhere/m.parquet' \\('metrics' in '{cfg}'\\): directory '.*nowhere' does not exist"),
+    ("input: {adults}\noutput: o.parquet\nqi: ''\nk: 10\n",
+     "'qi' in '{cfg}' names no column: name at least one quasi-identifier"),
+    ("input: {adults}\noutput: o.parquet\nqi: age\nk: 10\ngeneralization: {{age: foo}}\n",
+     "'generalization' in '{cfg}' gives column 'age' the unknown kind 'foo'; choose one of"),
+])
+def test_a_job_files_empty_or_unknown_value_is_refused_by_its_key(tmp_path, body, message):
+    """helper-29: each named the file's key only in part, or not at all."""
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(body.format(adults=ADULTS))
+    r = cli("anonymize", "--config", cfg)
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, "^Error: " + message.format(cfg=re.escape(str(cfg))))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.yml"]
+
+
+def test_metrics_given_empty_names_the_option():
+    r = cli("anonymize", ADULTS, "-o", "o.parquet", "--qi", "age", "-k", "10", "--metrics", "")
+    assert r.exit_code == 2
+    assert r.stderr == "Error: --metrics is empty: name a .parquet or .csv file, or a table of the output's database\n"
+
+
+@pytest.mark.parametrize("arg", ["workers", "fragments", "retries"])
+def test_the_library_takes_no_bool_for_a_count(tmp_path, arg):
+    """helper-29: True is an int to Python: retries=True ran once more, and
+    workers=True failed only after the statistics, naming workers for fragments."""
+    with pytest.raises(sqlanon.ConfigError, match=rf"^{arg}= must be an integer from"):
+        sqlanon.anonymize(ADULTS, tmp_path / "o.parquet", qi=["age"], k=10, **{arg: True})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_k_and_l_on_the_command_line_may_raise_a_job_files_not_lower_them(tmp_path, out_dir):
+    """helper-29: '-l 1' switched a job's l check off and '-k 2' undid its
+    'k: 10', exit 0, while the README said what the job protects stays
+    protected."""
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"input: {ADULTS}\noutput: {out_dir / 'o.parquet'}\nqi: [age, race]\nsensitive: [income]\n"
+                   "k: 10\nl: 2\n")
+    for flags, message in ((["-k", "2"], "-k 2 is below 'k' in '{cfg}' \\(10\\)"),
+                           (["-l", "1"], "-l 1 is below 'l' in '{cfg}' \\(2\\)")):
+        r = cli("anonymize", "--config", cfg, *flags)
+        assert r.exit_code == 2
+        assert_one_line_error(r.stderr, "^Error: " + message.format(cfg=re.escape(str(cfg)))
+                              + ": a flag may raise what the job protects, not lower it; edit the file")
+    assert snapshot(out_dir) == {}
+    r = cli("anonymize", "--config", cfg, "-k", "12", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["min_class_size"] >= 12
+
+
+def test_a_job_files_column_mapping_takes_a_column_named_with_an_equals_sign(tmp_path):
+    """helper-29: the file's mapping travelled as COL=VALUE text, split at the
+    first '=': column 'grp=code' was read as 'grp' ("not a quasi-identifier")."""
+    src = tmp_path / "in.csv"
+    src.write_text("grp=code,age\n" + "".join(f"AB{i % 7},{20 + i % 30}\n" for i in range(200)))
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"input: {src}\noutput: o.parquet\nqi: [age, 'grp=code']\ngeneralization: {{'grp=code': prefix}}\n"
+                   "k: 5\nworkers: 1\n")
+    r = cli("anonymize", "--config", cfg, "--json")
+    assert r.exit_code == 0, r.stderr
+    out = pq.read_table(tmp_path / "o.parquet").column("grp=code").to_pylist()
+    assert all(v.startswith("AB") for v in out) and any(v != f"AB{i}" for i in range(7) for v in out)
+    r = cli("anonymize", "--config", cfg, "--generalization", "age=set", "--overwrite", "--json")
+    assert r.exit_code == 0, r.stderr
+    params = json.loads(duckdb.execute("SELECT parameters FROM read_parquet(?) WHERE kind = 'total'",
+                                       [str(tmp_path / "o__metrics.parquet")]).fetchall()[-1][0])
+    assert params["generalization"] == {"grp=code": "prefix", "age": "set"}
+
+
+def test_keep_on_the_command_line_against_a_job_files_drop_names_the_file(tmp_path):
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"input: {ADULTS}\noutput: o.parquet\nqi: [age]\nk: 10\ndrop: [workclass]\n")
+    r = cli("anonymize", "--config", cfg, "--keep", "workclass")
+    assert r.exit_code == 2
+    assert r.stderr == f"Error: --keep and 'drop' in {str(cfg)!r} both name 'workclass'\n"
 
 
 def test_a_bad_command_line_value_is_not_blamed_on_the_config_file(tmp_path, out_dir):

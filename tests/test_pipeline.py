@@ -1449,7 +1449,7 @@ def test_library_arguments_and_documents_hold_up(tmp_path):
     for kwargs, message in ((dict(executor=None), "unknown executor None"),
                             (dict(fragmentation=None), "unknown fragmentation None"),
                             (dict(interval_format=None), "unknown interval format None"),
-                            (dict(generalization={"day": Path("set")}), "unknown generalization PosixPath"),
+                            (dict(generalization={"day": Path("set")}), "the unknown kind PosixPath"),
                             (dict(qi={"day": "set"}), r"qi takes column names, got a mapping .*generalization=")):
         args = dict(qi=["day"], k=4, workers=1, overwrite=True) | kwargs
         with pytest.raises(sqlanon.ConfigError, match=message):
