@@ -46,7 +46,7 @@ def _sides_diverse(X, S, start, end, a, t, l, s_off, stamp_l, stamp_r, mark):
 
     A column's scan stops once both sides have ``l``: with few sensitive
     values that is within a few rows, where scanning the whole block took
-    a fifth of the kernel's time (poker, BENCHMARKS.md section 1)."""
+    a fifth of the kernel's time (poker; BENCHMARKS.md, section 2, twenty-second session)."""
     n_s = S.shape[1]
     for s in range(n_s):
         mark += 1
