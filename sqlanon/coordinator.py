@@ -848,6 +848,7 @@ def run(
         if columns:
             if getattr(target, "dialect", None) == "postgres":
                 _refuse_ungroupable_sensitive(source, spec, columns, snapshot_holder)
+            _refuse_uncuttable_qis(source, spec, columns, snapshot_holder)
             _refuse_generated_from_qis(snapshot_holder.execute(render(
                 "generated_from.sql", dialect="postgres", inline=True, relation=source.relation).sql).fetchall(),
                 spec, drop, [n for n, _ in columns])
@@ -1432,6 +1433,34 @@ def _refuse_ungroupable_sensitive(source, spec: AnonymizationSpec, columns: list
                 f"sensitive column {name!r} is {types.get(name, 'of a type')} on the server, which has no equality "
                 "to count its distinct values by: cast it in a view (e.g. to text or jsonb)"
             ) from None
+
+
+def _refuse_uncuttable_qis(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], server) -> None:
+    """A fragment's WHERE clause compares each QI with bound values (``<=``,
+    ``IN``): a json, xml, point or hstore QI (no such operator) or a
+    composite one (the server takes no literal of a composite as a value
+    to compare with) failed there, with the server's words, and only when
+    the plan had two fragments or more (helper-27). Refused by column up
+    front, on a probe of the clause's shape that reads no row."""
+    import psycopg
+
+    types = dict(columns)
+    for name in spec.qi_names:
+        c = ident(name)
+        try:
+            with server.transaction():  # a savepoint: the run's snapshot transaction goes on
+                oid = server.execute(f"SELECT {c} FROM {source.relation} WHERE false AND {c} <= %s AND {c} IN (%s)",
+                                     (None, None)).description[0].type_code
+                if server.execute("SELECT typtype = 'c' FROM pg_type WHERE oid = %s", (oid,)).fetchone()[0]:
+                    why = "a composite, which the server takes no literal of"
+                else:
+                    continue
+        except psycopg.Error as exc:
+            why = io.first_line(exc)
+        raise ConfigError(
+            f"quasi-identifier {name!r} is {types.get(name, 'of a type')} on the server, whose values a fragment's "
+            f"WHERE clause cannot compare ({why}): cast it in a view (e.g. to text)"
+        )
 
 
 def _refuse_generated_from_qis(pairs, spec: AnonymizationSpec, drop: tuple[str, ...], names: list[str],

@@ -618,6 +618,28 @@ def test_a_sensitive_column_without_an_equality_is_refused_into_postgresql(pg_ur
     assert sqlanon.anonymize(pg_url, tmp_path / "o.parquet", **run).metrics.rows == 600
 
 
+@pytest.mark.parametrize(("kind", "expr", "why"), [
+    ("json", "json_build_object('g', g % 7)", r"operator does not exist: json <= unknown"),
+    ("point", "point(g % 7, 1)", r"operator does not exist: point <= unknown"),
+    ("composite", "ROW(g % 7, 'x')::incomparable_qi.pair", r"a composite, which the server takes no literal of"),
+])
+def test_a_qi_a_where_clause_cannot_compare_is_refused(pg_url, tmp_path, kind, expr, why):
+    """A json, point or composite QI failed at the fragments' WHERE clauses,
+    after the statistics and the plan, in the server's words; with one
+    fragment (no clause) it ran (helper-27). Refused by name either way."""
+    schema = "incomparable_qi"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE TYPE {schema}.pair AS (a int, b text); "
+                f"CREATE TABLE {schema}.src AS SELECT g AS id, 18 + g % 60 AS age, {expr} AS v "
+                "FROM generate_series(1, 600) g")
+    for fragments in (2, 1):
+        with pytest.raises(sqlanon.ConfigError, match=rf"^quasi-identifier 'v' is \S+ on the server, whose values a "
+                                                      rf"fragment's WHERE clause cannot compare \({why}\): cast it"):
+            sqlanon.anonymize(pg_url, tmp_path / "o.parquet", table=f"{schema}.src", qi=["age", "v"], k=5,
+                              workers=2, fragments=fragments)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_metrics_table_of_an_older_shape_takes_new_columns(pg_url):
     """Rows go into an existing metrics table by name, adding the columns an
     older sqlanon's table lacks (it inserted by position: an error, or values
