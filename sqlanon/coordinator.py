@@ -969,6 +969,11 @@ def run(
             staging.arrow_fields = io.restorable_fields(source.files(), schema, passthrough)
         if not target.exact_parts or getattr(target, "dialect", None) == "postgres":  # Parquet on the way (helper-14)
             _check_decimal_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
+            if not target.exact_parts:
+                _check_negative_intervals(con, source, [f.name for f in schema if f.name in passthrough
+                                                        and pa.types.is_interval(f.type)], target)
+        else:
+            _check_hugeint_minimum(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
         if source.dialect == "duckdb" and not (isinstance(target, io.FileTarget) and target.fmt == "csv"):
             _check_nested_hugeints(con, source, described, passthrough)
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
@@ -1273,6 +1278,37 @@ def _check_decimal_hugeints(con: duckdb.DuckDBPyConnection, source, columns: lis
                 f"column {c!r} is a HUGEINT holding values of 39 digits, which {where} ({target.describe()!r}) "
                 "cannot take (DECIMAL(38,0) at most on the way): write to a DuckDB table, cast it to text in a view, "
                 "or drop it (--drop)"
+            )
+
+
+def _check_negative_intervals(con: duckdb.DuckDBPyConnection, source, columns: list[str], target) -> None:
+    """Parquet's INTERVAL holds no negative months, days or microseconds: a
+    negative one failed the run after all its work, on a staging part file
+    ("Parquet files do not support negative intervals", no column named;
+    helper-27). Refused by column."""
+    for c in columns:
+        parts = ", ".join(f"datepart('{p}', {ident(c)}) < 0"
+                          for p in ("year", "month", "day", "hour", "minute", "microseconds"))
+        if con.execute(f"SELECT count(*) FROM {source.relation} WHERE greatest({parts})").fetchone()[0]:
+            raise InputError(
+                f"column {c!r} holds negative INTERVALs, which a Parquet output ({target.describe()!r}) cannot hold: "
+                "write CSV, a DuckDB table or PostgreSQL, cast it to text in a view, or drop it (--drop)"
+            )
+
+
+def _check_hugeint_minimum(con: duckdb.DuckDBPyConnection, source, columns: list[str], target) -> None:
+    """Into CSV or a DuckDB table a HUGEINT of 39 digits travels exactly
+    (Arrow's decimal128 holds it), but for its smallest value, -2**127:
+    DuckDB cannot negate it, and the run failed after all its work ("Out of
+    Range Error: Negation of HUGEINT is out of range!", no column named;
+    helper-27). Refused by column."""
+    for c in columns:
+        if con.execute(f"SELECT count(*) FROM {source.relation} WHERE {ident(c)} = "
+                       "-170141183460469231731687303715884105727::HUGEINT - 1").fetchone()[0]:
+            raise InputError(
+                f"column {c!r} holds -170141183460469231731687303715884105728, the smallest HUGEINT, which cannot "
+                f"travel to {target.describe()!r} on the way sqlanon writes it: cast it to text in a view, or drop it "
+                "(--drop)"
             )
 
 

@@ -1531,6 +1531,41 @@ def test_a_hugeint_of_39_digits_reaches_a_csv_output_as_written(tmp_path):
         sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["age"], k=3, workers=1)
 
 
+@pytest.mark.parametrize("target", ["o.csv", "o.duckdb"])
+def test_the_smallest_hugeint_is_refused_by_name_where_it_cannot_travel(tmp_path, target):
+    """-2**127 failed the run after all its work, into CSV or a DuckDB
+    table ("Negation of HUGEINT is out of range!", no column named): Arrow's
+    decimal128 on the way holds it, DuckDB cannot read it back (helper-27)."""
+    db = tmp_path / "h.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id, 20 + i AS age, CASE WHEN i = 3
+                       THEN -170141183460469231731687303715884105727::HUGEINT - 1 ELSE i::HUGEINT END AS h
+                       FROM range(12) r(i)""")
+    out = dict(target_table="anon") if target.endswith(".duckdb") else {}
+    with pytest.raises(sqlanon.InputError, match=r"^column 'h' holds -170141183460469231731687303715884105728, the "
+                                                 r"smallest HUGEINT, which cannot travel to '.*o\.(csv|duckdb table anon)'"):
+        sqlanon.anonymize(db, tmp_path / target, table="t", qi=["age"], k=3, workers=1, **out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.duckdb"]
+
+
+@pytest.mark.parametrize("target", ["o.parquet", "out/"])
+def test_a_negative_interval_is_refused_by_name_into_parquet(tmp_path, target):
+    """Parquet's INTERVAL has no sign: the run failed after all its work on a
+    staging part ("Parquet files do not support negative intervals", no
+    column named; helper-27). CSV takes it."""
+    db = tmp_path / "i.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id, 20 + i AS age, CASE WHEN i = 3
+                       THEN INTERVAL '1 month' - INTERVAL '1 day' ELSE INTERVAL '1 day' * i END AS iv
+                       FROM range(12) r(i)""")
+    with pytest.raises(sqlanon.InputError, match=r"^column 'iv' holds negative INTERVALs, which a Parquet output "
+                                                 r"\('.*(o\.parquet|out)'\) cannot hold: write CSV"):
+        sqlanon.anonymize(db, tmp_path / target, table="t", qi=["age"], k=3, workers=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["i.duckdb"]
+    sqlanon.anonymize(db, tmp_path / "o.csv", table="t", qi=["age"], k=3, workers=1)
+    assert '\n3,"[23, 25]",1 month -1 day\n' in (tmp_path / "o.csv").read_text()
+
+
 def test_a_nan_leaf_of_a_hierarchy_cut_lands_in_its_fragment(tmp_path):
     """`v IN (…, NaN)` skipped the Parquet row groups holding the NaN rows
     (their statistics leave NaN out) and the other side's NOT IN left them
