@@ -1078,7 +1078,14 @@ class PostgresTarget:
                     staging.grants = self._private(c, name)
                 con.execute(f"INSERT INTO {local} SELECT * FROM {parts}")
         except duckdb.Error as exc:
-            raise InputError(f"cannot write {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+            hint = ""
+            if "malformed array literal" in str(exc):  # the server's words only (helper-27)
+                nested = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {parts}").fetchall()
+                          if re.search(r"\[\d*\]\[\d*\]$", row[1])]
+                hint = (f" (list column {', '.join(map(repr, nested)) or '?'} holds lists of unequal lengths, or empty "
+                        "or NULL inner lists, which a PostgreSQL array cannot hold: it is rectangular; cast the column "
+                        "to text or JSON in a view, or drop it with --drop)")
+            raise InputError(f"cannot write {self.describe()}: {self.conn.redact(_first_line(exc))}{hint}") from None
         return ident(list(name))
 
     @staticmethod

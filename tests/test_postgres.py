@@ -640,6 +640,20 @@ def test_a_qi_a_where_clause_cannot_compare_is_refused(pg_url, tmp_path, kind, e
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_ragged_list_into_postgresql_names_its_column(pg_url, tmp_path):
+    """A list of lists of unequal lengths failed the load in the server's
+    words only ('malformed array literal'): a PostgreSQL array is
+    rectangular (helper-27)."""
+    db = tmp_path / "r.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS id, 20 + i AS age, "
+                    "CASE WHEN i = 3 THEN [[1], [2, 3]] ELSE [[i, i], [i, i]] END AS l FROM range(12) r(i)")
+    with pytest.raises(sqlanon.InputError, match=r"malformed array literal.* \(list column 'l' holds lists of "
+                                                 r"unequal lengths, .*cannot hold: it is rectangular"):
+        sqlanon.anonymize(db, pg_url, table="t", target_table="public.ragged_dst", qi=["age"], k=3, workers=1)
+    assert not exists(pg_url, "public", "ragged_dst")
+
+
 def test_metrics_table_of_an_older_shape_takes_new_columns(pg_url):
     """Rows go into an existing metrics table by name, adding the columns an
     older sqlanon's table lacks (it inserted by position: an error, or values
