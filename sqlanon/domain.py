@@ -105,8 +105,9 @@ def check_type(name: str, dtype: pa.DataType, role: str) -> None:
     if nested or (qi and (pa.types.is_interval(dtype) or binary)):
         what = ("nested values" if nested else "intervals, which have no order" if pa.types.is_interval(dtype)
                 else "bytes, which have no text to publish")
+        shown = "INTERVAL" if pa.types.is_interval(dtype) else dtype  # not Arrow's month_day_nano_interval
         raise ConfigError(
-            f"column {name!r} has type {dtype} ({what}) and cannot be a {role}: "
+            f"column {name!r} has type {shown} ({what}) and cannot be a {role}: "
             "cast it to text or numbers in a view (e.g. hex), or leave it out"
         )
 

@@ -1566,6 +1566,16 @@ def test_a_negative_interval_is_refused_by_name_into_parquet(tmp_path, target):
     assert '\n3,"[23, 25]",1 month -1 day\n' in (tmp_path / "o.csv").read_text()
 
 
+def test_an_interval_qi_is_refused_by_its_sql_type(tmp_path):
+    """It was named by Arrow's type, month_day_nano_interval (helper-27)."""
+    db = tmp_path / "i.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS id, INTERVAL '1 day' * (i % 5) AS iv FROM range(40) r(i)")
+    with pytest.raises(sqlanon.ConfigError, match=r"^column 'iv' has type INTERVAL \(intervals, which have no order\) "
+                                                  r"and cannot be a quasi-identifier"):
+        sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["iv"], k=2, workers=1)
+
+
 def test_a_nan_leaf_of_a_hierarchy_cut_lands_in_its_fragment(tmp_path):
     """`v IN (…, NaN)` skipped the Parquet row groups holding the NaN rows
     (their statistics leave NaN out) and the other side's NOT IN left them
