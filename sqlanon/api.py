@@ -359,10 +359,8 @@ def anonymize(
 def _check_reachable(options: RunOptions, src: str, out: str, table: str | None) -> None:
     """A remote cluster's workers read the source and write parts on other
     hosts: local paths must be absolute (on a filesystem they all mount)."""
-    remote = (options.executor == "dask" and options.scheduler) or (
-        options.executor == "spark" and options.spark_master and executors.remote_master(options.spark_master)
-    )
-    if not remote:
+    # A caller's active Spark session on a remote master too (it went by --spark-master only: helper-28).
+    if not executors.remote_cluster(options.executor, options.scheduler, options.spark_master):
         return
     if warehouse.is_url(out):
         raise ConfigError(

@@ -136,6 +136,12 @@ class RunOptions:
             )
         if self.scheduler and self.executor != "dask":
             raise ConfigError("--scheduler goes with --executor=dask")
+        for flag, url in (("--scheduler", self.scheduler), ("--spark-master", self.spark_master)):
+            for address in (url or "").split("://", 1)[-1].split(","):  # a standalone master's HA list too
+                port = address.rpartition(":")[2].rstrip("/")
+                if ":" in address and port.isdigit() and not 0 < int(port) < 65536:
+                    # tcp://host:99999 waited 30 s to fail, exit 1; spark:// tried port 99999 % 65536 (helper-28)
+                    raise ConfigError(f"{flag} {url!r} names port {port}: a port is 1 to 65535")
         if self.spark_master and self.executor != "spark":
             raise ConfigError("--spark-master goes with --executor=spark")
         if _not_int(self.retries) or not 0 <= self.retries <= MAX_RETRIES:

@@ -680,6 +680,8 @@ def _spark_error(exc: BaseException) -> str:
     """The line that says what went wrong in a Spark/py4j error: they start
     with a generic line and carry a Java or Python stack trace (a task's
     Python error is the traceback's last line)."""
+    if isinstance(exc, ConnectionError) or type(exc).__name__ == "Py4JNetworkError":  # its JVM is gone
+        return f"the connection to Spark's JVM was lost ({exc})"
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     if any(ln.startswith("Traceback (most recent call last)") for ln in lines):
         return _cut(lines[-1])
@@ -780,14 +782,37 @@ def _check_standalone_master(master: str) -> None:
     why = ""
     for address in master.removeprefix("spark://").split(","):
         host, _, port = address.rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT / 6):
-                return
-        except ValueError:
+        if not port.isdigit():
             return  # not host:port: Spark will say what it makes of it
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT / 6) as conn:
+                http = int(port) != 7077 and _answers_http(conn)
+        except UnicodeError:
+            return  # a host name IDNA cannot encode ('a..b'): Spark will say what it makes of it
         except OSError as exc:
             why = why or (exc.strerror or type(exc).__name__)
+            continue
+        if http:  # the job names the wrong port: exit 2
+            raise ConfigError(
+                f"{'spark://' + address!r} answers HTTP: it is a Spark master's web UI or REST port, not the port "
+                "its driver connects to (the spark://host:port its web UI shows, 7077 by default)"
+            )
+        return
     raise InputError(f"cannot reach the Spark master {master!r}: {why}")
+
+
+def _answers_http(conn: socket.socket) -> bool:
+    """Whether the server at ``conn`` answers an HTTP request: a Spark
+    master's web UI (8080) or REST port (6066) given for its RPC port, on
+    which the driver tried for ~80 s and printed ~170 lines of Java stack
+    traces (helper-28). Not asked of port 7077: a master's RPC port logs a
+    warning for the request it cannot read."""
+    try:
+        conn.settimeout(2)
+        conn.sendall(b"HEAD / HTTP/1.0\r\n\r\n")
+        return conn.recv(5) == b"HTTP/"
+    except OSError:
+        return False
 
 
 def remote_master(master: str) -> bool:
@@ -882,9 +907,34 @@ class SparkExecutor:
         # Spark runs jobs submitted from several driver threads concurrently:
         # one thread per slot, one single-task job per fragment.
         self._threads = ThreadPoolExecutor(max_workers=self.slots)
+        self._no_workers_since: float | None = None
+        if self._owned and getattr(sc, "_accumulatorServer", None) is not None:
+            # A JVM that dies mid-run ends its connection to pyspark's
+            # accumulator server, which printed an EOFError traceback above
+            # the run's one line (helper-28); the run says what happened.
+            sc._accumulatorServer.handle_error = lambda request, address: None
 
     def warm(self) -> None:
         """Spark's Python workers start with the first job."""
+
+    def check_health(self) -> None:
+        """Fail the run when its Spark driver's JVM has gone, or a cluster
+        has had no executor for :data:`WAIT_FOR_WORKERS` seconds: with its
+        only worker lost, a standalone run waited for ever (Spark waits for
+        resources; helper-28). A local master's executor is the driver."""
+        try:
+            executors = self._spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # less the driver
+        except Exception as exc:  # noqa: BLE001 - py4j's errors of a JVM that went away, of every kind
+            raise InputError(f"the Spark driver's JVM went away ({_spark_error(exc)}); nothing was published") from None
+        if executors > 0 or not self.remote:
+            self._no_workers_since = None
+            return
+        now = time.monotonic()
+        if self._no_workers_since is None:
+            self._no_workers_since = now
+        elif now - self._no_workers_since > WAIT_FOR_WORKERS:
+            raise InputError(f"the Spark cluster has had no executors for {WAIT_FOR_WORKERS:g} s; nothing was "
+                             "published")
 
     describe_error = staticmethod(_spark_error)
 
@@ -893,16 +943,27 @@ class SparkExecutor:
         return self._threads.submit(lambda: sc.parallelize([task], 1).map(fn).collect()[0])
 
     def shutdown(self, abort: bool = False) -> None:
+        # A driver's JVM that died mid-run fails every call to it: the
+        # clean-up's error ('Connection refused') replaced the run's own, as
+        # an internal error (helper-28). What can be stopped is stopped.
         if abort:
-            self._spark.sparkContext.cancelAllJobs()
+            with contextlib.suppress(Exception):
+                self._spark.sparkContext.cancelAllJobs()
         self._threads.shutdown(wait=not abort, cancel_futures=True)
         if self._owned:
             from pyspark import SparkFiles
 
             # pyspark put the session's file directory first on sys.path, and
             # leaves it there, gone, when the session stops (one per call).
-            files = SparkFiles.getRootDirectory()
-            self._spark.stop()
+            files = None
+            with contextlib.suppress(Exception):
+                files = SparkFiles.getRootDirectory()
+            try:
+                self._spark.stop()
+            except Exception as exc:  # noqa: BLE001 - py4j's, of a JVM that went away
+                if not abort:
+                    raise
+                log.debug("stopping Spark: %s", _spark_error(exc))
             sys.path[:] = [p for p in sys.path if p != files]
         if self._log_config is not None:
             with contextlib.suppress(OSError):

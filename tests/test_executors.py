@@ -341,6 +341,91 @@ def test_an_unreachable_spark_master_fails_at_once_in_one_line(source, tmp_path)
     assert not out.exists()
 
 
+def test_a_spark_masters_web_ui_port_is_refused_at_once(source, tmp_path):
+    """The web UI's (8080) or REST port (6066) given for the master's: the
+    driver tried for ~80 s and printed ~170 lines of Java stack traces
+    (helper-28). An HTTP answer tells at once, before a JVM starts."""
+    import http.server
+    import threading
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        master = f"spark://127.0.0.1:{server.server_address[1]}"
+        out = tmp_path / "out.parquet"
+        args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(source), "-o", str(out), "--qi", ",".join(QI),
+                "-k", "5", "--executor", "spark", "--spark-master", master]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    finally:
+        server.shutdown()
+    assert p.returncode == 2
+    assert p.stderr == (f"Error: {master!r} answers HTTP: it is a Spark master's web UI or REST port, not the port "
+                        "its driver connects to (the spark://host:port its web UI shows, 7077 by default)\n")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("flag", "url"), [("--scheduler", "tcp://[::1]:99999"),
+                                           ("--spark-master", "spark://a:7077,b:70770")])
+def test_a_cluster_address_with_a_port_out_of_range_is_a_usage_error(source, tmp_path, flag, url):
+    """tcp://host:99999 waited 30 s to fail with exit 1 (helper-28)."""
+    executor = "dask" if flag == "--scheduler" else "spark"
+    with pytest.raises(ConfigError, match=rf"^{flag.lstrip('-').replace('-', '_')}= '.*' names port \d+: a port is "
+                                          "1 to 65535$"):
+        sqlanon.anonymize(source, tmp_path / "o.parquet", qi=QI, k=5, executor=executor,
+                          **{flag.lstrip("-").replace("-", "_"): url})
+
+
+def test_spark_health_check_and_shutdown_after_its_jvm_or_executors_are_gone(monkeypatch):
+    """A standalone run whose only worker was lost waited for ever; a JVM
+    that died mid-run made the clean-up fail ('Connection refused'), as an
+    internal error in place of the run's own (helper-28). Spark stand-ins:
+    the JVM's answers are what is tested."""
+    from types import SimpleNamespace
+
+    from sqlanon import executors
+    from sqlanon.errors import InputError
+
+    def refused(*args):
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    status = SimpleNamespace(size=lambda: 1)  # the driver alone
+    context = SimpleNamespace(_jsc=SimpleNamespace(sc=lambda: SimpleNamespace(getExecutorMemoryStatus=lambda: status)),
+                              cancelAllJobs=refused)
+    spark = executors.SparkExecutor.__new__(executors.SparkExecutor)
+    spark._spark, spark.remote, spark._no_workers_since = SimpleNamespace(sparkContext=context, stop=refused), True, None
+    spark._threads, spark._owned, spark._log_config = executors.ThreadPoolExecutor(1), False, None
+    monkeypatch.setattr(executors, "WAIT_FOR_WORKERS", 0.0)
+    spark.check_health()  # the first look: no executor since now
+    time.sleep(0.01)
+    with pytest.raises(InputError, match="^the Spark cluster has had no executors for 0 s; nothing was published$"):
+        spark.check_health()
+    spark.remote = False  # a local master's executor is its driver
+    spark.check_health()
+    context._jsc = SimpleNamespace(sc=refused)
+    with pytest.raises(InputError, match=r"^the Spark driver's JVM went away \(the connection to Spark's JVM was "
+                                         r"lost \(\[Errno 111\] Connection refused\)\); nothing was published$"):
+        spark.check_health()
+    spark._owned = True
+    spark.shutdown(abort=True)  # cancelAllJobs and stop both refused: no error of the clean-up's own
+    with pytest.raises(ConnectionRefusedError):
+        executors.SparkExecutor.shutdown(spark)  # not an abort: a failure to stop is the run's to report
+
+
+def test_a_callers_remote_spark_session_gets_the_remote_clusters_checks(source, tmp_path, monkeypatch):
+    """Under a caller's SparkSession on a spark:// master a relative input
+    was not refused (the check went by --spark-master alone), and the run
+    failed on a fragment on the cluster (helper-28)."""
+    from sqlanon import executors
+
+    seen = []
+    monkeypatch.setattr(executors, "remote_cluster", lambda *args: seen.append(args) or True)
+    monkeypatch.chdir(source.parent)
+    with pytest.raises(ConfigError, match=f"^the input '{source.name}' is a relative local path: with "
+                                          "executor='spark' on a remote cluster give an absolute path"):
+        sqlanon.anonymize(source.name, tmp_path / "o.parquet", qi=QI, k=5, executor="spark")
+    assert seen == [("spark", None, None)]
+
+
 def test_spark_errors_are_told_by_their_meaningful_line():
     """A failed Spark task's error is a generic line, a Python traceback and the
     error itself last; a failed start is a py4j line and a Java trace. The run's
