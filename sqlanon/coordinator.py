@@ -1695,6 +1695,18 @@ def _json(value) -> str:
     return strict_json(value, sort_keys=True)
 
 
+def _recorded(place) -> str:
+    """A source's or target's description as the metrics record it: a local
+    path absolute, as the hierarchy files' are (typed relative, a rerun from
+    another directory did not find it: helper-31); a URL as it is shown."""
+    shown = place.describe()
+    for attr in ("base", "path"):
+        path = getattr(place, attr, None)
+        if isinstance(path, str) and path and "://" not in path and shown.startswith(path):
+            return os.path.abspath(path) + shown[len(path):]
+    return shown
+
+
 def _metrics_rows(
     run_id, started, plan, results, repaired, total, spec, options, source, target, sample_rows, workers, seconds,
     schema, drop, keep,
@@ -1714,12 +1726,15 @@ def _metrics_rows(
         "sensitive": list(spec.sensitive),
         "interval_format": spec.interval_format,
         "fragmentation": plan.strategy,
-        "fragments": len(plan.fragments),
+        # As asked (--fragments, or one per worker): a rerun with it cuts the same plan. The
+        # fragments that ran are the plan's, which repairs merge (it said 4 of a 16-fragment job: helper-31).
+        "fragments": options.fragments or workers,
         "workers": workers,
         "sample": options.sample,
+        "date_order": options.date_order,  # it reads the input's dates: another order, other rows (helper-31)
     }
     common = dict(
-        run_id=run_id, started_at=started, k=spec.k, l=spec.l, source=source.describe(), target=target.describe(),
+        run_id=run_id, started_at=started, k=spec.k, l=spec.l, source=_recorded(source), target=_recorded(target),
         parameters=_json(params), sample_rows=sample_rows, sample_seed=options.seed,
     )
     rows = []

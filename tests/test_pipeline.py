@@ -175,6 +175,17 @@ def test_misleading_sample_is_repaired(tmp_path):
     assert v.ok and v.rows == n
     m = duckdb.sql(f"SELECT * FROM read_parquet('{r.metrics_location}') WHERE kind = 'fragment'").fetch_arrow_table().to_pandas()
     assert m.repaired.any() and m.rows.sum() == n
+    # What a rerun passes: the fragments asked for, not those that ran after the
+    # merge (a rerun with those cut another plan: helper-31); the input, absolute.
+    total = duckdb.execute("SELECT source, parameters FROM read_parquet(?) WHERE kind = 'total'",
+                           [r.metrics_location]).fetchone()
+    params = json.loads(total[1])
+    assert params["fragments"] == 8 and len(r.plan.fragments) < 8 and params["date_order"] is None
+    assert total[0] == str(src) and os.path.isabs(total[0])
+    again = sqlanon.anonymize(src, tmp_path / "again.parquet", qi=params["qi"], k=300, l=2, sensitive=params["sensitive"],
+                              workers=1, fragments=params["fragments"], sample=params["sample"])
+    assert sorted(pq.read_table(out).to_pylist(), key=str) == sorted(pq.read_table(tmp_path / "again.parquet")
+                                                                       .to_pylist(), key=str)
 
 
 @pytest.mark.parametrize("first", ["submitted", "reversed"])
