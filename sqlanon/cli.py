@@ -69,8 +69,9 @@ def _not_below_file(ctx: click.Context, name: str, flag: str, value: int) -> int
     value, not lower it: ``-l 1`` turned a job's l check off, and ``-k 2``
     published classes of two where the file asks for ten (helper-29)."""
     in_file = (ctx.default_map or {}).get(name)
+    least = 2 if name == "k" else 1  # below it the value's own check says what is wrong (helper-30)
     if (ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE and isinstance(in_file, int)
-            and value < in_file):
+            and least <= value < in_file):
         key = ctx.meta.get("sqlanon.config_keys", {}).get(name, flag.lstrip("-"))
         raise ConfigError(
             f"{flag} {value} is below {key!r} in {ctx.meta['sqlanon.config']!r} ({in_file}): a flag may raise what "
@@ -149,6 +150,10 @@ def _merged(ctx: click.Context, name: str, values: tuple[str, ...], other: str, 
     return pairs
 
 
+_QUOTED_NAME = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
+"""A name as repr() shows it: in single quotes, or double ones when it holds a single quote."""
+
+
 def _config_keys_named(message: str) -> str:
     """A usage error about a value that came from the --config file names its
     key and the file, not the flag the user did not type: ``'workers' in
@@ -158,19 +163,24 @@ def _config_keys_named(message: str) -> str:
     if not keys:
         return message
     file_only = ctx.meta.get("sqlanon.file_only", {})
-    # Two options naming one column ("--keep and --drop both name 'ssn'"):
-    # each named where the column came from, the flag or the file (helper-29).
-    both = re.fullmatch(r"(--[\w-]+) and (--[\w-]+) both name ('(?:[^'\\]|\\.)*')(.*)", message, re.S)
-    if both:
-        def who(opt: str) -> str:
+    # Options naming the same columns ("--keep and --drop both name 'ssn'"):
+    # each named, column by column, where the column came from, the flag or
+    # the file (helper-29, helper-30).
+    both = re.fullmatch(r"(--[\w-]+) and (--[\w-]+) both name (.+)", message, re.S)
+    names = re.findall(_QUOTED_NAME, both.group(3)) if both else []
+    if both and ", ".join(names) == both.group(3):
+        def who(opt: str, name: str) -> str:
             for p in ctx.command.params:
                 if opt in p.opts and p.name in keys and (
                         ctx.get_parameter_source(p.name) is click.core.ParameterSource.DEFAULT_MAP
-                        or both.group(3) in map(repr, file_only.get(p.name, ()))):
+                        or name in map(repr, file_only.get(p.name, ()))):
                     return f"{keys[p.name]!r} in {ctx.meta['sqlanon.config']!r}"
             return opt
 
-        return f"{who(both.group(1))} and {who(both.group(2))} both name {both.group(3)}{both.group(4)}"
+        by_source: dict[tuple[str, str], list[str]] = {}
+        for name in names:
+            by_source.setdefault((who(both.group(1), name), who(both.group(2), name)), []).append(name)
+        return "; ".join(f"{a} and {b} both name {', '.join(group)}" for (a, b), group in by_source.items())
     for param in ctx.command.params:
         if param.name not in keys:
             continue

@@ -1487,12 +1487,15 @@ def _refuse_uncuttable_qis(source, spec: AnonymizationSpec, columns: list[tuple[
     import psycopg
 
     types = dict(columns)
-    for name in spec.qi_names:
-        c = ident(name)
+    for q in spec.quasi_identifiers:
+        name, c = q.name, ident(q.name)
+        # A hierarchy's cuts are leaf lists (IN); the others' cut points (<=): an
+        # hstore QI with a hierarchy has = but no <= (helper-30).
+        compare = f"{c} IN (%s)" if q.hierarchy is not None else f"{c} <= %s"
         try:
             with server.transaction():  # a savepoint: the run's snapshot transaction goes on
-                oid = server.execute(f"SELECT {c} FROM {source.relation} WHERE false AND {c} <= %s AND {c} IN (%s)",
-                                     (None, None)).description[0].type_code
+                oid = server.execute(f"SELECT {c} FROM {source.relation} WHERE false AND {compare}",
+                                     (None,)).description[0].type_code
                 if server.execute("SELECT typtype = 'c' FROM pg_type WHERE oid = %s", (oid,)).fetchone()[0]:
                     why = "a composite, which the server takes no literal of"
                 else:

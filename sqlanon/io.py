@@ -1284,10 +1284,28 @@ def copy_relation(
                       delim=delim, plain=plain, arrow_schema=arrow_schema)
         con.execute(stmt.sql, stmt.params)
     except (duckdb.Error, OSError) as exc:
-        raise InputError(f"cannot write {path!r}: {first_line(exc)}") from exc
+        raise InputError(f"cannot write {path!r}: {first_line(exc)}{_negative_interval_hint(con, relation, exc)}"
+                         ) from exc
     finally:
         if isinstance(data, pa.Table):
             con.unregister("__sqlanon_out")
+
+
+def _negative_interval_hint(con: duckdb.DuckDBPyConnection, relation: str, exc: BaseException) -> str:
+    """Which columns a Parquet write that failed on a negative INTERVAL
+    holds intervals in: one in a list or struct (a top-level one is refused
+    before the run, coordinator._check_negative_intervals) failed naming a
+    staging part only (helper-30)."""
+    if "do not support negative intervals" not in str(exc):
+        return ""
+    try:
+        columns = [name for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
+                   if "INTERVAL" in typ]
+    except duckdb.Error:
+        columns = []
+    return (f" (column {', '.join(map(repr, columns)) or '?'}: an INTERVAL with a negative part, which Parquet cannot "
+            "hold, and sqlanon's parts are Parquet on the way to every output; cast it to text in a view, or drop it "
+            "with --drop)")
 
 
 def _negative_zero(con: duckdb.DuckDBPyConnection, relation: str, described, skip: tuple[str, ...]) -> bool:

@@ -646,6 +646,30 @@ LOCK_TRIES_MS = (200, 400, 800, 1600, 3200, 5000)
 (see :meth:`PostgresTarget._lock_target`)."""
 
 
+def _ragged_hint(con: duckdb.DuckDBPyConnection, parts: str) -> str:
+    """Which list columns of ``parts`` a PostgreSQL array cannot hold: one is
+    rectangular, so a list of lists of unequal lengths, or with an empty or
+    NULL inner list, failed the load in the server's words only (helper-27).
+    Lists of lists are checked; deeper ones are named only when none of those
+    is at fault (helper-30: every nested column was named)."""
+    nested = [(name, typ) for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {parts}").fetchall()
+              if re.search(r"\[\d*\]\[\d*\]$", typ)]
+    ragged = []
+    for name, typ in nested:
+        if re.search(r"\[\d*\]\[\d*\]\[\d*\]$", typ):
+            continue
+        c = ident(name)
+        lengths = f"list_transform({c}, x -> coalesce(len(x), 0))"
+        if con.execute(f"SELECT count(*) FROM {parts} WHERE len(list_distinct({lengths})) > 1 "
+                       f"OR list_contains({lengths}, 0)").fetchone()[0]:
+            ragged.append(name)
+    ragged = ragged or [name for name, _ in nested]
+    column = "column" if len(ragged) == 1 else "columns"
+    return (f" (list {column} {', '.join(map(repr, ragged)) or '?'}: lists of unequal lengths, or empty or NULL inner "
+            "lists, which a PostgreSQL array cannot hold (it is rectangular); cast it to text or JSON in a view, or "
+            "drop it with --drop)")
+
+
 @dataclass
 class PostgresTarget:
     """A table on a PostgreSQL server, replaced in one server transaction.
@@ -1078,13 +1102,7 @@ class PostgresTarget:
                     staging.grants = self._private(c, name)
                 con.execute(f"INSERT INTO {local} SELECT * FROM {parts}")
         except duckdb.Error as exc:
-            hint = ""
-            if "malformed array literal" in str(exc):  # the server's words only (helper-27)
-                nested = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {parts}").fetchall()
-                          if re.search(r"\[\d*\]\[\d*\]$", row[1])]
-                hint = (f" (list column {', '.join(map(repr, nested)) or '?'} holds lists of unequal lengths, or empty "
-                        "or NULL inner lists, which a PostgreSQL array cannot hold: it is rectangular; cast the column "
-                        "to text or JSON in a view, or drop it with --drop)")
+            hint = _ragged_hint(con, parts) if "malformed array literal" in str(exc) else ""
             raise InputError(f"cannot write {self.describe()}: {self.conn.redact(_first_line(exc))}{hint}") from None
         return ident(list(name))
 

@@ -1577,6 +1577,21 @@ def test_a_negative_interval_is_refused_by_name_into_parquet(tmp_path, target):
     assert '\n3,"[23, 25]",1 month -1 day\n' in (tmp_path / "o.csv").read_text()
 
 
+@pytest.mark.parametrize("target", ["o.csv", "o.parquet"])
+def test_a_negative_interval_in_a_list_names_its_column(tmp_path, target):
+    """In a list it fails at the parts (Parquet on the way to every output),
+    naming a staging part only (helper-30); the column is named now."""
+    db = tmp_path / "i.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id, 20 + i AS age,
+                       [INTERVAL '1 day', CASE WHEN i = 3 THEN INTERVAL '-1 day' ELSE INTERVAL '2 days' END] AS ivs
+                       FROM range(12) r(i)""")
+    with pytest.raises(sqlanon.InputError, match=r"Parquet files do not support negative intervals \(column 'ivs': an "
+                                                 r"INTERVAL with a negative part, which Parquet cannot hold"):
+        sqlanon.anonymize(db, tmp_path / target, table="t", qi=["age"], k=3, workers=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["i.duckdb"]
+
+
 def test_an_interval_qi_is_refused_by_its_sql_type(tmp_path):
     """It was named by Arrow's type, month_day_nano_interval (helper-27)."""
     db = tmp_path / "i.duckdb"

@@ -640,16 +640,40 @@ def test_a_qi_a_where_clause_cannot_compare_is_refused(pg_url, tmp_path, kind, e
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_qi_with_a_hierarchy_needs_only_an_equality(pg_url, tmp_path):
+    """A hierarchy's cuts are leaf lists (IN): an hstore QI with one ran, and
+    the probe of '<=' refused it (helper-30)."""
+    schema = "hstore_qi"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, "CREATE EXTENSION IF NOT EXISTS hstore; "
+                f"CREATE TABLE {schema}.src AS SELECT g AS id, 18 + g % 60 AS age, "
+                "('k=>' || (g % 6))::hstore AS h FROM generate_series(1, 600) g")
+    tree = tmp_path / "h.json"
+    leaves = [f'"k"=>"{i}"' for i in range(6)]
+    tree.write_text(json.dumps({"cat": "*", "subcats": [
+        {"cat": side, "subcats": [{"cat": leaf, "subcats": None} for leaf in part]}
+        for side, part in (("low", leaves[:3]), ("high", leaves[3:]))]}))
+    r = sqlanon.anonymize(pg_url, tmp_path / "o.parquet", table=f"{schema}.src", qi=["h", "age"], k=5,
+                          hierarchies={"h": tree}, workers=2, fragments=4)
+    assert r.metrics.rows == 600 and len(r.plan.fragments) > 1
+    with pytest.raises(sqlanon.ConfigError, match=r"^quasi-identifier 'h' is \S*hstore on the server, whose values a "
+                                                  r"fragment's WHERE clause cannot compare \(operator does not exist"):
+        sqlanon.anonymize(pg_url, tmp_path / "o2.parquet", table=f"{schema}.src", qi=["h", "age"], k=5,
+                          generalization={"h": "set"}, workers=2, fragments=4)
+
+
 def test_a_ragged_list_into_postgresql_names_its_column(pg_url, tmp_path):
     """A list of lists of unequal lengths failed the load in the server's
     words only ('malformed array literal'): a PostgreSQL array is
     rectangular (helper-27)."""
     db = tmp_path / "r.duckdb"
     with duckdb.connect(str(db)) as con:
-        con.execute("CREATE TABLE t AS SELECT i AS id, 20 + i AS age, "
+        con.execute("CREATE TABLE t AS SELECT i AS id, 20 + i AS age, [[i, 1], [2, 3]] AS square, "
                     "CASE WHEN i = 3 THEN [[1], [2, 3]] ELSE [[i, i], [i, i]] END AS l FROM range(12) r(i)")
-    with pytest.raises(sqlanon.InputError, match=r"malformed array literal.* \(list column 'l' holds lists of "
-                                                 r"unequal lengths, .*cannot hold: it is rectangular"):
+    # Only the ragged column is named (helper-30: every list of lists was).
+    with pytest.raises(sqlanon.InputError, match=r"malformed array literal.* \(list column 'l': lists of unequal "
+                                                 r"lengths, or empty or NULL inner lists, which a PostgreSQL array "
+                                                 r"cannot hold \(it is rectangular\)"):
         sqlanon.anonymize(db, pg_url, table="t", target_table="public.ragged_dst", qi=["age"], k=3, workers=1)
     assert not exists(pg_url, "public", "ragged_dst")
 
