@@ -70,8 +70,8 @@ MAX_RETRIES = 100
 """The most reruns of a task ``--retries`` takes."""
 
 MAX_WORKERS = 65536
-"""The most ``--workers`` (and ``--fragments``) a run takes: past a C int
-the process pool failed with an internal OverflowError."""
+"""The most ``--workers`` a run takes: past a C int the process pool failed
+with an internal OverflowError (more fragments are capped by k: plan_fragments)."""
 
 
 def _not_int(value) -> bool:
@@ -156,8 +156,8 @@ class RunOptions:
         if self.workers is not None and (_not_int(self.workers) or not 1 <= self.workers <= MAX_WORKERS):
             # 2**31 failed as an internal OverflowError in the process pool (helper-29)
             raise ConfigError(f"--workers must be an integer from 1 to {MAX_WORKERS}, got {self.workers!r}")
-        if self.fragments is not None and (_not_int(self.fragments) or not 1 <= self.fragments <= MAX_WORKERS):
-            raise ConfigError(f"--fragments must be an integer from 1 to {MAX_WORKERS}, got {self.fragments!r}")
+        if self.fragments is not None and (_not_int(self.fragments) or self.fragments < 1):
+            raise ConfigError(f"--fragments must be a positive integer, got {self.fragments!r}")
         if self.fragmentation not in fragmentation.STRATEGIES:
             raise ConfigError(
                 f"unknown fragmentation {self.fragmentation!r}{suggest(self.fragmentation, fragmentation.STRATEGIES)}; "
@@ -1491,11 +1491,12 @@ def _refuse_uncuttable_qis(source, spec: AnonymizationSpec, columns: list[tuple[
         name, c = q.name, ident(q.name)
         # A hierarchy's cuts are leaf lists (IN); the others' cut points (<=): an
         # hstore QI with a hierarchy has = but no <= (helper-30).
-        compare = f"{c} IN (%s)" if q.hierarchy is not None else f"{c} <= %s"
+        # NULL is of unknown type, as a bound value is (and no parameter: a '%' in a name is no placeholder then).
+        compare = f"{c} IN (NULL)" if q.hierarchy is not None else f"{c} <= NULL"
         try:
             with server.transaction():  # a savepoint: the run's snapshot transaction goes on
-                oid = server.execute(f"SELECT {c} FROM {source.relation} WHERE false AND {compare}",
-                                     (None,)).description[0].type_code
+                oid = server.execute(f"SELECT {c} FROM {source.relation} WHERE false AND {compare}"
+                                     ).description[0].type_code
                 if server.execute("SELECT typtype = 'c' FROM pg_type WHERE oid = %s", (oid,)).fetchone()[0]:
                     why = "a composite, which the server takes no literal of"
                 else:

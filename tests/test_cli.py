@@ -1385,7 +1385,7 @@ def test_metrics_given_empty_names_the_option():
 def test_the_library_takes_no_bool_for_a_count(tmp_path, arg):
     """helper-29: True is an int to Python: retries=True ran once more, and
     workers=True failed only after the statistics, naming workers for fragments."""
-    with pytest.raises(sqlanon.ConfigError, match=rf"^{arg}= must be an integer from"):
+    with pytest.raises(sqlanon.ConfigError, match=rf"^{arg}= must be (an|a positive) integer"):
         sqlanon.anonymize(ADULTS, tmp_path / "o.parquet", qi=["age"], k=10, **{arg: True})
     assert list(tmp_path.iterdir()) == []
 

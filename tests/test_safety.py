@@ -1139,7 +1139,7 @@ def test_library_checks_seed_and_types_like_the_cli(lake, tmp_path):
 @pytest.mark.parametrize(("kwargs", "pattern"), [
     ({"overwrite": "no"}, "overwrite must be True or False, got 'no'"),  # used to replace the output
     ({"explain": "yes"}, "explain must be True or False"),
-    ({"metrics": 3}, "metrics takes a path or a database URL, got int"),
+    ({"metrics": 3}, "metrics= takes a path or a database URL, got int"),
     ({"sensitive": [1], "l": 2}, "sensitive takes column names, got 1 among them"),
     ({"qi": ["x", 1]}, "qi takes column names, got 1 among them"),
     ({"hierarchies": "x=h.json"}, r"hierarchies takes a mapping \{column: hierarchy file\}"),
