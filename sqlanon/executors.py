@@ -417,6 +417,27 @@ class LocalExecutor:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+class _Vacancy:
+    """How long a cluster has had nothing to run tasks on: past
+    :data:`WAIT_FOR_WORKERS` seconds the run fails (every worker lost, the
+    tasks waited for ever)."""
+
+    def __init__(self, cluster: str, workers: str) -> None:
+        self.cluster, self.workers = cluster, workers
+        self.since: float | None = None
+
+    def saw(self, any_worker: bool) -> None:
+        if any_worker:
+            self.since = None
+            return
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        elif now - self.since > WAIT_FOR_WORKERS:
+            raise InputError(f"{self.cluster} has had no {self.workers} for {WAIT_FOR_WORKERS:g} s; nothing was "
+                             "published")
+
+
 class DaskExecutor:
     """Tasks on a Dask distributed cluster (or a LocalCluster)."""
 
@@ -468,7 +489,7 @@ class DaskExecutor:
         self.host_slots = max(threads)
         self.memory_per_slot = int(min(m / t for m, t in zip(memory, threads)))
         self._retries = retries
-        self._no_workers_since: float | None = None
+        self._vacancy = _Vacancy("the Dask cluster", "workers")
         # A concurrent.futures view of the client: Dask schedules and retries.
         self._executor = self._client.get_executor(retries=retries, pure=False)
 
@@ -483,14 +504,7 @@ class DaskExecutor:
             workers = self._client.scheduler_info().get("workers", {})
         except (OSError, TimeoutError) as exc:
             raise InputError(f"the connection to the Dask scheduler was lost ({exc}); nothing was published") from exc
-        if workers:
-            self._no_workers_since = None
-            return
-        now = time.monotonic()
-        if self._no_workers_since is None:
-            self._no_workers_since = now
-        elif now - self._no_workers_since > WAIT_FOR_WORKERS:
-            raise InputError(f"the Dask cluster has had no workers for {WAIT_FOR_WORKERS:g} s; nothing was published")
+        self._vacancy.saw(bool(workers))
 
     def describe_error(self, exc: BaseException) -> str:
         """A failed task's reason; a cancelled one's: the scheduler went away
@@ -907,7 +921,7 @@ class SparkExecutor:
         # Spark runs jobs submitted from several driver threads concurrently:
         # one thread per slot, one single-task job per fragment.
         self._threads = ThreadPoolExecutor(max_workers=self.slots)
-        self._no_workers_since: float | None = None
+        self._vacancy = _Vacancy("the Spark cluster", "executors")
         if self._owned and getattr(sc, "_accumulatorServer", None) is not None:
             # A JVM that dies mid-run ends its connection to pyspark's
             # accumulator server, which printed an EOFError traceback above
@@ -926,15 +940,7 @@ class SparkExecutor:
             executors = self._spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # less the driver
         except Exception as exc:  # noqa: BLE001 - py4j's errors of a JVM that went away, of every kind
             raise InputError(f"the Spark driver's JVM went away ({_spark_error(exc)}); nothing was published") from None
-        if executors > 0 or not self.remote:
-            self._no_workers_since = None
-            return
-        now = time.monotonic()
-        if self._no_workers_since is None:
-            self._no_workers_since = now
-        elif now - self._no_workers_since > WAIT_FOR_WORKERS:
-            raise InputError(f"the Spark cluster has had no executors for {WAIT_FOR_WORKERS:g} s; nothing was "
-                             "published")
+        self._vacancy.saw(executors > 0 or not self.remote)
 
     describe_error = staticmethod(_spark_error)
 

@@ -392,7 +392,8 @@ def test_spark_health_check_and_shutdown_after_its_jvm_or_executors_are_gone(mon
     context = SimpleNamespace(_jsc=SimpleNamespace(sc=lambda: SimpleNamespace(getExecutorMemoryStatus=lambda: status)),
                               cancelAllJobs=refused)
     spark = executors.SparkExecutor.__new__(executors.SparkExecutor)
-    spark._spark, spark.remote, spark._no_workers_since = SimpleNamespace(sparkContext=context, stop=refused), True, None
+    spark._spark, spark.remote = SimpleNamespace(sparkContext=context, stop=refused), True
+    spark._vacancy = executors._Vacancy("the Spark cluster", "executors")
     spark._threads, spark._owned, spark._log_config = executors.ThreadPoolExecutor(1), False, None
     monkeypatch.setattr(executors, "WAIT_FOR_WORKERS", 0.0)
     spark.check_health()  # the first look: no executor since now
