@@ -1102,7 +1102,10 @@ class PostgresTarget:
                     staging.grants = self._private(c, name)
                 con.execute(f"INSERT INTO {local} SELECT * FROM {parts}")
         except duckdb.Error as exc:
-            hint = _ragged_hint(con, parts) if "malformed array literal" in str(exc) else ""
+            hint = ""
+            if "malformed array literal" in str(exc):
+                with contextlib.suppress(duckdb.Error):  # a hint only: the load's own error is the message
+                    hint = _ragged_hint(con, parts)
             raise InputError(f"cannot write {self.describe()}: {self.conn.redact(_first_line(exc))}{hint}") from None
         return ident(list(name))
 
