@@ -157,8 +157,6 @@ def build_spec(
     qi, sensitive = _names(qi, "qi", QuasiIdentifier), _names(sensitive, "sensitive")
     hierarchies = _by_column(hierarchies, "hierarchies", "hierarchy file")
     generalization = _by_column(generalization, "generalization", "interval|set|prefix|hierarchy")
-    if not qi:  # (named as the option: 'qi' in 'job.yml', qi=; helper-29)
-        raise ConfigError("--qi names no column: name at least one quasi-identifier")
     names = _column_of(qi)
     for option, cols in (("--hierarchy", hierarchies), ("--generalization", generalization)):
         for col in cols:

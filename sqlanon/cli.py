@@ -22,7 +22,7 @@ import click
 import yaml
 
 from . import executors, interrupts
-from .config import (GENERALIZATIONS, INTERVAL_FORMATS, STRATEGIES, file_format, quoted_name, split_names,
+from .config import (GENERALIZATIONS, INTERVAL_FORMATS, MIN_K, MIN_L, STRATEGIES, file_format, quoted_name, split_names,
                      strict_json, suggest)
 from .errors import ConfigError, SqlanonError, redact_urls
 from .executors import EXECUTORS
@@ -69,7 +69,7 @@ def _not_below_file(ctx: click.Context, name: str, flag: str, value: int) -> int
     value, not lower it: ``-l 1`` turned a job's l check off, and ``-k 2``
     published classes of two where the file asks for ten (helper-29)."""
     in_file = (ctx.default_map or {}).get(name)
-    least = 2 if name == "k" else 1  # below it the value's own check says what is wrong (helper-30)
+    least = MIN_K if name == "k" else MIN_L  # below it the value's own check says what is wrong (helper-30)
     if (ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE and isinstance(in_file, int)
             and least <= value < in_file):
         key = ctx.meta.get("sqlanon.config_keys", {}).get(name, flag.lstrip("-"))

@@ -176,6 +176,13 @@ class QuasiIdentifier:
                                   f"(path) reads one), got {type(self.hierarchy).__name__}")
 
 
+MIN_K = 2
+"""The least k a run takes (k = 1 is no anonymity)."""
+
+MIN_L = 1
+"""The least l a run takes (1: no sensitive column is checked)."""
+
+
 @dataclass(frozen=True, slots=True)
 class AnonymizationSpec:
     """The privacy model and the quasi-identifiers of one anonymization.
@@ -198,16 +205,16 @@ class AnonymizationSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "quasi_identifiers", tuple(self.quasi_identifiers))
         object.__setattr__(self, "sensitive", tuple(self.sensitive))
-        if not self.quasi_identifiers:
-            raise ConfigError("name at least one quasi-identifier column (--qi)")
+        if not self.quasi_identifiers:  # named as the option: 'qi' in 'job.yml', qi= (helper-29)
+            raise ConfigError("--qi names no column: name at least one quasi-identifier")
         for q in self.quasi_identifiers:
             if not isinstance(q, QuasiIdentifier):  # ('age',): an AttributeError further on
                 raise ConfigError(f"quasi_identifiers takes QuasiIdentifier objects (sqlanon.build_spec takes "
                                   f"names), got {q!r}")
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 2:
-            raise ConfigError(f"k must be an integer >= 2, got {self.k!r}")
-        if isinstance(self.l, bool) or not isinstance(self.l, int) or self.l < 1:
-            raise ConfigError(f"l must be an integer >= 1, got {self.l!r}")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < MIN_K:
+            raise ConfigError(f"k must be an integer >= {MIN_K}, got {self.k!r}")
+        if isinstance(self.l, bool) or not isinstance(self.l, int) or self.l < MIN_L:
+            raise ConfigError(f"l must be an integer >= {MIN_L}, got {self.l!r}")
         if self.l > 1 and not self.sensitive:
             raise ConfigError(f"l = {self.l} needs at least one sensitive column (--sensitive)")
         names = [q.name for q in self.quasi_identifiers]
