@@ -345,7 +345,7 @@ def _common_prefix(paths: list[str]) -> str:
     return lo[:n]
 
 
-def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple[str, list[Any]]:
+def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb", typed: bool = False) -> tuple[str, list[Any]]:
     """Render a conjunction of predicates as an SQL condition and its bound parameters.
 
     Identifiers are quoted the dialect's way; every value is a placeholder
@@ -356,6 +356,8 @@ def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple
     Args:
         predicates: the conjunction (a fragment's ``predicates``); ``()`` gives ``TRUE``.
         dialect: one of :data:`DIALECTS`, or ``sqla:<drivername>``.
+        typed: for the SQL shown to people, whose parameters are written as
+            JSON (``render(typed=True)``).
 
     Returns:
         ``(sql, params)``.
@@ -375,15 +377,17 @@ def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple
     for p in preds:
         if not isinstance(p, Predicate):
             raise TypeError(f"where_sql takes Predicate objects, got {type(p).__name__}")
-    rendered = render("where.sql", dialect=dialect, inline=dialect == "postgres", predicates=preds)
+    rendered = render("where.sql", dialect=dialect, inline=dialect == "postgres", typed=typed, predicates=preds)
     return rendered.sql, rendered.params
 
 
 def where_shown(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple[str, list[Any]]:
     """:func:`where_sql` as the database receives it, for people (``--explain``,
     the metrics table): another SQLAlchemy database's SQL runs as ``text()``,
-    whose ``\\:`` escape of a colon in a name the database never sees."""
-    sql, params = where_sql(predicates, dialect)
+    whose ``\\:`` escape of a colon in a name the database never sees; a
+    long list of a hierarchy cut's dates or decimals is cast to its type,
+    so the clause run by hand with its JSON parameters selects the same rows."""
+    sql, params = where_sql(predicates, dialect, typed=True)
     return (sql.replace("\\:", ":") if is_generic(dialect) else sql), params
 
 

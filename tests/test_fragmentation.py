@@ -473,6 +473,47 @@ def test_a_long_leaf_list_is_bound_as_one_list_and_splits_exactly(con, kind):
     assert short[0].count("?") == 64 and "unnest" not in short[0]
 
 
+@pytest.mark.parametrize("kind", ["date", "decimal", "timestamp", "timestamptz", "time", "uuid", "text"])
+def test_a_long_leaf_list_as_recorded_reruns_by_hand_with_its_json_parameters(con, kind):
+    """The metrics table records a fragment's clause and its parameters as
+    JSON, which writes dates, decimals and times as text. DuckDB infers a
+    single parameter's type from its comparison, but not a list's: the
+    clause of a cut past 64 leaves over dates, run by hand with its
+    recorded parameters, failed ('Cannot compare values of type DATE and
+    VARCHAR'). Shown, the list is cast to its type; the run binds it as is."""
+    import uuid
+
+    from sqlanon.config import strict_json
+    from sqlanon.fragmentation import where_shown
+
+    n = 300
+    make = {
+        "date": lambda i: dt.date(2000, 1, 1) + dt.timedelta(days=i),
+        "decimal": lambda i: __import__("decimal").Decimal(i) / 100,
+        "timestamp": lambda i: dt.datetime(2000, 1, 1) + dt.timedelta(minutes=i),
+        "timestamptz": lambda i: dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(minutes=i),
+        "time": lambda i: dt.time(i // 60, i % 60),
+        "uuid": lambda i: uuid.UUID(int=i),
+        "text": lambda i: f"{i:05d}'",
+    }[kind]
+    values = [make(i) for i in range(n)] + [None]
+    column = pa.array(values, type=pa.decimal128(10, 2)) if kind == "decimal" else pa.array(
+        [None if v is None else str(v) for v in values]) if kind == "uuid" else pa.array(values)
+    con.register("arrow_t", pa.table({"v": column}))
+    con.execute("CREATE TABLE t AS SELECT " + ("CAST(v AS UUID) AS v" if kind == "uuid" else "v") + " FROM arrow_t")
+    left = tuple(make(i) for i in range(0, n, 3))
+    counts = []
+    for pred in (Predicate("v", "in", left), Predicate("v", "not_in_or_null", left)):
+        run_sql, run_params = where_sql((pred,))
+        shown_sql, shown_params = where_shown((pred,))
+        recorded = json.loads(strict_json(shown_params))
+        by_hand = con.execute(f"SELECT count(*) FROM t WHERE {shown_sql}", recorded).fetchone()[0]
+        ran = con.execute(f"SELECT count(*) FROM t WHERE {run_sql}", run_params).fetchone()[0]
+        assert by_hand == ran
+        counts.append(ran)
+    assert counts == [len(left), len(values) - len(left)]
+
+
 def test_a_long_list_of_float_leaves_keeps_nan_on_one_side(con):
     """A hash join does not match a NaN leaf as IN (…) does: with 65 float
     leaves, NaN among them, 37 of 102 rows were in neither fragment."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import functools
+import uuid
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Callable
@@ -203,7 +204,27 @@ def quote_for(dialect: str):
     return _generic_ident(dialect) if is_generic(dialect) else ident
 
 
-def render(template: str, *, dialect: str = "duckdb", inline: bool = False, **context: Any) -> Rendered:
+def _list_type(values: list | tuple) -> str | None:
+    """The DuckDB type of a list parameter whose values JSON writes as text
+    (dates, times, decimals, UUIDs), from a closed set of names; ``None``
+    for the values JSON keeps (text, numbers, booleans)."""
+    kinds = {type(v) for v in values if v is not None}
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    if kind is decimal.Decimal:
+        exponents = [v.as_tuple().exponent for v in values if v is not None]
+        if not all(isinstance(e, int) for e in exponents):
+            return None
+        scale = max(0, -min(exponents))
+        return f"DECIMAL(38, {scale})" if scale <= 38 else None
+    if kind is dt.datetime:
+        return "TIMESTAMPTZ" if any(v.tzinfo is not None for v in values if v is not None) else "TIMESTAMP"
+    return {dt.date: "DATE", dt.time: "TIME", uuid.UUID: "UUID"}.get(kind)
+
+
+def render(template: str, *, dialect: str = "duckdb", inline: bool = False, typed: bool = False,
+           **context: Any) -> Rendered:
     """Render ``sql_templates/<template>`` with ``context``; values go through ``p()``.
 
     Args:
@@ -213,6 +234,11 @@ def render(template: str, *, dialect: str = "duckdb", inline: bool = False, **co
             the last), how identifiers are quoted and how values are bound.
         inline: render values as escaped literals instead of placeholders,
             for SQL that must travel as text (e.g. through ``postgres_query``).
+        typed: (DuckDB) SQL for people, whose parameters are written as
+            JSON: a list of dates, times, decimals or UUIDs is cast to its
+            type (``CAST(? AS DATE[])``), so that the same SQL run with the
+            JSON's text values compares as the run did. (DuckDB infers a
+            single value's type from its comparison, not a list's.)
     """
     params: list[Any] = []
     generic = is_generic(dialect)
@@ -221,6 +247,10 @@ def render(template: str, *, dialect: str = "duckdb", inline: bool = False, **co
         if inline:
             return literal(value, dialect)
         params.append(value)
+        if typed and dialect == "duckdb" and isinstance(value, (list, tuple)):
+            kind = _list_type(value)
+            if kind is not None:
+                return f"CAST(? AS {kind}[])"
         # Other SQLAlchemy databases run the SQL as text(): named binds, which
         # SQLAlchemy turns into the driver's own parameter style.
         return f":p{len(params) - 1}" if generic else "?"
