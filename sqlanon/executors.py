@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib.util
 import json
 import logging
 import multiprocessing
@@ -482,6 +483,7 @@ class DaskExecutor:
                 self._client.close()
                 raise InputError(f"the Dask scheduler at {scheduler!r} has no workers (waited "
                                  f"{WAIT_FOR_WORKERS:g} s); start some, then rerun") from exc
+            _refuse_workers_without_sqlanon(self._client, scheduler)
         info = self._client.scheduler_info().get("workers", {})
         threads = [w.get("nthreads", 1) for w in info.values()] or [1]
         memory = [w.get("memory_limit") or total_memory() for w in info.values()] or [total_memory()]
@@ -534,6 +536,26 @@ class DaskExecutor:
                 self._cluster.close()
         finally:
             TEARING_DOWN.clear()
+
+
+def _refuse_workers_without_sqlanon(client, scheduler: str) -> None:
+    """A worker that cannot import sqlanon fails to read its first task and
+    closes itself (Dask's handling of a task it cannot deserialize): the run
+    then said only that the cluster had had no workers for a minute. Asked
+    first (``importlib.util.find_spec``, a function every worker has), the
+    run names the workers and what they lack."""
+    try:
+        found = client.run(importlib.util.find_spec, "sqlanon", on_error="return")
+    except (OSError, TimeoutError) as exc:
+        client.close()
+        raise InputError(f"the connection to the Dask scheduler at {scheduler!r} was lost ({exc})") from exc
+    missing = sorted(address for address, spec in found.items() if spec is None or isinstance(spec, BaseException))
+    if missing:
+        client.close()
+        many = len(missing) > 1
+        raise InputError(f"the Dask worker{'s' if many else ''} {', '.join(missing)} of {scheduler!r} "
+                         f"cannot import sqlanon: install it (the same version as here) where "
+                         f"{'they run' if many else 'it runs'}, then rerun")
 
 
 def _connect(client, scheduler: str):

@@ -223,6 +223,40 @@ def test_a_scheduler_without_workers_or_unreachable_fails_with_exit_1(source, tm
     assert r.workers == 2 and len(r.plan.fragments) == 2
 
 
+def test_a_dask_worker_without_sqlanon_is_named_at_once(source, tmp_path):
+    """A worker that cannot import sqlanon closed itself on its first task
+    (Dask cannot deserialize it), and the run failed a minute later saying
+    only that the cluster had had no workers for 60 s. It is asked first."""
+    from distributed import LocalCluster
+
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(textwrap.dedent("""\
+        import importlib.abc, sys
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name.split(".")[0] == "sqlanon":
+                    raise ModuleNotFoundError(name)
+        sys.meta_path.insert(0, Block())
+    """))
+    out = tmp_path / "out.parquet"
+    with LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address, "--nthreads", "1",
+             "--no-dashboard", "--no-nanny"],
+            env={**os.environ, "PYTHONPATH": str(blocker)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            started = time.monotonic()
+            with pytest.raises(sqlanon.InputError, match=r"Dask worker tcp://\S+ of .* cannot import sqlanon"):
+                run(source, out, "dask", scheduler=cluster.scheduler_address)
+            assert time.monotonic() - started < 40 and not out.exists()
+            assert worker.poll() is None  # asked, not killed by a task it could not read
+        finally:
+            worker.terminate()
+            worker.wait(30)
+
+
 def test_a_scheduler_address_that_never_answers_or_is_not_dask_fails_with_one_line(source, tmp_path, monkeypatch):
     """A port that accepts but never answers (the dashboard's, mistyped for
     the scheduler's) waited for ever, Dask's timeout not covering its
