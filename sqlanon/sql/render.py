@@ -204,6 +204,18 @@ def quote_for(dialect: str):
     return _generic_ident(dialect) if is_generic(dialect) else ident
 
 
+def _nanosecond_text(value: Any) -> str | None:
+    """A timestamp with nanoseconds (pandas', which pyarrow gives for a
+    TIMESTAMP_NS value) as text DuckDB reads exactly, or ``None``. DuckDB
+    binds the value itself as a microsecond TIMESTAMP: a cut of a
+    TIMESTAMP_NS QI fell a few hundred nanoseconds below the value its plan,
+    ``--explain`` and metrics named, so their clauses selected other rows
+    (helper-32)."""
+    if isinstance(value, dt.datetime) and value.tzinfo is None and getattr(value, "nanosecond", 0):
+        return value.isoformat(sep=" ")
+    return None
+
+
 def _list_type(values: list | tuple) -> str | None:
     """The DuckDB type of a list parameter whose values JSON writes as text
     (dates, times, decimals, UUIDs), from a closed set of names; ``None``
@@ -246,6 +258,10 @@ def render(template: str, *, dialect: str = "duckdb", inline: bool = False, type
     def p(value: Any) -> str:
         if inline:
             return literal(value, dialect)
+        nanoseconds = dialect == "duckdb" and _nanosecond_text(value)
+        if nanoseconds:
+            params.append(nanoseconds)
+            return "CAST(? AS TIMESTAMP_NS)"
         params.append(value)
         if typed and dialect == "duckdb" and isinstance(value, (list, tuple)):
             kind = _list_type(value)
