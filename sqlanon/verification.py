@@ -101,6 +101,14 @@ def _fetch(con, template: str, dialect: str, **context) -> tuple[list[str], list
     return [c[0] for c in cur.description], cur.fetchall()
 
 
+def _unloadable(exc: BaseException) -> bool:
+    """Whether a psycopg error is one of loading a value into Python (its
+    DataError), after the server had answered."""
+    import psycopg
+
+    return isinstance(exc, psycopg.DataError) and not getattr(exc, "sqlstate", None)
+
+
 def relation_types(con: duckdb.DuckDBPyConnection, relation: str) -> tuple[list[str], list]:
     """The column names and DuckDB types of ``relation``."""
     described = con.sql(f"SELECT * FROM {relation}")
@@ -247,7 +255,15 @@ def verify_relation(
         if n_bad:
             zoned = [] if server else [
                 c for c, t in zip(*relation_types(con, relation)) if c in qi and "TIME ZONE" in str(t)]
-            names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit, as_text=zoned)
+            try:
+                names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit, as_text=zoned)
+            except Exception as exc:  # noqa: BLE001 - re-raised unless it is the driver's
+                if not server or type(exc).__module__.split(".")[0] != "psycopg" or not _unloadable(exc):
+                    raise
+                # A value the driver cannot hold (a date before year 1, after
+                # 9999): the check failed with that error, not its violations
+                # (helper-32). They are shown as the server prints them.
+                names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit, as_text=list(qi))
             # The counts as numbers on every server (PostgreSQL's sum() is a numeric: "2" in --json).
             violations = [{n: v if i < len(qi) else int(v) for i, (n, v) in enumerate(zip(names, r))}
                           for r in bad]

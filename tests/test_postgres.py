@@ -589,6 +589,19 @@ def test_verify_groups_a_case_insensitive_qi_as_its_readers_do(pg_url):
         assert v.violations == [{"city": "PARIS", "__rows": 1}]  # a number, as from DuckDB (it was "1")
 
 
+def test_verify_lists_the_violations_of_a_qi_the_driver_cannot_hold(pg_url):
+    """A date QI before year 1 (a published table's bounds, say): the check
+    that failed said 'cannot verify on the server: date too small' instead
+    of listing the classes that break k (helper-32)."""
+    schema = "verify_bc"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE TABLE {rel(schema, 't')} AS SELECT d::date AS d, s FROM (VALUES ('0010-01-01 BC', 'a'), "
+                "('0010-01-01 BC', 'b'), ('2020-01-01', 'a'), ('2020-01-01', 'b'), ('2020-01-01', 'c')) AS v(d, s)")
+    v = sqlanon.verify(pg_url, table=f"{schema}.t", qi=["d"], sensitive=["s"], k=3, l=2)
+    assert not v.ok and v.violations == [{"d": "0010-01-01 BC", "__rows": 2, "__distinct_s": 2}]
+    assert sqlanon.verify(pg_url, table=f"{schema}.t", qi=["d"], sensitive=["s"], k=2, l=2).ok
+
+
 def test_a_column_generated_from_a_qi_is_refused(pg_url):
     """A stored generated column computed from a QI passed through unchanged:
     the published table held every person's exact age beside its interval
