@@ -973,6 +973,8 @@ def run(
                 staging.cast_back = cast
         elif isinstance(source, io.FileSource) and source.fmt == "parquet":
             staging.arrow_fields = io.restorable_fields(source.files(), schema, passthrough)
+        if isinstance(source, io.FileSource) and source.fmt == "parquet":
+            _warn_duration_qis(source.files(), schema, spec)
         if not target.exact_parts or getattr(target, "dialect", None) == "postgres":  # Parquet on the way (helper-14)
             _check_decimal_hugeints(con, source, [c for c, t in text.items() if t == "HUGEINT"], target)
             if not target.exact_parts:
@@ -1189,6 +1191,20 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
 
 _ZONED_TIME = re.compile(r"time(\(\d+\))? with time zone", re.IGNORECASE)
 """DuckDB's TIME WITH TIME ZONE; PostgreSQL's timetz, written time(3) with time zone with a precision."""
+
+
+_UNITS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+
+
+def _warn_duration_qis(files: list[str], schema: pa.Schema, spec: AnonymizationSpec) -> None:
+    """A QI that pyarrow wrote as a duration (pandas' timedelta) reaches
+    DuckDB as its integer count: its intervals are counts of the unit, which
+    the published text does not name (``[207000000, 2187000000]`` for
+    minutes to half an hour). Said, from the first file's footer."""
+    for name, field in io.restorable_fields(files[:1], schema, spec.qi_names).items():
+        if pa.types.is_duration(field.type):
+            log.warning("quasi-identifier %r is a duration that DuckDB reads as its count of %s: its generalized "
+                        "values are such counts", name, _UNITS.get(field.type.unit, field.type.unit))
 
 
 def _refuse_zoned_times(spec: AnonymizationSpec, schema: pa.Schema, described: list[tuple[str, str]]) -> None:

@@ -264,6 +264,19 @@ def test_far_more_fragments_than_k_allows_are_capped(tmp_path, caplog):
     assert "100000 fragments of 32561 rows would hold fewer than k=5000 rows each: planning at most 6" in caplog.text
 
 
+def test_a_duration_qi_is_said_to_be_generalized_as_its_count(tmp_path, caplog):
+    """A pandas timedelta QI was published as bare counts of microseconds
+    ('[207000000, 2187000000]'), its unit named nowhere."""
+    src, out = tmp_path / "d.parquet", tmp_path / "o.parquet"
+    pq.write_table(pa.table({"d": pa.array(np.arange(100) * 60_000, pa.duration("ms")), "s": ["a", "b"] * 50}), src)
+    sqlanon.anonymize(src, out, qi=["d"], sensitive=["s"], k=5, l=2, workers=1)
+    assert "quasi-identifier 'd' is a duration that DuckDB reads as its count of milliseconds" in caplog.text
+    caplog.clear()
+    pq.write_table(pa.table({"d": pa.array(np.arange(100)), "s": ["a", "b"] * 50}), src)
+    sqlanon.anonymize(src, out, qi=["d"], sensitive=["s"], k=5, l=2, workers=1, overwrite=True)
+    assert "duration" not in caplog.text
+
+
 def test_impossible_request_fails_and_writes_nothing(tmp_path):
     t = pa.table({"x": np.arange(10), "s": [1] * 10})
     src = tmp_path / "src.parquet"
