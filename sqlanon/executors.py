@@ -177,7 +177,7 @@ def _start_server() -> None:
     group) while the new interpreter starts is held until sqlanon._preload
     discards it; it printed 'Fatal Python error: init_import_site' under the
     CLI's one line. This process gets its own Ctrl-C once unblocked."""
-    from multiprocessing import forkserver
+    from multiprocessing import forkserver, util
 
     # multiprocessing's resource tracker outlives a run that fails while its
     # pool starts (the CLI then ends without waiting for the pool) and wrote
@@ -185,6 +185,7 @@ def _start_server() -> None:
     # line. The tracker and the fork server take this process's -W options.
     if QUIET_TRACKER not in sys.warnoptions:
         sys.warnoptions.append(QUIET_TRACKER)
+    _short_socket_directory()
     with _imports_of_this_process():
         # The tracker first: starting it unblocks SIGINT (it blocks it for its own start).
         _start_tracker()
@@ -192,8 +193,49 @@ def _start_server() -> None:
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
         try:
             forkserver.ensure_running()
+        except OSError as exc:
+            if "AF_UNIX path too long" not in str(exc):
+                raise
+            raise ConfigError(f"the local worker pool's socket would be in {util.get_temp_dir()!r}, too long a "
+                              "path for a socket: set TMPDIR to a shorter one") from exc
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    _mark_temp_dir()
+
+
+_SOCKET_ROOM = 107 - len("/pymp-12345678/listener-12345678")
+"""How long the temporary directory's path may be for the fork server's
+socket (``<TMPDIR>/pymp-*/listener-*``): a socket's path holds 107 bytes."""
+
+
+def _short_socket_directory() -> None:
+    """Have multiprocessing make its directory (the fork server's socket)
+    in /tmp when TMPDIR's path is too long for a socket: the run failed as
+    an internal error ('AF_UNIX path too long'). Only that directory, which
+    holds sockets and nothing of the data; the rest stays in TMPDIR."""
+    from multiprocessing import util
+
+    if len(os.fsencode(tempfile.gettempdir())) > _SOCKET_ROOM and os.access("/tmp", os.W_OK | os.X_OK):
+        saved, tempfile.tempdir = tempfile.tempdir, "/tmp"
+        try:
+            util.get_temp_dir()  # made now, in /tmp, and kept for this process (once made, only returned)
+        finally:
+            tempfile.tempdir = saved
+
+
+TEMP_DIR_MARK = ".sqlanon-"
+"""The name, with this process's id after it, of an empty file sqlanon puts
+in multiprocessing's temporary directory (``$TMPDIR/pymp-*``, where the fork
+server's socket is): multiprocessing removes that directory at a normal exit
+only, and a run killed outright left one per kill (helper-33). The next run
+removes those whose process is gone (:func:`sqlanon.coordinator._spill_directory`)."""
+
+
+def _mark_temp_dir() -> None:
+    from multiprocessing import util
+
+    with contextlib.suppress(OSError):
+        open(os.path.join(util.get_temp_dir(), f"{TEMP_DIR_MARK}{os.getpid()}"), "a").close()
 
 
 @contextlib.contextmanager
