@@ -15,7 +15,10 @@
    (SELECT unnest(?))`, a hash join): DuckDB evaluates `NOT IN (v1, …, vn)`
    as n comparisons per row, and
    a cut of a 50,000-leaf hierarchy took a fragment's read 100 s per 1M rows.
-   Not for floats: the join does not match a NaN leaf, as `IN (…)` does. #}
+   The join does not match a NaN leaf, as `IN (…)` does: a float list is
+   bound without it, and a NaN leaf is `isnan()` (a float hierarchy's cuts
+   were long `IN (…)` lists, and a run 40-140 times slower than the same
+   values as integers: helper-34). #}
 {% if not predicates %}
 TRUE
 {% else %}
@@ -27,16 +30,19 @@ TRUE
 {%- elif pr.op == "gt_or_null" -%}
 ({{ pr.column | ident }} > {{ p(pr.value) }} OR {{ pr.column | ident }} IS NULL
 {%- if dialect == "duckdb" and pr.value is float and pr.value == pr.value %} OR isnan({{ pr.column | ident }}){% endif %})
-{%- elif pr.op == "in" and dialect == "duckdb" and pr.value | length > 64 and pr.value[0] is not float -%}
-{{ pr.column | ident }} IN (SELECT unnest({{ p(pr.value | list) }}))
+{%- elif pr.op == "in" and dialect == "duckdb" and pr.value | length > 64 -%}
+{%- for v in pr.value if v is float and v != v %}({% endfor -%}
+{{ pr.column | ident }} IN (SELECT unnest({{ p(pr.value | without_nan) }}))
+{%- for v in pr.value if v is float and v != v %} OR isnan({{ pr.column | ident }})){% endfor %}
 {%- elif pr.op == "in" and pr.value -%}
 {%- for v in pr.value if dialect == "duckdb" and v is float and v != v %}({% endfor -%}
 {{ pr.column | ident }} IN ({% for v in pr.value %}{{ p(v) }}{{ ", " if not loop.last }}{% endfor %})
 {%- for v in pr.value if dialect == "duckdb" and v is float and v != v %} OR isnan({{ pr.column | ident }})){% endfor %}
 {%- elif pr.op == "in" -%}
 FALSE
-{%- elif pr.op == "not_in_or_null" and dialect == "duckdb" and pr.value | length > 64 and pr.value[0] is not float -%}
-({{ pr.column | ident }} NOT IN (SELECT unnest({{ p(pr.value | list) }})) OR {{ pr.column | ident }} IS NULL)
+{%- elif pr.op == "not_in_or_null" and dialect == "duckdb" and pr.value | length > 64 -%}
+(({{ pr.column | ident }} NOT IN (SELECT unnest({{ p(pr.value | without_nan) }}))
+{%- for v in pr.value if v is float and v != v %} AND NOT isnan({{ pr.column | ident }}){% endfor %}) OR {{ pr.column | ident }} IS NULL)
 {%- elif pr.op == "not_in_or_null" and pr.value -%}
 ({{ pr.column | ident }} NOT IN ({% for v in pr.value %}{{ p(v) }}{{ ", " if not loop.last }}{% endfor %}) OR {{ pr.column | ident }} IS NULL)
 {%- elif pr.op == "not_in_or_null" -%}

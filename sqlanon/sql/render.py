@@ -189,6 +189,7 @@ def _environment(dialect: str) -> jinja2.Environment:
     )
     env.filters["ident"] = _generic_ident(dialect) if is_generic(dialect) else ident
     env.filters["lit"] = literal
+    env.filters["without_nan"] = _without_nan
     return env
 
 
@@ -202,6 +203,11 @@ def _env(dialect: str) -> jinja2.Environment:
 def quote_for(dialect: str):
     """The identifier-quoting function of ``dialect``."""
     return _generic_ident(dialect) if is_generic(dialect) else ident
+
+
+def _without_nan(values) -> list:
+    """``values`` as a list, a float NaN left out (``where.sql``: a join does not match it)."""
+    return [v for v in values if not (isinstance(v, float) and v != v)]
 
 
 def _nanosecond_text(value: Any) -> str | None:
