@@ -377,8 +377,36 @@ def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb", typed: b
     for p in preds:
         if not isinstance(p, Predicate):
             raise TypeError(f"where_sql takes Predicate objects, got {type(p).__name__}")
-    rendered = render("where.sql", dialect=dialect, inline=dialect == "postgres", typed=typed, predicates=preds)
+    rendered = render("where.sql", dialect=dialect, inline=dialect == "postgres", typed=typed,
+                      predicates=_folded(preds))
     return rendered.sql, rendered.params
+
+
+def _value_key(v: Any) -> Any:
+    """A value as a set member that compares as SQL's ``IN`` does (a float NaN is one value)."""
+    return ("NaN",) if isinstance(v, float) and v != v else v
+
+
+def _folded(preds: tuple[Predicate, ...]) -> tuple[Predicate, ...]:
+    """The conjunction with each column's ``in`` and ``not_in_or_null`` lists
+    as one ``in`` list, where one of them is an ``in`` (set algebra on the
+    values: the same rows). A fragment deep in a hierarchy's cuts holds the
+    node's leaves once, not once per cut on its way (helper-34)."""
+    groups: dict[str, list[Predicate]] = {}
+    for p in preds:
+        groups.setdefault(p.column, []).append(p)
+    out = []
+    for p in preds:
+        group = groups[p.column]
+        if len(group) == 1 or any(q.op not in _SET_OPS for q in group) or all(q.op != "in" for q in group):
+            out.append(p)
+        elif p is group[0]:
+            keep = [{_value_key(v) for v in q.value} for q in group if q.op == "in"]
+            drop = {_value_key(v) for q in group if q.op == "not_in_or_null" for v in q.value}
+            base = next(q for q in reversed(group) if q.op == "in").value
+            out.append(Predicate(p.column, "in", tuple(
+                v for v in base if _value_key(v) not in drop and all(_value_key(v) in k for k in keep))))
+    return tuple(out)
 
 
 def where_shown(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple[str, list[Any]]:

@@ -193,6 +193,15 @@ def test_a_deep_plan_of_a_large_hierarchy_lists_each_leaf_about_once_per_fragmen
     plan = plan_fragments(sample, AnonymizationSpec((QuasiIdentifier("zip", hierarchy=h),), k=2), 64)
     listed = [sum(len(p.value) for p in f.predicates) for f in plan.fragments]
     assert len(listed) == 64 and max(listed) <= n and sum(listed) <= 64 * n
+    # In SQL (the workers' pulls, --explain, the metrics) a fragment's lists of
+    # one column are one: a fragment inside a cut holds its own leaves only.
+    bound = [sum(len(v) if isinstance(v, list) else 1 for v in where_sql(f.predicates)[1]) for f in plan.fragments]
+    assert sum(bound) < 3 * n, sum(bound)
+    con = duckdb.connect()
+    con.register("t", pa.table({"zip": leaves + [None, "99999x"]}))
+    counts = [con.execute(f"SELECT count(*) FROM t WHERE {sql}", params).fetchone()[0]
+              for sql, params in (where_sql(f.predicates) for f in plan.fragments)]
+    assert sum(counts) == n + 2 and min(counts) > 0
 
 
 def test_hierarchy_on_an_integer_column(con, tmp_path):
