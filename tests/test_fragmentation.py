@@ -197,6 +197,8 @@ def test_a_deep_plan_of_a_large_hierarchy_lists_each_leaf_about_once_per_fragmen
     # one column are one: a fragment inside a cut holds its own leaves only.
     bound = [sum(len(v) if isinstance(v, list) else 1 for v in where_sql(f.predicates)[1]) for f in plan.fragments]
     assert sum(bound) < 3 * n, sum(bound)
+    recorded = plan.to_dict()["fragments"]  # the plan --explain prints and the metrics keep
+    assert sum(len(p["value"]) for f in recorded for p in f["predicates"]) == sum(bound)
     con = duckdb.connect()
     con.register("t", pa.table({"zip": leaves + [None, "99999x"]}))
     counts = [con.execute(f"SELECT count(*) FROM t WHERE {sql}", params).fetchone()[0]
