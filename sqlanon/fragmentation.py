@@ -76,6 +76,7 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -89,6 +90,8 @@ from .config import STRATEGIES, AnonymizationSpec, QuasiIdentifier, suggest
 from .domain import ColumnStats, as_text, normalize_floats, resolve_generalization, span_values
 from .errors import ConfigError, InputError
 from .sql.render import DIALECTS, is_generic, render  # noqa: F401 - DIALECTS: duckdb binds ?, postgres inlines literals
+
+log = logging.getLogger("sqlanon")
 
 __all__ = [
     "DIALECTS",
@@ -526,6 +529,9 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None) -> _C
         col_out = _Column(qi.name, numeric, np.empty(0, np.int64), null_code, sorted_values=sorted_values,
                           span_values=span_values(sorted_values, unit) if numeric else None,
                           cuttable=_bindable(sorted_values))
+        if not col_out.cuttable:  # a run with no other QI was one fragment, whatever --fragments said (helper-34)
+            log.warning("quasi-identifier %r holds dates or timestamps outside years 1-9999, which cannot be a "
+                        "cut's value: the fragments are not cut on it", qi.name)
     idx = enc.indices
     if idx.null_count:
         codes = np.append(lut, np.int64(null_code))[idx.fill_null(-1).to_numpy(zero_copy_only=False)]

@@ -1124,11 +1124,13 @@ def test_intervals_of_one_length_are_one_sensitive_value(tmp_path):
     assert len(per_class) < 20
 
 
-def test_spans_past_2_63_and_dates_before_year_1(tmp_path):
+def test_spans_past_2_63_and_dates_before_year_1(tmp_path, caplog):
     """Spans over 2**63 units (1677..2009 in nanoseconds, -5e18..5e18)
     overflowed int64: the QI was never cut and its NCP was 0. A UBIGINT of
     2**63 or more failed the run ('not in range'). A date before year 1 has
-    no Python form to bind as a cut: two fragments failed the run."""
+    no Python form to bind as a cut: two fragments failed the run; the QI is
+    left uncut, which is said (the run was one fragment without a word:
+    helper-34)."""
     from sqlanon.domain import span_values
 
     assert list(span_values(pa.array([-5 * 10**18, 0, 5 * 10**18], pa.int64()))) == [0.0, 5e18, 1e19]
@@ -1145,6 +1147,9 @@ def test_spans_past_2_63_and_dates_before_year_1(tmp_path):
                               fragments=2, overwrite=True)
         assert r.verification.ok and r.metrics.rows == 600
         assert 0 < r.metrics.ncp_by_attribute[qi[0]] < 600, r.metrics.ncp_by_attribute
+        uncut = "quasi-identifier 'd' holds dates or timestamps outside years 1-9999, which cannot be a cut's value"
+        assert (uncut in caplog.text) == (qi == ["d"]) and len(r.plan.fragments) == (1 if qi == ["d"] else 2)
+        caplog.clear()
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TABLE o AS SELECT id, (id * 1000)::UHUGEINT AS uh, id::VARCHAR::BIGNUM AS bn, s FROM t")
     for qi, sensitive, name in ((["uh"], ["s"], "UHUGEINT"), (["id"], ["bn"], "BIGNUM")):  # were internal errors
