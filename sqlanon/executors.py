@@ -193,6 +193,9 @@ def _start_server() -> None:
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
         try:
             forkserver.ensure_running()
+        except ChildProcessError as exc:  # (an OSError) its server is the parent's: ChildProcessError (helper-35)
+            raise ConfigError("this process was forked from one that had started sqlanon's local worker pool, which "
+                              "stays the parent's: run it with one worker here, or from a fresh process") from exc
         except OSError as exc:
             if "AF_UNIX path too long" not in str(exc):
                 raise
@@ -397,6 +400,9 @@ class LocalExecutor:
     remote = False
 
     def __init__(self, workers: int) -> None:
+        if multiprocessing.current_process().daemon:  # it raised AssertionError from the pool's first start (helper-35)
+            raise ConfigError("local worker processes cannot start from a daemonic process (a multiprocessing.Pool "
+                              "or Celery prefork worker): run it with one worker there (its work then runs in that process)")
         # The fork server is multiprocessing's, one per process, shared with
         # the caller's own forkserver pools (sqlanon._preload lets those find
         # the caller's functions); it stays up for the next run.

@@ -223,6 +223,43 @@ def test_a_scheduler_without_workers_or_unreachable_fails_with_exit_1(source, tm
     assert r.workers == 2 and len(r.plan.fragments) == 2
 
 
+def _call_in(source, out, how: str) -> str:
+    """Run the library with 2 local workers from a daemonic pool worker or a forked child; its outcome."""
+    script = textwrap.dedent(f"""\
+        import multiprocessing as mp, os, sqlanon
+        def call(_=None):
+            try:
+                sqlanon.anonymize({str(source)!r}, {str(out)!r}, qi={QI!r}, k=5, workers=2, overwrite=True)
+                return "ok"
+            except Exception as exc:
+                return f"{{type(exc).__name__}}: {{exc}}"
+        if __name__ == "__main__":
+            if {how!r} == "daemonic":
+                with mp.get_context("fork").Pool(1) as pool:
+                    print(pool.map(call, [1])[0])
+            else:
+                assert call() == "ok"
+                r, w = os.pipe()
+                if os.fork() == 0:
+                    os.write(w, call().encode()); os._exit(0)
+                os.wait()
+                print(os.read(r, 10000).decode())
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    return done.stdout.strip()
+
+
+def test_local_workers_from_a_daemonic_process_or_a_forked_child_are_refused_in_one_line(source, tmp_path):
+    """From a multiprocessing.Pool or Celery prefork worker (daemonic), the
+    pool raised 'AssertionError: daemonic processes are not allowed to have
+    children'; in a child forked after a run, 'ChildProcessError: No child
+    processes' (the fork server is the parent's) (helper-35)."""
+    assert _call_in(source, tmp_path / "d.parquet", "daemonic").startswith(
+        "ConfigError: local worker processes cannot start from a daemonic process")
+    assert _call_in(source, tmp_path / "f.parquet", "forked").startswith(
+        "ConfigError: this process was forked from one that had started sqlanon's local worker pool")
+
+
 def test_a_dask_worker_without_sqlanon_is_named_at_once(source, tmp_path):
     """A worker that cannot import sqlanon closed itself on its first task
     (Dask cannot deserialize it), and the run failed a minute later saying
