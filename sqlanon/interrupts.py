@@ -99,6 +99,7 @@ def watching(library: bool = True) -> Iterator[None]:
         if not _deferring:
             raise KeyboardInterrupt
 
+    handler.sqlanon_watching = True  # not a host's: deferred() leaves it in place
     for signum in previous:
         signal.signal(signum, handler)
     _depth += 1
@@ -127,11 +128,34 @@ def watching(library: bool = True) -> Iterator[None]:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Run the block to its end even on SIGINT (which is still recorded); refuse to start after one."""
+    """Run the block to its end even on SIGINT (which is still recorded); refuse to start after one.
+
+    A signal the host handles itself (a task runner's timeout: SIGALRM and a
+    handler that raises) is held too, and sent again once the block is
+    done: raised between the output's swap and its metrics, it left the
+    output published without them for good (helper-35)."""
     global _deferring
     check()
+    held: list[int] = []
+    hosts = _hold_hosts_signals(held)
     _deferring += 1
     try:
         yield
     finally:
         _deferring -= 1
+        for signum, handler in hosts.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(held):
+            signal.raise_signal(signum)
+
+
+def _hold_hosts_signals(held: list[int]) -> dict[int, object]:
+    """Replace the Python handlers of signals that are not sqlanon's by one
+    that appends the signal to ``held`` (main thread only); their handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    hosts = {s: h for s in signal.valid_signals() if callable(h := signal.getsignal(s))
+             and not getattr(h, "sqlanon_watching", False)}
+    for signum in hosts:
+        signal.signal(signum, lambda signum, frame: held.append(signum))
+    return hosts

@@ -721,6 +721,41 @@ def test_timestamptz_generalizations_do_not_depend_on_the_machine_time_zone(tmp_
     assert all(v.endswith("Z") or v.endswith("*") for v in outs[0].column("zone").to_pylist())
 
 
+def test_a_hosts_timeout_while_publishing_comes_after_the_output_and_its_metrics(tmp_path, monkeypatch):
+    """A task runner's timeout (SIGALRM, its handler raising) that fired
+    between the output's swap and its metrics left the output published
+    without its metrics for good (helper-35). It is held while publishing
+    and raised once both are in place."""
+    from sqlanon import io
+
+    src, out = tmp_path / "src.parquet", tmp_path / "out.parquet"
+    pq.write_table(people(1_000), src)
+    run(src, out, workers=1)
+    replace = os.replace
+
+    def replace_then_time_out(a, b, *args, **kwargs):
+        replace(a, b, *args, **kwargs)
+        if str(b) == str(out):  # the output is in place: the metrics are next
+            signal.raise_signal(signal.SIGALRM)
+
+    class Timeout(Exception):
+        pass
+
+    def on_alarm(signum, frame):
+        raise Timeout
+
+    monkeypatch.setattr(io.os, "replace", replace_then_time_out)
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        with pytest.raises(Timeout):
+            run(src, out, workers=1, overwrite=True, seed=5)
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    seeds = duckdb.sql(f"SELECT sample_seed FROM read_parquet('{tmp_path / 'out__metrics.parquet'}') "
+                       "WHERE kind = 'total' ORDER BY started_at").fetchall()
+    assert seeds == [(0,), (5,)]
+
+
 @pytest.mark.parametrize("output", ["out.parquet", "out/"])
 def test_a_run_killed_between_its_output_and_its_metrics_has_them_written_next(tmp_path, output):
     """Killed after its output was swapped in and before its metrics were,
