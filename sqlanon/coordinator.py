@@ -1205,8 +1205,10 @@ def _warn_duration_qis(files: list[str], schema: pa.Schema, spec: AnonymizationS
     """A QI that pyarrow wrote as a duration (pandas' timedelta) reaches
     DuckDB as its integer count: its intervals are counts of the unit, which
     the published text does not name (``[207000000, 2187000000]`` for
-    minutes to half an hour). Said, from the first file's footer."""
-    for name, field in io.restorable_fields(files[:1], schema, spec.qi_names).items():
+    minutes to half an hour). Said, from the first file's footer, read only
+    for a QI that DuckDB gives as BIGINT (a text QI's run read it for nothing)."""
+    counts = [q for q in spec.qi_names if pa.types.is_int64(schema.field(q).type)]
+    for name, field in io.restorable_fields(files[:1], schema, counts).items():
         if pa.types.is_duration(field.type):
             log.warning("quasi-identifier %r is a duration that DuckDB reads as its count of %s: its generalized "
                         "values are such counts", name, _UNITS.get(field.type.unit, field.type.unit))
