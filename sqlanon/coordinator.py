@@ -265,14 +265,9 @@ def _private_directory(prefix: str) -> str:
 def _spill_directory() -> str:
     """The coordinator's own spill directory (:func:`_private_directory`),
     named after its process; those of dead processes (a run killed outright:
-    they may hold rows of an input) are removed first, and so are the
-    ``pymp-*`` directories of multiprocessing that sqlanon's dead processes
-    marked (:data:`executors.TEMP_DIR_MARK`; in /tmp when TMPDIR is too
-    long a path for their sockets)."""
-    tmp = Path(tempfile.gettempdir())
-    for stale, pid in [*((d, d.name.split("-")[2]) for d in tmp.glob("sqlanon-spill-*-*")),
-                       *((m.parent, m.name[len(executors.TEMP_DIR_MARK):]) for root in {tmp, Path("/tmp")}
-                         for m in root.glob(f"pymp-*/{executors.TEMP_DIR_MARK}*"))]:
+    they may hold rows of an input) are removed first."""
+    for stale in Path(tempfile.gettempdir()).glob("sqlanon-spill-*-*"):
+        pid = stale.name.split("-")[2]
         with contextlib.suppress(OSError, ValueError):
             if stale.stat().st_uid == os.getuid() and not io.alive(int(pid)):
                 shutil.rmtree(stale, ignore_errors=True)

@@ -203,7 +203,6 @@ def _start_server() -> None:
                               "path for a socket: set TMPDIR to a shorter one") from exc
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    _mark_temp_dir()
 
 
 _SOCKET_ROOM = 107 - len("/pymp-12345678/listener-12345678")
@@ -224,40 +223,6 @@ def _short_socket_directory() -> None:
             util.get_temp_dir()  # made now, in /tmp, and kept for this process (once made, only returned)
         finally:
             tempfile.tempdir = saved
-
-
-TEMP_DIR_MARK = ".sqlanon-"
-"""The name, with this process's id after it, of an empty file sqlanon puts
-in multiprocessing's temporary directory (``$TMPDIR/pymp-*``, where the fork
-server's socket is): multiprocessing removes that directory at a normal exit
-only, and a run killed outright left one per kill (helper-33). The next run
-removes those whose process is gone (:func:`sqlanon.coordinator._spill_directory`)."""
-
-
-_forked = False
-"""Whether this process is a fork of another (its multiprocessing directory may be the parent's)."""
-
-
-def _note_fork() -> None:
-    global _forked
-    _forked = True
-
-
-os.register_at_fork(after_in_child=_note_fork)
-
-
-def _mark_temp_dir() -> None:
-    """Mark this process's multiprocessing directory as sqlanon's, unless it
-    may be another's: a multiprocessing child, or a fork, inherits its
-    parent's, and a worker of a caller's own pool that ran sqlanon marked it
-    with its own id; once it had ended, the next run removed the directory
-    under the living parent (the full test suite, this session)."""
-    from multiprocessing import util
-
-    if _forked or multiprocessing.parent_process() is not None:
-        return
-    with contextlib.suppress(OSError):
-        open(os.path.join(util.get_temp_dir(), f"{TEMP_DIR_MARK}{os.getpid()}"), "a").close()
 
 
 @contextlib.contextmanager

@@ -260,33 +260,6 @@ def test_local_workers_from_a_daemonic_process_or_a_forked_child_are_refused_in_
         "ConfigError: this process was forked from one that had started sqlanon's local worker pool")
 
 
-def test_a_callers_own_pool_worker_running_sqlanon_leaves_the_callers_directory(source, tmp_path):
-    """A multiprocessing child shares its parent's multiprocessing directory
-    (the fork server's socket): a worker of the caller's own pool that ran
-    sqlanon marked it as its own, and once it had ended the next run removed
-    it under the living caller, whose next fork server had nowhere to go
-    ('FileNotFoundError: /tmp/pymp-…', the full test suite)."""
-    script = tmp_path / "job.py"
-    script.write_text(textwrap.dedent(f"""\
-        import multiprocessing as mp, os, sqlanon
-        from concurrent.futures import ProcessPoolExecutor
-        from multiprocessing import util
-
-        def call(out):
-            sqlanon.anonymize({str(source)!r}, out, qi={QI!r}, k=5, workers=2, overwrite=True)
-
-        if __name__ == "__main__":
-            call({str(tmp_path / "a.parquet")!r})
-            mine = util.get_temp_dir()
-            with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:  # not daemonic
-                pool.submit(call, {str(tmp_path / "b.parquet")!r}).result()
-            call({str(tmp_path / "c.parquet")!r})
-            print(os.path.isdir(mine))
-    """))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert done.stdout.strip() == "True", done.stderr[-2000:]
-
-
 def test_a_dask_worker_without_sqlanon_is_named_at_once(source, tmp_path):
     """A worker that cannot import sqlanon closed itself on its first task
     (Dask cannot deserialize it), and the run failed a minute later saying

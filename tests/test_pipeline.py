@@ -8,7 +8,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import stat
 import subprocess
@@ -1453,35 +1452,6 @@ def test_a_worker_spills_into_the_runs_staging_area(tmp_path, monkeypatch):
     run(src, tmp_path / "o.parquet", workers=1, overwrite=True)
     assert not stale.exists() and live.exists()
     live.rmdir()
-
-
-def test_a_run_killed_outright_leaves_no_multiprocessing_directory_behind(tmp_path):
-    """multiprocessing removes its pymp-* directory (the fork server's socket)
-    at a normal exit only: each run killed outright left one in TMPDIR for
-    good (helper-33). sqlanon marks its own; the next run removes those of
-    processes gone, and leaves other programs' alone."""
-    from sqlanon.executors import TEMP_DIR_MARK
-
-    tmp = Path(tempfile.mkdtemp(prefix="sqlanon-test-", dir="/tmp"))  # short enough for the sockets in it
-    foreign = tmp / "pymp-someone"
-    foreign.mkdir()
-    src = tmp_path / "src.parquet"
-    pq.write_table(people(2_000), src)
-    args = [sys.executable, "-m", "sqlanon.cli", "anonymize", src, "-o", tmp_path / "o.parquet", "--qi", ",".join(QI),
-            "-k", "5", "--workers", "2", "--quiet"]
-    env = {**os.environ, "TMPDIR": str(tmp)}
-    proc = subprocess.Popen(list(map(str, args)), env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not list(tmp.glob(f"pymp-*/{TEMP_DIR_MARK}{proc.pid}")) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert list(tmp.glob(f"pymp-*/{TEMP_DIR_MARK}{proc.pid}"))  # left by the kill
-    done = subprocess.run(list(map(str, args)) + ["--overwrite"], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert [p.name for p in tmp.iterdir()] == ["pymp-someone"]
-    shutil.rmtree(tmp)
 
 
 def test_a_temporary_directory_too_long_for_a_socket_still_runs_local_workers(tmp_path):
