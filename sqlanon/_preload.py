@@ -13,8 +13,10 @@ import types
 
 # The caller's environment back, for the processes this server forks (its
 # own path was set, without the working directory: executors._imports_of_this_process).
-from .executors import ENV_BEFORE, restore_environment  # noqa: E402
+from .executors import ENV_BEFORE, MODULE_ENV, SCRIPT_ENV, restore_environment  # noqa: E402
 
+_script = os.environ.get(SCRIPT_ENV)
+_module = os.environ.get(MODULE_ENV)  # python -m jobs.nightly
 restore_environment(os.environ.get(ENV_BEFORE))
 
 # A Ctrl-C reaches the whole process group, this server too: during these
@@ -72,8 +74,6 @@ class _CallerMain(types.ModuleType):
         return getattr(self, name)
 
 
-_script = os.environ.get(executors.SCRIPT_ENV)
-_module = os.environ.get(executors.MODULE_ENV)  # python -m jobs.nightly
 if _script or _module:
     sys.modules["__main__"] = sys.modules["__mp_main__"] = _CallerMain(_script, _module)
 

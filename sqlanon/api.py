@@ -333,7 +333,7 @@ def anonymize(
         target = io.open_target(out, overwrite=overwrite, table=target_table)
     # A Ctrl-C that DuckDB consumes still stops the run before it publishes;
     # the output's lock is released before a SIGTERM ends the process.
-    with interrupts.watching():
+    with executors.callers_start_method(), interrupts.watching():
         try:
             if isinstance(target, io.LocalStagingTarget) and not explain and metrics is None and target_table is None:
                 default = io.default_metrics_path(out)

@@ -46,6 +46,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 
 from .errors import ConfigError, InputError
@@ -137,15 +138,31 @@ def _forkserver_context():
     # only sqlanon's code: the server tells them the script is already there,
     # and runs it only if a worker (of the caller's own pool) looks into it
     # (sqlanon._preload).
+    # (Set while the server starts: _imports_of_this_process.)
+    return ctx
+
+
+def _callers_main() -> dict[str, str | None]:
+    """The caller's script and ``-m`` module, as multiprocessing tells its workers."""
     from multiprocessing import spawn
 
     data = spawn.get_preparation_data("sqlanon")
-    for env, key in ((SCRIPT_ENV, "init_main_from_path"), (MODULE_ENV, "init_main_from_name")):
-        if data.get(key):
-            os.environ[env] = data[key]
-        else:
-            os.environ.pop(env, None)
-    return ctx
+    return {SCRIPT_ENV: data.get("init_main_from_path") or None, MODULE_ENV: data.get("init_main_from_name") or None}
+
+
+@contextlib.contextmanager
+def callers_start_method() -> Iterator[None]:
+    """Leave multiprocessing's default start method as the caller had it.
+
+    Starting a process (the fork server, a worker) fixes it for good when
+    it was not set ('fork'): a caller's set_start_method('spawn') after a
+    run was refused ('context has already been set') (helper-35)."""
+    before = multiprocessing.get_start_method(allow_none=True)
+    try:
+        yield
+    finally:
+        if before is None:
+            multiprocessing.set_start_method(None, force=True)  # "not set", as documented for force
 
 
 _own_server = False
@@ -183,10 +200,13 @@ def _start_server() -> None:
     # pool starts (the CLI then ends without waiting for the pool) and wrote
     # 'leaked semaphore objects' warnings to the CLI's stderr after its one
     # line. The tracker and the fork server take this process's -W options.
-    if QUIET_TRACKER not in sys.warnoptions:
+    quieted = QUIET_TRACKER not in sys.warnoptions
+    if quieted:
         sys.warnoptions.append(QUIET_TRACKER)
     _short_socket_directory()
-    with _imports_of_this_process():
+    with _imports_of_this_process(), contextlib.ExitStack() as unquiet:
+        if quieted:  # the caller's own options back once both have started (helper-35)
+            unquiet.callback(sys.warnoptions.remove, QUIET_TRACKER)
         # The tracker first: starting it unblocks SIGINT (it blocks it for its own start).
         _start_tracker()
         # SIGHUP blocked for good, as in the tracker (see there), workers included.
@@ -238,11 +258,19 @@ def _imports_of_this_process():
     started in). The fork server puts the caller's values back
     (:data:`ENV_BEFORE`) for the processes it forks: a worker of the
     caller's own pool (the server is multiprocessing's, shared) ran Python
-    scripts without their directory on the path (helper-25)."""
-    saved = {name: os.environ.get(name) for name in ("PYTHONSAFEPATH", "PYTHONPATH")}
+    scripts without their directory on the path (helper-25). The caller's
+    script (:data:`SCRIPT_ENV`, :data:`MODULE_ENV`) goes to the server the
+    same way, and no further."""
+    main = _callers_main()
+    saved = {name: os.environ.get(name) for name in ("PYTHONSAFEPATH", "PYTHONPATH", *main)}
     os.environ[ENV_BEFORE] = json.dumps(saved)
     os.environ["PYTHONSAFEPATH"] = "1"
     os.environ["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) if p else os.getcwd() for p in sys.path)
+    for name, value in main.items():  # for sqlanon._preload; the caller's own values back after
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     try:
         yield
     finally:

@@ -920,6 +920,37 @@ def test_the_callers_own_fork_server_workers_keep_its_environment(tmp_path):
     assert p.stdout.split() == ["[None,", "None,", "None]", "[None,", "None,", "None]"], p.stdout
 
 
+def test_a_library_call_leaves_the_callers_multiprocessing_settings_as_they_were(tmp_path):
+    """A call left the caller's process changed: multiprocessing's start
+    method fixed ('fork', which the caller's set_start_method('spawn') then
+    refused: 'context has already been set'), the resource tracker's -W
+    filter in sys.warnoptions, and SQLANON_CALLER_SCRIPT in os.environ
+    (helper-35)."""
+    script = tmp_path / "caller.py"
+    script.write_text(textwrap.dedent(f"""
+        import multiprocessing, os, sys
+        import pyarrow as pa, pyarrow.parquet as pq
+        import sqlanon
+
+        def double(x):
+            return 2 * x
+
+        if __name__ == "__main__":
+            before = (multiprocessing.get_start_method(allow_none=True), list(sys.warnoptions), dict(os.environ))
+            pq.write_table(pa.table({{"age": [20 + i % 40 for i in range(400)]}}), {str(tmp_path / "s.parquet")!r})
+            sqlanon.anonymize({str(tmp_path / "s.parquet")!r}, {str(tmp_path / "o.parquet")!r}, qi=["age"], k=5,
+                              workers=2)
+            after = (multiprocessing.get_start_method(allow_none=True), list(sys.warnoptions), dict(os.environ))
+            print(before == after, [n for n in after[2] if n not in before[2]], after[:2])
+            multiprocessing.set_start_method("spawn")
+            with multiprocessing.Pool(1) as pool:
+                print(pool.map(double, [21]))
+    """))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["True [] (None, [])", "[42]"], p.stdout
+
+
 def test_explain_asks_a_remote_cluster_whatever_names_it(monkeypatch):
     """--explain planned --workers' fragments where the run then used the
     cluster's slots: for a scheduler, a remote master, and (helper-25) the
