@@ -15,6 +15,8 @@ A SIGTERM (how ``timeout``, systemd and Kubernetes stop a job), and a SIGHUP
 handled the same way while no one else handles them: the run stops, cleans up and reports
 it, instead of dying with its staging files left behind; in a library call
 the process then ends by the signal, as it would have without sqlanon.
+A second one ends the process at once (a run stuck where the first is
+not seen).
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def watching(library: bool = True) -> Iterator[None]:
     with Python's own handler (not one left ignored, as ``cmd &`` starts it,
     nor a host's own handler: a graceful stop lets the call finish), a
     SIGTERM or SIGHUP with the default action (not a host's handler, nor
-    ``nohup``'s ignoring).
+    ``nohup``'s ignoring). A second SIGTERM (SIGHUP) ends the process by
+    it at once, as it would have without sqlanon, unless publishing.
 
     When the outermost block ends after a signal: an exception that stands
     for it (DuckDB's "Query interrupted") comes out as KeyboardInterrupt.
@@ -94,10 +97,18 @@ def watching(library: bool = True) -> Iterator[None]:
         _signals.clear()
 
     def handler(signum, frame):
+        again = signum in _signals
         _signals.add(signum)
         _received.set()
-        if not _deferring:
-            raise KeyboardInterrupt
+        if _deferring:
+            return
+        if again and signum in _STOPS:
+            # The first could not stop the run (a wait that never sees the
+            # KeyboardInterrupt, stuck on an import lock an interrupted
+            # import left held: helper-35): end the process as without sqlanon.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        raise KeyboardInterrupt
 
     handler.sqlanon_watching = True  # not a host's: deferred() leaves it in place
     for signum in previous:

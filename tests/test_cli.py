@@ -697,6 +697,41 @@ coordinator.verify_relation = verify
     assert sorted(f.name for f in tmp_path.iterdir()) == ["host.py"]
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_second_sigterm_ends_a_run_that_the_first_could_not_stop(tmp_path, signum):
+    """A run stuck where a KeyboardInterrupt is never seen (a DuckDB thread
+    waiting on an import lock that an interrupted import left held: the
+    query's wait swallows the interrupt and goes on waiting) could not be
+    stopped but by SIGKILL (helper-35): a second SIGTERM (or SIGHUP) ends
+    the process by the signal at once."""
+    p = subprocess.Popen([sys.executable, "-c", f"""
+import os, signal, sys, time
+import sqlanon
+from sqlanon import coordinator
+def stuck(*args, **kwargs):
+    print("stuck", flush=True)
+    while True:
+        try:
+            time.sleep(10)
+        except KeyboardInterrupt:
+            print("swallowed", flush=True)
+coordinator.verify_relation = stuck
+try:
+    sqlanon.anonymize({str(ADULTS)!r}, {str(tmp_path / "o.parquet")!r}, qi=["age"], k=10, workers=1)
+except KeyboardInterrupt:
+    print("survived")
+"""], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert p.stdout.readline() == "stuck\n"
+        p.send_signal(signum)
+        assert p.stdout.readline() == "swallowed\n"
+        p.send_signal(signum)
+        assert p.wait(timeout=30) == -signum
+    finally:
+        p.kill()
+    assert "survived" not in p.stdout.read()
+
+
 def _library_host(tmp_path, patch: str) -> subprocess.CompletedProcess:
     """A host script that applies ``patch`` (Python code, with os, signal and
     time imported), anonymizes ADULTS into ``tmp_path/o.parquet`` and, as
