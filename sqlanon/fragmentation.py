@@ -78,8 +78,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+import re
+import unicodedata
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -156,11 +158,17 @@ class Predicate:
         value: a scalar for ``le``/``gt_or_null``, a tuple of non-NULL values
             for ``in``/``not_in_or_null`` (a list is turned into a tuple),
             ``None`` otherwise.
+        foldable: (``in``/``not_in_or_null``) whether this list and the
+            column's other lists in a conjunction may become one list by
+            set algebra on their values (see :func:`where_sql`): no two
+            values of the column's domain compare equal in any collation.
+            Not part of the condition (nor of :meth:`to_dict`).
     """
 
     column: str
     op: str
     value: Any = None
+    foldable: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.column, str) or not self.column:
@@ -397,22 +405,55 @@ def _folded(preds: tuple[Predicate, ...]) -> tuple[Predicate, ...]:
     """The conjunction with each column's ``in`` and ``not_in_or_null`` lists
     as one ``in`` list, where one of them is an ``in`` (set algebra on the
     values: the same rows). A fragment deep in a hierarchy's cuts holds the
-    node's leaves once, not once per cut on its way (helper-34)."""
+    node's leaves once, not once per cut on its way (helper-34).
+
+    Only where no two of the lists' values may compare equal in the
+    database: under a collation ('W5' = 'w5' in a NOCASE column, citext,
+    MySQL's default ones) the algebra of Python's equality put a row in two
+    fragments (a case variant of a value taken out of a list still matched
+    it: helper-37); such a column's lists stay as they are (the plan tells
+    which: :attr:`Predicate.foldable`)."""
     groups: dict[str, list[Predicate]] = {}
     for p in preds:
         groups.setdefault(p.column, []).append(p)
     out = []
     for p in preds:
         group = groups[p.column]
-        if len(group) == 1 or any(q.op not in _SET_OPS for q in group) or all(q.op != "in" for q in group):
+        if (len(group) == 1 or any(q.op not in _SET_OPS or not q.foldable for q in group)
+                or all(q.op != "in" for q in group)):
             out.append(p)
         elif p is group[0]:
             keep = [{_value_key(v) for v in q.value} for q in group if q.op == "in"]
             drop = {_value_key(v) for q in group if q.op == "not_in_or_null" for v in q.value}
             base = next(q for q in reversed(group) if q.op == "in").value
             out.append(Predicate(p.column, "in", tuple(
-                v for v in base if _value_key(v) not in drop and all(_value_key(v) in k for k in keep))))
+                v for v in base if _value_key(v) not in drop and all(_value_key(v) in k for k in keep)), True))
     return tuple(out)
+
+
+def _apart_under_any_collation(values: Iterable[Any]) -> bool:
+    """Whether no two distinct texts among ``values`` could be one value to
+    a collation: none differ only in case, accents, compatibility forms,
+    spacing or punctuation (what case-, accent- and punctuation-insensitive
+    collations and PAD SPACE comparisons ignore). Other values (numbers,
+    dates) compare as Python compares them."""
+    seen: dict[str, str] = {}
+    for v in values:
+        if isinstance(v, str):
+            key = _collation_key(v)
+            if seen.setdefault(key, v) != v:
+                return False
+    return True
+
+
+def _collation_key(text: str) -> str:
+    """``text`` with what a lenient collation ignores taken out (see :func:`_apart_under_any_collation`)."""
+    if not text.isascii():
+        text = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+    return _IGNORABLE.sub("", text.casefold())
+
+
+_IGNORABLE = re.compile(r"[\W_]+")
 
 
 def where_shown(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple[str, list[Any]]:
@@ -448,6 +489,7 @@ class _Column:
     n_leaves: int = 0
     span_values: np.ndarray | None = None  # numeric columns: float per non-NULL code
     cuttable: bool = True  # False: its values have no Python form to bind (a date before year 1)
+    foldable: bool = False  # hierarchy columns: no two leaves equal in a collation (Predicate.foldable)
 
     def cut(self, c: int, next_code: int, low: int = 0) -> tuple[Predicate, Predicate]:
         """The (left, right) predicates of the cut ``code <= c`` (``next_code``: the node's next code).
@@ -463,7 +505,8 @@ class _Column:
             return Predicate(self.name, "not_null"), Predicate(self.name, "is_null")
         if self.leaf_values is not None:
             left = tuple(v for v in self.leaf_values[low : c + 1] if v is not None)
-            return Predicate(self.name, "in", left), Predicate(self.name, "not_in_or_null", left)
+            return (Predicate(self.name, "in", left, self.foldable),
+                    Predicate(self.name, "not_in_or_null", left, self.foldable))
         value = self.sorted_values[c].as_py()
         return Predicate(self.name, "le", value), Predicate(self.name, "gt_or_null", value)
 
@@ -512,8 +555,9 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None) -> _C
         n_leaves = h.n_leaves
         lut = np.where(found < 0, n_leaves, found).astype(np.int64)  # not a leaf: after the leaves
         null_code = n_leaves + 1
-        col_out = _Column(qi.name, False, np.empty(0, np.int64), null_code,
-                          leaf_values=_leaf_values(h.leaves, arr.type), n_leaves=n_leaves)
+        leaf_values = _leaf_values(h.leaves, arr.type)
+        col_out = _Column(qi.name, False, np.empty(0, np.int64), null_code, leaf_values=leaf_values,
+                          n_leaves=n_leaves, foldable=_apart_under_any_collation(v for v in leaf_values if v is not None))
     else:
         # SQL compares -0.0 equal to 0.0 and every NaN equal to NaN; Arrow
         # hashes them apart. One code each keeps sample counts equal to SQL's.

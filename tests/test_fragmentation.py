@@ -206,6 +206,25 @@ def test_a_deep_plan_of_a_large_hierarchy_lists_each_leaf_about_once_per_fragmen
     assert sum(counts) == n + 2 and min(counts) > 0
 
 
+def test_a_plan_over_leaves_equal_under_a_collation_stays_disjoint(tmp_path):
+    """A fragment's lists of one column were folded into one by Python's
+    equality: in a NOCASE column a case variant of a leaf taken out of a
+    list still matched it, and 554 of 2,000 rows were in two fragments
+    (helper-37). Lists of such values stay as the cuts made them."""
+    words = [f"w{i}" for i in range(40)]
+    leaves = words + [w.upper() for w in words]  # a cut between w5 and W5, and cuts inside each side
+    (tmp_path / "h.csv").write_text("".join(f"{leaf};g{i // 8};*\n" for i, leaf in enumerate(leaves)))
+    h = load_hierarchy(tmp_path / "h.csv")
+    sample = pa.table({"c": [leaves[i % len(leaves)] for i in range(2_000)]})
+    plan = plan_fragments(sample, AnonymizationSpec((QuasiIdentifier("c", hierarchy=h),), k=2), 8)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (c VARCHAR COLLATE NOCASE)")
+    con.execute("INSERT INTO t SELECT unnest(?)", [leaves + [None, "zz"]])
+    counts = [con.execute(f"SELECT count(*) FROM t WHERE {sql}", params).fetchone()[0]
+              for sql, params in (where_sql(f.predicates) for f in plan.fragments)]
+    assert len(counts) == 8 and sum(counts) == len(leaves) + 2, counts
+
+
 def test_hierarchy_on_an_integer_column(con, tmp_path):
     path = tmp_path / "ages.json"
     path.write_text(json.dumps({"cat": "*", "subcats": [{"cat": str(a), "subcats": None} for a in (30, 10, 20, 40)]}))
