@@ -525,15 +525,20 @@ def test_a_long_leaf_list_is_bound_as_one_list_and_splits_exactly(con, kind):
     assert short[0].count("?") == 64 and "unnest" not in short[0]
 
 
-@pytest.mark.parametrize("kind", ["date", "decimal", "timestamp", "timestamptz", "time", "uuid", "text"])
+@pytest.mark.parametrize("kind", ["date", "decimal", "timestamp", "timestamptz", "timestamp_ns", "time", "uuid", "text"])
 def test_a_long_leaf_list_as_recorded_reruns_by_hand_with_its_json_parameters(con, kind):
     """The metrics table records a fragment's clause and its parameters as
     JSON, which writes dates, decimals and times as text. DuckDB infers a
     single parameter's type from its comparison, but not a list's: the
     clause of a cut past 64 leaves over dates, run by hand with its
     recorded parameters, failed ('Cannot compare values of type DATE and
-    VARCHAR'). Shown, the list is cast to its type; the run binds it as is."""
+    VARCHAR'). Shown, the list is cast to its type; the run binds it as is.
+    A TIMESTAMP_NS list (pandas Timestamps) was bound as microseconds: the
+    run's clause matched no row of it, and the shown one could not run
+    (helper-37)."""
     import uuid
+
+    import pandas as pd
 
     from sqlanon.config import strict_json
     from sqlanon.fragmentation import where_shown
@@ -544,13 +549,15 @@ def test_a_long_leaf_list_as_recorded_reruns_by_hand_with_its_json_parameters(co
         "decimal": lambda i: __import__("decimal").Decimal(i) / 100,
         "timestamp": lambda i: dt.datetime(2000, 1, 1) + dt.timedelta(minutes=i),
         "timestamptz": lambda i: dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(minutes=i),
+        "timestamp_ns": lambda i: pd.Timestamp("2000-01-01") + pd.Timedelta(minutes=i, nanoseconds=i % 2 * 7),
         "time": lambda i: dt.time(i // 60, i % 60),
         "uuid": lambda i: uuid.UUID(int=i),
         "text": lambda i: f"{i:05d}'",
     }[kind]
     values = [make(i) for i in range(n)] + [None]
     column = pa.array(values, type=pa.decimal128(10, 2)) if kind == "decimal" else pa.array(
-        [None if v is None else str(v) for v in values]) if kind == "uuid" else pa.array(values)
+        [None if v is None else str(v) for v in values]) if kind == "uuid" else pa.array(
+        values, pa.timestamp("ns")) if kind == "timestamp_ns" else pa.array(values)
     con.register("arrow_t", pa.table({"v": column}))
     con.execute("CREATE TABLE t AS SELECT " + ("CAST(v AS UUID) AS v" if kind == "uuid" else "v") + " FROM arrow_t")
     left = tuple(make(i) for i in range(0, n, 3))

@@ -222,6 +222,18 @@ def _nanosecond_text(value: Any) -> str | None:
     return None
 
 
+def _nanosecond_list(values: list | tuple) -> list[str | None] | None:
+    """A list of timestamps of which some have nanoseconds (a TIMESTAMP_NS
+    column's, as pandas Timestamps) as texts DuckDB reads exactly, or
+    ``None``: DuckDB binds such a list as microsecond TIMESTAMPs, and a long
+    hierarchy cut's ``IN (SELECT unnest(?))`` matched none of its rows
+    (helper-37). A list holds one column's values: its first tells."""
+    first = next((v for v in values if v is not None), None)
+    if not isinstance(first, dt.datetime) or first.tzinfo is not None or not any(map(_nanosecond_text, values)):
+        return None
+    return [None if v is None else v.isoformat(sep=" ") for v in values]
+
+
 def _list_type(values: list | tuple) -> str | None:
     """The DuckDB type of a list parameter whose values JSON writes as text
     (dates, times, decimals, UUIDs), from a closed set of names; ``None``
@@ -236,7 +248,7 @@ def _list_type(values: list | tuple) -> str | None:
             return None
         scale = max(0, -min(exponents))
         return f"DECIMAL(38, {scale})" if scale <= 38 else None
-    if kind is dt.datetime:
+    if issubclass(kind, dt.datetime):  # pandas' Timestamp too (its nanoseconds: _nanosecond_list)
         return "TIMESTAMPTZ" if any(v.tzinfo is not None for v in values if v is not None) else "TIMESTAMP"
     return {dt.date: "DATE", dt.time: "TIME", uuid.UUID: "UUID"}.get(kind)
 
@@ -268,6 +280,10 @@ def render(template: str, *, dialect: str = "duckdb", inline: bool = False, type
         if nanoseconds:
             params.append(nanoseconds)
             return "CAST(? AS TIMESTAMP_NS)"
+        nanoseconds = dialect == "duckdb" and isinstance(value, (list, tuple)) and _nanosecond_list(value)
+        if nanoseconds:
+            params.append(nanoseconds)
+            return "CAST(? AS TIMESTAMP_NS[])"
         params.append(value)
         if typed and dialect == "duckdb" and isinstance(value, (list, tuple)):
             kind = _list_type(value)
