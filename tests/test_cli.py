@@ -28,6 +28,7 @@ import sys
 import textwrap
 import time
 import tomllib
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -2216,6 +2217,27 @@ def test_duckdb_types_arrow_does_not_keep_come_back_in_a_duckdb_table(tmp_path, 
     assert_one_line_error(r.stderr, "'h' is a HUGEINT .* 39 digits")
     r = cli("anonymize", db, "--table", "small", "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
     assert r.exit_code == 0, r.stderr
+
+
+@pytest.mark.parametrize("how", ["prefix", "hierarchy"])
+@pytest.mark.parametrize("source", ["duckdb", "parquet"])
+def test_a_uuid_qi_by_prefix_or_hierarchy(tmp_path, out_dir, how, source):
+    """A UUID QI generalized by prefix or a hierarchy failed every run:
+    reading its values as text by their bytes put COLLATE "binary" on a
+    UUID ('collations are only supported for type varchar': helper-37)."""
+    db = tmp_path / "in.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS id, ('00000000-0000-0000-0000-0000000000' || "
+                    "lpad((i % 40)::VARCHAR, 2, '0'))::UUID AS u, i % 50 AS x FROM range(500) r(i)")
+        con.execute(f"COPY t TO '{tmp_path / 'in.parquet'}'")
+        leaves = [r[0] for r in con.execute("SELECT DISTINCT u::VARCHAR FROM t ORDER BY 1").fetchall()]
+    (tmp_path / "h.csv").write_text("".join(f"{leaf};{leaf[:-1]}*;*\n" for leaf in leaves))
+    src = [db, "--table", "t"] if source == "duckdb" else [tmp_path / "in.parquet"]
+    gen = ["--generalization", "u=prefix"] if how == "prefix" else ["--hierarchy", f"u={tmp_path / 'h.csv'}"]
+    r = cli("anonymize", *src, "-o", out_dir / "o.parquet", "--qi", "u,x", *gen, "-k", "20", "--fragments", "2")
+    assert r.exit_code == 0, r.stderr
+    out = pq.read_table(out_dir / "o.parquet")
+    assert out.num_rows == 500 and min(Counter(zip(out["u"].to_pylist(), out["x"].to_pylist())).values()) >= 20
 
 
 @pytest.mark.parametrize("output", ["o.parquet", "o.csv", "d/", "w.duckdb"])
