@@ -409,14 +409,15 @@ def domain_stats(
             stats[qi.name] = interval_stats(0, lo_hi, qi.name)
             continue
         distinct = row.column(f"d{i}")[0].as_py() + has_null
-        domain = None
+        domain = present = None
         if kind in ("prefix", "hierarchy"):
             values = _distinct_values(con, source, qi.name, schema.field(qi.name))
             if kind == "hierarchy":  # as the engine matches them: by text
                 _check_leaves(qi, values)
+                present = frozenset(as_text(values).to_pylist())
             else:
                 domain = tuple(sorted(set(as_text(values).to_pylist())))
-        stats[qi.name] = ColumnStats(distinct, domain=domain)
+        stats[qi.name] = ColumnStats(distinct, domain=domain, present=present)
     sens = {s: (row.column(f"s{j}")[0].as_py(), row.column(f"e{j}")[0].as_py()) if s in loose
             else row.column(f"s{j}")[0].as_py() for j, s in enumerate(spec.sensitive)}
     # Only the checksum columns as Python values: a min/max of a date column
@@ -937,6 +938,7 @@ def run(
         step("sampling and planning fragments")
         sample = draw_sample(con, source, spec, schema, total, options.sample, options.seed, n_fragments)
         plan = fragmentation.plan_fragments(sample, spec, n_fragments, options.fragmentation, total_rows=total, stats=stats)
+        stats = {name: replace(s, present=None) for name, s in stats.items()}  # the plan's: not for every task
         timings["fragmentation"] = time.perf_counter() - t0
         log.info("plan: %d fragments from a sample of %d rows", len(plan.fragments), sample.num_rows)
         if options.explain:

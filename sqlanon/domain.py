@@ -46,6 +46,9 @@ class ColumnStats:
         domain: the sorted distinct text forms (``prefix`` columns only).
         span: ``max - min`` (Range(a) of Eq. 3) in span units (see
             :func:`span_values`), exact for integers, dates and timestamps.
+        present: the distinct text forms (``hierarchy`` columns only), the
+            leaves a plan's cuts list; the coordinator's alone, not sent
+            to workers.
     """
 
     n_distinct: int
@@ -53,6 +56,7 @@ class ColumnStats:
     max: float | None = None
     domain: tuple[str, ...] | None = None
     span: float = 0.0
+    present: frozenset[str] | None = None
 
     @property
     def range(self) -> float:

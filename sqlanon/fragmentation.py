@@ -542,7 +542,12 @@ def _leaf_values(leaves: list[str], dtype: pa.DataType) -> list[Any]:
     return out
 
 
-def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None) -> _Column:
+def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None,
+            present: frozenset[str] | None = None) -> _Column:
+    """``present``: a hierarchy column's values in the whole source, as
+    text; its cuts list only those leaves (the others name no row; a leaf
+    that is no value of the column's type, a hierarchy shared with other
+    data, failed the server's parsing of the clause: helper-37)."""
     arr = _plain(col)
     kind = resolve_generalization(qi, arr.type)
     if kind == "hierarchy":
@@ -556,6 +561,8 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None) -> _C
         lut = np.where(found < 0, n_leaves, found).astype(np.int64)  # not a leaf: after the leaves
         null_code = n_leaves + 1
         leaf_values = _leaf_values(h.leaves, arr.type)
+        if present is not None:
+            leaf_values = [v if label in present else None for label, v in zip(h.leaves, leaf_values)]
         col_out = _Column(qi.name, False, np.empty(0, np.int64), null_code, leaf_values=leaf_values,
                           n_leaves=n_leaves, foldable=_apart_under_any_collation(v for v in leaf_values if v is not None))
     else:
@@ -733,7 +740,9 @@ def plan_fragments(
             sample's row count when omitted.
         stats: dataset-wide :class:`~sqlanon.engine.ColumnStats` per QI for
             Eq. 1 (``range`` for interval columns, ``n_distinct`` otherwise);
-            the sample's own when omitted. Ignored by ``quantile``.
+            the sample's own when omitted. Ignored by ``quantile``, but for
+            their ``present`` values: both strategies' hierarchy cuts list
+            only the leaves the source holds.
 
     Returns:
         A :class:`Plan` of **at most** W fragments: fewer when the sample has
@@ -771,9 +780,10 @@ def plan_fragments(
             missing = [q.name for q in spec.quasi_identifiers if q.name not in stats]
             if missing:
                 raise ConfigError(f"no dataset statistics for quasi-identifier(s) {', '.join(map(repr, missing))}")
-        else:
+        present = {name: s.present for name, s in stats.items()} if stats is not None else {}
+        if strategy != "mondrian":
             stats = None  # the sample's own span units
-        cols = [_encode(q, sample.column(q.name), stats[q.name].unit if stats else None)
+        cols = [_encode(q, sample.column(q.name), stats[q.name].unit if stats else None, present.get(q.name))
                 for q in spec.quasi_identifiers]
         if strategy == "quantile":
             parts = _quantile(cols, n, workers)

@@ -675,6 +675,33 @@ def test_a_qi_with_a_hierarchy_needs_only_an_equality(pg_url, tmp_path):
                           generalization={"h": "set"}, workers=2, fragments=4)
 
 
+def test_a_hierarchy_shared_with_other_data_names_leaves_the_type_cannot_hold(pg_url, tmp_path):
+    """An enum or uuid QI's hierarchy listing a leaf that is no value of the
+    type ('angry', not a mood; one with a NUL) failed every plan of more
+    than one fragment in the server's words ('invalid input value for enum
+    mood') or as an internal error (helper-37): a cut lists the leaves the
+    source holds, whose rows it sorts; the others name no row."""
+    schema = "enum_leaves"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE TYPE {schema}.mood AS ENUM ('sad', 'ok', 'happy', 'ecstatic'); "
+                f"CREATE TABLE {schema}.src AS SELECT g AS id, (ARRAY['sad', 'ok', 'happy'])[g % 3 + 1]::{schema}.mood "
+                "AS m, ('00000000-0000-0000-0000-00000000000' || (g % 4))::uuid AS u, g % 7 AS x "
+                "FROM generate_series(1, 600) g")
+    moods = tmp_path / "moods.json"
+    moods.write_text(json.dumps({"cat": "*", "subcats": [
+        {"cat": "neg", "subcats": [{"cat": "sad"}, {"cat": "angry"}, {"cat": "gr\u0000umpy"}]},
+        {"cat": "pos", "subcats": [{"cat": "ok"}, {"cat": "happy"}, {"cat": "ecstatic"}]}]}))
+    ids = tmp_path / "ids.json"
+    ids.write_text(json.dumps({"cat": "*", "subcats": [{"cat": "zz18"}] + [
+        {"cat": f"00000000-0000-0000-0000-00000000000{i}"} for i in range(5)]}))
+    r = sqlanon.anonymize(pg_url, tmp_path / "o.parquet", table=f"{schema}.src", qi=["m", "u", "x"], k=3,
+                          hierarchies={"m": moods, "u": ids}, workers=2, fragments=8)
+    assert r.metrics.rows == 600 and len(r.plan.fragments) > 2
+    listed = {v for f in r.plan.to_dict()["fragments"] for p in f["predicates"] if p["column"] in ("m", "u")
+              for v in p["value"]}
+    assert "angry" not in listed and "zz18" not in listed and "ecstatic" not in listed  # none of the source's
+
+
 def test_a_ragged_list_into_postgresql_names_its_column(pg_url, tmp_path):
     """A list of lists of unequal lengths failed the load in the server's
     words only ('malformed array literal'): a PostgreSQL array is
