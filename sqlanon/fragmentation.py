@@ -563,8 +563,9 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None,
         leaf_values = _leaf_values(h.leaves, arr.type)
         if present is not None:
             leaf_values = [v if label in present else None for label, v in zip(h.leaves, leaf_values)]
+        foldable = _apart_under_any_collation(v for v in leaf_values if v is not None)
         col_out = _Column(qi.name, False, np.empty(0, np.int64), null_code, leaf_values=leaf_values,
-                          n_leaves=n_leaves, foldable=_apart_under_any_collation(v for v in leaf_values if v is not None))
+                          n_leaves=n_leaves, foldable=foldable)
     else:
         # SQL compares -0.0 equal to 0.0 and every NaN equal to NaN; Arrow
         # hashes them apart. One code each keeps sample counts equal to SQL's.
