@@ -39,7 +39,13 @@ def __getattr__(name: str):
     if name in _LAZY:
         import importlib
 
-        found = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        from . import interrupts
+
+        # A host's timeout during these imports (a task runner's SIGALRM) is
+        # raised once they are done: cut short, numpy or pandas stayed half
+        # imported for the rest of the process (helper-60).
+        with interrupts.watching():
+            found = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         if name in ("anonymize_table", "column_stats"):  # the engine's, with errors in the library's terms
             from .errors import in_library_terms
 

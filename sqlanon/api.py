@@ -197,6 +197,7 @@ def output_qi_columns(spec: AnonymizationSpec, schema) -> list[str]:
 
 
 @in_library_terms
+@interrupts.watched
 def anonymize(
     input: str | os.PathLike,
     output: str | os.PathLike,
@@ -331,9 +332,10 @@ def anonymize(
         target = warehouse.open_target(out, target_table, overwrite=overwrite, metrics=metrics)
     else:
         target = io.open_target(out, overwrite=overwrite, table=target_table)
-    # A Ctrl-C that DuckDB consumes still stops the run before it publishes;
-    # the output's lock is released before a SIGTERM ends the process.
-    with executors.callers_start_method(), interrupts.watching():
+    # A Ctrl-C that DuckDB consumes still stops the run before it publishes
+    # (interrupts.watched, around the whole call); the output's lock is
+    # released before a SIGTERM ends the process.
+    with executors.callers_start_method():
         try:
             if isinstance(target, io.LocalStagingTarget) and not explain and metrics is None and target_table is None:
                 default = io.default_metrics_path(out)
@@ -520,6 +522,7 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
 
 
 @in_library_terms
+@interrupts.watched
 def verify(
     input: str | os.PathLike,
     *,

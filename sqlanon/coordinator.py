@@ -787,6 +787,7 @@ def run(
         )
 
     def step(text: str) -> None:
+        interrupts.check()  # each step begins with a look for a stop (a host's timeout between queries)
         if options.status is not None:
             options.status(text)
 

@@ -17,14 +17,28 @@ it, instead of dying with its staging files left behind; in a library call
 the process then ends by the signal, as it would have without sqlanon.
 A second one ends the process at once (a run stuck where the first is
 not seen).
+
+A signal the host handles itself (a task runner's timeout: SIGALRM and a
+handler that raises, as Airflow's ``execution_timeout``, ``timeout-decorator``
+and pytest-timeout do) has its handler called when it arrives, as always, but
+an exception the handler raises is kept and raised from sqlanon's own code
+(:func:`check`, the run's waits, the end of :func:`watching`), not at the
+bytecode the signal found: raised inside DuckDB it came out as
+``RuntimeError("Query interrupted")``, or was swallowed with DuckDB's lazy
+import of pandas it cut short (the run went on and published), and such an
+import could leave CPython's import lock held, on which the worker pool's
+start then waited for ever (helper-60). The run's DuckDB queries are
+interrupted so that it stops soon.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import threading
+import weakref
 from collections.abc import Iterator
 
 __all__ = ["watching", "deferred", "check", "received", "received_signal"]
@@ -34,6 +48,15 @@ _signals: set[int] = set()
 """The signals received since the outermost :func:`watching` began."""
 _depth = 0
 _deferring = 0
+_host_errors: list[BaseException] = []
+"""What a host's signal handler raised during the outermost :func:`watching`,
+not raised yet (the first is raised)."""
+_host_raised: list[BaseException] = []
+"""The one :func:`check` raised: the block's exit raises it again if
+something turned it into another exception."""
+_connections: weakref.WeakSet = weakref.WeakSet()
+"""The DuckDB connections the watched run opened (in the main thread):
+interrupted when a host's handler raises."""
 
 
 def received() -> bool:
@@ -53,9 +76,49 @@ def received_signal() -> int:
 
 
 def check() -> None:
-    """Raise KeyboardInterrupt if a SIGINT, SIGTERM or SIGHUP arrived, even if something swallowed it."""
+    """Raise what a host's signal handler raised (in the main thread, not
+    while publishing), or KeyboardInterrupt if a SIGINT, SIGTERM or SIGHUP
+    arrived, even if something swallowed it."""
+    if _host_errors and not _deferring and threading.current_thread() is threading.main_thread():
+        exc = _host_errors.pop(0)
+        _host_raised[:] = [exc]
+        raise exc
     if _received.is_set():
         raise KeyboardInterrupt
+
+
+def register(con) -> None:
+    """A DuckDB connection of the run: interrupted if a host's handler raises
+    (only in the main thread of a watched run; workers have their own)."""
+    if _depth and threading.current_thread() is threading.main_thread():
+        _connections.add(con)
+
+
+def _interrupt_queries() -> None:
+    for con in list(_connections):
+        try:
+            con.interrupt()
+        except Exception:  # noqa: BLE001 - closed meanwhile
+            pass
+
+
+def _keep_hosts_errors(hosts: object):
+    """A handler that calls the host's ``hosts`` and keeps what it raises."""
+
+    def handler(signum, frame):
+        try:
+            hosts(signum, frame)
+        except BaseException as exc:  # noqa: BLE001 - pytest-timeout's Failed, a SystemExit: the host's, raised later
+            _host_errors.append(exc)
+            if not _deferring:  # publishing runs to its end; the error comes after it
+                _interrupt_queries()
+
+    handler.sqlanon_watching = True  # deferred() leaves it in place
+    return handler
+
+
+def _host_error() -> BaseException | None:
+    return _host_errors[0] if _host_errors else (_host_raised[0] if _host_raised else None)
 
 
 @contextlib.contextmanager
@@ -77,6 +140,13 @@ def watching(library: bool = True) -> Iterator[None]:
     process ends by the signal, as it would have without sqlanon, once the
     block has cleaned up (a host that catches KeyboardInterrupt would have
     survived its stop); a SIGHUP likewise.
+
+    Every other signal with a Python handler (a host's: a task runner's
+    SIGALRM timeout) has it called as it arrives, but what the handler
+    raises is kept: the run's DuckDB queries are interrupted, :func:`check`
+    raises it (not while publishing), and so does the outermost block's end,
+    in place of the failure it caused or after a block that ran to its end
+    (it came while publishing). The host's handlers are back afterwards.
     """
     global _depth
     if threading.current_thread() is not threading.main_thread():
@@ -89,12 +159,11 @@ def watching(library: bool = True) -> Iterator[None]:
                              (signal.SIGHUP, lambda h: h is signal.SIG_DFL))
         if ours(signal.getsignal(signum))
     }
-    if not previous:
-        yield
-        return
     if _depth == 0:
         _received.clear()
         _signals.clear()
+        _host_errors.clear()
+        _host_raised.clear()
 
     def handler(signum, frame):
         again = signum in _signals
@@ -108,33 +177,66 @@ def watching(library: bool = True) -> Iterator[None]:
             # import left held: helper-35): end the process as without sqlanon.
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
+        # Raised inside a query, DuckDB reports "Query interrupted" but does
+        # not stop it: the cleanup's next statement ran it to its end first.
+        _interrupt_queries()
         raise KeyboardInterrupt
 
     handler.sqlanon_watching = True  # not a host's: deferred() leaves it in place
+    hosts = {s: h for s in signal.valid_signals() if s not in previous and callable(h := signal.getsignal(s))
+             and not getattr(h, "sqlanon_watching", False)}
+    kept = {s: _keep_hosts_errors(h) for s, h in hosts.items()}
+    for signum, keeper in kept.items():
+        signal.signal(signum, keeper)
     for signum in previous:
         signal.signal(signum, handler)
     _depth += 1
     outermost = _depth == 1
     try:
         yield
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:
+    except BaseException as exc:
+        error = _host_error() if outermost else None
+        if error is not None and error is not exc:
+            _host_errors.clear()
+            raise error  # what the host's handler raised (the exception it caused as its context)
+        if isinstance(exc, KeyboardInterrupt) or not isinstance(exc, Exception):
+            raise
         if outermost and _received.is_set():
             raise KeyboardInterrupt from exc
         raise
     else:
+        if outermost and _host_errors:
+            raise _host_errors.pop(0)  # it came while publishing (or after the run's last check)
         if outermost and library and _received.is_set():
             raise KeyboardInterrupt("interrupted while publishing: the output and its metrics were published first")
     finally:
         _depth -= 1
         for signum, old in previous.items():
             signal.signal(signum, old)
+        for signum, keeper in kept.items():
+            if signal.getsignal(signum) is keeper:  # not one the host put in place meanwhile
+                signal.signal(signum, hosts[signum])
         if outermost:
             stop = received_signal()
             _received.clear()  # a later call, from a thread too, starts afresh (the CLI still reads _signals)
+            _host_errors.clear()
+            _host_raised.clear()
+            _connections.clear()
             if stop in _STOPS and stop in previous and library:
                 os.kill(os.getpid(), stop)
+
+
+def watched(function):
+    """``function`` run inside :func:`watching` (a library call), from its
+    first line: a host's timeout during its checks of the input (DuckDB
+    queries, the lazy imports they make) is kept too."""
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        with watching():
+            return function(*args, **kwargs)
+
+    return call
 
 
 @contextlib.contextmanager

@@ -47,6 +47,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from . import interrupts
 from .config import csv_dialect, file_format, format_suffix
 from .errors import ConfigError, InputError
 from .sql import fold_name, ident, literal, render
@@ -81,6 +82,7 @@ def connect(
     if temp_directory:
         config["temp_directory"] = temp_directory
     con = duckdb.connect(":memory:", config=config)
+    interrupts.register(con)  # a host's timeout stops its queries
     con.execute("SET enable_progress_bar = false")
     con.execute("SET TimeZone = 'UTC'")  # not in ``config``: ICU is not loaded yet there
     return con

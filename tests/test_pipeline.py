@@ -755,6 +755,210 @@ def test_a_hosts_timeout_while_publishing_comes_after_the_output_and_its_metrics
     assert seeds == [(0,), (5,)]
 
 
+class _HostTimeout(Exception):
+    """A task runner's timeout (Airflow's AirflowTaskTimeout, timeout-decorator's TimeoutError)."""
+
+
+@pytest.fixture
+def host_alarm():
+    """A host's SIGALRM handler that raises, as task runners time tasks out; its calls."""
+    calls = []
+
+    def on_alarm(signum, frame):
+        calls.append(time.monotonic())
+        raise _HostTimeout("the task timed out")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        yield calls
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _staged(out: Path) -> list[str]:
+    return sorted(p.name for p in out.parent.iterdir() if ".sqlanon-staging-" in p.name)
+
+
+def test_a_hosts_timeout_during_a_query_raises_the_hosts_exception(tmp_path, monkeypatch, host_alarm):
+    """DuckDB runs a signal's handler inside its query and turns what it
+    raises into RuntimeError('Query interrupted'): a task runner's timeout
+    came out as that, not as its own exception, and the query went on
+    (helper-60). The handler is called as the signal arrives, the query is
+    interrupted, and the host's exception comes out; the previous output
+    stays, nothing is staged."""
+    from sqlanon import coordinator
+
+    src, out = tmp_path / "src.parquet", tmp_path / "out.parquet"
+    pq.write_table(people(1_000), src)
+    run(src, out, workers=1)
+    before = out.read_bytes()
+    domain_stats = coordinator.domain_stats
+
+    def slow_stats(con, *args, **kwargs):
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        # Seconds, unless interrupted (DuckDB's "Query interrupted" did not stop it: the next
+        # statement, the cleanup's, ran it to its end first).
+        con.execute("SELECT count(*) FROM range(10000000000) a").fetchall()
+        return domain_stats(con, *args, **kwargs)
+
+    monkeypatch.setattr(coordinator, "domain_stats", slow_stats)
+    t0 = time.monotonic()
+    with pytest.raises(_HostTimeout):
+        run(src, out, workers=1, overwrite=True, seed=5)
+    assert time.monotonic() - t0 < 60 and len(host_alarm) == 1
+    assert out.read_bytes() == before and _staged(out) == []
+    assert signal.getsignal(signal.SIGALRM).__name__ == "on_alarm"  # the host's handler is back
+
+
+def test_a_ctrl_c_during_a_long_query_stops_it(tmp_path, monkeypatch):
+    """DuckDB turns a Ctrl-C inside a query into "Query interrupted" but
+    leaves the query running: the clean-up's next statement on the
+    connection (its ROLLBACK) ran it to its end before the run stopped
+    (helper-60). The query is interrupted."""
+    import threading
+
+    from sqlanon import coordinator
+
+    src, out = tmp_path / "src.parquet", tmp_path / "out.parquet"
+    pq.write_table(people(1_000), src)
+
+    def slow_stats(con, *args, **kwargs):
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        con.execute("SELECT count(*) FROM range(50000000000) a").fetchall()  # ~15 s on two cores
+        pytest.fail("not interrupted")
+
+    monkeypatch.setattr(coordinator, "domain_stats", slow_stats)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run(src, out, workers=1)
+    assert time.monotonic() - t0 < 6
+    assert not out.exists() and _staged(out) == []
+
+
+def test_a_hosts_timeout_that_something_swallows_still_stops_the_run(tmp_path, monkeypatch, host_alarm):
+    """A timeout whose exception was raised where something swallowed it
+    (DuckDB's lazy import of pandas, cut short, counts the module missing
+    and goes on) was lost: the run published as if no timeout had come
+    (helper-60: 1 in 11 runs under an alarm at 1 s); such an import could
+    also leave the import lock held and the worker pool's start waited on
+    it for ever. The handler's exception is raised from the run's next step."""
+    from sqlanon import coordinator
+
+    src, out = tmp_path / "src.parquet", tmp_path / "out.parquet"
+    pq.write_table(people(1_000), src)
+    run(src, out, workers=1)
+    before = out.read_bytes()
+    draw_sample = coordinator.draw_sample
+
+    def swallowing(*args, **kwargs):
+        try:
+            signal.raise_signal(signal.SIGALRM)  # as if it came inside an import that code like this made
+        except Exception:  # noqa: BLE001 - the swallowing under test
+            pass
+        return draw_sample(*args, **kwargs)
+
+    monkeypatch.setattr(coordinator, "draw_sample", swallowing)
+    with pytest.raises(_HostTimeout):
+        run(src, out, workers=1, overwrite=True, seed=5)
+    assert len(host_alarm) == 1
+    assert out.read_bytes() == before and _staged(out) == []
+
+
+def test_a_hosts_timeout_is_not_raised_inside_an_import(tmp_path, monkeypatch, host_alarm):
+    """A host's exception raised at whatever bytecode the signal found cut
+    imports short (where CPython may leave its import lock held, on which
+    every other thread's import then waits: the worker pool's start, for
+    ever). During a call the module imports to its end and the exception
+    comes from sqlanon's code afterwards."""
+    from sqlanon import interrupts
+
+    (tmp_path / "slow_to_import.py").write_text(textwrap.dedent("""
+        import signal
+        signal.raise_signal(signal.SIGALRM)
+        COMPLETE = True
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slow_to_import", raising=False)
+    with pytest.raises(_HostTimeout):
+        with interrupts.watching():
+            try:
+                import slow_to_import
+            except _HostTimeout:
+                pytest.fail("raised inside the import")
+            assert slow_to_import.COMPLETE
+            interrupts.check()
+            pytest.fail("not raised by check()")
+    assert len(host_alarm) == 1
+
+
+def test_a_hosts_timeout_during_the_librarys_first_import_leaves_nothing_half_imported():
+    """``sqlanon.anonymize`` imports the API (DuckDB, Arrow, numpy) on first
+    use: a task runner's timeout then cut numpy's import short, and the next
+    call failed with "module 'numpy' has no attribute 'nonzero'" (helper-60).
+    The imports end first; the host's exception comes right after them."""
+    code = textwrap.dedent("""
+        import signal, sys
+        import sqlanon
+
+        class Timeout(Exception):
+            pass
+
+        def on_alarm(signum, frame):
+            raise Timeout
+
+        class AlarmAtNumpy:  # the timeout comes as numpy's import begins
+            def find_spec(self, name, path=None, target=None):
+                if name == "numpy":
+                    sys.meta_path.remove(self)
+                    signal.raise_signal(signal.SIGALRM)
+                return None
+
+        signal.signal(signal.SIGALRM, on_alarm)
+        sys.meta_path.insert(0, AlarmAtNumpy())
+        try:
+            sqlanon.anonymize
+        except Timeout:
+            print("timed out")
+        import numpy
+        print("sqlanon.api" in sys.modules, hasattr(numpy, "nonzero"), callable(sqlanon.anonymize))
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[:2] == ["timed out", "True True True"], (p.stdout, p.stderr)
+
+
+def test_a_hosts_handler_that_returns_runs_at_once_and_the_run_goes_on(tmp_path):
+    """A host's handler that does not raise (a heartbeat, a stack dump on
+    SIGUSR1) is called as its signal arrives, and the run is not stopped.
+    A handler the host installs during the call is left in place."""
+    src, out = tmp_path / "src.parquet", tmp_path / "out.parquet"
+    pq.write_table(people(1_000), src)
+    seen, replaced = [], []
+
+    def beat(signum, frame):
+        seen.append(signum)
+
+    def status(text):
+        if text == "reading statistics":
+            signal.raise_signal(signal.SIGUSR2)
+            assert seen == [signal.SIGUSR2]  # at once, not at a later step
+        if text == "publishing":
+            signal.signal(signal.SIGUSR1, lambda signum, frame: replaced.append(signum))
+
+    old = {s: signal.signal(s, beat) for s in (signal.SIGUSR1, signal.SIGUSR2)}
+    try:
+        result = run(src, out, workers=1, status=status)
+        assert result.metrics.rows == 1_000 and seen == [signal.SIGUSR2]
+        assert signal.getsignal(signal.SIGUSR2) is beat
+        assert signal.getsignal(signal.SIGUSR1) is not beat  # the host's new one
+        signal.raise_signal(signal.SIGUSR1)
+        assert replaced == [signal.SIGUSR1]
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 @pytest.mark.parametrize("output", ["out.parquet", "out/"])
 def test_a_run_killed_between_its_output_and_its_metrics_has_them_written_next(tmp_path, output):
     """Killed after its output was swapped in and before its metrics were,
