@@ -710,9 +710,12 @@ import os, signal, sys, time
 import sqlanon
 from sqlanon import coordinator
 def stuck(*args, **kwargs):
-    print("stuck", flush=True)
+    said = False
     while True:
-        try:
+        try:  # from before "stuck" is said: a signal after it is swallowed
+            if not said:
+                said = True
+                print("stuck", flush=True)
             time.sleep(10)
         except KeyboardInterrupt:
             print("swallowed", flush=True)
