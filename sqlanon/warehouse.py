@@ -231,9 +231,11 @@ class Conn:
     def require_postgres(self, what: str) -> "Conn":
         """Refuse a non-PostgreSQL URL where only PostgreSQL is supported."""
         if self.backend != "postgresql":
+            files = ("; write to a Parquet or CSV file or a DuckDB file, or PostgreSQL" if what == "the output"
+                     else "; copy it into a file or DuckDB to verify it there")
             raise ConfigError(
                 f"{what} must be a postgresql:// URL, not {self.backend!r} ({self.safe()}): other SQLAlchemy "
-                "databases can be read (as the input), not written or verified in place"
+                f"databases can be read (as the input), not written or verified in place{files}"
             )
         return self
 

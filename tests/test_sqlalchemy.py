@@ -477,6 +477,7 @@ def test_other_databases_are_inputs_only(db, tmp_path):
     r = _cli("anonymize", f"sqlite:///{db}", "--table", "people", "-o", f"sqlite:///{tmp_path / 'out.db'}",
              "--target-table", "t", "--qi", "age", "-k", 2)
     assert r.returncode == 2 and "must be a postgresql:// URL, not 'sqlite'" in r.stderr
+    assert "write to a Parquet or CSV file or a DuckDB file, or PostgreSQL" in r.stderr  # not PostgreSQL only (helper-38)
     assert not (tmp_path / "out.db").exists()
     r = _cli("verify", f"sqlite:///{db}", "--table", "people", "--qi", "age", "-k", 2)
     assert r.returncode == 2 and "must be a postgresql:// URL" in r.stderr
