@@ -108,7 +108,24 @@ def remote_cluster(executor: str, scheduler: str | None, spark_master: str | Non
 
         active = SparkSession.getActiveSession()
         spark_master = active.sparkContext.master if active is not None else None
+    spark_master = spark_master or submitted_master()
     return spark_master is not None and remote_master(spark_master)
+
+
+def submitted_master() -> str | None:
+    """The master ``spark-submit --master`` gave, when this process is the
+    driver spark-submit started (its JVM, named by PYSPARK_GATEWAY_PORT,
+    holds it as ``spark.master``): a session started with a master of
+    sqlanon's own ran the whole job on the driver, in local mode, and
+    passed over the checks of a remote cluster (helper-38)."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    try:
+        from pyspark import SparkConf, SparkContext
+    except ImportError:
+        return None
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; no context is made (no public call)
+    return SparkConf().get("spark.master", None)
 
 
 def in_process(executor: str, workers: int | None, explain: bool = False) -> bool:
@@ -945,7 +962,7 @@ class SparkExecutor:
             self._spark = active
             log.info("using the active Spark session (master %s)", active.sparkContext.master)
         else:
-            master = master or f"local[{workers},{retries + 1}]"
+            master = master or submitted_master() or f"local[{workers},{retries + 1}]"
             if not _MASTER.fullmatch(master):  # the job's fault (exit 2), found before a JVM starts
                 raise ConfigError(f"cannot start Spark with master {master!r}: not a Spark master URL (local[N], "
                                   "local-cluster[…], spark://host:port, yarn, k8s://…)")

@@ -412,6 +412,26 @@ def test_an_unreachable_spark_master_fails_at_once_in_one_line(source, tmp_path)
     assert not out.exists()
 
 
+def test_spark_submits_master_is_the_runs(source, tmp_path):
+    """A driver started by `spark-submit --master spark://…` (README's
+    'Spark, step by step') started a session of its own in local mode: the
+    job ran on the driver, exit 0, whatever the master (helper-38). The
+    master spark-submit gave is the run's (here one that does not answer)."""
+    import pyspark
+
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    driver = tmp_path / "sqlanon_driver.py"
+    driver.write_text('from sqlanon.cli import entry\nentry(prog_name="sqlanon")\n')
+    out = tmp_path / "out.parquet"
+    p = subprocess.run([str(submit), "--master", "spark://127.0.0.1:1", str(driver), "anonymize", str(source),
+                        "-o", str(out), "--qi", ",".join(QI), "-k", "5", "--executor", "spark"],
+                       capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    # (spark-submit hands the driver's stderr to its stdout, beside the JVM's warnings)
+    assert "Error: cannot reach the Spark master 'spark://127.0.0.1:1': Connection refused" in p.stdout.splitlines()
+    assert not out.exists()
+
+
 def test_a_spark_masters_web_ui_port_is_refused_at_once(source, tmp_path):
     """The web UI's (8080) or REST port (6066) given for the master's: the
     driver tried for ~80 s and printed ~170 lines of Java stack traces
