@@ -35,13 +35,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import signal
+import socket
 import threading
 import weakref
 from collections.abc import Iterator
 
 __all__ = ["watching", "deferred", "check", "received", "received_signal"]
+
+log = logging.getLogger("sqlanon")
 
 _received = threading.Event()
 _signals: set[int] = set()
@@ -57,6 +61,10 @@ something turned it into another exception."""
 _connections: weakref.WeakSet = weakref.WeakSet()
 """The DuckDB connections the watched run opened (in the main thread):
 interrupted when a host's handler raises."""
+_cancels: list = []
+"""Ways to stop what the run's queries wait on beyond DuckDB (:func:`on_stop`)."""
+_ours: set[int] = set()
+"""The stop signals the outermost :func:`watching` handles (not a host's)."""
 
 
 def received() -> bool:
@@ -94,12 +102,91 @@ def register(con) -> None:
         _connections.add(con)
 
 
+def on_stop(cancel) -> None:
+    """``cancel()``, a way to stop a query DuckDB waits on elsewhere (a
+    PostgreSQL server's, which DuckDB's interrupt does not reach while it
+    waits on the server), is called in a thread of its own when the
+    watched run (main thread) is asked to stop.
+
+    Python runs a signal's handler only once the main thread is back in
+    Python, and a query waiting on the server holds it in DuckDB (a
+    ``postgres_query`` reads its result's columns before DuckDB looks for
+    signals): a SIGTERM, a second one and Ctrl-C all waited for a lock
+    another session held (helper-38). The signal's number reaches a thread
+    of ours at once (``signal.set_wakeup_fd``), which cancels."""
+    if _depth and threading.current_thread() is threading.main_thread():
+        _cancels.append(cancel)
+        _relay_signals()
+
+
+_relay: tuple | None = None
+"""(reader, writer, the wakeup fd before ours) while :func:`_relay_signals` runs."""
+
+
+def _relay_signals() -> None:
+    """Have Python's C-level signal handler write each signal's number to a
+    socket that a thread of ours reads (the fd set before, asyncio's, say,
+    still gets it): a stop signal cancels the run's server queries."""
+    global _relay
+    if _relay is not None:
+        return
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    try:
+        before = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    except ValueError:  # not the main thread after all
+        reader.close()
+        writer.close()
+        return
+    _relay = (reader, writer, before)
+    threading.Thread(target=_relay_loop, args=(reader, before), daemon=True, name="sqlanon-signals").start()
+
+
+def _relay_loop(reader: socket.socket, before: int) -> None:
+    with reader:
+        while True:
+            try:
+                data = reader.recv(64)
+            except OSError:
+                return
+            if not data or data == b"\xff":  # closed, or _end_relay's word
+                return
+            if before != -1:
+                with contextlib.suppress(OSError):
+                    os.write(before, data)
+            if _ours.intersection(data):  # a stop of ours (a host's graceful SIGINT handler is left in charge)
+                _cancel_all(list(_cancels))
+
+
+def _end_relay() -> None:
+    """Put the wakeup fd back as it was and end the relay's thread."""
+    global _relay
+    if _relay is None:
+        return
+    reader, writer, before = _relay
+    _relay = None
+    signal.set_wakeup_fd(before)
+    with writer:
+        with contextlib.suppress(OSError):
+            writer.send(b"\xff")  # no signal has that number
+
+
 def _interrupt_queries() -> None:
     for con in list(_connections):
         try:
             con.interrupt()
         except Exception:  # noqa: BLE001 - closed meanwhile
             pass
+    if _cancels and _relay is None:  # (the relay cancels itself) not in the handler: a cancel connects to a server
+        threading.Thread(target=_cancel_all, args=(list(_cancels),), daemon=True, name="sqlanon-cancel").start()
+
+
+def _cancel_all(cancels: list) -> None:
+    for cancel in cancels:
+        try:
+            cancel()
+        except Exception as exc:  # noqa: BLE001 - a stop goes on without it (the query ends by itself)
+            log.debug("could not cancel the run's queries (%s: %s)", type(exc).__name__, exc)
 
 
 def _keep_hosts_errors(hosts: object):
@@ -164,6 +251,8 @@ def watching(library: bool = True) -> Iterator[None]:
         _signals.clear()
         _host_errors.clear()
         _host_raised.clear()
+        _ours.clear()
+        _ours.update(int(s) for s in previous)
 
     def handler(signum, frame):
         again = signum in _signals
@@ -222,6 +311,8 @@ def watching(library: bool = True) -> Iterator[None]:
             _host_errors.clear()
             _host_raised.clear()
             _connections.clear()
+            _cancels.clear()
+            _end_relay()
             if stop in _STOPS and stop in previous and library:
                 os.kill(os.getpid(), stop)
 

@@ -26,6 +26,7 @@ Two planes, each with the tool that is best at it:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.metadata
 import itertools
@@ -44,6 +45,7 @@ from urllib.parse import parse_qsl, quote, quote_plus, unquote
 import duckdb
 import pyarrow as pa
 
+from . import interrupts
 from .errors import ConfigError, InputError, redact_urls
 from .io import Staging, not_metrics
 from .io import first_line as _first_line
@@ -266,15 +268,19 @@ class Conn:
             text = text.replace(pw, "***")
         return text
 
-    def libpq(self, options: str = "") -> str:
+    def libpq(self, options: str = "", name: str | None = None) -> str:
         """A libpq connection string (for DuckDB's ATTACH); unset parts come
         from the ``PG*`` environment and ``.pgpass``, as libpq does.
         ``options`` (``-c name=value``) are added after the URL's own and
-        :data:`TEXT_STYLE`."""
-        if not options:
+        :data:`TEXT_STYLE`; ``name`` is the sessions' application_name
+        unless the URL or PGAPPNAME gives one."""
+        if not options and not name:
             return self._libpq
         parts = dict(self._parts)
-        parts["options"] = f"{parts['options']} {options}"
+        if options:
+            parts["options"] = f"{parts['options']} {options}"
+        if name:
+            parts["fallback_application_name"] = name
         return _conninfo(parts)
 
     def connect(self):
@@ -369,13 +375,34 @@ def _extension_path() -> str:
 
 def attach(con: duckdb.DuckDBPyConnection, conn: Conn, alias: str, read_only: bool, options: str = "") -> None:
     """Load the postgres extension (from its wheel) and attach the database
-    (its sessions started with ``options``, ``-c name=value``)."""
+    (its sessions started with ``options``, ``-c name=value``, and named
+    after this process: :func:`cancel_queries`)."""
     try:
         con.execute(f"LOAD {literal(_extension_path())}")
         mode = ", READ_ONLY" if read_only else ""
-        con.execute(f"ATTACH {literal(conn.libpq(options))} AS {ident(alias)} (TYPE postgres{mode})")
+        con.execute(f"ATTACH {literal(conn.libpq(options, _session_name()))} AS {ident(alias)} (TYPE postgres{mode})")
     except duckdb.Error as exc:
         raise InputError(f"cannot connect to {conn.safe()}: {conn.redact(_first_line(exc))}") from None
+    # A stop (Ctrl-C, SIGTERM, a host's timeout) interrupts DuckDB, which
+    # does not reach a query waiting on the server (on a lock another session
+    # holds, or a long aggregate): the run could not be stopped (helper-38).
+    interrupts.on_stop(functools.partial(cancel_queries, conn, _session_name()))
+
+
+def _session_name() -> str:
+    """The application_name of this process's DuckDB sessions on the server."""
+    return f"sqlanon-{os.getpid()}"
+
+
+def cancel_queries(conn: Conn, name: str) -> None:
+    """Cancel the running queries of the sessions named ``name`` (this
+    process's DuckDB attachments; none if the URL or PGAPPNAME named them
+    otherwise) from a session of its own."""
+    import psycopg
+
+    with psycopg.connect(conn.libpq(), connect_timeout=10, autocommit=True) as c:
+        c.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                  "WHERE application_name = %s AND pid <> pg_backend_pid()", [name])
 
 
 NAME_BYTES = 63

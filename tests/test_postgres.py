@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -700,6 +701,39 @@ def test_a_hierarchy_shared_with_other_data_names_leaves_the_type_cannot_hold(pg
     listed = {v for f in r.plan.to_dict()["fragments"] for p in f["predicates"] if p["column"] in ("m", "u")
               for v in p["value"]}
     assert "angry" not in listed and "zz18" not in listed and "ecstatic" not in listed  # none of the source's
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_run_waiting_on_the_server_stops_when_told(pg_url, tmp_path, signum):
+    """A run whose query waited on the server (a lock another session held
+    on the source) could not be stopped: DuckDB's interrupt does not reach
+    a query that waits on the server, and SIGTERM, a second SIGTERM and
+    Ctrl-C all waited for the lock (helper-38). The run's own sessions'
+    queries are cancelled on the server."""
+    schema = "stuck_on_lock"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 500)
+    out = tmp_path / "o.parquet"
+    with psycopg.connect(pg_url) as holder:
+        holder.execute(f"LOCK TABLE {rel(schema, 'src')} IN ACCESS EXCLUSIVE MODE")
+        p = _popen("anonymize", pg_url, "--table", f"{schema}.src", "-o", out, "--qi", "age", "-k", "5",
+                   "--workers", "2")
+        try:
+            deadline = time.monotonic() + 60
+            while not sql(pg_url, "SELECT 1 FROM pg_stat_activity WHERE application_name = %s "
+                                  "AND wait_event_type = 'Lock'", [f"sqlanon-{p.pid}"]):
+                assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.poll() else "no wait"
+                time.sleep(0.2)
+            t0 = time.monotonic()
+            p.send_signal(signum)
+            _, err = p.communicate(timeout=30)
+            assert time.monotonic() - t0 < 15
+        finally:
+            p.kill()
+        holder.rollback()
+    assert p.returncode == {signal.SIGTERM: 143, signal.SIGINT: 130}[signum], err
+    assert err.strip().splitlines()[-1] in ("Terminated; nothing was published.", "Interrupted; nothing was published.")
+    assert not out.exists()
 
 
 def test_a_ragged_list_into_postgresql_names_its_column(pg_url, tmp_path):
