@@ -61,8 +61,8 @@ something turned it into another exception."""
 _connections: weakref.WeakSet = weakref.WeakSet()
 """The DuckDB connections the watched run opened (in the main thread):
 interrupted when a host's handler raises."""
-_cancels: list = []
-"""Ways to stop what the run's queries wait on beyond DuckDB (:func:`on_stop`)."""
+_cancels: dict[tuple, tuple] = {}
+"""Ways to stop what the run's queries wait on beyond DuckDB (:func:`on_stop`): (function, args), once each."""
 _ours: set[int] = set()
 """The stop signals the outermost :func:`watching` handles (not a host's)."""
 
@@ -102,8 +102,8 @@ def register(con) -> None:
         _connections.add(con)
 
 
-def on_stop(cancel) -> None:
-    """``cancel()``, a way to stop a query DuckDB waits on elsewhere (a
+def on_stop(cancel, *args) -> None:
+    """``cancel(*args)``, a way to stop a query DuckDB waits on elsewhere (a
     PostgreSQL server's, which DuckDB's interrupt does not reach while it
     waits on the server), is called in a thread of its own when the
     watched run (main thread) is asked to stop.
@@ -115,7 +115,7 @@ def on_stop(cancel) -> None:
     another session held (helper-38). The signal's number reaches a thread
     of ours at once (``signal.set_wakeup_fd``), which cancels."""
     if _depth and threading.current_thread() is threading.main_thread():
-        _cancels.append(cancel)
+        _cancels.setdefault((cancel, *args), (cancel, args))  # once per server, however many sessions
         _relay_signals()
 
 
@@ -154,8 +154,10 @@ def _relay_loop(reader: socket.socket, before: int) -> None:
             if before != -1:
                 with contextlib.suppress(OSError):
                     os.write(before, data)
-            if _ours.intersection(data):  # a stop of ours (a host's graceful SIGINT handler is left in charge)
-                _cancel_all(list(_cancels))
+            # A stop of ours (a host's graceful SIGINT handler is left in
+            # charge), not while publishing, which runs to its end.
+            if _ours.intersection(data) and not _deferring:
+                _cancel_all(list(_cancels.values()))
 
 
 def _end_relay() -> None:
@@ -171,20 +173,23 @@ def _end_relay() -> None:
             writer.send(b"\xff")  # no signal has that number
 
 
-def _interrupt_queries() -> None:
+def _interrupt_queries(servers: bool = True) -> None:
+    """Interrupt the run's DuckDB queries and, with ``servers``, cancel its
+    server queries (in a thread: a cancel connects to a server)."""
     for con in list(_connections):
         try:
             con.interrupt()
         except Exception:  # noqa: BLE001 - closed meanwhile
             pass
-    if _cancels and _relay is None:  # (the relay cancels itself) not in the handler: a cancel connects to a server
-        threading.Thread(target=_cancel_all, args=(list(_cancels),), daemon=True, name="sqlanon-cancel").start()
+    if servers and _cancels:
+        cancels = list(_cancels.values())
+        threading.Thread(target=_cancel_all, args=(cancels,), daemon=True, name="sqlanon-cancel").start()
 
 
-def _cancel_all(cancels: list) -> None:
-    for cancel in cancels:
+def _cancel_all(cancels: list[tuple]) -> None:
+    for cancel, args in cancels:
         try:
-            cancel()
+            cancel(*args)
         except Exception as exc:  # noqa: BLE001 - a stop goes on without it (the query ends by itself)
             log.debug("could not cancel the run's queries (%s: %s)", type(exc).__name__, exc)
 
@@ -268,7 +273,8 @@ def watching(library: bool = True) -> Iterator[None]:
             os.kill(os.getpid(), signum)
         # Raised inside a query, DuckDB reports "Query interrupted" but does
         # not stop it: the cleanup's next statement ran it to its end first.
-        _interrupt_queries()
+        # (The server's queries: the relay has cancelled them already.)
+        _interrupt_queries(servers=_relay is None)
         raise KeyboardInterrupt
 
     handler.sqlanon_watching = True  # not a host's: deferred() leaves it in place

@@ -26,7 +26,6 @@ Two planes, each with the tool that is best at it:
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import importlib.metadata
 import itertools
@@ -295,9 +294,11 @@ class Conn:
         except ImportError as exc:
             raise ConfigError(f"PostgreSQL needs psycopg: {EXTRA_HINT}") from exc
         try:
-            return psycopg.connect(self.libpq())
+            c = psycopg.connect(self.libpq(name=_session_name()))
         except psycopg.Error as exc:
             raise InputError(f"cannot connect to {self.safe()}: {self.redact(_first_line(exc))}") from None
+        interrupts.on_stop(cancel_queries, self, _session_name())  # as attach()'s
+        return c
 
 
 def same_server(a: Conn, b: Conn) -> bool:
@@ -386,7 +387,7 @@ def attach(con: duckdb.DuckDBPyConnection, conn: Conn, alias: str, read_only: bo
     # A stop (Ctrl-C, SIGTERM, a host's timeout) interrupts DuckDB, which
     # does not reach a query waiting on the server (on a lock another session
     # holds, or a long aggregate): the run could not be stopped (helper-38).
-    interrupts.on_stop(functools.partial(cancel_queries, conn, _session_name()))
+    interrupts.on_stop(cancel_queries, conn, _session_name())
 
 
 def _session_name() -> str:
@@ -396,11 +397,11 @@ def _session_name() -> str:
 
 def cancel_queries(conn: Conn, name: str) -> None:
     """Cancel the running queries of the sessions named ``name`` (this
-    process's DuckDB attachments; none if the URL or PGAPPNAME named them
-    otherwise) from a session of its own."""
+    process's DuckDB attachments and psycopg sessions; none if the URL or
+    PGAPPNAME named them otherwise) from a session of its own."""
     import psycopg
 
-    with psycopg.connect(conn.libpq(), connect_timeout=10, autocommit=True) as c:
+    with psycopg.connect(conn.libpq(), connect_timeout=10, autocommit=True) as c:  # not named: not cancelled
         c.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
                   "WHERE application_name = %s AND pid <> pg_backend_pid()", [name])
 

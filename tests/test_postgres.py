@@ -736,6 +736,41 @@ def test_a_run_waiting_on_the_server_stops_when_told(pg_url, tmp_path, signum):
     assert not out.exists()
 
 
+def test_a_hosts_timeout_while_the_server_works_cancels_the_runs_query(pg_url, tmp_path, monkeypatch):
+    """A host's timeout (a SIGALRM handler that raises) is kept and raised
+    from sqlanon's own code; while a psycopg session of the run waited on
+    the server, the run went on until the server's query ended. The run's
+    server queries are cancelled, and the host's exception comes at once."""
+    class HostTimeout(Exception):
+        pass
+
+    def on_alarm(signum, frame):
+        raise HostTimeout("the task timed out")
+
+    schema = "host_timeout"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 300)
+    real = warehouse.PostgresSource.attach
+
+    def slow_attach(self, con):
+        real(self, con)
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with self.conn.connect() as c:
+            c.execute("SELECT pg_sleep(30)")  # a long query of the run's on the server
+
+    monkeypatch.setattr(warehouse.PostgresSource, "attach", slow_attach)
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(HostTimeout):
+            sqlanon.anonymize(pg_url, tmp_path / "o.parquet", table=f"{schema}.src", qi=["age"], k=5, workers=1)
+        assert time.monotonic() - t0 < 15
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert not (tmp_path / "o.parquet").exists()
+
+
 def test_a_ragged_list_into_postgresql_names_its_column(pg_url, tmp_path):
     """A list of lists of unequal lengths failed the load in the server's
     words only ('malformed array literal'): a PostgreSQL array is
