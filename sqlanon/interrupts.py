@@ -15,8 +15,8 @@ A SIGTERM (how ``timeout``, systemd and Kubernetes stop a job), and a SIGHUP
 handled the same way while no one else handles them: the run stops, cleans up and reports
 it, instead of dying with its staging files left behind; in a library call
 the process then ends by the signal, as it would have without sqlanon.
-A second one ends the process at once (a run stuck where the first is
-not seen).
+Another, 2 s or more after the first, ends the process at once (a run
+stuck where the first is not seen).
 
 A signal the host handles itself (a task runner's timeout: SIGALRM and a
 handler that raises, as Airflow's ``execution_timeout``, ``timeout-decorator``
@@ -40,6 +40,7 @@ import os
 import signal
 import socket
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 
@@ -65,6 +66,14 @@ _cancels: dict[tuple, tuple] = {}
 """Ways to stop what the run's queries wait on beyond DuckDB (:func:`on_stop`): (function, args), once each."""
 _ours: set[int] = set()
 """The stop signals the outermost :func:`watching` handles (not a host's)."""
+_first_stop: dict[int, float] = {}
+"""When each stop signal first came (monotonic seconds) since the outermost :func:`watching` began."""
+AGAIN_AFTER = 2.0
+"""Seconds after the first SIGTERM (SIGHUP) from which another ends the
+process at once: ``timeout`` sends its SIGTERM to the run and then to its
+process group, and a hangup reaches a job twice (the kernel's, the
+shell's), a few milliseconds apart; such a pair once ended a run before it
+cleaned up (helper-39)."""
 
 
 def received() -> bool:
@@ -221,8 +230,9 @@ def watching(library: bool = True) -> Iterator[None]:
     with Python's own handler (not one left ignored, as ``cmd &`` starts it,
     nor a host's own handler: a graceful stop lets the call finish), a
     SIGTERM or SIGHUP with the default action (not a host's handler, nor
-    ``nohup``'s ignoring). A second SIGTERM (SIGHUP) ends the process by
-    it at once, as it would have without sqlanon, unless publishing.
+    ``nohup``'s ignoring). Another SIGTERM (SIGHUP), :data:`AGAIN_AFTER`
+    seconds or more after the first, ends the process by it at once, as
+    it would have without sqlanon, unless publishing.
 
     When the outermost block ends after a signal: an exception that stands
     for it (DuckDB's "Query interrupted") comes out as KeyboardInterrupt.
@@ -258,14 +268,15 @@ def watching(library: bool = True) -> Iterator[None]:
         _host_raised.clear()
         _ours.clear()
         _ours.update(int(s) for s in previous)
+        _first_stop.clear()
 
     def handler(signum, frame):
-        again = signum in _signals
+        first = _first_stop.setdefault(signum, time.monotonic())
         _signals.add(signum)
         _received.set()
         if _deferring:
             return
-        if again and signum in _STOPS:
+        if signum in _STOPS and time.monotonic() - first >= AGAIN_AFTER:
             # The first could not stop the run (a wait that never sees the
             # KeyboardInterrupt, stuck on an import lock an interrupted
             # import left held: helper-35): end the process as without sqlanon.
