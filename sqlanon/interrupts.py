@@ -37,6 +37,7 @@ import contextlib
 import functools
 import logging
 import os
+import secrets
 import signal
 import socket
 import threading
@@ -126,6 +127,22 @@ def on_stop(cancel, *args) -> None:
     if _depth and threading.current_thread() is threading.main_thread():
         _cancels.setdefault((cancel, *args), (cancel, args))  # once per server, however many sessions
         _relay_signals()
+
+
+_TOKEN = secrets.token_hex(6)
+"""This process's part of a session name (processes in containers share pids)."""
+_run_token: str | None = None
+"""The watched run's own part of a session name (:func:`session_name`)."""
+
+
+def session_name() -> str:
+    """A name for the database sessions of the caller's run, which a stop
+    cancels by name: the watched run's (main thread) own, else one no stop
+    cancels. Another run's sessions on the same server (another container
+    with the same pid, a run in a thread) had their queries cancelled
+    when this one stopped (helper-39)."""
+    watched = _run_token is not None and threading.current_thread() is threading.main_thread()
+    return f"sqlanon-{os.getpid()}-{_run_token if watched else _TOKEN}"
 
 
 _relay: tuple | None = None
@@ -250,7 +267,7 @@ def watching(library: bool = True) -> Iterator[None]:
     in place of the failure it caused or after a block that ran to its end
     (it came while publishing). The host's handlers are back afterwards.
     """
-    global _depth
+    global _depth, _run_token
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -269,6 +286,7 @@ def watching(library: bool = True) -> Iterator[None]:
         _ours.clear()
         _ours.update(int(s) for s in previous)
         _first_stop.clear()
+        _run_token = secrets.token_hex(6)
 
     def handler(signum, frame):
         first = _first_stop.setdefault(signum, time.monotonic())
@@ -330,6 +348,7 @@ def watching(library: bool = True) -> Iterator[None]:
             _connections.clear()
             _cancels.clear()
             _end_relay()
+            _run_token = None
             if stop in _STOPS and stop in previous and library:
                 os.kill(os.getpid(), stop)
 

@@ -294,10 +294,10 @@ class Conn:
         except ImportError as exc:
             raise ConfigError(f"PostgreSQL needs psycopg: {EXTRA_HINT}") from exc
         try:
-            c = psycopg.connect(self.libpq(name=_session_name()))
+            c = psycopg.connect(self.libpq(name=interrupts.session_name()))
         except psycopg.Error as exc:
             raise InputError(f"cannot connect to {self.safe()}: {self.redact(_first_line(exc))}") from None
-        interrupts.on_stop(cancel_queries, self, _session_name())  # as attach()'s
+        interrupts.on_stop(cancel_queries, self, interrupts.session_name())  # as attach()'s
         return c
 
 
@@ -377,28 +377,24 @@ def _extension_path() -> str:
 def attach(con: duckdb.DuckDBPyConnection, conn: Conn, alias: str, read_only: bool, options: str = "") -> None:
     """Load the postgres extension (from its wheel) and attach the database
     (its sessions started with ``options``, ``-c name=value``, and named
-    after this process: :func:`cancel_queries`)."""
+    after the run: :func:`cancel_queries`)."""
     try:
         con.execute(f"LOAD {literal(_extension_path())}")
         mode = ", READ_ONLY" if read_only else ""
-        con.execute(f"ATTACH {literal(conn.libpq(options, _session_name()))} AS {ident(alias)} (TYPE postgres{mode})")
+        dsn = conn.libpq(options, interrupts.session_name())
+        con.execute(f"ATTACH {literal(dsn)} AS {ident(alias)} (TYPE postgres{mode})")
     except duckdb.Error as exc:
         raise InputError(f"cannot connect to {conn.safe()}: {conn.redact(_first_line(exc))}") from None
     # A stop (Ctrl-C, SIGTERM, a host's timeout) interrupts DuckDB, which
     # does not reach a query waiting on the server (on a lock another session
     # holds, or a long aggregate): the run could not be stopped (helper-38).
-    interrupts.on_stop(cancel_queries, conn, _session_name())
-
-
-def _session_name() -> str:
-    """The application_name of this process's DuckDB sessions on the server."""
-    return f"sqlanon-{os.getpid()}"
+    interrupts.on_stop(cancel_queries, conn, interrupts.session_name())
 
 
 def cancel_queries(conn: Conn, name: str) -> None:
-    """Cancel the running queries of the sessions named ``name`` (this
-    process's DuckDB attachments and psycopg sessions; none if the URL or
-    PGAPPNAME named them otherwise) from a session of its own."""
+    """Cancel the running queries of the sessions named ``name`` (the run's
+    DuckDB attachments and psycopg sessions; none if the URL or PGAPPNAME
+    named them otherwise) from a session of its own."""
     import psycopg
 
     with psycopg.connect(conn.libpq(), connect_timeout=10, autocommit=True) as c:  # not named: not cancelled

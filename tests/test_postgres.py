@@ -709,7 +709,10 @@ def test_a_run_waiting_on_the_server_stops_when_told(pg_url, tmp_path, signum):
     on the source) could not be stopped: DuckDB's interrupt does not reach
     a query that waits on the server, and SIGTERM, a second SIGTERM and
     Ctrl-C all waited for the lock (helper-38). The run's own sessions'
-    queries are cancelled on the server."""
+    queries are cancelled on the server, not another's of the same pid
+    (another container's: helper-39)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     schema = "stuck_on_lock"
     fresh_schema(pg_url, schema)
     make_people(pg_url, schema, "src", 500)
@@ -718,18 +721,24 @@ def test_a_run_waiting_on_the_server_stops_when_told(pg_url, tmp_path, signum):
         holder.execute(f"LOCK TABLE {rel(schema, 'src')} IN ACCESS EXCLUSIVE MODE")
         p = _popen("anonymize", pg_url, "--table", f"{schema}.src", "-o", out, "--qi", "age", "-k", "5",
                    "--workers", "2")
+        bystander = psycopg.connect(pg_url, application_name=f"sqlanon-{p.pid}")
         try:
             deadline = time.monotonic() + 60
-            while not sql(pg_url, "SELECT 1 FROM pg_stat_activity WHERE application_name = %s "
-                                  "AND wait_event_type = 'Lock'", [f"sqlanon-{p.pid}"]):
+            while not sql(pg_url, "SELECT 1 FROM pg_stat_activity WHERE application_name LIKE %s "
+                                  "AND wait_event_type = 'Lock'", [f"sqlanon-{p.pid}-%"]):
                 assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.poll() else "no wait"
                 time.sleep(0.2)
-            t0 = time.monotonic()
-            p.send_signal(signum)
-            _, err = p.communicate(timeout=30)
-            assert time.monotonic() - t0 < 15
+            with ThreadPoolExecutor(1) as thread:
+                other = thread.submit(bystander.execute, "SELECT pg_sleep(4)")
+                time.sleep(0.5)
+                t0 = time.monotonic()
+                p.send_signal(signum)
+                _, err = p.communicate(timeout=30)
+                assert time.monotonic() - t0 < 15
+                other.result()  # not cancelled
         finally:
             p.kill()
+            bystander.close()
         holder.rollback()
     assert p.returncode == {signal.SIGTERM: 143, signal.SIGINT: 130}[signum], err
     assert err.strip().splitlines()[-1] in ("Terminated; nothing was published.", "Interrupted; nothing was published.")
