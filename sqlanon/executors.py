@@ -117,7 +117,9 @@ def submitted_master() -> str | None:
     driver spark-submit started (its JVM, named by PYSPARK_GATEWAY_PORT,
     holds it as ``spark.master``): a session started with a master of
     sqlanon's own ran the whole job on the driver, in local mode, and
-    passed over the checks of a remote cluster (helper-38)."""
+    passed over the checks of a remote cluster (helper-38). Only a remote
+    one: spark-submit without ``--master`` says ``local[*]``, which took
+    the place of ``--workers`` and ``--retries`` (helper-39)."""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         return None
     try:
@@ -125,7 +127,9 @@ def submitted_master() -> str | None:
     except ImportError:
         return None
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM; no context is made (no public call)
-    return SparkConf().get("spark.master", None)
+    master = SparkConf().get("spark.master", None)
+    # A local one is spark-submit's default (local[*]): --workers and --retries make the run's.
+    return master if master is not None and remote_master(master) else None
 
 
 def in_process(executor: str, workers: int | None, explain: bool = False) -> bool:

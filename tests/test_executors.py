@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import re
 import subprocess
@@ -430,6 +431,12 @@ def test_spark_submits_master_is_the_runs(source, tmp_path):
     # (spark-submit hands the driver's stderr to its stdout, beside the JVM's warnings)
     assert "Error: cannot reach the Spark master 'spark://127.0.0.1:1': Connection refused" in p.stdout.splitlines()
     assert not out.exists()
+    # Without --master spark-submit says local[*]: --workers stays the run's (helper-39).
+    p = subprocess.run([str(submit), str(driver), "anonymize", str(source), "-o", str(out), "--qi", ",".join(QI),
+                        "-k", "5", "--executor", "spark", "--workers", "1", "--json"],
+                       capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert json.loads(next(line for line in p.stdout.splitlines() if line.startswith("{")))["workers"] == 1
 
 
 def test_a_spark_masters_web_ui_port_is_refused_at_once(source, tmp_path):
