@@ -1019,6 +1019,7 @@ class SparkExecutor:
         sc = self._spark.sparkContext
         self.remote = remote_master(sc.master)
         self.slots = max(1, sc.defaultParallelism)
+        log.info("Spark master %s: %d task slot(s)", sc.master, self.slots)
         self.host_slots = self.slots if not self.remote else int(sc.getConf().get("spark.executor.cores", "1"))
         self.memory_per_slot = int(total_memory() * 0.8 / self.slots) if not self.remote else 2**30
         # Spark runs jobs submitted from several driver threads concurrently:
