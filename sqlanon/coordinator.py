@@ -938,7 +938,8 @@ def run(
             n_fragments = most
         step("sampling and planning fragments")
         sample = draw_sample(con, source, spec, schema, total, options.sample, options.seed, n_fragments)
-        plan = fragmentation.plan_fragments(sample, spec, n_fragments, options.fragmentation, total_rows=total, stats=stats)
+        plan = fragmentation.plan_fragments(sample, spec, n_fragments, options.fragmentation, total_rows=total,
+                                            stats=stats, bytewise=_compared_bytewise(source, spec, columns))
         stats = {name: replace(s, present=None) for name, s in stats.items()}  # the plan's: not for every task
         timings["fragmentation"] = time.perf_counter() - t0
         log.info("plan: %d fragments from a sample of %d rows", len(plan.fragments), sample.num_rows)
@@ -1385,6 +1386,21 @@ def _check_nested_hugeints(con: duckdb.DuckDBPyConnection, source, described: li
                 f"column {name!r} holds HUGEINT values of 39 digits in a list or struct, which travel as "
                 "DECIMAL(38,0) (38 digits at most): cast it to text in a view, or drop it (--drop)"
             )
+
+
+def _compared_bytewise(source, spec: AnonymizationSpec, columns: list[tuple[str, str]]) -> dict[str, bool]:
+    """Per QI, whether the source compares its values by their bytes, where
+    that is known: a file's always; a PostgreSQL column's unless its
+    collation or type may hold different texts equal. (A DuckDB column's
+    collation is not shown by DuckDB; another database's are its own.)"""
+    from .warehouse import equal_apart
+
+    if isinstance(source, io.FileSource):
+        return dict.fromkeys(spec.qi_names, True)
+    if source.dialect == "postgres":
+        types = dict(columns)
+        return {q: not equal_apart(types[q]) for q in spec.qi_names if q in types}
+    return {}
 
 
 def _loose_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> list[str]:

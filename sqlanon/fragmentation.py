@@ -448,12 +448,17 @@ def _apart_under_any_collation(values: Iterable[Any]) -> bool:
 
 def _collation_key(text: str) -> str:
     """``text`` with what a lenient collation ignores taken out (see :func:`_apart_under_any_collation`)."""
-    if not text.isascii():
-        text = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
-    return _IGNORABLE.sub("", text.casefold())
+    if text.isascii():
+        return _IGNORABLE.sub("", text.casefold())
+    text = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+    return _IGNORABLE.sub("", text.casefold().translate(_BASE_LETTERS))
 
 
 _IGNORABLE = re.compile(r"[\W_]+")
+_BASE_LETTERS = str.maketrans({"ł": "l", "ø": "o", "æ": "ae", "œ": "oe", "đ": "d", "ð": "d", "þ": "th", "ħ": "h",
+                               "ı": "i", "ŀ": "l", "ŧ": "t"})
+"""Letters no decomposition takes apart that accent-insensitive ICU collations
+equate with a base letter ('Łódź' = 'Lodz', 'æon' = 'aeon': helper-39)."""
 
 
 def where_shown(predicates: Iterable[Predicate], dialect: str = "duckdb") -> tuple[str, list[Any]]:
@@ -543,11 +548,14 @@ def _leaf_values(leaves: list[str], dtype: pa.DataType) -> list[Any]:
 
 
 def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None,
-            present: frozenset[str] | None = None) -> _Column:
+            present: frozenset[str] | None = None, bytewise: bool | None = None) -> _Column:
     """``present``: a hierarchy column's values in the whole source, as
     text; its cuts list only those leaves (the others name no row; a leaf
     that is no value of the column's type, a hierarchy shared with other
-    data, failed the server's parsing of the clause: helper-37)."""
+    data, failed the server's parsing of the clause: helper-37).
+    ``bytewise``: whether the source compares the column's values by their
+    bytes (then its lists fold), or under a collation (then they do not);
+    ``None``: unknown, told from the leaves (:func:`_apart_under_any_collation`)."""
     arr = _plain(col)
     kind = resolve_generalization(qi, arr.type)
     if kind == "hierarchy":
@@ -563,7 +571,8 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None,
         leaf_values = _leaf_values(h.leaves, arr.type)
         if present is not None:
             leaf_values = [v if label in present else None for label, v in zip(h.leaves, leaf_values)]
-        foldable = _apart_under_any_collation(v for v in leaf_values if v is not None)
+        foldable = bytewise if bytewise is not None else _apart_under_any_collation(
+            v for v in leaf_values if v is not None)
         col_out = _Column(qi.name, False, np.empty(0, np.int64), null_code, leaf_values=leaf_values,
                           n_leaves=n_leaves, foldable=foldable)
     else:
@@ -727,6 +736,7 @@ def plan_fragments(
     strategy: str = "mondrian",
     total_rows: int | None = None,
     stats: Mapping[str, ColumnStats] | None = None,
+    bytewise: Mapping[str, bool] | None = None,
 ) -> Plan:
     """Plan the fragments of a source from a sample of it.
 
@@ -744,6 +754,13 @@ def plan_fragments(
             the sample's own when omitted. Ignored by ``quantile``, but for
             their ``present`` values: both strategies' hierarchy cuts list
             only the leaves the source holds.
+        bytewise: per QI, whether the source compares its values by their
+            bytes (a file; a PostgreSQL column of a deterministic collation)
+            or under a collation that may hold different texts equal (a
+            nondeterministic one, citext); a fragment's lists of one column
+            are merged into one only in the first case (for a QI not named:
+            when no two of its hierarchy's leaves could be equal in any
+            collation).
 
     Returns:
         A :class:`Plan` of **at most** W fragments: fewer when the sample has
@@ -784,8 +801,9 @@ def plan_fragments(
         present = {name: s.present for name, s in stats.items()} if stats is not None else {}
         if strategy != "mondrian":
             stats = None  # the sample's own span units
-        cols = [_encode(q, sample.column(q.name), stats[q.name].unit if stats else None, present.get(q.name))
-                for q in spec.quasi_identifiers]
+        bytewise = bytewise or {}
+        cols = [_encode(q, sample.column(q.name), stats[q.name].unit if stats else None, present.get(q.name),
+                        bytewise.get(q.name)) for q in spec.quasi_identifiers]
         if strategy == "quantile":
             parts = _quantile(cols, n, workers)
         else:

@@ -225,6 +225,23 @@ def test_a_plan_over_leaves_equal_under_a_collation_stays_disjoint(tmp_path):
     assert len(counts) == 8 and sum(counts) == len(leaves) + 2, counts
 
 
+def test_a_source_that_compares_bytes_folds_whatever_its_leaves(tmp_path):
+    """One case-variant pair among a hierarchy's leaves left every list of
+    the column unfolded, on sources that compare bytes too (a Parquet
+    file): a 64-fragment plan over 100,000 leaves went from 2.2 to 69 MB
+    (helper-39). What the source tells wins over the leaves' look."""
+    leaves = [f"z{i:04d}" for i in range(2_000)] + ["Z0001"]
+    (tmp_path / "h.csv").write_text("".join(f"{leaf};{leaf[:3]};*\n" for leaf in leaves))
+    h = load_hierarchy(tmp_path / "h.csv")
+    sample = pa.table({"c": [leaves[i % len(leaves)] for i in range(8_000)]})
+    spec = AnonymizationSpec((QuasiIdentifier("c", hierarchy=h),), k=2)
+    listed = {}  # the values a plan's clauses list, in all
+    for bytewise in (None, {"c": True}, {"c": False}):
+        plan = plan_fragments(sample, spec, 16, bytewise=bytewise)
+        listed[str(bytewise)] = sum(len(v) for f in plan.fragments for v in where_sql(f.predicates)[1])
+    assert listed["None"] == listed["{'c': False}"] > 2 * listed["{'c': True}"], listed
+
+
 def test_hierarchy_on_an_integer_column(con, tmp_path):
     path = tmp_path / "ages.json"
     path.write_text(json.dumps({"cat": "*", "subcats": [{"cat": str(a), "subcats": None} for a in (30, 10, 20, 40)]}))
