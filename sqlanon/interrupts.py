@@ -175,15 +175,22 @@ def _relay_loop(reader: socket.socket, before: int) -> None:
                 data = reader.recv(64)
             except OSError:
                 return
-            if not data or data == b"\xff":  # closed, or _end_relay's word
+            if not data or _END in data:  # closed, or _end_relay's word
                 return
-            if before != -1:
+            signals = bytes(b for b in data if b != _CANCEL)
+            if before != -1 and signals:
                 with contextlib.suppress(OSError):
-                    os.write(before, data)
+                    os.write(before, signals)
             # A stop of ours (a host's graceful SIGINT handler is left in
-            # charge), not while publishing, which runs to its end.
-            if _ours.intersection(data) and not _deferring:
+            # charge) or a host's kept error, not while publishing, which
+            # runs to its end.
+            if (_ours.intersection(signals) or _CANCEL in data) and not _deferring:
                 _cancel_all(list(_cancels.values()))
+
+
+_CANCEL, _END = 0xFE, 0xFF
+"""The relay's own words (no signal has these numbers): cancel (a host's
+error was kept), and end."""
 
 
 def _end_relay() -> None:
@@ -196,20 +203,22 @@ def _end_relay() -> None:
     signal.set_wakeup_fd(before)
     with writer:
         with contextlib.suppress(OSError):
-            writer.send(b"\xff")  # no signal has that number
+            writer.send(bytes([_END]))
 
 
-def _interrupt_queries(servers: bool = True) -> None:
-    """Interrupt the run's DuckDB queries and, with ``servers``, cancel its
-    server queries (in a thread: a cancel connects to a server)."""
+def _interrupt_queries(servers: bool = False) -> None:
+    """Interrupt the run's DuckDB queries and, with ``servers``, have the
+    relay cancel its server queries (a stop signal of ours tells it by
+    itself). Called in a signal handler: no thread starts here (a signal
+    landing inside Thread.start would wait on its lock for good)."""
     for con in list(_connections):
         try:
             con.interrupt()
         except Exception:  # noqa: BLE001 - closed meanwhile
             pass
-    if servers and _cancels:
-        cancels = list(_cancels.values())
-        threading.Thread(target=_cancel_all, args=(cancels,), daemon=True, name="sqlanon-cancel").start()
+    if servers and _relay is not None:
+        with contextlib.suppress(OSError):  # full: a cancel is on its way already
+            _relay[1].send(bytes([_CANCEL]))
 
 
 def _cancel_all(cancels: list[tuple]) -> None:
@@ -229,7 +238,7 @@ def _keep_hosts_errors(hosts: object):
         except BaseException as exc:  # noqa: BLE001 - pytest-timeout's Failed, a SystemExit: the host's, raised later
             _host_errors.append(exc)
             if not _deferring:  # publishing runs to its end; the error comes after it
-                _interrupt_queries()
+                _interrupt_queries(servers=True)
 
     handler.sqlanon_watching = True  # deferred() leaves it in place
     return handler
@@ -303,7 +312,7 @@ def watching(library: bool = True) -> Iterator[None]:
         # Raised inside a query, DuckDB reports "Query interrupted" but does
         # not stop it: the cleanup's next statement ran it to its end first.
         # (The server's queries: the relay has cancelled them already.)
-        _interrupt_queries(servers=_relay is None)
+        _interrupt_queries()
         raise KeyboardInterrupt
 
     handler.sqlanon_watching = True  # not a host's: deferred() leaves it in place
