@@ -804,6 +804,29 @@ def test_a_hierarchy_qi_under_a_nondeterministic_collation_is_cut_disjointly(pg_
     assert r.metrics.rows == 4000 and len(r.plan.fragments) >= 4
 
 
+def test_a_ctrl_c_while_publishing_into_postgresql_cancels_nothing(pg_url, tmp_path, monkeypatch):
+    """A stop signal cancels the run's server queries, but publishing runs
+    to its end: a Ctrl-C while a publishing statement waited on the server
+    (a lock on the metrics' staging) cancelled it, and nothing was
+    published (helper-39)."""
+    schema = "publish_uncancelled"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 300)
+    real = warehouse.PostgresTarget.publish_with_metrics
+
+    def publish(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        with self.conn.connect() as c:  # a session of the run's, waiting on the server
+            c.execute("SELECT pg_sleep(1.5)")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(warehouse.PostgresTarget, "publish_with_metrics", publish)
+    with pytest.raises(KeyboardInterrupt, match="published first"):
+        sqlanon.anonymize(pg_url, pg_url, table=f"{schema}.src", target_table=f"{schema}.dst", qi=["age"], k=5,
+                          workers=1)
+    assert scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'dst')}") == 300
+
+
 def test_a_ragged_list_into_postgresql_names_its_column(pg_url, tmp_path):
     """A list of lists of unequal lengths failed the load in the server's
     words only ('malformed array literal'): a PostgreSQL array is
