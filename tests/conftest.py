@@ -43,3 +43,20 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "pg_server" in getattr(item, "fixturenames", ()):
             item.add_marker(_pg_pytest.mark.xdist_group("postgres"))
+
+
+# --------------------------------------------------------------------------- signal handlers
+
+
+@_pg_pytest.fixture(autouse=True)
+def _ctrl_c_handler_as_it_was():
+    """Each test leaves SIGINT's handler as it found it: a test that makes a
+    SparkContext in this process left pyspark's (which cancels Spark jobs
+    and raises a bare KeyboardInterrupt) to every later test of the worker,
+    where a run took it for a host's own handler."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    if signal.getsignal(signal.SIGINT) is not before:
+        signal.signal(signal.SIGINT, before)

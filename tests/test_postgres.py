@@ -821,14 +821,9 @@ def test_a_ctrl_c_while_publishing_into_postgresql_cancels_nothing(pg_url, tmp_p
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(warehouse.PostgresTarget, "publish_with_metrics", publish)
-    # Python's own Ctrl-C handler (a SparkContext an earlier test made in this process leaves pyspark's)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(KeyboardInterrupt, match="published first"):
-            sqlanon.anonymize(pg_url, pg_url, table=f"{schema}.src", target_table=f"{schema}.dst", qi=["age"], k=5,
-                              workers=1)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    with pytest.raises(KeyboardInterrupt, match="published first"):
+        sqlanon.anonymize(pg_url, pg_url, table=f"{schema}.src", target_table=f"{schema}.dst", qi=["age"], k=5,
+                          workers=1)
     assert scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'dst')}") == 300
 
 
