@@ -158,8 +158,8 @@ def _forkserver_context():
     # and a script read from stdin cannot be imported at all. The workers run
     # only sqlanon's code: the server tells them the script is already there,
     # and runs it only if a worker (of the caller's own pool) looks into it
-    # (sqlanon._preload).
-    # (Set while the server starts: _imports_of_this_process.)
+    # (sqlanon._preload; the script is named to the server as it starts:
+    # _imports_of_this_process).
     return ctx
 
 

@@ -380,31 +380,33 @@ def deferred() -> Iterator[None]:
     """Run the block to its end even on SIGINT (which is still recorded); refuse to start after one.
 
     A signal the host handles itself (a task runner's timeout: SIGALRM and a
-    handler that raises) is held too, and sent again once the block is
-    done: raised between the output's swap and its metrics, it left the
-    output published without them for good (helper-35)."""
+    handler that raises) has its exception kept too (:func:`watching` kept
+    it; a handler the host put in place since is kept here) and raised once
+    the block is done: raised between the output's swap and its metrics, it
+    left the output published without them for good (helper-35)."""
     global _deferring
     check()
-    held: list[int] = []
-    hosts = _hold_hosts_signals(held)
+    late = _keep_late_hosts()
     _deferring += 1
     try:
         yield
     finally:
         _deferring -= 1
-        for signum, handler in hosts.items():
-            signal.signal(signum, handler)
-        for signum in dict.fromkeys(held):
-            signal.raise_signal(signum)
+        for signum, (host, keeper) in late.items():
+            if signal.getsignal(signum) is keeper:
+                signal.signal(signum, host)
+        if not _depth and _host_errors:  # no watching() to raise it at its end
+            raise _host_errors.pop(0)
 
 
-def _hold_hosts_signals(held: list[int]) -> dict[int, object]:
-    """Replace the Python handlers of signals that are not sqlanon's by one
-    that appends the signal to ``held`` (main thread only); their handlers."""
+def _keep_late_hosts() -> dict[int, tuple]:
+    """Wrap the Python handlers of signals that are neither sqlanon's nor
+    already kept by :func:`watching` (main thread only); per signal, the
+    host's handler and its keeper."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    hosts = {s: h for s in signal.valid_signals() if callable(h := signal.getsignal(s))
-             and not getattr(h, "sqlanon_watching", False)}
-    for signum in hosts:
-        signal.signal(signum, lambda signum, frame: held.append(signum))
-    return hosts
+    late = {s: (h, _keep_hosts_errors(h)) for s in signal.valid_signals() if callable(h := signal.getsignal(s))
+            and not getattr(h, "sqlanon_watching", False)}
+    for signum, (_, keeper) in late.items():
+        signal.signal(signum, keeper)
+    return late
