@@ -2146,7 +2146,7 @@ def check_metrics_file(path: str, schema: pa.Schema | None = None) -> None:
         return
     con = connect()
     try:
-        relation = exact_file(path, fmt).relation
+        relation = _earlier_metrics(path, fmt)
         try:
             names = [d[0] for d in con.execute(f"SELECT * FROM {relation} LIMIT 0").description]
         except duckdb.Error as exc:
@@ -2158,6 +2158,17 @@ def check_metrics_file(path: str, schema: pa.Schema | None = None) -> None:
             _check_metrics_types(con, relation, schema, f"metrics file {path!r}")
     finally:
         con.close()
+
+
+def _earlier_metrics(path: str, fmt: str) -> str:
+    """An existing metrics file as a relation; a CSV file as the text it
+    holds, to which a run's rows are appended as text (DuckDB writes a
+    value into CSV as its text). Read with guessed types, a column's type
+    came from its first 20,480 rows: after a year of one-fragment runs
+    ``where_clause`` (``TRUE``) read as BOOLEAN, and every later run failed
+    on the first clause past them, after all its work (helper-41)."""
+    source = exact_file(path, fmt)
+    return replace(source, as_text=True, ours=True).relation if fmt == "csv" else source.relation
 
 
 def _check_metrics_types(con: duckdb.DuckDBPyConnection, relation: str, schema: pa.Schema, where: str) -> None:
@@ -2272,7 +2283,7 @@ def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
             raise InputError(f"cannot write the metrics file {path!r}: {exc.strerror}") from exc
         aside = os.path.join(folder, os.path.basename(path))
         if os.path.exists(path):
-            old = exact_file(path, fmt).relation
+            old = _earlier_metrics(path, fmt)
             con.register("__sqlanon_metrics", metrics)
             try:
                 relation = f'(SELECT * FROM {old} UNION ALL BY NAME SELECT * FROM "__sqlanon_metrics")'

@@ -1060,6 +1060,32 @@ def test_metrics_table_of_an_older_shape_takes_new_columns(tmp_path):
         assert con.execute("SELECT count(*), count(plan) FROM anon__metrics WHERE kind = 'total'").fetchone() == (2, 1)
 
 
+def test_a_long_csv_metrics_file_keeps_taking_runs(tmp_path):
+    """A CSV metrics file is appended to as the text it holds. Read with
+    DuckDB's guessed types, its columns were typed by the first 20,480
+    rows: after that many rows of one-fragment runs (``where_clause``
+    ``TRUE``, read as BOOLEAN) every later run failed on a real clause
+    past them, after all its work, naming a hidden staging file (helper-41)."""
+    src = tmp_path / "people.parquet"
+    pq.write_table(people(400), src)
+    metrics = tmp_path / "m.csv"
+    run(src, tmp_path / "one.parquet", workers=1, metrics=str(metrics))
+    with duckdb.connect() as con:  # a year of nightly one-fragment jobs sharing the file
+        con.execute(f"CREATE TABLE m AS SELECT * FROM read_csv('{metrics}', all_varchar = true)")
+        con.execute("COPY (SELECT * REPLACE (printf('%016x', i) AS run_id) FROM m, range(10300) t(i)) "
+                    f"TO '{metrics}' (HEADER)")
+        before = con.execute(f"SELECT * FROM read_csv('{metrics}', all_varchar = true)").fetchall()
+    for _ in range(2):  # the first appends past the guessed rows; the next read them
+        run(src, tmp_path / "two.parquet", workers=2, fragments=2, metrics=str(metrics), overwrite=True)
+    with duckdb.connect() as con:
+        after = con.execute(f"SELECT * FROM read_csv('{metrics}', all_varchar = true)").fetchall()
+        clauses = con.execute(f"SELECT DISTINCT where_clause FROM read_csv('{metrics}', all_varchar = true) "
+                              "WHERE kind = 'fragment'").fetchall()
+    assert after[:len(before)] == before  # the earlier rows' text as it was ('TRUE' stays 'TRUE')
+    assert len(after) == len(before) + 2 * 3
+    assert len(clauses) == 3
+
+
 def test_checksums_agree_on_every_lake_type(tmp_path, caplog):
     """No false alarm: pass-through columns of many types, through Parquet,
     CSV (strings that look like numbers), a directory and a DuckDB table."""
