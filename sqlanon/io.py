@@ -1337,8 +1337,10 @@ def restorable_fields(files: Sequence[str], read: pa.Schema, columns: Sequence[s
     into Parquet files and DuckDB would not give back: DuckDB reads a
     duration as its int64 count, a zoned timestamp without its zone's name,
     a categorical as plain strings (``read``: the columns as DuckDB reads
-    them). Written into the output's ``ARROW:schema`` (:func:`copy_relation`),
-    they make the pass-through columns read back as they were written. Only
+    them), and those of pandas' nullable dtypes (:data:`_PANDAS_NULLABLE`,
+    with their entry of pandas' metadata). Written into the output's
+    ``ARROW:schema`` (:func:`copy_relation`), they make the pass-through
+    columns read back as they were written. Only
     fields every file agrees on; a file without an ``ARROW:schema``
     (DuckDB's, Spark's) ends the search."""
     columns = [c for c in columns if _may_restore(read.field(c).type)]
@@ -1356,17 +1358,53 @@ def restorable_fields(files: Sequence[str], read: pa.Schema, columns: Sequence[s
             if b"ARROW:schema" not in (f.metadata.metadata or {}):
                 return {}
             schema = f.schema_arrow
-        fields = {c: schema.field(c) for c in columns if c in schema.names and _restorable(schema.field(c).type)}
-        found = fields if found is None else {c: x for c, x in found.items() if c in fields and fields[c].equals(x)}
+        nullable = _pandas_nullable(schema)
+        fields = {c: _with_pandas(schema.field(c), nullable.get(c)) for c in columns
+                  if c in schema.names and (_restorable(schema.field(c).type) or c in nullable)}
+        found = fields if found is None else {c: x for c, x in found.items()
+                                              if c in fields and fields[c].equals(x, check_metadata=True)}
         if not found:
             return {}
     return found or {}
 
 
+_PANDAS_NULLABLE = re.compile(r"U?Int(8|16|32|64)|Float(32|64)|boolean|string")
+"""pandas' nullable dtypes (``numpy_type`` in its metadata), which the
+Arrow type alone does not bring back: an ``Int64`` column with NULLs came
+back as float64 (2^53 + 1 as 2^53: helper-41), ``string`` as ``str``."""
+PANDAS_FIELD_KEY = b"sqlanon:pandas"
+"""Where a field of :func:`restorable_fields` carries its column's entry of
+pandas' metadata, which :func:`_arrow_schema` writes as the schema's."""
+
+
+def _pandas_nullable(schema: pa.Schema) -> dict[str, dict]:
+    """The entries of pandas' metadata in ``schema`` of its nullable-dtype columns, by name."""
+    try:
+        meta = schema.pandas_metadata or {}
+        entries = [c for c in meta.get("columns", []) if isinstance(c, dict)]
+    except (ValueError, TypeError, AttributeError):  # not pandas' JSON: nothing to restore
+        return {}
+    return {c["name"]: c for c in entries if isinstance(c.get("name"), str) and c.get("field_name", c["name"]) == c["name"]
+            and isinstance(c.get("numpy_type"), str) and _PANDAS_NULLABLE.fullmatch(c["numpy_type"])}
+
+
+def _with_pandas(f: pa.Field, entry: dict | None) -> pa.Field:
+    return f if entry is None else f.with_metadata({**(f.metadata or {}), PANDAS_FIELD_KEY: json.dumps(entry)})
+
+
+def _without_pandas(f: pa.Field) -> pa.Field:
+    if PANDAS_FIELD_KEY not in (f.metadata or {}):
+        return f
+    rest = {k: v for k, v in f.metadata.items() if k != PANDAS_FIELD_KEY}
+    return f.with_metadata(rest) if rest else f.remove_metadata()
+
+
 def _may_restore(read: pa.DataType) -> bool:
-    """Whether a column DuckDB reads as ``read`` may be :func:`_restorable` in its file."""
+    """Whether a column DuckDB reads as ``read`` may be :func:`_restorable`
+    in its file, or hold one of :data:`_PANDAS_NULLABLE`."""
     t = pa.types
-    return (t.is_int64(read) or t.is_timestamp(read) and read.tz is not None or t.is_string(read)
+    return (t.is_integer(read) or t.is_floating(read) or t.is_boolean(read)
+            or t.is_timestamp(read) and read.tz is not None or t.is_string(read)
             or t.is_large_string(read) or t.is_string_view(read) or t.is_binary(read) or t.is_large_binary(read)
             or t.is_binary_view(read))
 
@@ -1376,7 +1414,12 @@ def _arrow_schema(written: pa.Schema, fields: Mapping[str, pa.Field]) -> str:
     (pyarrow's serialized schema, base64), with ``fields`` where they apply
     and the written types elsewhere: pyarrow applies it by position, and
     skips a field whose type does not fit what the file holds."""
-    schema = pa.schema([fields.get(f.name) or f for f in written])
+    chosen = [fields.get(f.name) or f for f in written]
+    # pandas reads a column's dtype from the schema's metadata, not the field's.
+    entries = [json.loads(f.metadata[PANDAS_FIELD_KEY]) for f in chosen if PANDAS_FIELD_KEY in (f.metadata or {})]
+    chosen = [_without_pandas(f) for f in chosen]
+    meta = {"index_columns": [], "column_indexes": [], "columns": entries} if entries else None
+    schema = pa.schema(chosen, metadata={b"pandas": json.dumps(meta)} if meta else None)
     return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
 
 

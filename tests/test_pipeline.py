@@ -1059,7 +1059,6 @@ def test_metrics_table_of_an_older_shape_takes_new_columns(tmp_path):
     with duckdb.connect(str(out), read_only=True) as con:
         assert con.execute("SELECT count(*), count(plan) FROM anon__metrics WHERE kind = 'total'").fetchone() == (2, 1)
 
-
 def test_a_long_csv_metrics_file_keeps_taking_runs(tmp_path):
     """A CSV metrics file is appended to as the text it holds. Read with
     DuckDB's guessed types, its columns were typed by the first 20,480
@@ -1163,6 +1162,33 @@ def test_parquet_outputs_keep_the_arrow_types_pyarrow_wrote(tmp_path):
     frame = pd.read_parquet(tmp_path / "o.parquet")
     assert str(frame["wait"].dtype) == "timedelta64[ns]" and str(frame["seen"].dtype).endswith("Europe/Rome]")
     assert isinstance(frame["disease"].dtype, pd.CategoricalDtype)
+
+
+def test_pandas_nullable_columns_read_back_as_they_were_written(tmp_path):
+    """pandas keeps a nullable dtype (Int64, boolean, string, Float32) in
+    its own metadata, not in the Arrow type: an Int64 id with NULLs came
+    back from the output as float64, 2^53 + 1 as 2^53 (helper-41). The
+    output carries those columns' entries; a QI's (published as text) and
+    a plain int64's are not carried."""
+    n = 300
+    i = np.arange(n)
+    frame = pd.DataFrame({
+        "age": pd.array(18 + i % 50, dtype="Int64"),  # a QI: published as text
+        "plain": 2**53 + i,
+        "id": pd.array([2**53 + v if v % 5 else None for v in i], dtype="Int64"),
+        "ok": pd.array([bool(v % 2) if v % 3 else None for v in i], dtype="boolean"),
+        "s": pd.array([f"x{v}" if v % 4 else None for v in i], dtype="string"),
+        "f": pd.array([v / 4 if v % 6 else None for v in i], dtype="Float32"),
+    })
+    src = tmp_path / "src.parquet"
+    frame.to_parquet(src)
+    for out in (tmp_path / "o.parquet", tmp_path / "odir"):
+        run(src, out, qi=["age"], sensitive=[], l=1, workers=2, fragments=2)
+        got = pd.read_parquet(out)
+        assert got["age"].dtype != frame["age"].dtype and got["plain"].dtype == np.int64
+        for c in ("id", "ok", "s", "f"):
+            assert got[c].dtype == frame[c].dtype, (out, c)
+            assert sorted(got[c].astype(object).map(repr)) == sorted(frame[c].astype(object).map(repr)), (out, c)
 
 
 def test_intervals_travel_exactly_or_not_at_all(tmp_path):
