@@ -1112,6 +1112,7 @@ def run(
         with interrupts.deferred():
             location = target.publish_with_metrics(con, staging, metrics_rows, options.metrics)
             staging = None  # published: nothing to roll back
+            interrupts.published()  # a signal from now on stops nothing, and is told as after publishing
         timings["write"] += time.perf_counter() - t0
         succeeded = True
     finally:

@@ -54,6 +54,8 @@ _signals: set[int] = set()
 """The signals received since the outermost :func:`watching` began."""
 _depth = 0
 _deferring = 0
+_published = False
+"""Whether the outermost :func:`watching`'s run has published (:func:`published`)."""
 _host_errors: list[BaseException] = []
 """What a host's signal handler raised during the outermost :func:`watching`,
 not raised yet (the first is raised)."""
@@ -97,6 +99,8 @@ def check() -> None:
     """Raise what a host's signal handler raised (in the main thread, not
     while publishing), or KeyboardInterrupt if a SIGINT, SIGTERM or SIGHUP
     arrived, even if something swallowed it."""
+    if _published:
+        return  # the run's outcome is decided: the end of watching() tells it
     if _host_errors and not _deferring and threading.current_thread() is threading.main_thread():
         exc = _host_errors.pop(0)
         _host_raised[:] = [exc]
@@ -184,7 +188,7 @@ def _relay_loop(reader: socket.socket, before: int) -> None:
             # A stop of ours (a host's graceful SIGINT handler is left in
             # charge) or a host's kept error, not while publishing, which
             # runs to its end.
-            if (_ours.intersection(signals) or _CANCEL in data) and not _deferring:
+            if (_ours.intersection(signals) or _CANCEL in data) and not _holding():
                 _cancel_all(list(_cancels.values()))
 
 
@@ -237,7 +241,7 @@ def _keep_hosts_errors(hosts: object):
             hosts(signum, frame)
         except BaseException as exc:  # noqa: BLE001 - pytest-timeout's Failed, a SystemExit: the host's, raised later
             _host_errors.append(exc)
-            if not _deferring:  # publishing runs to its end; the error comes after it
+            if not _holding():  # publishing runs to its end; the error comes after it
                 _interrupt_queries(servers=True)
 
     handler.sqlanon_watching = True  # deferred() leaves it in place
@@ -276,7 +280,7 @@ def watching(library: bool = True) -> Iterator[None]:
     in place of the failure it caused or after a block that ran to its end
     (it came while publishing). The host's handlers are back afterwards.
     """
-    global _depth, _run_token
+    global _depth, _run_token, _published
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -301,7 +305,7 @@ def watching(library: bool = True) -> Iterator[None]:
         first = _first_stop.setdefault(signum, time.monotonic())
         _signals.add(signum)
         _received.set()
-        if _deferring:
+        if _holding():
             return
         if signum in _STOPS and time.monotonic() - first >= AGAIN_AFTER:
             # The first could not stop the run (a wait that never sees the
@@ -358,6 +362,7 @@ def watching(library: bool = True) -> Iterator[None]:
             _cancels.clear()
             _end_relay()
             _run_token = None
+            _published = False
             if stop in _STOPS and stop in previous and library:
                 os.kill(os.getpid(), stop)
 
@@ -397,6 +402,26 @@ def deferred() -> Iterator[None]:
                 signal.signal(signum, host)
         if not _depth and _host_errors:  # no watching() to raise it at its end
             raise _host_errors.pop(0)
+
+
+def published() -> None:
+    """The watched run (main thread) has published its output and metrics:
+    from here to the end of the outermost :func:`watching`, a stop signal
+    is only recorded, as while publishing, and :func:`check` raises
+    nothing; the end of the block tells the caller (a library call's
+    KeyboardInterrupt "interrupted while publishing", the CLI's exit 0).
+    A Ctrl-C or SIGTERM 10 ms after the swap landed in the run's clean-up
+    (closing DuckDB, shutting the pool down) and came out as "Interrupted;
+    nothing was published." with exit 130/143, the output replaced: a
+    scheduler would run it again (helper-40)."""
+    global _published
+    if _depth and threading.current_thread() is threading.main_thread():
+        _published = True
+
+
+def _holding() -> bool:
+    """Whether a stop signal is only recorded now: while publishing, or after it."""
+    return bool(_deferring) or _published
 
 
 def _keep_late_hosts() -> dict[int, tuple]:

@@ -42,6 +42,7 @@ from click.testing import CliRunner
 
 import sqlanon
 from sqlanon import coordinator as sqlanon_coordinator
+from sqlanon import executors
 from sqlanon import interrupts
 from sqlanon.cli import main
 from sqlanon.errors import InputError, redact_urls
@@ -619,6 +620,39 @@ def test_the_library_raises_a_ctrl_c_while_publishing_once_published(out_dir, mo
     out = out_dir / "o.parquet"
     with pytest.raises(KeyboardInterrupt, match="published"):
         sqlanon.anonymize(ADULTS, out, qi=["age"], k=10, workers=1)
+    assert pq.read_metadata(out).num_rows == ADULT_ROWS and (out_dir / "o__metrics.parquet").exists()
+
+
+def _ctrl_c_after_publishing(monkeypatch) -> None:
+    """A real SIGINT once the run has published, in its clean-up (the pool's shutdown)."""
+    real = executors.LocalExecutor.shutdown
+
+    def shutdown_with_ctrl_c(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the handler runs in here
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(executors.LocalExecutor, "shutdown", shutdown_with_ctrl_c)
+
+
+def test_a_ctrl_c_after_publishing_is_told_as_such(out_dir, monkeypatch):
+    """A Ctrl-C (SIGTERM) just after the swap landed in the run's clean-up:
+    "Interrupted; nothing was published.", exit 130, with the output and its
+    metrics replaced; a scheduler would run the job again (helper-40)."""
+    _ctrl_c_after_publishing(monkeypatch)
+    out = out_dir / "o.parquet"
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10", "--workers", "2")
+    assert r.exit_code == 0, r.stderr
+    assert "published first" in r.stderr and "nothing was published" not in r.stderr
+    assert pq.read_metadata(out).num_rows == ADULT_ROWS and (out_dir / "o__metrics.parquet").exists()
+
+
+def test_the_library_tells_a_ctrl_c_after_publishing(out_dir, monkeypatch):
+    """The caller got a bare KeyboardInterrupt, as if nothing had been published (helper-40)."""
+    _ctrl_c_after_publishing(monkeypatch)
+    out = out_dir / "o.parquet"
+    with pytest.raises(KeyboardInterrupt, match="published"):
+        sqlanon.anonymize(ADULTS, out, qi=["age"], k=10, workers=2)
     assert pq.read_metadata(out).num_rows == ADULT_ROWS and (out_dir / "o__metrics.parquet").exists()
 
 
