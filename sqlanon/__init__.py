@@ -9,10 +9,9 @@ The public API mirrors the ``sqlanon`` command line:
 
 from typing import TYPE_CHECKING
 
-from .config import AnonymizationSpec, QuasiIdentifier
-from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
-
 if TYPE_CHECKING:
+    from .config import AnonymizationSpec, QuasiIdentifier
+    from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
     from .api import RunResult, anonymize, build_spec, verify
     from .domain import ColumnStats
     from .engine import EngineResult, anonymize_table, column_stats
@@ -35,7 +34,23 @@ _LAZY = {
 }
 
 
+# Light, but imported on first use too: the `sqlanon` script imports this
+# package before its own guard against a Ctrl-C during the command line's
+# imports (sqlanon._script) is in place; a Ctrl-C in these imports printed
+# a Python traceback (helper-40).
+_LIGHT = {
+    "AnonymizationSpec": "config", "QuasiIdentifier": "config",
+    **dict.fromkeys(["ConfigError", "HierarchyError", "InputError", "PrivacyError", "SqlanonError",
+                     "VerificationError"], "errors"),
+}
+
+
 def __getattr__(name: str):
+    if name in _LIGHT:
+        import importlib
+
+        found = globals()[name] = getattr(importlib.import_module(f".{_LIGHT[name]}", __name__), name)
+        return found
     if name in _LAZY:
         import importlib
 

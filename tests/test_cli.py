@@ -518,6 +518,27 @@ def test_a_ctrl_c_while_the_command_line_imports_is_one_line(tmp_path):
     assert scripts["sqlanon"] == "sqlanon._script:entry"  # the script enters where python -m does
 
 
+def test_a_ctrl_c_while_the_script_imports_the_package_is_one_line(tmp_path):
+    """The console script imports the package before its entry's guard:
+    the package imported its config and errors modules (json, re,
+    dataclasses...) there, and a Ctrl-C in them printed a traceback
+    (helper-40: 7 of 20 Ctrl-Cs 45-65 ms after the start). As the
+    installed script runs, a Ctrl-C cutting short the config's import."""
+    code = textwrap.dedent("""
+        import sys
+        class Interrupt:
+            def find_spec(self, name, path=None, target=None):
+                if name == "sqlanon.config":
+                    raise KeyboardInterrupt
+        sys.meta_path.insert(0, Interrupt())
+        sys.argv = ["sqlanon", "anonymize", "in.csv", "-o", "out.parquet", "--qi", "age", "-k", "5"]
+        from sqlanon._script import entry
+        sys.exit(entry())
+    """)
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stderr) == (130, "Interrupted; nothing was published.\n")
+
+
 def test_interrupt_publishes_nothing(out_dir, monkeypatch):
     out = out_dir / "o.parquet"
 
