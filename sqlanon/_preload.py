@@ -92,10 +92,15 @@ def _quiet_start_failure(kind, value, tb, _hook=sys.excepthook) -> None:
     run ends (a refusal right after start-up) finds the pool's semaphore
     already gone (FileNotFoundError in ``SemLock.__setstate__``), and its
     traceback went under the CLI's one-line error (CI, stop 25). The run
-    has reported its own outcome; every other failure is printed as before."""
+    has reported its own outcome; every other failure is printed as before.
+    Nor is a worker forked as a stopped run ends its pool, whose parent
+    closed the pipe the worker reads its start from (EOFError in
+    ``spawn._main``: once in 17 SIGTERMs just after the plan, helper-40)."""
     frames = [f.f_code for f, _ in traceback.walk_tb(tb)]
-    if issubclass(kind, FileNotFoundError) and frames and frames[-1].co_name == "__setstate__" \
-            and os.path.basename(frames[-1].co_filename) == "synchronize.py":
+    last = (frames[-1].co_name, os.path.basename(frames[-1].co_filename)) if frames else None
+    if issubclass(kind, FileNotFoundError) and last == ("__setstate__", "synchronize.py"):
+        return
+    if issubclass(kind, EOFError) and last == ("_main", "spawn.py"):
         return
     _hook(kind, value, tb)
 

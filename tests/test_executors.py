@@ -899,22 +899,27 @@ def test_a_worker_forked_as_the_run_ends_prints_no_traceback():
     """A run refused right after start-up ended while the fork server was
     starting a worker, which found the pool's semaphore gone: its traceback
     (FileNotFoundError in SemLock.__setstate__) came under the CLI's one
-    line (a fresh-clone CI run). The fork server's excepthook drops that
-    one, and prints every other failure as before."""
+    line (a fresh-clone CI run); and one forked as a stopped run closed the
+    pipe it reads its start from (EOFError in spawn._main, helper-40). The
+    fork server's excepthook drops those, and prints every other failure as before."""
     code = textwrap.dedent("""
-        import sys
+        import os, sys
+        from multiprocessing import spawn
         import sqlanon._preload
         here = {}
         exec(compile("def __setstate__():\\n    raise FileNotFoundError(2, 'No such file or directory')\\n",
                      "/usr/lib/python3/multiprocessing/synchronize.py", "exec"), here)
-        for fn in (here["__setstate__"], lambda: 1 / 0):
+        gone, parent = os.pipe()
+        os.close(parent)
+        for fn in (here["__setstate__"], lambda: spawn._main(gone, -1), lambda: 1 / 0):
             try:
                 fn()
             except Exception:
                 sys.excepthook(*sys.exc_info())
     """)
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "ZeroDivisionError" in p.stderr and "FileNotFoundError" not in p.stderr, p.stderr
+    assert "ZeroDivisionError" in p.stderr, p.stderr
+    assert "FileNotFoundError" not in p.stderr and "EOFError" not in p.stderr, p.stderr
 
 
 def test_the_callers_own_fork_server_workers_keep_its_environment(tmp_path):
