@@ -546,7 +546,7 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
         raise _ConfigFileError(f"{value!r} must hold a mapping of option names to values")
     keys: dict[str, click.Parameter] = {}
     for p in ctx.command.params:
-        if p.name in ("config", "debug", "help"):
+        if p.name in FLAGS_ONLY:
             continue
         for opt in p.opts:  # not p.name: 'l_' and 'as_json' are the code's names, not the option's
             keys[opt.lstrip("-").replace("-", "_")] = p
@@ -558,7 +558,7 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
             raise _ConfigFileError(f"{value!r} has the key {key!r}: keys are option names")
         p = keys.get(key.replace("-", "_"))
         if p is None:
-            if str(key) in ("debug", "config", "help"):
+            if str(key) in FLAGS_ONLY:
                 raise _ConfigFileError(f"{key!r} in {value!r} is a command-line flag only: pass --{key} instead")
             hint = suggest(str(key), sorted(k.replace("_", "-") for k in keys)) or _privacy_hint(str(key))
             raise _ConfigFileError(f"unknown key {key!r} in {value!r}{hint}")
@@ -579,6 +579,9 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 PATH_KEYS = {"input", "output", "metrics"}
+FLAGS_ONLY = ("config", "debug", "help", "explain")
+"""Options a job file may not hold: ``explain: true`` left in a nightly job
+published nothing, every night, with exit 0 (helper-42)."""
 
 
 _SHOWN = reprlib.Repr()
