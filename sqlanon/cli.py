@@ -909,8 +909,9 @@ def anonymize(
         return
     m = result.metrics
     _report(
+        # GCP to 4 significant digits: 0.0000 read as "no information lost" (2e-5 here, helper-42).
         f"wrote {result.output}: {m.rows} rows in {m.classes} classes (min size {m.min_class_size}), "
-        f"k={m.k} l={m.l}, DP={m.dp}, NCP={m.ncp:.6g}, GCP={m.gcp:.4f}; "
+        f"k={m.k} l={m.l} verified, DP={m.dp}, NCP={m.ncp:.6g}, GCP={m.gcp:.4g}; "
         f"{_count(len(result.plan.fragments), 'fragment')} on {_count(result.workers, 'worker')}, "
         f"{result.timings['total']:.2f}s; "
         f"metrics in {result.metrics_location}"

@@ -539,6 +539,15 @@ def test_a_ctrl_c_while_the_script_imports_the_package_is_one_line(tmp_path):
     assert (p.returncode, p.stderr) == (130, "Interrupted; nothing was published.\n")
 
 
+def test_the_summary_shows_a_small_gcp_as_a_number(out_dir):
+    """GCP was printed to 4 decimals: 0.0000 for one QI of 73 ages at k=10,
+    which reads as "nothing lost" (helper-42); and the summary says k and l were checked."""
+    r = cli("anonymize", ADULTS, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "10", "--workers", "1")
+    assert r.exit_code == 0, r.stderr
+    gcp = float(re.search(r"GCP=([^;]+);", r.stdout).group(1))
+    assert 0 < gcp < 1e-3 and "k=10 l=1 verified" in r.stdout, r.stdout
+
+
 def test_interrupt_publishes_nothing(out_dir, monkeypatch):
     out = out_dir / "o.parquet"
 
