@@ -842,9 +842,15 @@ def anonymize(
     or configuration error, 130 interrupted, 143 terminated (SIGTERM), 129
     the terminal hung up (SIGHUP).
     """
-    for name, value in (("INPUT", input), ("-o", output), ("--qi", qi), ("-k", k)):
-        if value is None or value == () or value == "":
-            raise click.UsageError(f"Missing '{name}' (give it on the command line or in --config).", ctx)
+    # All at once, with their job file keys: one per try made a newcomer run it four times (helper-42).
+    missing = [(name, key) for name, key, value in (("INPUT", "input", input), ("-o", "output", output),
+                                                    ("--qi", "qi", qi), ("-k", "k", k))
+               if value is None or value == () or value == ""]
+    if missing:
+        names = ", ".join(name for name, _ in missing)
+        keys = ", ".join(f"{key}:" for _, key in missing)
+        raise click.UsageError(f"Missing {names} (give {'it' if len(missing) == 1 else 'them'} on the command "
+                               f"line, or as {keys} in a --config job file).", ctx)
     _check_open_file_limit()
     if executor == "local" and not executors.in_process(executor, workers, explain):
         executors.start_local_server()

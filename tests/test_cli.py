@@ -539,6 +539,15 @@ def test_a_ctrl_c_while_the_script_imports_the_package_is_one_line(tmp_path):
     assert (p.returncode, p.stderr) == (130, "Interrupted; nothing was published.\n")
 
 
+def test_missing_options_are_named_together_with_their_job_file_keys():
+    """One at a time, a newcomer ran the command four times to learn what it needs (helper-42)."""
+    r = cli("anonymize", ADULTS, "--qi", "age")
+    assert r.exit_code == 2
+    assert "Missing -o, -k (give them on the command line, or as output:, k: in a --config job file)" in r.stderr
+    r = cli("anonymize", ADULTS, "--qi", "age", "-k", "5")
+    assert r.exit_code == 2 and "Missing -o (give it on the command line, or as output: in" in r.stderr
+
+
 def test_the_summary_shows_a_small_gcp_as_a_number(out_dir):
     """GCP was printed to 4 decimals: 0.0000 for one QI of 73 ages at k=10,
     which reads as "nothing lost" (helper-42); and the summary says k and l were checked."""
