@@ -847,7 +847,7 @@ def anonymize(
                                                     ("--qi", "qi", qi), ("-k", "k", k))
                if value is None or value == () or value == ""]
     if missing:
-        names = ", ".join(name for name, _ in missing)
+        names = ", ".join(f"'{name}'" for name, _ in missing)
         keys = ", ".join(f"{key}:" for _, key in missing)
         raise click.UsageError(f"Missing {names} (give {'it' if len(missing) == 1 else 'them'} on the command "
                                f"line, or as {keys} in a --config job file).", ctx)

@@ -89,14 +89,14 @@ def strict_json(doc, *, indent: int | None = None, sort_keys: bool = False) -> s
     return json.dumps(plain(doc), indent=indent, sort_keys=sort_keys, allow_nan=False)
 
 
-def suggest(word: str, choices) -> str:
+def suggest(word: str, choices, cutoff: float = 0.6) -> str:
     """A ``" (did you mean 'x'?)"`` hint, or ``""`` when nothing is close
     (or ``word`` is no text: ``executor=None``)."""
     if not isinstance(word, str):
         return ""
     choices = list(choices)
     same_but_case = [c for c in choices if c.lower() == word.lower() and c != word]
-    close = same_but_case or difflib.get_close_matches(word, choices, n=1)
+    close = same_but_case or difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
@@ -126,17 +126,22 @@ def quoted_name(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def missing_column(name: str, where: str, names) -> str:
-    """The error for a column named on the command line that ``where`` lacks:
-    a close name if any, and the columns it has (the first 30 of a wide table)."""
+def missing_column(name: str, where: str, names, option: str | None = None) -> str:
+    """The error for a column named on the command line (by ``option``) that
+    ``where`` lacks: a close name if any, and the columns it has (the first
+    30 of a wide table)."""
     names = list(names)
     # Quoted: a name holding ', ' ('Name, Full') read as two.
     shown = ", ".join(map(repr, names[:30])) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
-    hint = suggest(name, names)
+    # Closer than other keys need: 'zipcode' got "did you mean 'income'?" at difflib's 0.6 (helper-42).
+    hint = suggest(name, names, cutoff=0.7)
     held = [n for n in names if "," in n and name in (p.strip() for p in n.split(","))]
+    within = [n for n in names if len(name) >= 3 and name.lower() in n.lower()]
     if held and not hint:  # --drop 'Name, Full' read as 'Name' and 'Full'
         hint = f" (a name holding a comma is written in double quotes: '{quoted_name(held[0])}')"
-    return f"column {name!r} is not in {where}{hint}; it has: {shown}"
+    elif not hint and len(within) == 1:  # 'zip' for 'zipcode'
+        hint = f" (did you mean {within[0]!r}?)"
+    return f"{option + ': ' if option else ''}column {name!r} is not in {where}{hint}; it has: {shown}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -310,9 +310,11 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
             f"{where} reads as one column, {names[0]!r}: DuckDB could not tell its delimiter (a row with more or "
             "fewer fields than the header, such as an unquoted comma in a value?)"
         )
-    for c in [*spec.qi_names, *spec.sensitive, *drop, *(keep or ())]:
-        if c not in names:
-            raise ConfigError(missing_column(c, where, names))
+    named = [("--qi", spec.qi_names), ("--sensitive", spec.sensitive), ("--drop", drop), ("--keep", keep or ())]
+    for option, columns in named:
+        for c in columns:
+            if c not in names:
+                raise ConfigError(missing_column(c, where, names, option))
     for option, listed in (("--drop", drop), ("--keep", keep or ())):
         for c in listed:
             if c in spec.qi_names or c in spec.sensitive:

@@ -543,9 +543,21 @@ def test_missing_options_are_named_together_with_their_job_file_keys():
     """One at a time, a newcomer ran the command four times to learn what it needs (helper-42)."""
     r = cli("anonymize", ADULTS, "--qi", "age")
     assert r.exit_code == 2
-    assert "Missing -o, -k (give them on the command line, or as output:, k: in a --config job file)" in r.stderr
+    assert "Missing '-o', '-k' (give them on the command line, or as output:, k: in a --config job file)" in r.stderr
     r = cli("anonymize", ADULTS, "--qi", "age", "-k", "5")
-    assert r.exit_code == 2 and "Missing -o (give it on the command line, or as output: in" in r.stderr
+    assert r.exit_code == 2 and "Missing '-o' (give it on the command line, or as output: in" in r.stderr
+
+
+def test_a_missing_column_is_named_with_its_option_and_only_a_close_match(out_dir):
+    """'zipcode' got "did you mean 'income'?" (difflib's 0.6), and the
+    message did not say which option named it (helper-42)."""
+    for qi, option, hint in (("age,zipcode", "--qi", None), ("educaton-num", "--qi", "education-num"),
+                             ("age", "--sensitive", "workclass")):
+        args = ["--qi", qi] if option == "--qi" else ["--qi", qi, "--sensitive", "workclas", "-l", "2"]
+        r = cli("anonymize", ADULTS, "-o", out_dir / "o.parquet", *args, "-k", "5")
+        assert r.exit_code == 2
+        line = assert_one_line_error(r.stderr, f"^Error: {option}: column ")
+        assert (f"(did you mean {hint!r}?)" in line) if hint else "did you mean" not in line, line
 
 
 def test_the_summary_shows_a_small_gcp_as_a_number(out_dir):
