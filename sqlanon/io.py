@@ -48,7 +48,7 @@ import duckdb
 import pyarrow as pa
 
 from . import interrupts
-from .config import csv_dialect, file_format, format_suffix
+from .config import csv_dialect, file_format, format_suffix, suggest
 from .errors import ConfigError, InputError
 from .sql import fold_name, ident, literal, render
 from .sql.render import ASCII_LOWER, ASCII_UPPER
@@ -464,8 +464,19 @@ class DuckDBSource(DuckDBReadable):
         try:
             path = os.path.abspath(self.path)
             con.execute(f"ATTACH {render('attach.sql', path=path).sql} AS \"__sqlanon_src\" (READ_ONLY)")
+            found = con.execute(
+                "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = '__sqlanon_src' "
+                "UNION ALL SELECT schema_name, view_name FROM duckdb_views() "
+                "WHERE database_name = '__sqlanon_src' AND NOT internal ORDER BY ALL").fetchall()
         except duckdb.Error as exc:
             raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
+        if duckdb_table_key(self.table) not in {(fold_name(a), fold_name(b)) for a, b in found}:
+            # A typo failed as DuckDB's catalog error, exit 1, where a column's names its close match (helper-42).
+            names = [b if a == "main" else f"{a}.{b}" for a, b in found]
+            shown = ", ".join(map(repr, names[:30])) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
+            raise ConfigError(f"--table: table {'.'.join(self.table)!r} is not in {self.path!r}"
+                              f"{suggest('.'.join(self.table), names, cutoff=0.7)}; "
+                              + (f"it has: {shown}" if names else "it has no tables or views"))
 
     def detach(self, con: duckdb.DuckDBPyConnection) -> None:
         """Release the file (a DuckDB target in the same file attaches it read-write)."""

@@ -560,6 +560,24 @@ def test_a_missing_column_is_named_with_its_option_and_only_a_close_match(out_di
         assert (f"(did you mean {hint!r}?)" in line) if hint else "did you mean" not in line, line
 
 
+def test_a_mistyped_duckdb_table_is_a_usage_error_with_a_close_name(tmp_path, out_dir):
+    """It failed as DuckDB's "Catalog Error: Table with name adult does not
+    exist!", exit 1, where a mistyped column is exit 2 with its close name (helper-42)."""
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE TABLE adults AS SELECT * FROM read_csv('{ADULTS}')")
+        con.execute("CREATE SCHEMA hr")
+        con.execute("CREATE VIEW hr.people AS SELECT * FROM main.adults")
+    for args in (["anonymize", db, "--table", "adult", "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5"],
+                 ["verify", db, "--table", "adult", "--qi", "age", "-k", "5"]):
+        r = cli(*args)
+        assert r.exit_code == 2, r.stderr
+        assert_one_line_error(r.stderr, re.escape(f"--table: table 'adult' is not in {str(db)!r} (did you mean "
+                                                  "'adults'?); it has: 'hr.people', 'adults'"))
+    r = cli("verify", db, "--table", "HR.People", "--qi", "sex", "-k", "5")  # as DuckDB resolves it
+    assert r.exit_code == 0, r.stderr
+
+
 def test_the_summary_shows_a_small_gcp_as_a_number(out_dir):
     """GCP was printed to 4 decimals: 0.0000 for one QI of 73 ages at k=10,
     which reads as "nothing lost" (helper-42); and the summary says k and l were checked."""
