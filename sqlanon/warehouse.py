@@ -842,6 +842,33 @@ class PostgresTarget:
         if not owns and not refills:
             raise InputError(f"cannot replace {self.describe()}: the role neither owns it (to replace it) nor may "
                              "TRUNCATE and INSERT into it (to refill it); GRANT TRUNCATE, INSERT ON it first")
+        with self._connect() as c:
+            self._refuse_rewriters(c, ident(list(self.table)))
+
+    def _refuse_rewriters(self, c, target: str) -> None:
+        """Refuse an existing target whose refill (``TRUNCATE`` + ``INSERT``,
+        :meth:`_replace`) would publish other rows than the checked ones: a
+        BEFORE INSERT row trigger (on it or a partition) rewrote them (exit 0,
+        every class below l), an INSERT rule put them elsewhere (the target
+        left empty), and TRUNCATE emptied an inheritance child's own rows,
+        which SELECT from the target reads with the published ones (helper-43)."""
+        found = c.execute(
+            "SELECT ARRAY("
+            " SELECT format('trigger %%I on %%s', t.tgname, t.tgrelid::regclass::text) FROM pg_trigger t"
+            " WHERE (t.tgrelid = %s::regclass OR t.tgrelid IN (SELECT relid FROM pg_partition_tree(%s::regclass)))"
+            " AND NOT t.tgisinternal"
+            " AND t.tgenabled IN ('O', 'A') AND t.tgtype & 7 = 7"  # row, before, insert
+            " UNION ALL SELECT format('rule %%I', r.rulename) FROM pg_rewrite r"
+            " WHERE r.ev_class = %s::regclass AND r.ev_type = '3' AND r.ev_enabled IN ('O', 'A')"
+            " UNION ALL SELECT format('inheritance child %%s', i.inhrelid::regclass::text)"
+            " FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent"
+            " WHERE i.inhparent = %s::regclass AND p.relkind = 'r')",
+            (target, target, target, target),
+        ).fetchone()[0]
+        if found:
+            raise InputError(f"cannot replace {self.describe()}: its {', '.join(found)} would change, move or "
+                             "hide the published rows after they were checked; drop or disable it, or publish "
+                             "to another table")
 
     def _connect(self):
         return self.conn.connect()
@@ -985,6 +1012,7 @@ class PostgresTarget:
         # the owner's CREATE on the schema (and on PostgreSQL 16 SET on it).
         kept = views + indexes + attached + unkept + ([owner] if owner else [])
         if kept and same:
+            self._refuse_rewriters(c, target)  # again, under the lock: added during the run
             log.info("refilling %s in place: %s", self.describe(), ", ".join(kept))
             staged = c.execute(f"SELECT count(*) FROM {stage}").fetchone()[0]
             c.execute(f"TRUNCATE {target}")

@@ -1682,6 +1682,9 @@ def test_what_would_fail_publishing_is_refused_before_any_work(pg_url):
 
 
 def test_a_refill_that_loses_rows_keeps_the_old_table(pg_url):
+    """A BEFORE INSERT row trigger would change the rows after their check:
+    refused before any work (it was caught only when it dropped rows;
+    one that rewrote them published a table below l, exit 0: helper-43)."""
     schema = "trig ger"
     fresh_schema(pg_url, schema)
     make_people(pg_url, schema, "src", 1_000)
@@ -1694,8 +1697,39 @@ def test_a_refill_that_loses_rows_keeps_the_old_table(pg_url):
     before = sql(pg_url, f"SELECT * FROM {dst} ORDER BY id")
     p = _replace_people(pg_url, schema)
     assert p.returncode == 1, p.stderr
-    assert "900 of 1000 rows went in" in one_error_line(p.stderr)
+    assert re.search(r"its trigger skip on .*dst.* would change, move or hide the published rows",
+                     one_error_line(p.stderr)), p.stderr
     assert sql(pg_url, f"SELECT * FROM {dst} ORDER BY id") == before
+    assert not staging_left(pg_url, schema)
+    # as the run found the table: an AFTER trigger that skips nothing is kept, its INSERT counted
+    sql(pg_url, f"DROP TRIGGER skip ON {dst}; CREATE FUNCTION {rel(schema, 'noop')}() RETURNS trigger "
+                "LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$; "
+                f"CREATE TRIGGER seen AFTER INSERT ON {dst} FOR EACH STATEMENT EXECUTE FUNCTION {rel(schema, 'noop')}()")
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 0, p.stderr
+
+
+def test_a_target_whose_refill_would_publish_other_rows_is_refused(pg_url):
+    """Refilled in place, the target's INSERT rule moved the checked rows to
+    another table (the target left empty, exit 0), and TRUNCATE emptied an
+    inheritance child's own rows, which the target reads (helper-43)."""
+    schema = "rewrite"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 500)
+    dst = rel(schema, "dst")
+    assert _replace_people(pg_url, schema).returncode == 0
+    sql(pg_url, f"CREATE TABLE {rel(schema, 'elsewhere')} (LIKE {dst}); "
+                f"CREATE RULE away AS ON INSERT TO {dst} DO INSTEAD INSERT INTO {rel(schema, 'elsewhere')} "
+                "VALUES (NEW.*)")
+    before = sql(pg_url, f"SELECT * FROM {dst} ORDER BY id")
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 1 and "its rule away would change" in one_error_line(p.stderr), p.stderr
+    assert sql(pg_url, f"SELECT * FROM {dst} ORDER BY id") == before
+    sql(pg_url, f"DROP RULE away ON {dst}; CREATE TABLE {rel(schema, 'archive')} () INHERITS ({dst}); "
+                f"INSERT INTO {rel(schema, 'archive')} SELECT * FROM {dst} LIMIT 7")
+    p = _replace_people(pg_url, schema)
+    assert p.returncode == 1 and "its inheritance child" in one_error_line(p.stderr), p.stderr
+    assert scalar(pg_url, f"SELECT count(*) FROM ONLY {rel(schema, 'archive')}") == 7
     assert not staging_left(pg_url, schema)
 
 
