@@ -329,37 +329,9 @@ def reads_table(source: "PostgresSource", table: tuple[str, str]) -> tuple[bool,
     (PL/pgSQL, a SQL body written as a string): a view over such a function
     read the target unseen, and the run replaced it (helper-5)."""
     with source.conn.connect() as c:
-        hit, opaque = c.execute(
-            """WITH RECURSIVE reads(cls, oid) AS (
-                   SELECT 'pg_class'::regclass, to_regclass(%s)::oid
-                   UNION
-                   SELECT x.cls, x.oid FROM reads r, LATERAL (
-                       SELECT d.refclassid::regclass AS cls, d.refobjid AS oid FROM pg_rewrite w JOIN pg_depend d
-                           ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
-                          AND d.refclassid IN ('pg_class'::regclass, 'pg_proc'::regclass)
-                       WHERE r.cls = 'pg_class'::regclass AND w.ev_class = r.oid
-                       UNION ALL
-                       SELECT 'pg_class'::regclass, i.inhrelid FROM pg_inherits i
-                       WHERE r.cls = 'pg_class'::regclass AND i.inhparent = r.oid
-                       UNION ALL  -- what a function's SQL-standard body reads
-                       SELECT d.refclassid::regclass, d.refobjid FROM pg_depend d
-                       WHERE r.cls = 'pg_proc'::regclass AND d.classid = 'pg_proc'::regclass AND d.objid = r.oid
-                         AND d.refclassid IN ('pg_class'::regclass, 'pg_proc'::regclass)) x
-               ), above(oid) AS (
-                   SELECT oid FROM reads WHERE cls = 'pg_class'::regclass
-                   UNION
-                   SELECT i.inhparent FROM above a JOIN pg_inherits i ON i.inhrelid = a.oid
-               )
-               SELECT to_regclass(%s)::oid IN (SELECT oid FROM above WHERE oid IS NOT NULL),
-                      ARRAY(SELECT p.oid::regprocedure::text FROM reads r JOIN pg_proc p ON p.oid = r.oid
-                            JOIN pg_language l ON l.oid = p.prolang
-                            WHERE r.cls = 'pg_proc'::regclass AND l.lanname NOT IN ('internal', 'c')
-                              AND p.pronamespace NOT IN ('pg_catalog'::regnamespace,
-                                                         'information_schema'::regnamespace)
-                              AND """ + ("p.prosqlbody IS NULL" if c.info.server_version >= 140000 else "TRUE")
-            + " ORDER BY 1)",
-            (source.relation, ident(list(table))),
-        ).fetchone()
+        stmt = render("reads_table.sql", dialect="postgres", inline=True, relation=source.relation,
+                      table=ident(list(table)), sql_bodies=c.info.server_version >= 140000)
+        hit, opaque = c.execute(stmt.sql).fetchone()
     return bool(hit), list(opaque)
 
 

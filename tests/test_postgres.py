@@ -603,7 +603,7 @@ def test_verify_lists_the_violations_of_a_qi_the_driver_cannot_hold(pg_url):
     assert sqlanon.verify(pg_url, table=f"{schema}.t", qi=["d"], sensitive=["s"], k=2, l=2).ok
 
 
-def test_a_column_generated_from_a_qi_is_refused(pg_url):
+def test_a_column_generated_from_a_qi_is_refused(pg_url, tmp_path):
     """A stored generated column computed from a QI passed through unchanged:
     the published table held every person's exact age beside its interval
     (helper-34)."""
@@ -617,6 +617,16 @@ def test_a_column_generated_from_a_qi_is_refused(pg_url):
     sqlanon.anonymize(pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst", qi=["age"], k=5,
                       l=2, sensitive=["disease"], workers=1, drop=["months"])
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst WHERE id2 = id * 2") == 600
+    # through a view, over the table or an inheritance parent of it: published raw (helper-43)
+    sql(pg_url, f"CREATE VIEW {q(schema)}.v AS SELECT * FROM {q(schema)}.src; "
+                f"CREATE TABLE {q(schema)}.parent (id int, age int, disease text, months int, id2 int); "
+                f"ALTER TABLE {q(schema)}.src INHERIT {q(schema)}.parent; "
+                f"CREATE VIEW {q(schema)}.vp AS SELECT * FROM {q(schema)}.parent")
+    for view in ("v", "vp"):
+        with pytest.raises(sqlanon.ConfigError, match="'months' is generated from quasi-identifier 'age'"):
+            sqlanon.anonymize(pg_url, tmp_path / f"{view}.parquet", table=f"{q(schema)}.{view}", qi=["age"], k=5,
+                              l=2, sensitive=["disease"], workers=1)
+        assert not (tmp_path / f"{view}.parquet").exists()
 
 
 def test_a_sensitive_column_without_an_equality_is_refused_into_postgresql(pg_url, tmp_path):
