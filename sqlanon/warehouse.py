@@ -574,7 +574,21 @@ class PostgresSource:
                 f"{ident(c)}::text AS {ident(c)}" if c in self.text_columns else ident(c) for c in self.columns
             )
         sql = f"SELECT {cols} FROM {self.relation}" + (f" WHERE {where}" if where else "")
-        return self.fetch(con, Rendered(sql))
+        if self.snapshot:
+            # The run's snapshot holds the source (its lock, for shared use): a session's ALTER TABLE,
+            # TRUNCATE or VACUUM FULL queues behind it, and a fragment's read behind that, for good (no
+            # deadlock the server sees: helper-43). A read that waits can only be in that queue: give way.
+            con.execute(f"CALL postgres_execute({literal(SRC)}, ?)",
+                        [f"SET LOCAL lock_timeout = {int(FRAGMENT_LOCK_SECONDS * 1000)}"])
+        try:
+            return self.fetch(con, Rendered(sql))
+        except InputError as exc:
+            if "lock timeout" not in str(exc):
+                raise
+            raise InputError(f"cannot read {self.describe()}: another session waits for it exclusively (ALTER "
+                             "TABLE, TRUNCATE, VACUUM FULL, REFRESH MATERIALIZED VIEW...) behind this run, whose "
+                             "workers would wait behind that session for good; the run gave way: rerun once it is "
+                             "done") from None
 
     def samplable(self) -> bool:
         """Whether ``TABLESAMPLE`` applies: a table, materialized view or partitioned table (not a view)."""
@@ -636,6 +650,9 @@ class PgStaging(Staging):
 
 
 STAGING_SUFFIX = "__sqlanon_staging"
+FRAGMENT_LOCK_SECONDS = 10.0
+"""How long a worker's read of its fragment waits for a lock on the source (:meth:`PostgresSource.select`)."""
+
 PUBLISH_LOCK_SECONDS = 120.0
 """How long publishing waits for other sessions' locks on the target table."""
 

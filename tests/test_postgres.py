@@ -2819,3 +2819,38 @@ def test_a_new_metrics_file_of_a_postgresql_output_is_private(pg_url, tmp_path):
     sqlanon.anonymize(pg_url, pg_url, table=rel(schema, "src"), target_table=rel(schema, "dst"),
                       qi=PEOPLE_QI.split(","), k=5, workers=1, metrics=str(metrics))
     assert stat.S_IMODE(os.stat(metrics).st_mode) == 0o600
+
+
+def test_a_source_ddl_queued_behind_the_run_makes_it_give_way(pg_url, tmp_path, monkeypatch):
+    """An ALTER TABLE on the source during the run queued behind the run's
+    snapshot (which holds the table), and the workers' fragment reads behind
+    the ALTER: both waited for good, the server seeing no deadlock (helper-43;
+    a nightly TRUNCATE and reload meets it). The reads give way after
+    FRAGMENT_LOCK_SECONDS: the run fails, naming the cause, and the ALTER goes through."""
+    import threading
+
+    from sqlanon import executors
+
+    schema = "give_way"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 2_000)
+    real, altering = executors.LocalExecutor.submit, []
+
+    def submit(self, fn, task):
+        if not altering:  # once the run's snapshot holds the table, before the first fragment is read
+            altering.append(threading.Thread(
+                target=sql, args=(pg_url, f"ALTER TABLE {rel(schema, 'src')} ADD COLUMN zz int"), daemon=True))
+            altering[0].start()
+            time.sleep(1.0)
+        return real(self, fn, task)
+
+    monkeypatch.setattr(executors.LocalExecutor, "submit", submit)
+    t0 = time.monotonic()
+    with pytest.raises(sqlanon.InputError, match="another session waits for it exclusively .* the run gave way"):
+        sqlanon.anonymize(pg_url, tmp_path / "o.parquet", table=f"{schema}.src", qi=["age"], k=5, workers=2,
+                          fragments=2)
+    assert time.monotonic() - t0 < warehouse.FRAGMENT_LOCK_SECONDS + 40
+    altering[0].join(30)
+    assert not altering[0].is_alive() and not (tmp_path / "o.parquet").exists()
+    assert "zz" in [r[0] for r in sql(pg_url, "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
+                                      "AND attnum > 0", [rel(schema, "src")])]
