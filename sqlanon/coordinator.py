@@ -862,6 +862,12 @@ def run(
             _refuse_generated_from_qis(snapshot_holder.execute(render(
                 "generated_from.sql", dialect="postgres", inline=True, relation=source.relation).sql).fetchall(),
                 spec, drop, [n for n, _ in columns])
+            for view, function in snapshot_holder.execute(render(
+                    "time_dependent_views.sql", dialect="postgres", inline=True, relation=source.relation).sql):
+                log.warning("view %s calls %s(): each worker reads its fragment at its own time (the snapshot pins "
+                            "the rows, not the clock), so a row whose value crosses a cut during the run comes out "
+                            "twice or not at all; for a scheduled run, materialize it first (CREATE TABLE AS)",
+                            view, function)
             _check_numeric_qis(source, spec, columns, snapshot_holder)
             if snapshot_holder.execute("SELECT row_security_active(%s)", (source.relation,)).fetchone()[0]:
                 log.warning("row-level security limits what the role reads of %s: only the rows it may see are "
