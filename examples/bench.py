@@ -10,6 +10,7 @@
     python -m examples.bench compare REV [--workers 2] [--repeat 8] [--url postgresql://…] [--csv]
     python -m examples.bench hierarchy [--rows 1000000] [--leaves 50000] [--rev REV]
     python -m examples.bench wide [--rows 1000000] [--rev REV]
+    python -m examples.bench bytecode [--rows 1000000] [--repeat 8]
 
 ``engine``: the Poker Hand data set (examples/poker.py, seed 0) as Parquet,
 10 QIs (s1..s5, r1..r5), sensitive ``hand``, l = 2; every run is the real CLI
@@ -629,6 +630,51 @@ def executors_bench(rows: int, fragments: int) -> None:
               f"{sum(secs) / len(secs):.2f}, {max(secs):.2f} | {doc['classes']:,} | {doc['dp']} | {doc['ncp']!r} |")
 
 
+def bytecode(rows: int, repeat: int) -> None:
+    """The pipeline with sqlanon's bytecode missing (deleted before each run,
+    as an editable install under PYTHONDONTWRITEBYTECODE=1 has it) against
+    compiled (as a wheel's install has it), runs alternating."""
+    import glob
+    import statistics
+
+    import sqlanon
+
+    src, package = poker_file(rows), Path(sqlanon.__file__).parent
+    with tempfile.TemporaryDirectory(prefix="sqlanon-bench-") as scratch:
+        out = Path(scratch)
+        cmd = [sys.executable, "-c", "import sys\nfrom sqlanon.cli import entry\nentry(sys.argv[1:], 'sqlanon')",
+               "anonymize", str(src), "--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2", "--json",
+               "--overwrite", "--workers", "2", "-o", str(out / "w.parquet")]
+
+        def run() -> tuple[float, dict]:
+            t0 = time.perf_counter()
+            p = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            return time.perf_counter() - t0, json.loads(p.stdout)["timings"]
+
+        compile_bytecode()
+        run()  # warm: the kernel's cache, the file's pages
+        runs: dict[str, list] = {"stale": [], "compiled": []}
+        for _ in range(repeat):
+            for kind, rs in runs.items():
+                if kind == "stale":
+                    for f in glob.glob(str(package / "__pycache__" / "*.pyc")):
+                        os.unlink(f)
+                else:
+                    compile_bytecode()
+                rs.append(run())
+        copy = [copy_baseline(src, out / "copy.parquet") for _ in range(5)]
+        compile_bytecode()
+    print(f"poker {rows:,} rows, 2 workers, {repeat} alternating runs each; {machine()}\n")
+    phases = ["read", "anonymize", "write", "verify", "total"]
+    print("| bytecode | median wall s | min wall s | " + " | ".join(phases) + " |")
+    print("|---|---|---|" + "---|" * len(phases))
+    for kind, rs in runs.items():
+        walls = [w for w, _ in rs]
+        cells = " | ".join(f"{statistics.median(t[p] for _, t in rs):.2f}" for p in phases)
+        print(f"| {kind} | {statistics.median(walls):.2f} | {min(walls):.2f} | {cells} |")
+    print(f"\nDuckDB copy: min {min(copy):.2f} s, median {statistics.median(copy):.2f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
@@ -665,6 +711,9 @@ def main() -> None:
     p = sub.add_parser("wide", help="wide rows: the process tree's memory, at its peak and after the fragments")
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--rev", help="also run this git revision (e.g. HEAD~1), once")
+    p = sub.add_parser("bytecode", help="sqlanon's bytecode missing (an editable install) against compiled")
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--repeat", type=int, default=8)
     p = sub.add_parser("compare", help="a git revision against this tree, runs alternating, medians")
     p.add_argument("rev", help="the revision to compare with, e.g. HEAD~3 or a commit")
     p.add_argument("--rows", type=int, default=1_000_000)
@@ -675,6 +724,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.what == "compare":
         compare(args.rev, args.rows, args.workers, args.repeat, args.url, args.csv)
+        return
+    if args.what == "bytecode":
+        bytecode(args.rows, args.repeat)
         return
     if args.what == "hierarchy":
         hierarchy(args.rows, args.leaves, args.rev)
