@@ -731,8 +731,8 @@ def _sample(value: str | None) -> float | None:
 @click.argument("input", metavar="INPUT", required=False)
 @click.option(
     "-o", "--output",
-    help="Output: a .parquet/.csv/.tsv file (.csv.gz, .csv.zst: compressed), a directory/ of Parquet parts, a "
-    ".duckdb file or a postgresql:// URL. [required: here or in --config]",
+    help="Output: a .parquet/.csv/.tsv file (.csv.gz, .csv.zst: compressed), a directory of Parquet parts (a name "
+    "ending in / or without an extension), a .duckdb file or a postgresql:// URL. [required: here or in --config]",
 )
 @click.option(
     "--table",
@@ -744,16 +744,12 @@ def _sample(value: str | None) -> float | None:
     help="Output table when OUTPUT is a DuckDB file or a database URL ([schema.]table, as --table; a new "
     "PostgreSQL table goes where CREATE TABLE would put it).",
 )
-@click.option(
-    "--date-order", type=click.Choice(["DMY", "MDY"], case_sensitive=False),
-    help="How a CSV input writes numeric dates such as 01/02/2020: day first (DMY) or month first (MDY). "
-         "Default: DuckDB's guess, refused when the values read both ways.",
-)
 @click.option("--qi", "qi", multiple=True,
               help="Quasi-identifier columns, comma-separated. [required: here or in --config]")
 @click.option("-k", type=int,
               help="Every equivalence class has at least k rows (k >= 2). [required: here or in --config]")
-@click.option("-l", "l_", type=int, default=1, show_default=True, help="Distinct sensitive values per class.")
+@click.option("-l", "l_", type=int, default=1, show_default=True,
+              help="Every equivalence class holds at least l distinct values of each sensitive column.")
 @click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated (needed for -l > 1).")
 @click.option(
     "--hierarchy", multiple=True, metavar="COL=FILE",
@@ -772,11 +768,18 @@ def _sample(value: str | None) -> float | None:
          "dropped, or the run is refused (a column new in the input is not published raw). Default: all others.",
 )
 @click.option(
+    "--date-order", type=click.Choice(["DMY", "MDY"], case_sensitive=False),
+    help="How a CSV input writes numeric dates such as 01/02/2020: day first (DMY) or month first (MDY). "
+         "Default: DuckDB's guess, refused when the values read both ways.",
+)
+@click.option(
     "--interval-format", type=click.Choice(INTERVAL_FORMATS), default="text", show_default=True,
     help="text: '[lo, hi]'; bounds: typed columns COL_lo and COL_hi.",
 )
 @click.option("--workers", type=int, help="Worker processes (default: CPU count; 1 runs in this process).")
-@click.option("--fragments", type=int, help="Fragments to cut the data into (default: --workers).")
+@click.option("--fragments", type=int,
+              help="Fragments to cut the data into (default: --workers, which follows the CPU count: pin it for "
+                   "the same plan on every host and night).")
 @click.option(
     "--fragmentation", type=click.Choice(STRATEGIES), default="mondrian", show_default=True,
     help="mondrian: recursive cuts of the sample, each on the QI whose values span the largest share of its "
@@ -807,7 +810,9 @@ def _sample(value: str | None) -> float | None:
 @click.option("--metrics", help="Metrics to append to: a .parquet/.csv file, or a table when OUTPUT is a database "
                                 "(default: OUTPUT without its extension + __metrics.parquet, or TABLE__metrics). "
                                 "Its plan holds values of the input: keep it from the output's readers.")
-@click.option("--explain", is_flag=True, help="Print the plan (fragments, WHERE clauses, sizes) and stop.")
+@click.option("--explain", is_flag=True,
+              help="Print the plan as JSON (fragments, WHERE clauses, sizes) and write nothing. The run's checks "
+                   "apply as they would: an existing output needs --overwrite, which --explain does not write to.")
 @click.option(
     "--overwrite/--no-overwrite", default=False,
     help="Replace an existing output (only once the new one is verified). Default: refuse to.",
