@@ -790,6 +790,7 @@ def run(
 
     def step(text: str) -> None:
         interrupts.check()  # each step begins with a look for a stop (a host's timeout between queries)
+        log.info("%s", text)  # -v: the log said nothing through the statistics of a large table (helper-42)
         if options.status is not None:
             options.status(text)
 
