@@ -278,7 +278,12 @@ def _one_line(exc: click.UsageError) -> click.ClickException:
         message = exc.format_message().replace(f"'{param.opts[-1]}'", repr(key))
         return _ConfigFileError(f"{message.rstrip('.')} (key {key!r} in {config!r})")
     where = ctx.command_path if ctx is not None else "sqlanon"
-    return _UsageLine(f"{exc.format_message()} (see '{where} --help')")
+    message = exc.format_message()
+    extra = re.fullmatch(r"Got unexpected extra arguments? \((.*)\)", message)
+    if extra and any(os.path.exists(a) for a in extra.group(1).split(" ")):
+        # `lake/*.parquet` unquoted: the shell passed its files (helper-42).
+        return _UsageLine(f"{message}: a glob the shell expanded? quote it ('lake/*.parquet'), or name the directory")
+    return _UsageLine(f"{message} (see '{where} --help')")
 
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())

@@ -578,6 +578,19 @@ def test_a_mistyped_duckdb_table_is_a_usage_error_with_a_close_name(tmp_path, ou
     assert r.exit_code == 0, r.stderr
 
 
+def test_a_glob_the_shell_expanded_is_named_as_such(tmp_path, out_dir):
+    """`lake/*.parquet` unquoted reached the command as its files: "Got
+    unexpected extra argument (lake/part-00001.parquet)" (helper-42)."""
+    parts = [tmp_path / f"p{i}.parquet" for i in range(3)]
+    for part in parts:
+        pq.write_table(pa.table({"age": list(range(20))}), part)
+    r = cli("anonymize", *parts, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, "a glob the shell expanded\\? quote it")
+    r = cli("anonymize", parts[0], "nothing-here", "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 2 and "glob" not in r.stderr
+
+
 def test_the_summary_shows_a_small_gcp_as_a_number(out_dir):
     """GCP was printed to 4 decimals: 0.0000 for one QI of 73 ages at k=10,
     which reads as "nothing lost" (helper-42); and the summary says k and l were checked."""
