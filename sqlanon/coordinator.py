@@ -215,6 +215,10 @@ class RunResult:
     pass_through_checked: bool = False
     """Whether the pass-through columns were compared with the input by
     checksums (within one engine), not by the row count alone."""
+    started_at: str = ""
+    """When the run started (UTC, ISO 8601), as its metrics rows record it."""
+    source: str = ""
+    """The input, as the metrics record it (a local path absolute, a URL without its password)."""
 
     def explain(self) -> dict:
         """The plan as ``--explain`` prints it: fragments, WHERE clauses, sizes."""
@@ -234,6 +238,8 @@ class RunResult:
         """The ``--json`` document."""
         doc = self.metrics.to_dict() if self.metrics else {}
         doc.update(
+            started_at=self.started_at,
+            input=self.source,
             output=self.output,
             fragments=len(self.plan.fragments),
             repaired_fragments=list(self.repaired),
@@ -1144,6 +1150,7 @@ def run(
     return RunResult(
         target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
         tuple(repaired), location, total, rss, source.dialect, options.executor, compare_on is not None,
+        started_at=started.isoformat(), source=_recorded(source),
     )
 
 
