@@ -583,6 +583,27 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
+def _load_job_for_verify(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``verify --config job.yml``: the anonymize job's published output
+    (``output``, ``target_table``) and what it protects (``qi``,
+    ``sensitive``, ``k``, ``l``), read and checked as ``anonymize --config``
+    reads the file (its other keys are the job's, not verify's). A nightly
+    check repeated the job's QIs, k and l by hand, copies that drift (helper-42)."""
+    if not value or ctx.meta.get("sqlanon.help"):
+        return value
+    job = click.Context(anonymize, info_name="anonymize", parent=ctx.parent)
+    job.meta["sqlanon.help"] = False
+    _load_config(job, param, value)
+    read = job.default_map or {}
+    keys = job.meta.get("sqlanon.config_keys", {})
+    mapped = {"input": "output", "table": "target_table", "qi": "qi", "k": "k", "l_": "l_", "sensitive": "sensitive"}
+    ctx.default_map = {**(ctx.default_map or {}), **{ours: read[theirs] for ours, theirs in mapped.items()
+                                                     if theirs in read}}
+    ctx.meta["sqlanon.config"] = value
+    ctx.meta["sqlanon.config_keys"] = {ours: keys[theirs] for ours, theirs in mapped.items() if theirs in keys}
+    return value
+
+
 PATH_KEYS = {"input", "output", "metrics"}
 FLAGS_ONLY = ("config", "debug", "help", "explain")
 """Options a job file may not hold: ``explain: true`` left in a nightly job
@@ -953,7 +974,12 @@ def _report(text: str) -> None:
 
 
 @main.command(cls=_Command)
-@click.argument("input", metavar="TABLE_OR_FILE")
+@click.option(
+    "--config", type=click.Path(dir_okay=False), is_eager=True, expose_value=False, callback=_load_job_for_verify,
+    help="An anonymize job file (YAML): check its published output (output, target_table) for what it protects "
+         "(qi, sensitive, k, l). Flags override it.",
+)
+@click.argument("input", metavar="TABLE_OR_FILE", required=False)
 @click.option("--qi", "qi", multiple=True, required=True,
               help="Generalized QI columns, comma-separated (a QI published with --interval-format bounds "
                    "by its name: age means age_lo,age_hi).")
@@ -974,6 +1000,9 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
     """
     from . import api
 
+    if not input:
+        raise click.UsageError("Missing 'TABLE_OR_FILE' (give it on the command line, or verify --config an "
+                               "anonymize job file, whose output it checks).", click.get_current_context())
     check = api.verify.with_flags(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive), table=table)
     if as_json:
         click.echo(strict_json(check.to_dict()))

@@ -593,6 +593,25 @@ def test_a_glob_the_shell_expanded_is_named_as_such(tmp_path, out_dir):
     assert r.exit_code == 2 and "glob" not in r.stderr
 
 
+def test_verify_takes_the_anonymize_job_file(tmp_path):
+    """A nightly check repeated the job's QIs, sensitive columns, k and l by
+    hand (verify had no --config), copies that drift from the job (helper-42).
+    It checks the job's output for what the job protects; flags override."""
+    (tmp_path / "jobs").mkdir()
+    job = tmp_path / "jobs" / "adults.yml"
+    job.write_text(f"input: {ADULTS}\noutput: ../out.parquet\nqi: [age, education-num]\nsensitive: income\n"
+                   "k: 10\nl: 2\nworkers: 1\n")
+    assert cli("anonymize", "--config", job).exit_code == 0
+    r = cli("verify", "--config", job)
+    assert r.exit_code == 0 and r.stdout.startswith("OK: 32561 rows"), (r.stdout, r.stderr)
+    r = cli("verify", "--config", job, "-k", "5000")
+    assert r.exit_code == 1 and r.stdout.startswith("FAILED:")
+    job.write_text(job.read_text() + "colour: blue\n")
+    r = cli("verify", "--config", job)
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, re.escape(f"unknown key 'colour' in {str(job)!r}"))
+
+
 def test_the_summary_shows_a_small_gcp_as_a_number(out_dir):
     """GCP was printed to 4 decimals: 0.0000 for one QI of 73 ages at k=10,
     which reads as "nothing lost" (helper-42); and the summary says k and l were checked."""
