@@ -842,7 +842,14 @@ def run(
         if columns and drop:  # never read, not even by the schema's probe (a column grant may leave them out)
             source = replace(source, columns=tuple(n for n, _ in columns if n not in drop))
         schema = source.arrow_schema(con)
-        check_columns(schema, spec, drop, repr(source.describe()), names=[n for n, _ in columns] or None, keep=keep)
+        try:
+            check_columns(schema, spec, drop, repr(source.describe()), names=[n for n, _ in columns] or None,
+                          keep=keep)
+        except InputError as exc:
+            if not (isinstance(source, io.FileSource) and source.fmt == "csv" and len(schema.names) == 1
+                    and "reads as one column" in str(exc)):
+                raise
+            raise InputError(f"{exc}{io.csv_break(source.files(), schema.names[0])}") from None
         if getattr(target, "dialect", None) == "postgres":  # it would cut a longer name (a QI's _lo/_hi too)
             qi_out = output_qi(schema) if output_qi else list(spec.qi_names)
             target.fits([*qi_out, *(c for c in schema.names if c not in spec.qi_names and c not in drop)],

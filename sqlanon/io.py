@@ -851,6 +851,37 @@ def _one_format(files: list[str], what: str) -> str:
     return fmts.pop()
 
 
+def csv_break(files: Sequence[str], header: str) -> str:
+    """Where CSV ``files`` whose header reads as the one column ``header``
+    (DuckDB's sniffer could not tell their dialect) break, read strictly
+    with the delimiter the header holds: ``" (line 1501 of 'x.csv': Expected
+    Number of Columns: 3 Found: 2: '33,White')"``, or ``""``. The sniffer's
+    failure named neither the line nor the cause (helper-42)."""
+    delim = next((d for d in (",", ";", "\t", "|") if d in header), None)
+    if delim is None:
+        return ""
+    columns = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(header.count(delim) + 1)) + "}"
+    con = connect()
+    try:
+        for f in files:
+            try:
+                con.execute(f"SELECT count(*) FROM read_csv({literal(f)}, delim = {literal(delim)}, quote = '\"', "
+                            f"escape = '\"', header = true, auto_detect = false, columns = {columns}, "
+                            "strict_mode = true)").fetchall()
+            except duckdb.Error as exc:
+                lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+                where = re.search(r"CSV Error on Line: (\d+)", lines[0] if lines else "")
+                if where is None:
+                    continue
+                original = next((x[len("Original Line: "):] for x in lines if x.startswith("Original Line: ")), "")
+                cause = next((x for x in lines[1:] if not x.startswith(("Original Line", "Possible fixes", "*"))), "")
+                shown = original if len(original) <= 80 else original[:77] + "..."
+                return f" (line {where.group(1)} of {f!r}: {cause.rstrip('.')}: {shown!r})"
+        return ""
+    finally:
+        con.close()
+
+
 def exact_file(path: str, fmt: str) -> FileSource:
     """The file ``path`` as a source, read as named even when the name holds
     glob characters (``data[1].parquet`` would read ``data1.parquet``)."""

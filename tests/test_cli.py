@@ -1957,8 +1957,11 @@ def test_a_csv_file_read_as_one_column_says_so(tmp_path, out_dir):
     src.write_text("\n".join(lines) + "\n")
     r = cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age", "-k", "5")
     assert r.exit_code == 1
-    assert_one_line_error(r.stderr, r"'.*badrow.csv' reads as one column, 'id,age,dx': DuckDB could not tell its "
-                                    r"delimiter .a row with more or fewer fields")
+    line = assert_one_line_error(r.stderr, r"'.*badrow.csv' reads as one column, 'id,age,dx': DuckDB could not tell "
+                                           r"its delimiter .a row with more or fewer fields")
+    # and where: the line and its cause, as the file read with the header's delimiter breaks (helper-42)
+    assert line.endswith("(line 1501 of " + repr(str(src)) + ": Expected Number of Columns: 3 Found: 4: "
+                         "'1499,44,Smith, John')"), line
     assert snapshot(out_dir) == {}
 
 
