@@ -1012,7 +1012,7 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
             + (f", min distinct sensitive {check.achieved_l}" if check.min_distinct else "")
         )
     else:
-        click.echo(f"FAILED: {check.describe_failure(limit=20)}")  # the check's result, as OK is: stdout
+        click.echo(f"FAILED: {check.describe_failure(limit=20, lines=True)}")  # the check's result, as OK is: stdout
     sys.exit(0 if check.ok else 1)
 
 

@@ -48,14 +48,21 @@ class Verification:
     def achieved_l(self) -> int | None:
         return min(self.min_distinct.values()) if self.min_distinct else None
 
-    def describe_failure(self, limit: int = 3) -> str:
-        shown = "; ".join(
+    def describe_failure(self, limit: int = 3, lines: bool = False) -> str:
+        """The violations in one line (an error message), or with ``lines``
+        one class per indented line (``sqlanon verify``'s report: 20 classes
+        on one line made a line of 2,400 characters, helper-42)."""
+        sep = "\n  " if lines else "; "
+        shown = sep.join(
             ", ".join(f"{key}={val!r}" if isinstance(val, str) else f"{key}={val}" for key, val in v.items())
             for v in self.violations[:limit]
         )
         shown_n = min(limit, len(self.violations))
-        more = f" (and {self.n_violations - shown_n} more)" if self.n_violations > shown_n else ""
-        return f"{self.n_violations} class(es) break k={self.k}/l={self.l}: {shown}{more}"
+        more = ""
+        if self.n_violations > shown_n:
+            more = f"{sep if lines else ' '}(and {self.n_violations - shown_n} more)"
+        head = f"{self.n_violations} class(es) break k={self.k}/l={self.l}:"
+        return f"{head}{sep if lines else ' '}{shown}{more}"
 
     def to_dict(self) -> dict:
         return plain({

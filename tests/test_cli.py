@@ -606,6 +606,10 @@ def test_verify_takes_the_anonymize_job_file(tmp_path):
     assert r.exit_code == 0 and r.stdout.startswith("OK: 32561 rows"), (r.stdout, r.stderr)
     r = cli("verify", "--config", job, "-k", "5000")
     assert r.exit_code == 1 and r.stdout.startswith("FAILED:")
+    # one class a line (20 of them made one line of 2,400 characters: helper-42)
+    report = r.stdout.splitlines()
+    assert len(report) == 22 and report[0].endswith("break k=5000/l=2:") and report[-1].startswith("  (and ")
+    assert all(x.startswith("  age=") for x in report[1:21])
     job.write_text(job.read_text() + "colour: blue\n")
     r = cli("verify", "--config", job)
     assert r.exit_code == 2
