@@ -161,6 +161,9 @@ def build_spec(
     for option, cols in (("--hierarchy", hierarchies), ("--generalization", generalization)):
         for col in cols:
             if col not in names:
+                if col in _column_of(sensitive):  # helper-42: "not a quasi-identifier" said nothing of why
+                    raise ConfigError(f"{option} names column {col!r}, which is sensitive: sensitive columns are "
+                                      "published as they are, never generalized")
                 raise ConfigError(f"{option} names column {col!r}, which is not a quasi-identifier{suggest(col, names)}")
     for col, kind in generalization.items():
         if kind not in GENERALIZATIONS:

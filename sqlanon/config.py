@@ -170,7 +170,8 @@ class QuasiIdentifier:
                 f"choose one of {', '.join(GENERALIZATIONS)}"
             )
         if g == "hierarchy" and self.hierarchy is None:
-            raise ConfigError(f"column {self.name!r} uses generalization 'hierarchy' but no hierarchy file was given")
+            raise ConfigError(f"column {self.name!r} uses generalization 'hierarchy' but no hierarchy file was given: "
+                              f"pass --hierarchy {self.name}=FILE")
         if self.hierarchy is not None and g not in (None, "hierarchy"):
             raise ConfigError(f"column {self.name!r} has a hierarchy but generalization {g!r}; drop one of the two")
         if self.hierarchy is not None:

@@ -324,7 +324,8 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
     for option, listed in (("--drop", drop), ("--keep", keep or ())):
         for c in listed:
             if c in spec.qi_names or c in spec.sensitive:
-                raise ConfigError(f"{option} names {c!r}, which is a quasi-identifier or sensitive column")
+                raise ConfigError(f"{option} names {c!r}, which is a "
+                                  f"{'quasi-identifier' if c in spec.qi_names else 'sensitive column'}")
     if keep is not None:
         both = [c for c in keep if c in drop]
         if both:

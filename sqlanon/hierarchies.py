@@ -441,7 +441,7 @@ def _read_text(source: str) -> str:
         with open(source, encoding="utf-8-sig", newline="") as fh:
             return fh.read()
     except FileNotFoundError:
-        raise HierarchyError(f"hierarchy file {source} not found") from None
+        raise HierarchyError(f"hierarchy file {str(source)!r} not found") from None
     except UnicodeDecodeError as exc:
         raise HierarchyError(
             f"hierarchy file {source} is not valid UTF-8 (byte {exc.start})"

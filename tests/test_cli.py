@@ -616,6 +616,26 @@ def test_verify_takes_the_anonymize_job_file(tmp_path):
     assert_one_line_error(r.stderr, re.escape(f"unknown key 'colour' in {str(job)!r}"))
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--qi", "age", "--sensitive", "income", "-l", "2", "--hierarchy", f"income={COUNTRIES}"],
+     "--hierarchy names column 'income', which is sensitive: sensitive columns are published as they are"),
+    (["--qi", "age", "--sensitive", "income", "-l", "2", "--drop", "income"], "--drop names 'income', which is a "
+     "sensitive column"),
+    (["--qi", "age,race", "--drop", "race"], "--drop names 'race', which is a quasi-identifier"),
+    (["--qi", "age,race", "--generalization", "race=hierarchy"],
+     "no hierarchy file was given: pass --hierarchy race=FILE"),
+    (["--qi", "native-country", "--hierarchy", "native-country=nowhere.json"],
+     "hierarchy file 'nowhere.json' not found"),
+])
+def test_a_columns_role_is_named_in_the_error(out_dir, args, message):
+    """The messages said "not a quasi-identifier" of a sensitive column, "a
+    quasi-identifier or sensitive column" where they knew which, and did
+    not say how to give a hierarchy (helper-42)."""
+    r = cli("anonymize", ADULTS, "-o", out_dir / "o.parquet", "-k", "5", *args)
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, re.escape(message))
+
+
 def test_the_summary_shows_a_small_gcp_as_a_number(out_dir):
     """GCP was printed to 4 decimals: 0.0000 for one QI of 73 ages at k=10,
     which reads as "nothing lost" (helper-42); and the summary says k and l were checked."""
