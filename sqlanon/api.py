@@ -230,7 +230,7 @@ def anonymize(
     executor: str = "local",
     scheduler: str | None = None,
     spark_master: str | None = None,
-    retries: int = 2,
+    retries: int | None = None,
     task_timeout: float | None = None,
     date_order: str | None = None,
 ) -> RunResult:
@@ -283,7 +283,8 @@ def anonymize(
         scheduler: Dask scheduler address (default: a LocalCluster of ``workers``).
         spark_master: Spark master URL (default: ``local[workers,retries+1]``;
             an active SparkSession is used as it is).
-        retries: reruns of a failed task on Dask or Spark.
+        retries: reruns of a failed task on Dask or Spark (default 2; the
+            local pool reruns none, and says so when it is given).
         task_timeout: seconds one fragment may take.
         date_order: ``"DMY"`` or ``"MDY"``: how a CSV input writes numeric
             dates (``01/02/2020``); by default DuckDB guesses, and a run

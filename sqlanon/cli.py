@@ -831,7 +831,8 @@ def _sample(value: str | None) -> float | None:
     "--spark-master",
     help="Spark master URL (default: local[WORKERS,RETRIES+1]; a notebook's active session is used as it is).",
 )
-@click.option("--retries", type=int, default=2, show_default=True, help="Reruns of a failed task (Dask, Spark), 0 to 100.")
+@click.option("--retries", type=int,
+              help="Reruns of a failed task on Dask or Spark, 0 to 100 (default: 2; the local pool reruns none).")
 @click.option("--task-timeout", type=float, help="Seconds one fragment may take before the run fails (default: no limit).")
 @click.option("--metrics", help="Metrics to append to: a .parquet/.csv file, or a table when OUTPUT is a database "
                                 "(default: OUTPUT without its extension + __metrics.parquet, or TABLE__metrics). "

@@ -68,6 +68,8 @@ def default_sample_rows(n_qi: int, n_fragments: int) -> int:
 
 MAX_RETRIES = 100
 """The most reruns of a task ``--retries`` takes."""
+DEFAULT_RETRIES = 2
+"""Reruns of a failed task on Dask and Spark without ``--retries``."""
 
 MAX_WORKERS = 65536
 """The most ``--workers`` a run takes: past a C int the process pool failed
@@ -122,7 +124,8 @@ class RunOptions:
     executor: str = "local"
     scheduler: str | None = None
     spark_master: str | None = None
-    retries: int = 2
+    retries: int | None = None
+    """None: :data:`DEFAULT_RETRIES` on Dask and Spark."""
     task_timeout: float | None = None
     date_order: str | None = None
 
@@ -144,7 +147,7 @@ class RunOptions:
                     raise ConfigError(f"{flag} {url!r} names port {port}: a port is 1 to 65535")
         if self.spark_master and self.executor != "spark":
             raise ConfigError("--spark-master goes with --executor=spark")
-        if _not_int(self.retries) or not 0 <= self.retries <= MAX_RETRIES:
+        if self.retries is not None and (_not_int(self.retries) or not 0 <= self.retries <= MAX_RETRIES):
             # 2**64 overflowed the Dask scheduler's messages, which shut a shared cluster's workers down;
             # Spark's task.maxFailures is an int (helper-12)
             raise ConfigError(f"--retries must be an integer from 0 to {MAX_RETRIES}, got {self.retries!r}")
@@ -785,6 +788,8 @@ def run(
     in_process = executors.in_process(options.executor, workers, options.explain)
     if in_process and options.task_timeout and not options.explain:
         log.warning("the task timeout applies to worker processes; with one worker the run is in this process, untimed")
+    if options.retries is not None and options.executor == "local":  # it was taken and ignored (helper-42)
+        log.warning("--retries applies to Dask and Spark: the local pool reruns no task (a failed one fails the run)")
     # A cluster (Dask, Spark) starts once the job's columns are checked: a
     # typo waited ~30 s for Spark's JVM before its one-line error.
     cluster = not in_process and options.executor != "local"
@@ -792,7 +797,7 @@ def run(
     def start_executor():
         return executors.make_executor(
             options.executor, workers, scheduler=options.scheduler, spark_master=options.spark_master,
-            retries=options.retries,
+            retries=DEFAULT_RETRIES if options.retries is None else options.retries,
         )
 
     def step(text: str) -> None:

@@ -636,6 +636,16 @@ def test_a_columns_role_is_named_in_the_error(out_dir, args, message):
     assert_one_line_error(r.stderr, re.escape(message))
 
 
+def test_retries_with_the_local_pool_are_said_to_do_nothing(out_dir, caplog):
+    """--retries 5 with the local pool was taken and ignored (its help says
+    Dask, Spark), where --scheduler with it is refused (helper-42)."""
+    caplog.set_level("WARNING", logger="sqlanon")
+    sqlanon.anonymize(ADULTS, out_dir / "a.parquet", qi=["age"], k=10, workers=1)
+    assert "--retries" not in caplog.text
+    sqlanon.anonymize(ADULTS, out_dir / "b.parquet", qi=["age"], k=10, workers=1, retries=5)
+    assert "--retries applies to Dask and Spark: the local pool reruns no task" in caplog.text
+
+
 def test_the_summary_shows_a_small_gcp_as_a_number(out_dir):
     """GCP was printed to 4 decimals: 0.0000 for one QI of 73 ages at k=10,
     which reads as "nothing lost" (helper-42); and the summary says k and l were checked."""
