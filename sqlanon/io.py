@@ -464,6 +464,9 @@ class DuckDBSource(DuckDBReadable):
         try:
             path = os.path.abspath(self.path)
             con.execute(f"ATTACH {render('attach.sql', path=path).sql} AS \"__sqlanon_src\" (READ_ONLY)")
+            # A view's unqualified names, as the file's own connections resolve them (its main schema):
+            # hr.people AS SELECT * FROM adults failed, "Table with name adults does not exist!".
+            con.execute("SET search_path = 'memory.main,__sqlanon_src.main'")
             found = con.execute(
                 "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = '__sqlanon_src' "
                 "UNION ALL SELECT schema_name, view_name FROM duckdb_views() "
@@ -480,6 +483,7 @@ class DuckDBSource(DuckDBReadable):
 
     def detach(self, con: duckdb.DuckDBPyConnection) -> None:
         """Release the file (a DuckDB target in the same file attaches it read-write)."""
+        con.execute("RESET search_path")
         con.execute('DETACH DATABASE IF EXISTS "__sqlanon_src"')
 
     def describe(self) -> str:

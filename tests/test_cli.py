@@ -562,9 +562,11 @@ def test_a_missing_column_is_named_with_its_option_and_only_a_close_match(out_di
         assert (f"(did you mean {hint!r}?)" in line) if hint else "did you mean" not in line, line
 
 
-def test_a_mistyped_duckdb_table_is_a_usage_error_with_a_close_name(tmp_path, out_dir):
-    """It failed as DuckDB's "Catalog Error: Table with name adult does not
-    exist!", exit 1, where a mistyped column is exit 2 with its close name (helper-42)."""
+def test_duckdb_table_names_resolve_as_duckdb_does(tmp_path, out_dir):
+    """A mistyped table failed as DuckDB's "Catalog Error: Table with name
+    adult does not exist!", exit 1, where a mistyped column is exit 2 with
+    its close name (helper-42); and a view in another schema that names a
+    table of main unqualified failed as that table not existing."""
     db = tmp_path / "w.duckdb"
     with duckdb.connect(str(db)) as con:
         con.execute(f"CREATE TABLE adults AS SELECT * FROM read_csv('{ADULTS}')")
@@ -578,6 +580,13 @@ def test_a_mistyped_duckdb_table_is_a_usage_error_with_a_close_name(tmp_path, ou
                                                   "'adults'?); it has: 'hr.people', 'adults'"))
     r = cli("verify", db, "--table", "HR.People", "--qi", "sex", "-k", "5")  # as DuckDB resolves it
     assert r.exit_code == 0, r.stderr
+    # a view's unqualified names as the file's own connections resolve them (main): 'adults' from schema hr
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE VIEW hr.everyone AS SELECT * FROM adults")
+    r = cli("anonymize", db, "--table", "hr.everyone", "-o", out_dir / "e.parquet", "--qi", "age", "-k", "5",
+            "--workers", "2")
+    assert r.exit_code == 0, r.stderr
+    assert cli("verify", db, "--table", "hr.everyone", "--qi", "sex", "-k", "5").exit_code == 0
 
 
 def test_a_glob_the_shell_expanded_is_named_as_such(tmp_path, out_dir):
