@@ -499,46 +499,30 @@ def test_failed_verification_publishes_nothing(out_dir, monkeypatch, existing):
     assert not staging_leftovers(out_dir)
 
 
-def test_a_ctrl_c_while_the_command_line_imports_is_one_line(tmp_path):
+@pytest.mark.parametrize(("cut", "run"), [
+    ("click", "import runpy\nrunpy.run_module('sqlanon', run_name='__main__')"),  # as python -m sqlanon
+    ("sqlanon.config", "from sqlanon._script import entry\nsys.exit(entry())"),  # as the installed script
+])
+def test_a_ctrl_c_while_the_command_line_imports_is_one_line(tmp_path, cut, run):
     """The script imports click, YAML and the executors before its error
     handling exists: a Ctrl-C in that tenth of a second printed a traceback
-    (helper-6). Here the import of click is what the Ctrl-C cuts short."""
-    code = textwrap.dedent("""
+    (helper-6). And the console script imports the package before its
+    entry's guard: the package imported its config and errors modules
+    there (helper-40: 7 of 20 Ctrl-Cs 45-65 ms after the start). Here the
+    import that the Ctrl-C cuts short is click's, then the config's."""
+    code = textwrap.dedent(f"""
         import sys
         class Interrupt:
             def find_spec(self, name, path=None, target=None):
-                if name == "click":
+                if name == {cut!r}:
                     raise KeyboardInterrupt
         sys.meta_path.insert(0, Interrupt())
         sys.argv = ["sqlanon", "anonymize", "in.csv", "-o", "out.parquet", "--qi", "age", "-k", "5"]
-        import runpy
-        runpy.run_module("sqlanon", run_name="__main__")
-    """)
+    """) + run
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert (p.returncode, p.stderr) == (130, "Interrupted; nothing was published.\n")
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["sqlanon"] == "sqlanon._script:entry"  # the script enters where python -m does
-
-
-def test_a_ctrl_c_while_the_script_imports_the_package_is_one_line(tmp_path):
-    """The console script imports the package before its entry's guard:
-    the package imported its config and errors modules (json, re,
-    dataclasses...) there, and a Ctrl-C in them printed a traceback
-    (helper-40: 7 of 20 Ctrl-Cs 45-65 ms after the start). As the
-    installed script runs, a Ctrl-C cutting short the config's import."""
-    code = textwrap.dedent("""
-        import sys
-        class Interrupt:
-            def find_spec(self, name, path=None, target=None):
-                if name == "sqlanon.config":
-                    raise KeyboardInterrupt
-        sys.meta_path.insert(0, Interrupt())
-        sys.argv = ["sqlanon", "anonymize", "in.csv", "-o", "out.parquet", "--qi", "age", "-k", "5"]
-        from sqlanon._script import entry
-        sys.exit(entry())
-    """)
-    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert (p.returncode, p.stderr) == (130, "Interrupted; nothing was published.\n")
 
 
 def test_missing_options_are_named_together_with_their_job_file_keys():
@@ -694,18 +678,23 @@ def test_an_interrupt_that_does_not_surface_still_publishes_nothing(out_dir, mon
     assert snapshot(out_dir) == {}
 
 
-def test_an_interrupt_while_publishing_lets_it_finish(out_dir, monkeypatch):
-    """The swap and the metrics are one step: a Ctrl-C inside it is noted, not obeyed."""
-    from sqlanon import io as sqlanon_io
+def _ctrl_c_at(monkeypatch, cls, method: str) -> None:
+    """A real SIGINT as ``cls.method`` begins (the run then goes on into it)."""
+    real = getattr(cls, method)
 
-    real = sqlanon_io.FileTarget.publish_with_metrics
-
-    def publish_with_ctrl_c(self, *args, **kwargs):
+    def with_ctrl_c(self, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.2)  # the handler runs in here
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(sqlanon_io.FileTarget, "publish_with_metrics", publish_with_ctrl_c)
+    monkeypatch.setattr(cls, method, with_ctrl_c)
+
+
+def test_an_interrupt_while_publishing_lets_it_finish(out_dir, monkeypatch):
+    """The swap and the metrics are one step: a Ctrl-C inside it is noted, not obeyed."""
+    from sqlanon import io as sqlanon_io
+
+    _ctrl_c_at(monkeypatch, sqlanon_io.FileTarget, "publish_with_metrics")
     out = out_dir / "o.parquet"
     r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10", "--workers", "1")
     assert r.exit_code == 0, r.stderr
@@ -755,37 +744,18 @@ def test_the_library_raises_a_ctrl_c_while_publishing_once_published(out_dir, mo
     returned as if no Ctrl-C had come."""
     from sqlanon import io as sqlanon_io
 
-    real = sqlanon_io.FileTarget.publish_with_metrics
-
-    def publish_with_ctrl_c(self, *args, **kwargs):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.2)
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(sqlanon_io.FileTarget, "publish_with_metrics", publish_with_ctrl_c)
+    _ctrl_c_at(monkeypatch, sqlanon_io.FileTarget, "publish_with_metrics")
     out = out_dir / "o.parquet"
     with pytest.raises(KeyboardInterrupt, match="published"):
         sqlanon.anonymize(ADULTS, out, qi=["age"], k=10, workers=1)
     assert pq.read_metadata(out).num_rows == ADULT_ROWS and (out_dir / "o__metrics.parquet").exists()
 
 
-def _ctrl_c_after_publishing(monkeypatch) -> None:
-    """A real SIGINT once the run has published, in its clean-up (the pool's shutdown)."""
-    real = executors.LocalExecutor.shutdown
-
-    def shutdown_with_ctrl_c(self, *args, **kwargs):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.2)  # the handler runs in here
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(executors.LocalExecutor, "shutdown", shutdown_with_ctrl_c)
-
-
 def test_a_ctrl_c_after_publishing_is_told_as_such(out_dir, monkeypatch):
     """A Ctrl-C (SIGTERM) just after the swap landed in the run's clean-up:
     "Interrupted; nothing was published.", exit 130, with the output and its
     metrics replaced; a scheduler would run the job again (helper-40)."""
-    _ctrl_c_after_publishing(monkeypatch)
+    _ctrl_c_at(monkeypatch, executors.LocalExecutor, "shutdown")  # once published: in the run's clean-up
     out = out_dir / "o.parquet"
     r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "10", "--workers", "2")
     assert r.exit_code == 0, r.stderr
@@ -795,7 +765,7 @@ def test_a_ctrl_c_after_publishing_is_told_as_such(out_dir, monkeypatch):
 
 def test_the_library_tells_a_ctrl_c_after_publishing(out_dir, monkeypatch):
     """The caller got a bare KeyboardInterrupt, as if nothing had been published (helper-40)."""
-    _ctrl_c_after_publishing(monkeypatch)
+    _ctrl_c_at(monkeypatch, executors.LocalExecutor, "shutdown")  # once published: in the run's clean-up
     out = out_dir / "o.parquet"
     with pytest.raises(KeyboardInterrupt, match="published"):
         sqlanon.anonymize(ADULTS, out, qi=["age"], k=10, workers=2)
