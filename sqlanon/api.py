@@ -582,9 +582,9 @@ def verify(
             if not cols:
                 raise InputError(f"table {'.'.join(source.table)!r} does not exist in {source.conn.safe()}")
             qi = _published_qi(qi, cols)
-            for c in [*qi, *sensitive]:
+            for option, c in [*(("--qi", c) for c in qi), *(("--sensitive", c) for c in sensitive)]:
                 if c not in cols:
-                    raise ConfigError(missing_column(c, source.describe(), cols))
+                    raise ConfigError(missing_column(c, source.describe(), cols, option))
             _refuse_qi_also_sensitive(qi, sensitive)
             # A citext QI, or one under a (nondeterministic) collation, put 'PARIS' and 'Paris' in one
             # class, two to every reader (helper-11): compared byte by byte, as DuckDB's are below.
@@ -607,9 +607,9 @@ def verify(
         source.attach(con)
         cols = [c[0] for c in con.execute(f"SELECT * FROM {source.relation} LIMIT 0").description]
         qi = _published_qi(qi, cols)
-        for c in [*qi, *sensitive]:
+        for option, c in [*(("--qi", c) for c in qi), *(("--sensitive", c) for c in sensitive)]:
             if c not in cols:
-                raise ConfigError(missing_column(c, repr(source.describe()), cols))
+                raise ConfigError(missing_column(c, repr(source.describe()), cols, option))
         _refuse_qi_also_sensitive(qi, sensitive)
         for c in getattr(source, "coarse", ()):  # as anonymize refuses them (helper-11)
             if c in (*qi, *sensitive) and io.finer_than_microseconds(source.files(), c):

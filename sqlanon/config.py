@@ -141,7 +141,9 @@ def missing_column(name: str, where: str, names, option: str | None = None) -> s
         hint = f" (a name holding a comma is written in double quotes: '{quoted_name(held[0])}')"
     elif not hint and len(within) == 1:  # 'zip' for 'zipcode'
         hint = f" (did you mean {within[0]!r}?)"
-    return f"{option + ': ' if option else ''}column {name!r} is not in {where}{hint}; it has: {shown}"
+    if option:  # as other errors name a flag's column: "--hierarchy names column 'x', which ..."
+        return f"{option} names column {name!r}, which is not in {where}{hint}; it has: {shown}"
+    return f"column {name!r} is not in {where}{hint}; it has: {shown}"
 
 
 @dataclass(frozen=True, slots=True)

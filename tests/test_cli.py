@@ -542,7 +542,7 @@ def test_a_missing_column_is_named_with_its_option_and_only_a_close_match(out_di
         args = ["--qi", qi] if option == "--qi" else ["--qi", qi, "--sensitive", "workclas", "-l", "2"]
         r = cli("anonymize", ADULTS, "-o", out_dir / "o.parquet", *args, "-k", "5")
         assert r.exit_code == 2
-        line = assert_one_line_error(r.stderr, f"^Error: {option}: column ")
+        line = assert_one_line_error(r.stderr, f"^Error: {option} names column ")
         assert (f"(did you mean {hint!r}?)" in line) if hint else "did you mean" not in line, line
 
 
@@ -1784,7 +1784,7 @@ def test_a_column_name_with_a_comma_is_written_in_double_quotes(tmp_path, out_di
     src.write_text('age,"Name, Full","say ""hi"", bye",zip\n' + "".join(f"{i},x{i},y{i % 3},{i % 4}\n" for i in range(40)))
     r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "--drop", "Name, Full", "-k", "5")
     assert r.exit_code == 2
-    assert_one_line_error(r.stderr, re.escape("""column 'Name' is not in""") + ".*" +
+    assert_one_line_error(r.stderr, re.escape("""--drop names column 'Name', which is not in""") + ".*" +
                           re.escape("""(a name holding a comma is written in double quotes: '"Name, Full"')"""))
     r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", 'age, "say ""hi"", bye"', "-k", "5",
             "--drop", '"Name, Full" ,zip')

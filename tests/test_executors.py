@@ -781,7 +781,7 @@ def test_a_cluster_starts_only_once_the_columns_are_checked(source, tmp_path, mo
     started = []
     monkeypatch.setattr(executors, "make_executor", lambda *a, **kw: started.append(a))
     for executor in ("dask", "spark"):
-        with pytest.raises(ConfigError, match="column 'nope' is not in"):
+        with pytest.raises(ConfigError, match="qi= names column 'nope', which is not in"):
             sqlanon.anonymize(source, tmp_path / "o.parquet", qi=["nope"], k=5, workers=2, executor=executor)
     assert not started
 
