@@ -933,7 +933,8 @@ def anonymize(
         if line is not None:
             line.done()
         if interrupts.received():  # during publishing, which runs to its end
-            click.echo("Interrupted while publishing: the output and its metrics were published first.", err=True)
+            click.echo("Interrupted once publishing had begun: the output and its metrics were published first.",
+                       err=True)
     finally:
         if not finished:
             # The run failed, perhaps before the fork server had even loaded:

@@ -305,7 +305,7 @@ def watching(library: bool = True) -> Iterator[None]:
         first = _first_stop.setdefault(signum, time.monotonic())
         _signals.add(signum)
         _received.set()
-        if _holding():
+        if _deferring:
             return
         if signum in _STOPS and time.monotonic() - first >= AGAIN_AFTER:
             # The first could not stop the run (a wait that never sees the
@@ -313,6 +313,8 @@ def watching(library: bool = True) -> Iterator[None]:
             # import left held: helper-35): end the process as without sqlanon.
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
+        if _published:  # recorded only: the run's clean-up goes on (a second SIGTERM still ends a stuck one)
+            return
         # Raised inside a query, DuckDB reports "Query interrupted" but does
         # not stop it: the cleanup's next statement ran it to its end first.
         # (The server's queries: the relay has cancelled them already.)
@@ -345,7 +347,8 @@ def watching(library: bool = True) -> Iterator[None]:
         if outermost and _host_errors:
             raise _host_errors.pop(0)  # it came while publishing (or after the run's last check)
         if outermost and library and _received.is_set():
-            raise KeyboardInterrupt("interrupted while publishing: the output and its metrics were published first")
+            raise KeyboardInterrupt("interrupted once publishing had begun: the output and its metrics were "
+                                    "published first")
     finally:
         _depth -= 1
         for signum, old in previous.items():
@@ -409,7 +412,7 @@ def published() -> None:
     from here to the end of the outermost :func:`watching`, a stop signal
     is only recorded, as while publishing, and :func:`check` raises
     nothing; the end of the block tells the caller (a library call's
-    KeyboardInterrupt "interrupted while publishing", the CLI's exit 0).
+    KeyboardInterrupt "interrupted once publishing had begun", the CLI's exit 0).
     A Ctrl-C or SIGTERM 10 ms after the swap landed in the run's clean-up
     (closing DuckDB, shutting the pool down) and came out as "Interrupted;
     nothing was published." with exit 130/143, the output replaced: a

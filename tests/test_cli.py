@@ -803,6 +803,31 @@ io.FileTarget.publish_with_metrics = publish
     assert pq.read_metadata(tmp_path / "o.parquet").num_rows == ADULT_ROWS  # published first
 
 
+def test_a_second_sigterm_ends_a_clean_up_stuck_after_publishing(tmp_path):
+    """After publishing a signal is only recorded, and the run's clean-up
+    goes on; a clean-up that hung (a DuckDB target's checkpoint, a pool's
+    shutdown) could then not be stopped at all: a second SIGTERM 2 s or more
+    after the first ends the process, as before publishing (helper-44)."""
+    t0 = time.monotonic()
+    p = _library_host(tmp_path, """
+import shutil
+from sqlanon import coordinator
+class Stuck:
+    def __getattr__(self, name):
+        return getattr(shutil, name)
+    def rmtree(self, path, *args, **kwargs):  # the spill directory's removal, once published
+        if "spill" in str(path):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(2.5)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+        return shutil.rmtree(path, *args, **kwargs)
+coordinator.shutil = Stuck()
+""")
+    assert p.returncode == -signal.SIGTERM and time.monotonic() - t0 < 20, (p.returncode, p.stdout, p.stderr)
+    assert pq.read_metadata(tmp_path / "o.parquet").num_rows == ADULT_ROWS  # published first
+
+
 def test_a_sigterm_ends_the_wait_for_a_shared_metrics_files_lock(tmp_path):
     """Publishing defers signals, and a run waiting there for another to
     release a shared metrics file (60 s at most) stopped only at the end of
