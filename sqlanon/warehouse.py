@@ -583,7 +583,7 @@ class PostgresSource:
         try:
             return self.fetch(con, Rendered(sql))
         except InputError as exc:
-            if "lock timeout" not in str(exc):
+            if "55P03" not in str(exc) and "lock timeout" not in str(exc):  # lock_not_available; in English
                 raise
             raise InputError(f"cannot read {self.describe()}: another session waits for it exclusively (ALTER "
                              "TABLE, TRUNCATE, VACUUM FULL, REFRESH MATERIALIZED VIEW...) behind this run, whose "
@@ -838,7 +838,7 @@ class PostgresTarget:
         """Refuse an existing target whose refill (``TRUNCATE`` + ``INSERT``,
         :meth:`_replace`) would publish other rows than the checked ones: a
         BEFORE INSERT row trigger (on it or a partition) rewrote them (exit 0,
-        every class below l), an INSERT rule put them elsewhere (the target
+        every class below l), an INSERT ... DO INSTEAD rule put them elsewhere (the target
         left empty), and TRUNCATE emptied an inheritance child's own rows,
         which SELECT from the target reads with the published ones (helper-43)."""
         found = c.execute(
@@ -847,8 +847,8 @@ class PostgresTarget:
             " WHERE (t.tgrelid = %s::regclass OR t.tgrelid IN (SELECT relid FROM pg_partition_tree(%s::regclass)))"
             " AND NOT t.tgisinternal"
             " AND t.tgenabled IN ('O', 'A') AND t.tgtype & 7 = 7"  # row, before, insert
-            " UNION ALL SELECT format('rule %%I', r.rulename) FROM pg_rewrite r"
-            " WHERE r.ev_class = %s::regclass AND r.ev_type = '3' AND r.ev_enabled IN ('O', 'A')"
+            " UNION ALL SELECT format('rule %%I', r.rulename) FROM pg_rewrite r"  # DO INSTEAD: DO ALSO adds its own
+            " WHERE r.ev_class = %s::regclass AND r.ev_type = '3' AND r.ev_enabled IN ('O', 'A') AND r.is_instead"
             " UNION ALL SELECT format('inheritance child %%s', i.inhrelid::regclass::text)"
             " FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent"
             " WHERE i.inhparent = %s::regclass AND p.relkind = 'r')",

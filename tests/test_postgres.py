@@ -1691,7 +1691,7 @@ def test_what_would_fail_publishing_is_refused_before_any_work(pg_url):
     assert _rows(pg_url, schema, "dst") == PREVIOUS and not staging_left(pg_url, schema)
 
 
-def test_a_refill_that_loses_rows_keeps_the_old_table(pg_url):
+def test_a_target_with_a_before_insert_trigger_is_refused(pg_url):
     """A BEFORE INSERT row trigger would change the rows after their check:
     refused before any work (it was caught only when it dropped rows;
     one that rewrote them published a table below l, exit 0: helper-43)."""
@@ -1735,7 +1735,11 @@ def test_a_target_whose_refill_would_publish_other_rows_is_refused(pg_url):
     p = _replace_people(pg_url, schema)
     assert p.returncode == 1 and "its rule away would change" in one_error_line(p.stderr), p.stderr
     assert sql(pg_url, f"SELECT * FROM {dst} ORDER BY id") == before
-    sql(pg_url, f"DROP RULE away ON {dst}; CREATE TABLE {rel(schema, 'archive')} () INHERITS ({dst}); "
+    # a DO ALSO rule adds its own rows elsewhere and leaves the target's as they are (helper-44)
+    sql(pg_url, f"DROP RULE away ON {dst}; CREATE RULE logged AS ON INSERT TO {dst} DO ALSO "
+                f"INSERT INTO {rel(schema, 'elsewhere')} VALUES (NEW.*)")
+    assert _replace_people(pg_url, schema).returncode == 0
+    sql(pg_url, f"DROP RULE logged ON {dst}; CREATE TABLE {rel(schema, 'archive')} () INHERITS ({dst}); "
                 f"INSERT INTO {rel(schema, 'archive')} SELECT * FROM {dst} LIMIT 7")
     p = _replace_people(pg_url, schema)
     assert p.returncode == 1 and "its inheritance child" in one_error_line(p.stderr), p.stderr
