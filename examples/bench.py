@@ -106,7 +106,7 @@ def compile_bytecode(package: Path | None = None) -> None:
         import sqlanon
 
         package = Path(sqlanon.__file__).parent
-    compileall.compile_dir(str(package), maxlevels=0, quiet=2)
+    compileall.compile_dir(str(package), quiet=2)
 
 
 def machine() -> str:
@@ -657,7 +657,7 @@ def bytecode(rows: int, repeat: int) -> None:
         for _ in range(repeat):
             for kind, rs in runs.items():
                 if kind == "stale":
-                    for f in glob.glob(str(package / "__pycache__" / "*.pyc")):
+                    for f in glob.glob(str(package / "**" / "__pycache__" / "*.pyc"), recursive=True):
                         os.unlink(f)
                 else:
                     compile_bytecode()

@@ -46,6 +46,10 @@ _LIGHT = {
 
 
 def __getattr__(name: str):
+    if name in ("config", "errors"):  # sqlanon.errors.InputError, as when the package imported them itself
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     if name in _LIGHT:
         import importlib
 

@@ -1408,7 +1408,7 @@ def restorable_fields(files: Sequence[str], read: pa.Schema, columns: Sequence[s
         fields = {c: _with_pandas(schema.field(c), nullable.get(c)) for c in columns
                   if c in schema.names and (_restorable(schema.field(c).type) or c in nullable)}
         found = fields if found is None else {c: x for c, x in found.items()
-                                              if c in fields and fields[c].equals(x, check_metadata=True)}
+                                              if c in fields and fields[c].equals(x) and _pandas_of(fields[c]) == _pandas_of(x)}
         if not found:
             return {}
     return found or {}
@@ -1430,8 +1430,14 @@ def _pandas_nullable(schema: pa.Schema) -> dict[str, dict]:
         entries = [c for c in meta.get("columns", []) if isinstance(c, dict)]
     except (ValueError, TypeError, AttributeError):  # not pandas' JSON: nothing to restore
         return {}
-    return {c["name"]: c for c in entries if isinstance(c.get("name"), str) and c.get("field_name", c["name"]) == c["name"]
+    return {c["name"]: c for c in entries
+            if isinstance(c.get("name"), str) and c.get("field_name", c["name"]) == c["name"]
             and isinstance(c.get("numpy_type"), str) and _PANDAS_NULLABLE.fullmatch(c["numpy_type"])}
+
+
+def _pandas_of(f: pa.Field) -> bytes | None:
+    """A field's entry of pandas' metadata (:func:`_with_pandas`), if any."""
+    return (f.metadata or {}).get(PANDAS_FIELD_KEY)
 
 
 def _with_pandas(f: pa.Field, entry: dict | None) -> pa.Field:

@@ -80,4 +80,4 @@ def pytest_configure(config):
         return
     package = Path(__file__).resolve().parent.parent / "sqlanon"
     if package.is_dir():
-        compileall.compile_dir(str(package), maxlevels=0, quiet=2)
+        compileall.compile_dir(str(package), quiet=2)
