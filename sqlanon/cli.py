@@ -280,9 +280,13 @@ def _one_line(exc: click.UsageError) -> click.ClickException:
     where = ctx.command_path if ctx is not None else "sqlanon"
     message = exc.format_message()
     extra = re.fullmatch(r"Got unexpected extra arguments? \((.*)\)", message)
-    if extra and any(os.path.exists(a) for a in extra.group(1).split(" ")):
-        # `lake/*.parquet` unquoted: the shell passed its files (helper-42).
-        return _UsageLine(f"{message}: a glob the shell expanded? quote it ('lake/*.parquet'), or name the directory")
+    first = str((ctx.params if ctx is not None else {}).get("input") or "")
+    # `lake/*.parquet` unquoted: the shell passed its files (helper-42), the input's siblings of its kind
+    # (not a forgotten -o before last night's output).
+    if extra and os.path.isfile(first) and all(
+            os.path.isfile(a) and os.path.dirname(a) == os.path.dirname(first)
+            and os.path.splitext(a)[1] == os.path.splitext(first)[1] for a in extra.group(1).split(" ")):
+        message += ": a glob the shell expanded? quote it ('lake/*.parquet'), or name the directory"
     return _UsageLine(f"{message} (see '{where} --help')")
 
 

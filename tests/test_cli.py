@@ -583,7 +583,11 @@ def test_a_glob_the_shell_expanded_is_named_as_such(tmp_path, out_dir):
     assert r.exit_code == 2
     assert_one_line_error(r.stderr, "a glob the shell expanded\\? quote it")
     r = cli("anonymize", parts[0], "nothing-here", "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
-    assert r.exit_code == 2 and "glob" not in r.stderr
+    assert r.exit_code == 2 and "the shell expanded" not in r.stderr
+    last_night = out_dir / "o.csv"  # -o forgotten before an output that exists: no glob
+    last_night.write_text("age\n1\n")
+    r = cli("anonymize", parts[0], last_night, "--qi", "age", "-k", "5")
+    assert r.exit_code == 2 and "the shell expanded" not in r.stderr
 
 
 def test_verify_takes_the_anonymize_job_file(tmp_path):
