@@ -1059,6 +1059,7 @@ def test_metrics_table_of_an_older_shape_takes_new_columns(tmp_path):
     with duckdb.connect(str(out), read_only=True) as con:
         assert con.execute("SELECT count(*), count(plan) FROM anon__metrics WHERE kind = 'total'").fetchone() == (2, 1)
 
+
 def test_a_long_csv_metrics_file_keeps_taking_runs(tmp_path):
     """A CSV metrics file is appended to as the text it holds. Read with
     DuckDB's guessed types, its columns were typed by the first 20,480
