@@ -1258,7 +1258,8 @@ def test_library_errors_name_its_arguments_and_the_cli_its_flags(lake, tmp_path)
     pq.write_table(pa.table({"--x": [1, 2], "age": [3, 4]}), dashed)
     with pytest.raises(ConfigError) as caught:
         sqlanon.anonymize(dashed, tmp_path / "d.parquet", qi=["--y"], k=2)
-    assert "column '--y' is not in" in str(caught.value) and "it has: '--x', 'age'" in str(caught.value)
+    assert "qi= names column '--y', which is not in" in str(caught.value)
+    assert "it has: '--x', 'age'" in str(caught.value)
     with pytest.raises(sqlanon.InputError, match="'.*/--missing.parquet' does not exist"):
         sqlanon.anonymize(tmp_path / "--missing.parquet", tmp_path / "d.parquet", qi=["x"], k=2)
     assert out.read_bytes() == b"old"
