@@ -1407,8 +1407,9 @@ def restorable_fields(files: Sequence[str], read: pa.Schema, columns: Sequence[s
         nullable = _pandas_nullable(schema)
         fields = {c: _with_pandas(schema.field(c), nullable.get(c)) for c in columns
                   if c in schema.names and (_restorable(schema.field(c).type) or c in nullable)}
-        found = fields if found is None else {c: x for c, x in found.items()
-                                              if c in fields and fields[c].equals(x) and _pandas_of(fields[c]) == _pandas_of(x)}
+        found = fields if found is None else {
+            c: x for c, x in found.items()
+            if c in fields and fields[c].equals(x) and _pandas_of(fields[c]) == _pandas_of(x)}
         if not found:
             return {}
     return found or {}
