@@ -884,7 +884,7 @@ def run(
                 spec, drop, [n for n, _ in columns])
             for view, function in snapshot_holder.execute(render(
                     "time_dependent_views.sql", dialect="postgres", inline=True, relation=source.relation).sql):
-                log.warning("view %s uses %s: each worker reads its fragment at its own time (the snapshot pins "
+                log.warning("%s uses %s: each worker reads its fragment at its own time (the snapshot pins "
                             "the rows, not the clock), so a row whose value crosses a cut during the run comes out "
                             "twice or not at all; for a scheduled run, materialize it first (CREATE TABLE AS)",
                             view, function)

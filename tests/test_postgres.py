@@ -2874,7 +2874,7 @@ def test_a_view_that_reads_the_clock_is_warned_about(pg_url, tmp_path, caplog):
                 f"CREATE VIEW {rel(schema, 'still')} AS SELECT * FROM {rel(schema, 'src')} WHERE note <> 'now'")
     caplog.set_level("WARNING", logger="sqlanon")
     sqlanon.anonymize(pg_url, tmp_path / "o.parquet", table=f"{schema}.vv", qi=["waited"], k=5, workers=1)
-    assert f"view {schema}.v uses current_date:" in caplog.text
+    assert f"{schema}.v uses current_date:" in caplog.text
     caplog.clear()
     sqlanon.anonymize(pg_url, tmp_path / "s.parquet", table=f"{schema}.still", qi=["age"], k=5, workers=1)
     assert " uses " not in caplog.text
@@ -2882,15 +2882,21 @@ def test_a_view_that_reads_the_clock_is_warned_about(pg_url, tmp_path, caplog):
     # quoted name holding a quote (which hid what followed), the server's old string escapes; no warning below
     # a materialized view (its rows are stored)
     sql(pg_url, f'CREATE TABLE {q(schema)}."t\'x" AS SELECT * FROM {rel(schema, "src")}; '
-                f"CREATE FUNCTION {rel(schema, 'today')}() RETURNS date LANGUAGE sql VOLATILE AS 'SELECT current_date'; "
+                f"CREATE FUNCTION {rel(schema, 'today')}() RETURNS date LANGUAGE sql STABLE AS 'SELECT current_date'; "
+                f"CREATE FUNCTION {rel(schema, 'rows')}() RETURNS SETOF {rel(schema, 'v')} LANGUAGE sql STABLE "
+                f"BEGIN ATOMIC SELECT * FROM {rel(schema, 'v')}; END; "
+                f"CREATE VIEW {rel(schema, 'via')} AS SELECT * FROM {rel(schema, 'rows')}(); "
+                f"CREATE VIEW {rel(schema, 'named')} AS SELECT id, disease, age AS now FROM {rel(schema, 'src')}; "
                 f"CREATE VIEW {rel(schema, 'aged')} AS SELECT id, disease, extract(year FROM age(day))::int AS yrs, "
                 f"{rel(schema, 'today')}() - day AS waited FROM {rel(schema, 'src')}; "
                 f'CREATE VIEW {rel(schema, "quoted")} AS SELECT id, disease, (current_date - day) AS waited '
                 f'FROM {q(schema)}."t\'x"; '
                 f"CREATE MATERIALIZED VIEW {rel(schema, 'stored')} AS SELECT * FROM {rel(schema, 'v')}")
-    for view, want in (("aged", ["uses age((src.day)::timestamp with time zone)", f"uses {schema}.today()"]),
-                       ("quoted", ["uses current_date:"]), ("stored", [])):
+    for view, want in (("aged", ["uses age((src.day)::timestamp with time zone)",
+                                 f"{schema}.today() uses current_date:"]),
+                       ("quoted", ["uses current_date:"]), ("stored", []), ("via", [f"{schema}.v uses current_date:"]),
+                       ("named", [])):
         caplog.clear()
         sqlanon.anonymize(pg_url, tmp_path / f"{view}.parquet", table=f"{schema}.{view}",
-                          qi=["yrs" if view == "aged" else "waited"], k=5, workers=1)
+                          qi={"aged": ["yrs"], "named": ["now"]}.get(view, ["waited"]), k=5, workers=1)
         assert all(w in caplog.text for w in want) and (want or " uses " not in caplog.text), (view, caplog.text)

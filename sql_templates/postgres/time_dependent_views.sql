@@ -1,31 +1,41 @@
-{# The views reading `relation` reads (itself too; not below a materialized
-   view, whose rows are stored) that use a function of the moment (now(),
-   current_date, a one-argument age()...), a volatile one (random(),
-   nextval()) or a volatile function of the user's, with what they use:
-   each of the run's sessions evaluates it at its own time (one snapshot
-   pins the rows, not the clock), so a row whose value crosses a cut
-   between two fragments' reads is read by both or by neither (helper-43).
-   The definition is searched without its string literals and quoted
-   names ('now' is a word; "t'x" no quote), and the patterns hold no
-   backslash (standard_conforming_strings may be off: helper-44). #}
-WITH RECURSIVE views(oid) AS (
-    SELECT c.oid FROM pg_class c WHERE c.oid = to_regclass({{ p(relation) }}) AND c.relkind = 'v'
+{# The views reading `relation` reads (itself too, and through a function's
+   SQL-standard body; not below a materialized view, whose rows are
+   stored) that use a function of the moment (now(), current_date, a
+   one-argument age()...) or a volatile one (random(), nextval()), and the
+   user's functions they reach that are volatile or whose definition uses
+   one of those, with what they use: each of the run's sessions evaluates
+   it at its own time (one snapshot pins the rows, not the clock), so a
+   row whose value crosses a cut between two fragments' reads is read by
+   both or by neither (helper-43). Definitions are searched without their
+   string literals and quoted names ('now' is a word; "t'x" no quote), a
+   function by its call (a column named now is none), and the patterns
+   hold no backslash (standard_conforming_strings may be off: helper-44). #}
+WITH RECURSIVE reads(cls, oid) AS (
+    SELECT 'pg_class'::regclass, to_regclass({{ p(relation) }})::oid
     UNION
-    SELECT c.oid FROM views v
-    JOIN pg_rewrite w ON w.ev_class = v.oid
-    JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid AND d.refclassid = 'pg_class'::regclass
-    JOIN pg_class c ON c.oid = d.refobjid AND c.relkind = 'v'
+    SELECT x.cls, x.oid FROM reads r, LATERAL (
+        SELECT d.refclassid::regclass AS cls, d.refobjid AS oid FROM pg_rewrite w
+        JOIN pg_class v ON v.oid = w.ev_class AND v.relkind = 'v'
+        JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
+            AND d.refclassid IN ('pg_class'::regclass, 'pg_proc'::regclass)
+        WHERE r.cls = 'pg_class'::regclass AND w.ev_class = r.oid
+        UNION ALL  -- what a function's SQL-standard body reads
+        SELECT d.refclassid::regclass, d.refobjid FROM pg_depend d
+        WHERE r.cls = 'pg_proc'::regclass AND d.classid = 'pg_proc'::regclass AND d.objid = r.oid
+          AND d.refclassid IN ('pg_class'::regclass, 'pg_proc'::regclass)) x
+), texts(what, volatile, body) AS (
+    SELECT c.oid::regclass::text, false, pg_get_viewdef(c.oid)
+    FROM reads r JOIN pg_class c ON c.oid = r.oid AND c.relkind = 'v'
+    WHERE r.cls = 'pg_class'::regclass
+    UNION ALL
+    SELECT p.oid::regproc::text || '()', p.provolatile = 'v', pg_get_functiondef(p.oid)
+    FROM reads r JOIN pg_proc p ON p.oid = r.oid AND p.prokind = 'f'
+    WHERE r.cls = 'pg_proc'::regclass
 )
-SELECT v.oid::regclass::text, m[1]
-FROM views v,
+SELECT t.what, coalesce(regexp_replace(m[1], '[[:space:]]*[(]$', '()'), 'a volatile function')
+FROM texts t,
 LATERAL regexp_match(
-    regexp_replace(lower(pg_get_viewdef(v.oid)), '''([^'']|'''')*''|"([^"]|"")*"', '', 'g'),
-    '([[:<:]](?:now|current_date|current_time|current_timestamp|localtime|localtimestamp|transaction_timestamp|statement_timestamp|clock_timestamp|timeofday|random|gen_random_uuid|nextval)[[:>:]]|[[:<:]]age[[:space:]]*[(](?:[^,()]|[(][^()]*[)])*[)])') m
-WHERE m IS NOT NULL
-UNION ALL
-SELECT v.oid::regclass::text, p.oid::regproc::text || '()'
-FROM views v
-JOIN pg_rewrite w ON w.ev_class = v.oid
-JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid AND d.refclassid = 'pg_proc'::regclass
-JOIN pg_proc p ON p.oid = d.refobjid AND p.provolatile = 'v'
+    regexp_replace(lower(t.body), '''([^'']|'''')*''|"([^"]|"")*"', '', 'g'),
+    '([[:<:]](?:current_date|current_time|current_timestamp|localtime|localtimestamp)[[:>:]]|[[:<:]](?:now|transaction_timestamp|statement_timestamp|clock_timestamp|timeofday|random|gen_random_uuid|nextval)[[:space:]]*[(]|[[:<:]]age[[:space:]]*[(](?:[^,()]|[(][^()]*[)])*[)])') m
+WHERE m IS NOT NULL OR t.volatile
 ORDER BY 1, 2
