@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import csv
 import ctypes
 import errno
 import fcntl
@@ -861,10 +862,13 @@ def csv_break(files: Sequence[str], header: str) -> str:
     with the delimiter the header holds: ``" (line 1501 of 'x.csv': Expected
     Number of Columns: 3 Found: 2: '33,White')"``, or ``""``. The sniffer's
     failure named neither the line nor the cause (helper-42)."""
-    delim = next((d for d in (",", ";", "\t", "|") if d in header), None)
-    if delim is None:
+    # The delimiter that splits the header into the most fields, quotes kept
+    # ('id;"age, years";dx' is three fields of ';', not two of ','): helper-45.
+    fields = {d: len(next(csv.reader([header], delimiter=d, quotechar='"'), [])) for d in (",", ";", "\t", "|")}
+    delim = max(fields, key=lambda d: fields[d])
+    if fields[delim] < 2:
         return ""
-    columns = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(header.count(delim) + 1)) + "}"
+    columns = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(fields[delim])) + "}"
     con = connect()
     try:
         for f in files:

@@ -2004,6 +2004,12 @@ def test_a_csv_file_read_as_one_column_says_so(tmp_path, out_dir):
     # and where: the line and its cause, as the file read with the header's delimiter breaks (helper-42)
     assert line.endswith("(line 1501 of " + repr(str(src)) + ": Expected Number of Columns: 3 Found: 4: "
                          "'1499,44,Smith, John')"), line
+    # a header name holding another delimiter: the one that splits it into the most fields (helper-45)
+    lines[0] = 'id;"age, years";dx'
+    src.write_text("\n".join(line.replace(",", ";") if i else line for i, line in enumerate(lines)) + "\n")
+    r = cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age", "-k", "5")
+    assert r.stderr.rstrip().endswith("(line 1501 of " + repr(str(src)) + ": Expected Number of Columns: 3 Found: "
+                                      "4: '1499;44;Smith; John')"), r.stderr
     assert snapshot(out_dir) == {}
 
 
