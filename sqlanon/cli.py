@@ -280,13 +280,15 @@ def _one_line(exc: click.UsageError) -> click.ClickException:
     where = ctx.command_path if ctx is not None else "sqlanon"
     message = exc.format_message()
     extra = re.fullmatch(r"Got unexpected extra arguments? \((.*)\)", message)
-    first = str((ctx.params if ctx is not None else {}).get("input") or "")
-    # `lake/*.parquet` unquoted: the shell passed its files (helper-42), the input's siblings of its kind
-    # (not a forgotten -o before last night's output).
-    if extra and os.path.isfile(first) and all(
-            os.path.isfile(a) and os.path.dirname(a) == os.path.dirname(first)
-            and os.path.splitext(a)[1] == os.path.splitext(first)[1] for a in extra.group(1).split(" ")):
-        message += ": a glob the shell expanded? quote it ('lake/*.parquet'), or name the directory"
+    given = ctx.params if ctx is not None else {}
+    extras = extra.group(1).split(" ") if extra else []
+    # `lake/*.parquet` unquoted: the shell passed its files or directories (helper-42, helper-45); one
+    # existing path and no -o is rather a forgotten -o before last night's output.
+    if extras and all(os.path.exists(a) for a in extras):
+        if given.get("output") or len(extras) > 1:
+            message += ": a glob the shell expanded? quote it ('lake/*.parquet'), or name the directory"
+        else:
+            message += f": did you mean -o {extras[0]}?"
     return _UsageLine(f"{message} (see '{where} --help')")
 
 

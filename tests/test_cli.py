@@ -584,10 +584,17 @@ def test_a_glob_the_shell_expanded_is_named_as_such(tmp_path, out_dir):
     assert_one_line_error(r.stderr, "a glob the shell expanded\\? quote it")
     r = cli("anonymize", parts[0], "nothing-here", "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
     assert r.exit_code == 2 and "the shell expanded" not in r.stderr
-    last_night = out_dir / "o.csv"  # -o forgotten before an output that exists: no glob
-    last_night.write_text("age\n1\n")
+    last_night = out_dir / "o.parquet"  # -o forgotten before an output that exists: no glob
+    pq.write_table(pa.table({"age": [1]}), last_night)
     r = cli("anonymize", parts[0], last_night, "--qi", "age", "-k", "5")
-    assert r.exit_code == 2 and "the shell expanded" not in r.stderr
+    assert r.exit_code == 2 and "the shell expanded" not in r.stderr and f"did you mean -o {last_night}?" in r.stderr
+    # a glob over directories (hive partitions), as README writes one: the hint too (helper-45)
+    for year in ("year=2023", "year=2024"):
+        (tmp_path / "lake" / year).mkdir(parents=True)
+        pq.write_table(pa.table({"age": list(range(20))}), tmp_path / "lake" / year / "p.parquet")
+    r = cli("anonymize", tmp_path / "lake" / "year=2023", tmp_path / "lake" / "year=2024", "-o", out_dir / "x.parquet",
+            "--qi", "age", "-k", "5")
+    assert r.exit_code == 2 and "a glob the shell expanded? quote it" in r.stderr, r.stderr
 
 
 def test_verify_takes_the_anonymize_job_file(tmp_path):
