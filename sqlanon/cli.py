@@ -1009,8 +1009,12 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
     from . import api
 
     if not input:
-        raise click.UsageError("Missing 'TABLE_OR_FILE' (give it on the command line, or verify --config an "
-                               "anonymize job file, whose output it checks).", click.get_current_context())
+        ctx = click.get_current_context()
+        job = ctx.meta.get("sqlanon.config")
+        raise click.UsageError(
+            f"Missing 'TABLE_OR_FILE': {job!r} has no output (the job gives it as -o?); name it on the command line"
+            if job else "Missing 'TABLE_OR_FILE' (give it on the command line, or verify --config an anonymize job "
+            "file, whose output it checks).", ctx)
     check = api.verify.with_flags(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive), table=table)
     if as_json:
         click.echo(strict_json(check.to_dict()))

@@ -614,6 +614,11 @@ def test_verify_takes_the_anonymize_job_file(tmp_path):
     report = r.stdout.splitlines()
     assert len(report) == 22 and report[0].endswith("break k=5000/l=2:") and report[-1].startswith("  (and ")
     assert all(x.startswith("  age=") for x in report[1:21])
+    no_output = tmp_path / "jobs" / "no_output.yml"  # the job passes -o on its command line (helper-45)
+    no_output.write_text("qi: [age]\nk: 10\n")
+    r = cli("verify", "--config", no_output)
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, re.escape(f"{str(no_output)!r} has no output (the job gives it as -o?)"))
     job.write_text(job.read_text() + "colour: blue\n")
     r = cli("verify", "--config", job)
     assert r.exit_code == 2
