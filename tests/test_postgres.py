@@ -1714,7 +1714,8 @@ def test_a_target_with_a_before_insert_trigger_is_refused(pg_url):
     # as the run found the table: an AFTER trigger that skips nothing is kept, its INSERT counted
     sql(pg_url, f"DROP TRIGGER skip ON {dst}; CREATE FUNCTION {rel(schema, 'noop')}() RETURNS trigger "
                 "LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$; "
-                f"CREATE TRIGGER seen AFTER INSERT ON {dst} FOR EACH STATEMENT EXECUTE FUNCTION {rel(schema, 'noop')}()")
+                f"CREATE TRIGGER seen AFTER INSERT ON {dst} FOR EACH STATEMENT "
+                f"EXECUTE FUNCTION {rel(schema, 'noop')}()")
     p = _replace_people(pg_url, schema)
     assert p.returncode == 0, p.stderr
 
