@@ -880,10 +880,12 @@ def run(
                 _refuse_ungroupable_sensitive(source, spec, columns, snapshot_holder)
             _refuse_uncuttable_qis(source, spec, columns, snapshot_holder)
             _refuse_generated_from_qis(snapshot_holder.execute(render(
-                "generated_from.sql", dialect="postgres", inline=True, relation=source.relation).sql).fetchall(),
+                "generated_from.sql", dialect="postgres", inline=True, relation=source.relation, past_stored=True
+            ).sql).fetchall(),
                 spec, drop, [n for n, _ in columns])
             for view, function in snapshot_holder.execute(render(
-                    "time_dependent_views.sql", dialect="postgres", inline=True, relation=source.relation).sql):
+                    "time_dependent_views.sql", dialect="postgres", inline=True, relation=source.relation,
+                    past_stored=False).sql):
                 log.warning("%s uses %s: each worker reads its fragment at its own time (the snapshot pins "
                             "the rows, not the clock), so a row whose value crosses a cut during the run comes out "
                             "twice or not at all; for a scheduled run, materialize it first (CREATE TABLE AS)",

@@ -330,7 +330,7 @@ def reads_table(source: "PostgresSource", table: tuple[str, str]) -> tuple[bool,
     read the target unseen, and the run replaced it (helper-5)."""
     with source.conn.connect() as c:
         stmt = render("reads_table.sql", dialect="postgres", inline=True, relation=source.relation,
-                      table=ident(list(table)), sql_bodies=c.info.server_version >= 140000)
+                      table=ident(list(table)), sql_bodies=c.info.server_version >= 140000, past_stored=True)
         hit, opaque = c.execute(stmt.sql).fetchone()
     return bool(hit), list(opaque)
 
@@ -818,21 +818,21 @@ class PostgresTarget:
                     "FROM (SELECT 1) one LEFT JOIN pg_class c ON c.oid = to_regclass(%s)",
                     (ident(list(self.table)),),
                 ).fetchone()
+                if read_only:
+                    raise InputError(f"cannot write {self.describe()}: the session is read-only there "
+                                     "(default_transaction_read_only, or a standby server)")
+                if not exists or not self.overwrite:  # not to be replaced: the run says so
+                    return
+                if referenced:
+                    raise InputError(f"cannot replace {self.describe()}: {', '.join(referenced)} reference(s) it, so "
+                                     "no TRUNCATE or DROP can; drop the constraint, or publish to another table")
+                if not owns and not refills:
+                    raise InputError(f"cannot replace {self.describe()}: the role neither owns it (to replace it) "
+                                     "nor may TRUNCATE and INSERT into it (to refill it); GRANT TRUNCATE, INSERT ON "
+                                     "it first")
+                self._refuse_rewriters(c, ident(list(self.table)))
             except psycopg.Error as exc:
                 raise InputError(f"cannot look up {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
-        if read_only:
-            raise InputError(f"cannot write {self.describe()}: the session is read-only there "
-                             "(default_transaction_read_only, or a standby server)")
-        if not exists or not self.overwrite:  # not to be replaced: the run says so
-            return
-        if referenced:
-            raise InputError(f"cannot replace {self.describe()}: {', '.join(referenced)} reference(s) it, so no "
-                             "TRUNCATE or DROP can; drop the constraint, or publish to another table")
-        if not owns and not refills:
-            raise InputError(f"cannot replace {self.describe()}: the role neither owns it (to replace it) nor may "
-                             "TRUNCATE and INSERT into it (to refill it); GRANT TRUNCATE, INSERT ON it first")
-        with self._connect() as c:
-            self._refuse_rewriters(c, ident(list(self.table)))
 
     def _refuse_rewriters(self, c, target: str) -> None:
         """Refuse an existing target whose refill (``TRUNCATE`` + ``INSERT``,

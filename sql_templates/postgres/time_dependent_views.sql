@@ -10,20 +10,7 @@
    string literals and quoted names ('now' is a word; "t'x" no quote), a
    function by its call (a column named now is none), and the patterns
    hold no backslash (standard_conforming_strings may be off: helper-44). #}
-WITH RECURSIVE reads(cls, oid) AS (
-    SELECT 'pg_class'::regclass, to_regclass({{ p(relation) }})::oid
-    UNION
-    SELECT x.cls, x.oid FROM reads r, LATERAL (
-        SELECT d.refclassid::regclass AS cls, d.refobjid AS oid FROM pg_rewrite w
-        JOIN pg_class v ON v.oid = w.ev_class AND v.relkind = 'v'
-        JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
-            AND d.refclassid IN ('pg_class'::regclass, 'pg_proc'::regclass)
-        WHERE r.cls = 'pg_class'::regclass AND w.ev_class = r.oid
-        UNION ALL  -- what a function's SQL-standard body reads
-        SELECT d.refclassid::regclass, d.refobjid FROM pg_depend d
-        WHERE r.cls = 'pg_proc'::regclass AND d.classid = 'pg_proc'::regclass AND d.objid = r.oid
-          AND d.refclassid IN ('pg_class'::regclass, 'pg_proc'::regclass)) x
-), texts(what, volatile, body) AS (
+WITH RECURSIVE {% include "_reads.sql" %}, texts(what, volatile, body) AS (
     SELECT c.oid::regclass::text, false, pg_get_viewdef(c.oid)
     FROM reads r JOIN pg_class c ON c.oid = r.oid AND c.relkind = 'v'
     WHERE r.cls = 'pg_class'::regclass
