@@ -7,6 +7,7 @@ The public API mirrors the ``sqlanon`` command line:
 * :func:`anonymize_table` — the engine on an in-memory Arrow table.
 """
 
+import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -47,17 +48,11 @@ _LIGHT = {
 
 def __getattr__(name: str):
     if name in ("config", "errors"):  # sqlanon.errors.InputError, as when the package imported them itself
-        import importlib
-
         return importlib.import_module(f".{name}", __name__)
     if name in _LIGHT:
-        import importlib
-
         found = globals()[name] = getattr(importlib.import_module(f".{_LIGHT[name]}", __name__), name)
         return found
     if name in _LAZY:
-        import importlib
-
         from . import interrupts
 
         # A host's timeout during these imports (a task runner's SIGALRM) is

@@ -468,13 +468,16 @@ class DuckDBSource(DuckDBReadable):
             # A view's unqualified names, as the file's own connections resolve them (its main schema):
             # hr.people AS SELECT * FROM adults failed, "Table with name adults does not exist!".
             con.execute("SET search_path = 'memory.main,__sqlanon_src.main'")
-            found = con.execute(
-                "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = '__sqlanon_src' "
-                "UNION ALL SELECT schema_name, view_name FROM duckdb_views() "
-                "WHERE database_name = '__sqlanon_src' AND NOT internal ORDER BY ALL").fetchall()
+            # Every worker attaches: the table alone is looked up, the file's list only for the error.
+            relations = ("(SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = '__sqlanon_src' "
+                         "UNION ALL SELECT schema_name, view_name FROM duckdb_views() "
+                         "WHERE database_name = '__sqlanon_src' AND NOT internal)")
+            there = con.execute(f"SELECT count(*) FROM {relations} WHERE {_NAMED}",
+                                duckdb_table_key(self.table)).fetchone()[0]
+            found = [] if there else con.execute(f"SELECT * FROM {relations} ORDER BY ALL").fetchall()
         except duckdb.Error as exc:
             raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
-        if duckdb_table_key(self.table) not in {(fold_name(a), fold_name(b)) for a, b in found}:
+        if not there:
             # A typo failed as DuckDB's catalog error, exit 1, where a column's names its close match (helper-42).
             names = [b if a == "main" else f"{a}.{b}" for a, b in found]
             shown = ", ".join(map(repr, names[:30])) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
