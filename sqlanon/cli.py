@@ -602,12 +602,27 @@ def _load_job_for_verify(ctx: click.Context, param: click.Parameter, value: str 
     _load_config(job, param, value)
     read = job.default_map or {}
     keys = job.meta.get("sqlanon.config_keys", {})
+    if isinstance(read.get("k"), int) and read["k"] < MIN_K:  # a job anonymize refuses has no output to check
+        raise click.UsageError(f"{keys['k']!r} in {value!r} must be an integer >= {MIN_K}, got {read['k']} "
+                               "(anonymize refuses the job)", ctx)
     mapped = {"input": "output", "table": "target_table", "qi": "qi", "k": "k", "l_": "l_", "sensitive": "sensitive"}
     ctx.default_map = {**(ctx.default_map or {}), **{ours: read[theirs] for ours, theirs in mapped.items()
                                                      if theirs in read}}
     ctx.meta["sqlanon.config"] = value
     ctx.meta["sqlanon.config_keys"] = {ours: keys[theirs] for ours, theirs in mapped.items() if theirs in keys}
     return value
+
+
+def _require(ctx: click.Context, *options: tuple[str, str, object], job: str = "a --config job file") -> None:
+    """Refuse a run missing any of ``options`` (``(shown name, job file key,
+    value)``), naming them all at once with their job file keys: one per try
+    made a newcomer run it four times (helper-42)."""
+    missing = [(name, key) for name, key, value in options if value is None or value == () or value == ""]
+    if missing:
+        names = ", ".join(f"'{name}'" for name, _ in missing)
+        keys = ", ".join(f"{key}:" for _, key in missing)
+        raise click.UsageError(f"Missing {names} (give {'it' if len(missing) == 1 else 'them'} on the command "
+                               f"line, or as {keys} in {job}).", ctx)
 
 
 PATH_KEYS = {"input", "output", "metrics"}
@@ -880,15 +895,7 @@ def anonymize(
     or configuration error, 130 interrupted, 143 terminated (SIGTERM), 129
     the terminal hung up (SIGHUP).
     """
-    # All at once, with their job file keys: one per try made a newcomer run it four times (helper-42).
-    missing = [(name, key) for name, key, value in (("INPUT", "input", input), ("-o", "output", output),
-                                                    ("--qi", "qi", qi), ("-k", "k", k))
-               if value is None or value == () or value == ""]
-    if missing:
-        names = ", ".join(f"'{name}'" for name, _ in missing)
-        keys = ", ".join(f"{key}:" for _, key in missing)
-        raise click.UsageError(f"Missing {names} (give {'it' if len(missing) == 1 else 'them'} on the command "
-                               f"line, or as {keys} in a --config job file).", ctx)
+    _require(ctx, ("INPUT", "input", input), ("-o", "output", output), ("--qi", "qi", qi), ("-k", "k", k))
     _check_open_file_limit()
     if executor == "local" and not executors.in_process(executor, workers, explain):
         executors.start_local_server()
@@ -988,10 +995,10 @@ def _report(text: str) -> None:
          "(qi, sensitive, k, l). Flags override it.",
 )
 @click.argument("input", metavar="TABLE_OR_FILE", required=False)
-@click.option("--qi", "qi", multiple=True, required=True,
+@click.option("--qi", "qi", multiple=True,
               help="Generalized QI columns, comma-separated (a QI published with --interval-format bounds "
-                   "by its name: age means age_lo,age_hi).")
-@click.option("-k", type=int, required=True, help="Minimum rows per class.")
+                   "by its name: age means age_lo,age_hi). [required: here or in --config]")
+@click.option("-k", type=int, help="Minimum rows per class. [required: here or in --config]")
 @click.option("-l", "l_", type=int, default=1, show_default=True, help="Minimum distinct sensitive values per class.")
 @click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated.")
 @click.option("--table", help="The table, when TABLE_OR_FILE is a DuckDB file or a database URL ([schema.]table).")
@@ -1008,13 +1015,17 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
     """
     from . import api
 
-    if not input:
-        ctx = click.get_current_context()
-        job = ctx.meta.get("sqlanon.config")
+    ctx = click.get_current_context()
+    job = ctx.meta.get("sqlanon.config")
+    if not input and job:
         raise click.UsageError(
-            f"Missing 'TABLE_OR_FILE': {job!r} has no output (the job gives it as -o?); name it on the command line"
-            if job else "Missing 'TABLE_OR_FILE' (give it on the command line, or verify --config an anonymize job "
-            "file, whose output it checks).", ctx)
+            f"Missing 'TABLE_OR_FILE': {job!r} has no output (the job gives it as -o?); name it on the command line",
+            ctx)
+    _require(ctx, ("TABLE_OR_FILE", "output", input), ("--qi", "qi", qi), ("-k", "k", k),
+             job=repr(job) if job else "an anonymize job file given to --config")
+    if (ctx.get_parameter_source("input") is click.core.ParameterSource.COMMANDLINE
+            and ctx.get_parameter_source("table") is click.core.ParameterSource.DEFAULT_MAP):
+        table = None  # the job's target_table names a table of the job's output, not of this one (helper-45)
     check = api.verify.with_flags(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive), table=table)
     if as_json:
         click.echo(strict_json(check.to_dict()))

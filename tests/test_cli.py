@@ -620,6 +620,27 @@ def test_verify_takes_the_anonymize_job_file(tmp_path):
     r = cli("verify", "--config", no_output)
     assert r.exit_code == 2
     assert_one_line_error(r.stderr, re.escape(f"{str(no_output)!r} has no output (the job gives it as -o?)"))
+    # another job's output named on the command line: checked, not the job's table in it (helper-45)
+    into_db = tmp_path / "jobs" / "into_db.yml"
+    into_db.write_text("output: ../out.duckdb\ntarget_table: adults_anon\nqi: [age, education-num]\nk: 10\n")
+    r = cli("verify", "--config", into_db, tmp_path / "out.parquet")
+    assert r.exit_code == 0 and r.stdout.startswith("OK: 32561 rows"), (r.stdout, r.stderr)
+    r = cli("verify", "--config", no_output, ADULTS, "-k", "1")  # flags override the job, which gives --qi
+    assert r.exit_code == 0 and r.stdout.startswith("OK: 32561 rows"), (r.stdout, r.stderr)
+    no_qi = tmp_path / "jobs" / "no_qi.yml"
+    no_qi.write_text("output: ../out.parquet\nk: 10\n")
+    r = cli("verify", "--config", no_qi)
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, re.escape(f"Missing '--qi' (give it on the command line, or as qi: in "
+                                              f"{str(no_qi)!r})"))
+    r = cli("verify", tmp_path / "out.parquet")  # nor by a job: all at once (verify --help no longer says required)
+    assert_one_line_error(r.stderr, re.escape("Missing '--qi', '-k' (give them on the command line, or as qi:, k: "
+                                              "in an anonymize job file given to --config)"))
+    one = tmp_path / "jobs" / "k1.yml"  # a job anonymize refuses is no job to check against
+    one.write_text("output: ../out.parquet\nqi: [age]\nk: 1\n")
+    r = cli("verify", "--config", one)
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, re.escape(f"'k' in {str(one)!r} must be an integer >= 2, got 1"))
     job.write_text(job.read_text() + "colour: blue\n")
     r = cli("verify", "--config", job)
     assert r.exit_code == 2
