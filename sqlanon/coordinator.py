@@ -315,10 +315,7 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
         raise InputError(f"{where} has a column without a name: give it one in a view")
     refuse_reserved([*spec.qi_names, *spec.sensitive])
     if len(names) == 1 and re.search(r"[,;\t|]", names[0]) and names[0] not in [*spec.qi_names, *spec.sensitive]:
-        raise InputError(
-            f"{where} reads as one column, {names[0]!r}: DuckDB could not tell its delimiter (a row with more or "
-            "fewer fields than the header, such as an unquoted comma in a value?)"
-        )
+        raise InputError(io.read_as_one_column(where, names[0]))
     named = [("--qi", spec.qi_names), ("--sensitive", spec.sensitive), ("--drop", drop), ("--keep", keep or ())]
     for option, columns in named:
         for c in columns:

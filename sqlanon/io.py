@@ -859,6 +859,12 @@ def _one_format(files: list[str], what: str) -> str:
     return fmts.pop()
 
 
+def read_as_one_column(where: str, name: str) -> str:
+    """The error of a CSV input ``where`` read as the one column ``name``."""
+    return (f"{where} reads as one column, {name!r}: DuckDB could not tell its delimiter (a row with more or "
+            "fewer fields than the header, such as an unquoted comma in a value?)")
+
+
 def csv_break(files: Sequence[str], header: str) -> str:
     """Where CSV ``files`` whose header reads as the one column ``header``
     (DuckDB's sniffer could not tell their dialect) break, read strictly
@@ -953,6 +959,11 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
     finally:
         con.close()
+    if fmt != "parquet" and any(len(cols) > 1 for cols in columns.values()):
+        # One file of a lake the sniffer gave up on: where it breaks, not the columns it lacks (helper-45).
+        for f, cols in columns.items():
+            if len(cols) == 1 and cols[0][0] and re.search(r"[,;\t|]", cols[0][0]):
+                raise InputError(read_as_one_column(repr(f), cols[0][0]) + csv_break([f], cols[0][0]))
     coarse: dict[str, None] = {}
     for f, cols in columns.items():
         keys = {fold_name(k) for k in _hive_keys([f], root)} if root else set()

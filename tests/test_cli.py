@@ -2044,6 +2044,16 @@ def test_a_csv_file_read_as_one_column_says_so(tmp_path, out_dir):
     r = cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age", "-k", "5")
     assert r.stderr.rstrip().endswith("(line 1501 of " + repr(str(src)) + ": Expected Number of Columns: 3 Found: "
                                       "4: '1499;44;Smith; John')"), r.stderr
+    # one such file of a lake: it, and where, not the columns it lacks beside the others (helper-45)
+    (tmp_path / "lake").mkdir()
+    (tmp_path / "lake" / "a.csv").write_text("\n".join(lines[:1500]).replace(";", ",") + "\n")
+    bad = tmp_path / "lake" / "b.csv"
+    bad.write_text("\n".join(lines).replace(";", ",") + "\n")
+    r = cli("anonymize", tmp_path / "lake", "-o", out_dir / "o.csv", "--qi", "age", "-k", "5")
+    assert r.exit_code == 1
+    line = assert_one_line_error(r.stderr, re.escape(f"{str(bad)!r} reads as one column, 'id,\"age, years\",dx'"))
+    assert line.endswith(f"(line 1501 of {str(bad)!r}: Expected Number of Columns: 3 Found: 4: "
+                         "'1499,44,Smith, John')"), line
     assert snapshot(out_dir) == {}
 
 
