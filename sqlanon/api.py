@@ -348,6 +348,8 @@ def anonymize(
                     raise ConfigError(f"the metrics file {default!r} (next to the output) is the input or inside it: "
                                       "name another with --metrics")
                 io.check_metrics_file(default, coordinator.METRICS_SCHEMA)
+            elif isinstance(target, (io.DuckDBTarget, warehouse.PostgresTarget)):
+                target.check_metrics_target(metrics, coordinator.METRICS_SCHEMA)
             return coordinator.run(
                 source, target, spec, _names(drop, "drop", unique=True), options,
                 output_qi=lambda schema: output_qi_columns(spec, schema),

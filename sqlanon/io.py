@@ -2044,6 +2044,30 @@ class DuckDBTarget(LocalStagingTarget):
         parts = split_table_name(where)
         return tuple(parts) if len(parts) == 2 else (*self.table[:-1], parts[0])
 
+    def check_metrics_target(self, where: str | None, schema: pa.Schema) -> None:
+        """Before any work: an existing metrics table (``--metrics``'s, or
+        the default next to the target) is sqlanon's and holds the run's
+        rows (``schema``) exactly (found when publishing, after all the work)."""
+        if (where and _format_of(where)) or not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
+            return
+        table = self.metrics_table(where)
+        con = connect()
+        try:
+            con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\" "
+                        "(READ_ONLY)")
+            have = con.execute(f"SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = "
+                               f"'__sqlanon_chk' AND {_NAMED} ORDER BY column_index", duckdb_table_key(table)).fetchall()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
+        finally:
+            con.close()
+        if have:
+            named = f"table {'.'.join(table)!r} in {self.path!r}"
+            why = not_metrics({n for n, _ in have}, named)
+            if why:
+                raise ConfigError(why + ": name another table with --metrics")
+            check_metrics_columns(schema, have, named)
+
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         """Load the parts into a staging table inside an open transaction."""
         if not os.path.exists(self.path):
@@ -2096,6 +2120,8 @@ class DuckDBTarget(LocalStagingTarget):
                     why = not_metrics(have, f"table {'.'.join(mtable)!r} in {self.path!r}")
                     if why:
                         raise ConfigError(why + ": name another table with --metrics")
+                    check_metrics_columns(metrics.schema, [r[:2] for r in con.execute(f"DESCRIBE {name}").fetchall()],
+                                          f"table {'.'.join(mtable)!r} in {self.path!r}")
                     for col, typ, *_ in con.execute('DESCRIBE SELECT * FROM "__sqlanon_metrics"').fetchall():
                         if col not in have:
                             con.execute(f"ALTER TABLE {name} ADD COLUMN {ident(col)} {typ}")
@@ -2206,6 +2232,44 @@ def not_metrics(columns, where: str) -> str | None:
     if not missing:
         return None
     return f"{where} exists and is not a sqlanon metrics table (it has no {missing[0]!r} column)"
+
+
+_SQL_KINDS = {"varchar": "text", "text": "text", "character varying": "text", "string": "text",
+              "integer": "int32", "int4": "int32", "int": "int32", "bigint": "int64", "int8": "int64",
+              "hugeint": "int128", "numeric": "numeric", "double": "float64", "double precision": "float64",
+              "float8": "float64", "boolean": "bool", "bool": "bool", "timestamp with time zone": "timestamptz",
+              "timestamptz": "timestamptz", "timestamp": "timestamp", "timestamp without time zone": "timestamp"}
+"""A DuckDB or PostgreSQL type name (``DESCRIBE``, ``format_type``) as a
+kind of :data:`_HOLDS`; ``character varying(50)`` is text (a longer value
+fails the INSERT, loudly); a ``numeric`` with a precision is none of them."""
+
+_HOLDS = {"text": {"text"}, "int32": {"int32", "int64", "int128", "numeric", "float64", "text"},
+          "int64": {"int64", "int128", "numeric", "text"}, "float64": {"float64", "text"}, "bool": {"bool", "text"},
+          "timestamptz": {"timestamptz", "timestamp", "text"}}
+"""The kinds of column that hold each kind of metrics value exactly."""
+
+
+def _arrow_kind(t: pa.DataType) -> str:
+    if pa.types.is_timestamp(t):
+        return "timestamptz" if t.tz else "timestamp"
+    return {pa.string(): "text", pa.int32(): "int32", pa.int64(): "int64", pa.float64(): "float64",
+            pa.bool_(): "bool"}[t]
+
+
+def check_metrics_columns(schema: pa.Schema, columns: Sequence[tuple[str, str]], where: str) -> None:
+    """Refuse an existing metrics table whose columns (``(name, SQL type)``)
+    would not hold the run's rows (``schema``) exactly: appended into a
+    hand-made table's INTEGER ``ncp`` or DECIMAL(4,2) ``gcp``, 626.157 was
+    kept as 626 and 0.0096 as 0.01, silently (helper-41)."""
+    for name, typ in columns:
+        if name not in schema.names:
+            continue
+        ours = _arrow_kind(schema.field(name).type)
+        t = re.sub(r"\s+", " ", typ.strip().lower())
+        kind = _SQL_KINDS.get(t) or ("text" if re.fullmatch(r"(varchar|character varying)\(\d+\)", t) else t)
+        if kind not in _HOLDS[ours]:
+            raise ConfigError(f"{where}: its column {name!r} is {typ}, which does not hold sqlanon's values of it "
+                              f"({ours}) exactly: change the column's type, or name another table with --metrics")
 
 
 def check_replaceable(path: str, what: str, renamed: bool = True) -> None:

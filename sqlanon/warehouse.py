@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from . import interrupts
 from .errors import ConfigError, InputError, redact_urls
-from .io import Staging, not_metrics
+from .io import Staging, check_metrics_columns, not_metrics
 from .io import first_line as _first_line
 from .sql import ident, literal, render
 
@@ -685,6 +685,11 @@ def _ragged_hint(con: duckdb.DuckDBPyConnection, parts: str) -> str:
             "drop it with --drop)")
 
 
+_COLUMNS = ("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped ORDER BY attnum")
+"""A table's columns and their types, by its quoted name (none: no such table)."""
+
+
 @dataclass
 class PostgresTarget:
     """A table on a PostgreSQL server, replaced in one server transaction.
@@ -878,6 +883,29 @@ class PostgresTarget:
             except psycopg.Error as exc:  # e.g. no USAGE on its schema
                 raise InputError(f"cannot look up {'.'.join(table)} in {self.conn.safe()}: "
                                  f"{self.conn.redact(_first_line(exc))}") from None
+
+    def check_metrics_target(self, where: str | None, schema: pa.Schema) -> None:
+        """Before any work: an existing metrics table (``--metrics``'s, or
+        the default next to the target) is sqlanon's and holds the run's
+        rows (``schema``) exactly (found when publishing, after all the work)."""
+        import psycopg
+
+        from .io import file_format
+
+        if where and file_format(where):
+            return
+        table = self._metrics_name(where)
+        with self._connect() as c:
+            try:
+                have = c.execute(_COLUMNS, (ident(list(table)),)).fetchall()
+            except psycopg.Error as exc:  # e.g. no USAGE on its schema
+                raise InputError(f"cannot look up {'.'.join(table)} in {self.conn.safe()}: "
+                                 f"{self.conn.redact(_first_line(exc))}") from None
+        if have:
+            why = not_metrics({n for n, _ in have}, f"table {'.'.join(table)!r}")
+            if why:
+                raise ConfigError(why + ": name another table with --metrics")
+            check_metrics_columns(schema, have, f"table {'.'.join(table)!r}")
 
     def check_metrics_table(self, where: str) -> None:
         """``--metrics`` as a table of the output database: its schema must
@@ -1238,8 +1266,7 @@ class PostgresTarget:
         metrics_table, metrics_stage = ident(list(mname)), ident(list(mstage))
         try:
             with self._transaction("publish") as c:
-                columns = "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute " \
-                          "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+                columns = _COLUMNS
                 new = c.execute(columns, (metrics_stage,)).fetchall()
                 # The metrics table's lock first, in tries as the target's: a session holding it (CREATE INDEX,
                 # VACUUM FULL, a reader while columns are added) kept the target locked, and Ctrl-C unheard,
@@ -1251,10 +1278,12 @@ class PostgresTarget:
                 self._replace(c, stage, staging.grants)
                 self._create_like(c, metrics_table, metrics_stage)
                 # By name, adding the columns an older sqlanon's table lacks.
-                have = {r[0] for r in c.execute(columns, (metrics_table,)).fetchall()}
-                why = not_metrics(have, f"table {'.'.join(mname)!r}")
+                have = c.execute(columns, (metrics_table,)).fetchall()
+                why = not_metrics({n for n, _ in have}, f"table {'.'.join(mname)!r}")
                 if why:
                     raise ConfigError(why + ": name another table with --metrics")
+                check_metrics_columns(metrics.schema, have, f"table {'.'.join(mname)!r}")
+                have = {n for n, _ in have}
                 for name, typ in new:
                     if name not in have:
                         c.execute(f"ALTER TABLE {metrics_table} ADD COLUMN {ident(name)} {typ}")

@@ -44,8 +44,9 @@ import sqlanon
 from sqlanon import coordinator as sqlanon_coordinator
 from sqlanon import executors
 from sqlanon import interrupts
+from sqlanon import io
 from sqlanon.cli import main
-from sqlanon.errors import InputError, redact_urls
+from sqlanon.errors import ConfigError, InputError, redact_urls
 from sqlanon.io import STAGING_MARK
 from sqlanon.sql import ident
 from sqlanon.verification import Verification
@@ -2392,6 +2393,52 @@ def test_metrics_go_only_into_a_metrics_file_or_table(tmp_path, out_dir):
         assert [t for (t,) in con.execute("SHOW TABLES").fetchall()] == ["other"]
     assert {k: v for k, v in snapshot(out_dir).items() if k in before} == before
     assert not (out_dir / "o.parquet").exists() and not (out_dir / "o2.parquet").exists()
+
+
+def test_a_metrics_table_that_would_round_the_runs_values_is_refused_before_the_run(tmp_path, out_dir):
+    """A hand-made metrics table with an INTEGER ncp and a DECIMAL(4,2) gcp
+    took a run's 626.157 as 626 and 0.0096 as 0.01, silently (helper-41).
+    Refused before any work, naming the column; a table whose columns hold
+    the values (wider ones, text, a TIMESTAMP) is appended to."""
+    src = _small(tmp_path / "in.parquet")
+    db = out_dir / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t__metrics (run_id VARCHAR, kind VARCHAR, fragment_id INTEGER, ncp INTEGER, "
+                    "gcp DECIMAL(4,2), started_at TIMESTAMP)")
+    r = cli("anonymize", src, "-o", db, "--target-table", "t", "--qi", "age", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, re.escape("table 't__metrics' in " + repr(str(db)) + ": its column 'ncp' is "
+                                              "INTEGER, which does not hold sqlanon's values of it (float64) exactly"))
+    with duckdb.connect(str(db)) as con:
+        assert [t for (t,) in con.execute("SHOW TABLES").fetchall()] == ["t__metrics"]
+        con.execute("ALTER TABLE t__metrics ALTER ncp TYPE DOUBLE")
+        con.execute("ALTER TABLE t__metrics ALTER gcp TYPE VARCHAR")
+        con.execute("ALTER TABLE t__metrics ALTER fragment_id TYPE HUGEINT")
+    r = cli("anonymize", src, "-o", db, "--target-table", "t", "--qi", "age", "-k", "12")
+    assert r.exit_code == 0, r.stderr
+    with duckdb.connect(str(db)) as con:
+        ncp, gcp = con.execute("SELECT ncp, gcp FROM t__metrics WHERE kind = 'total'").fetchone()
+        total = con.execute("SELECT * FROM t").fetch_arrow_table()
+    assert total.num_rows == 200 and 0 < ncp != round(ncp) and float(gcp) == pytest.approx(ncp / 200)
+
+
+@pytest.mark.parametrize(("ours", "theirs", "holds"), [
+    (pa.float64(), "DOUBLE", True), (pa.float64(), "double precision", True), (pa.float64(), "FLOAT", False),
+    (pa.float64(), "real", False), (pa.float64(), "numeric(10,3)", False), (pa.float64(), "DECIMAL(18,3)", False),
+    (pa.float64(), "INTEGER", False), (pa.float64(), "text", True), (pa.int32(), "bigint", True),
+    (pa.int32(), "numeric", True), (pa.int32(), "smallint", False), (pa.int64(), "INTEGER", False),
+    (pa.int64(), "DOUBLE", False), (pa.int64(), "HUGEINT", True), (pa.string(), "character varying(64)", True),
+    (pa.string(), "character(64)", False), (pa.string(), "INTEGER", False), (pa.bool_(), "BOOLEAN", True),
+    (pa.bool_(), "smallint", False), (pa.timestamp("us", "UTC"), "TIMESTAMP WITH TIME ZONE", True),
+    (pa.timestamp("us", "UTC"), "timestamp without time zone", True), (pa.timestamp("us", "UTC"), "DATE", False),
+])
+def test_metrics_column_types_that_hold_the_runs_values(ours, theirs, holds):
+    schema = pa.schema([("x", ours)])
+    if holds:
+        io.check_metrics_columns(schema, [("x", theirs), ("other", "DATE")], "t")
+    else:
+        with pytest.raises(ConfigError, match=re.escape(f"t: its column 'x' is {theirs}, which does not hold")):
+            io.check_metrics_columns(schema, [("x", theirs)], "t")
 
 
 def test_duckdb_output_inside_the_input_directory_is_refused(tmp_path):

@@ -1165,6 +1165,31 @@ def test_metrics_table_of_someone_else_is_refused_and_left_alone(pg_url):
     assert staging_left(pg_url, schema) == set() and no_advisory_locks(pg_url)
 
 
+def test_metrics_table_that_would_round_the_runs_values_is_refused_before_the_run(pg_url):
+    """A hand-made metrics table with an integer ncp and a numeric(4,2) gcp
+    took the run's values rounded, silently (helper-41): refused before any
+    work, naming the column; one whose columns hold them is appended to."""
+    schema = "narrow metrics"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 1_000)
+    _previous_target(pg_url, schema, "dst")
+    sql(pg_url, f"CREATE TABLE {q(schema)}.dst__metrics (run_id text, kind text, fragment_id int, ncp integer, "
+                "gcp numeric(4,2), started_at timestamp)")
+    args = ["anonymize", pg_url, "--table", f"{q(schema)}.src", "-o", pg_url, "--target-table", f"{q(schema)}.dst",
+            *PEOPLE_ARGS, "--workers", 2, "--overwrite"]
+    p = _cli(*args)
+    assert p.returncode == 2, p.stderr
+    assert ("'narrow metrics.dst__metrics': its column 'ncp' is integer, which does not hold sqlanon's values of it "
+            "(float64) exactly") in one_error_line(p.stderr)
+    assert _rows(pg_url, schema, "dst") == PREVIOUS
+    assert staging_left(pg_url, schema) == set() and no_advisory_locks(pg_url)
+    sql(pg_url, f"ALTER TABLE {q(schema)}.dst__metrics ALTER ncp TYPE double precision, ALTER gcp TYPE text")
+    p = _cli(*args)
+    assert p.returncode == 0, p.stderr
+    ncp, gcp = sql(pg_url, f"SELECT ncp, gcp FROM {q(schema)}.dst__metrics WHERE kind = 'total'")[0]
+    assert 0 < ncp != round(ncp) and float(gcp) == pytest.approx(ncp / 1_000 / 3)
+
+
 def test_concurrent_run_on_the_same_target_is_refused(pg_url):
     schema = "con cur"
     fresh_schema(pg_url, schema)
