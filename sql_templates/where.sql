@@ -30,6 +30,10 @@ TRUE
 {%- elif pr.op == "gt_or_null" -%}
 ({{ pr.column | ident }} > {{ p(pr.value) }} OR {{ pr.column | ident }} IS NULL
 {%- if dialect == "duckdb" and pr.value is float and pr.value == pr.value %} OR isnan({{ pr.column | ident }}){% endif %})
+{%- elif pr.op == "gt" and dialect == "duckdb" and pr.value is float and pr.value == pr.value -%}
+({{ pr.column | ident }} > {{ p(pr.value) }} OR isnan({{ pr.column | ident }}))
+{%- elif pr.op == "gt" -%}
+{{ pr.column | ident }} > {{ p(pr.value) }}
 {%- elif pr.op == "in" and dialect == "duckdb" and pr.value | length > 64 -%}
 {%- for v in pr.value if v is float and v != v %}({% endfor -%}
 {{ pr.column | ident }} IN (SELECT unnest({{ p(pr.value | without_nan) }}))

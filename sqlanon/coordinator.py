@@ -966,7 +966,8 @@ def run(
         step("sampling and planning fragments")
         sample = draw_sample(con, source, spec, schema, total, options.sample, options.seed, n_fragments)
         plan = fragmentation.plan_fragments(sample, spec, n_fragments, options.fragmentation, total_rows=total,
-                                            stats=stats, bytewise=_compared_bytewise(source, spec, columns))
+                                            stats=stats, bytewise=_compared_bytewise(source, spec, columns),
+                                            text_order=isinstance(source, io.FileSource))
         stats = {name: replace(s, present=None) for name, s in stats.items()}  # the plan's: not for every task
         timings["fragmentation"] = time.perf_counter() - t0
         log.info("plan: %d fragments from a sample of %d rows", len(plan.fragments), sample.num_rows)

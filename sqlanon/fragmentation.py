@@ -107,10 +107,10 @@ __all__ = [
     "where_sql",
 ]
 
-OPS = ("le", "gt_or_null", "in", "not_in_or_null", "is_null", "not_null")
+OPS = ("le", "gt_or_null", "gt", "in", "not_in_or_null", "is_null", "not_null")
 """The closed set of predicate operators (see :class:`Predicate`)."""
 
-_SCALAR_OPS = ("le", "gt_or_null")
+_SCALAR_OPS = ("le", "gt_or_null", "gt")
 _SET_OPS = ("in", "not_in_or_null")
 
 
@@ -148,6 +148,8 @@ class Predicate:
 
             * ``le``: ``column <= value``;
             * ``gt_or_null``: ``column > value OR column IS NULL``;
+            * ``gt``: ``column > value`` (a cut's side never holds it: a
+              ``gt_or_null`` where the conjunction already leaves NULL out);
             * ``in``: ``column IN value`` (``value`` a tuple);
             * ``not_in_or_null``: ``column NOT IN value OR column IS NULL``;
             * ``is_null`` / ``not_null``: ``column IS [NOT] NULL``.
@@ -162,7 +164,11 @@ class Predicate:
             column's other lists in a conjunction may become one list by
             set algebra on their values (see :func:`where_sql`): no two
             values of the column's domain compare equal in any collation.
-            Not part of the condition (nor of :meth:`to_dict`).
+            (``le``/``gt_or_null``) whether the database orders the column's
+            values as the plan does (numbers, dates; text read from files,
+            compared by its bytes), so that of a cut-tree path's bounds on
+            the column the last ones are the tightest. Not part of the
+            condition (nor of :meth:`to_dict`).
     """
 
     column: str
@@ -402,7 +408,8 @@ def _value_key(v: Any) -> Any:
 
 
 def _folded(preds: tuple[Predicate, ...]) -> tuple[Predicate, ...]:
-    """The conjunction with each column's ``in`` and ``not_in_or_null`` lists
+    """The conjunction with each column's bounds folded (:func:`_bounds`),
+    and its ``in`` and ``not_in_or_null`` lists
     as one ``in`` list, where one of them is an ``in`` (set algebra on the
     values: the same rows). A fragment deep in a hierarchy's cuts holds the
     node's leaves once, not once per cut on its way (helper-34).
@@ -416,10 +423,18 @@ def _folded(preds: tuple[Predicate, ...]) -> tuple[Predicate, ...]:
     groups: dict[str, list[Predicate]] = {}
     for p in preds:
         groups.setdefault(p.column, []).append(p)
+    bounds: dict[int, Predicate | None] = {}
+    for group in groups.values():
+        if len(group) > 1 and all(q.op in _SCALAR_OPS or q.op in ("is_null", "not_null") for q in group):
+            bounds.update(_bounds(group))
     out = []
     for p in preds:
         group = groups[p.column]
-        if (len(group) == 1 or any(q.op not in _SET_OPS or not q.foldable for q in group)
+        if id(p) in bounds:  # at the column's first place, lower bound first
+            if p is group[0]:
+                kept = [bounds[id(q)] for q in group if bounds[id(q)] is not None]
+                out.extend(sorted(kept, key=lambda q: q.op == "le"))
+        elif (len(group) == 1 or any(q.op not in _SET_OPS or not q.foldable for q in group)
                 or all(q.op != "in" for q in group)):
             out.append(p)
         elif p is group[0]:
@@ -429,6 +444,45 @@ def _folded(preds: tuple[Predicate, ...]) -> tuple[Predicate, ...]:
             out.append(Predicate(p.column, "in", tuple(
                 v for v in base if _value_key(v) not in drop and all(_value_key(v) in k for k in keep)), True))
     return tuple(out)
+
+
+def _bounds(group: list[Predicate]) -> dict[int, Predicate | None]:
+    """One column's predicates of a cut-tree path (``le``, ``gt_or_null``,
+    ``is_null``, ``not_null``), each (by ``id``) as it is written in the
+    conjunction, or ``None`` when the others already say it: the same rows.
+    ``("race" <= 'Other' AND "race" <= 'Asian-Pac-Islander')`` is ``"race"
+    <= 'Asian-Pac-Islander'``, and ``("age" > 36 OR "age" IS NULL) AND
+    "age" <= 52`` is ``"age" > 36 AND "age" <= 52`` (helper-42).
+
+    * Where a bound or ``not_null`` leaves NULL out, a ``gt_or_null`` is a
+      ``gt`` and ``not_null`` says nothing more: so in any database.
+    * Each cut of a path lies inside the bounds before it, in the plan's
+      order of the values: where the database orders them so
+      (:attr:`Predicate.foldable`), the last ``le`` and the last
+      ``gt_or_null`` are the tightest, and the others go. Text under a
+      collation may order otherwise: its bounds stay.
+    * ``is_null`` (a path's last cut on the column) implies the
+      ``gt_or_null`` before it."""
+    ops = {q.op for q in group}
+    if "is_null" in ops:
+        if "le" in ops or "not_null" in ops or "gt" in ops:  # no row: left as it is
+            return {id(q): q for q in group}
+        last = [q for q in group if q.op == "is_null"][-1]
+        return {id(q): q if q is last else None for q in group}
+    ordered = all(q.foldable for q in group if q.op in _SCALAR_OPS)
+    last = {op: [q for q in group if q.op == op][-1] for op in ops}
+    nonnull = bool(ops & {"le", "gt", "not_null"})
+    out: dict[int, Predicate | None] = {}
+    for q in group:
+        if q.op == "not_null":
+            out[id(q)] = q if ops == {"not_null"} else None
+        elif ordered and q is not last[q.op]:
+            out[id(q)] = None
+        elif q.op == "gt_or_null" and nonnull:
+            out[id(q)] = Predicate(q.column, "gt", q.value, q.foldable)
+        else:
+            out[id(q)] = q
+    return out
 
 
 def _apart_under_any_collation(values: Iterable[Any]) -> bool:
@@ -494,7 +548,8 @@ class _Column:
     n_leaves: int = 0
     span_values: np.ndarray | None = None  # numeric columns: float per non-NULL code
     cuttable: bool = True  # False: its values have no Python form to bind (a date before year 1)
-    foldable: bool = False  # hierarchy columns: no two leaves equal in a collation (Predicate.foldable)
+    foldable: bool = False  # hierarchy columns: no two leaves equal in a collation; value columns: the
+    # database orders the values as the plan does (Predicate.foldable)
 
     def cut(self, c: int, next_code: int, low: int = 0) -> tuple[Predicate, Predicate]:
         """The (left, right) predicates of the cut ``code <= c`` (``next_code``: the node's next code).
@@ -513,7 +568,8 @@ class _Column:
             return (Predicate(self.name, "in", left, self.foldable),
                     Predicate(self.name, "not_in_or_null", left, self.foldable))
         value = self.sorted_values[c].as_py()
-        return Predicate(self.name, "le", value), Predicate(self.name, "gt_or_null", value)
+        return (Predicate(self.name, "le", value, self.foldable),
+                Predicate(self.name, "gt_or_null", value, self.foldable))
 
 
 def _plain(col: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -548,14 +604,17 @@ def _leaf_values(leaves: list[str], dtype: pa.DataType) -> list[Any]:
 
 
 def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None,
-            present: frozenset[str] | None = None, bytewise: bool | None = None) -> _Column:
+            present: frozenset[str] | None = None, bytewise: bool | None = None,
+            text_order: bool = False) -> _Column:
     """``present``: a hierarchy column's values in the whole source, as
     text; its cuts list only those leaves (the others name no row; a leaf
     that is no value of the column's type, a hierarchy shared with other
     data, failed the server's parsing of the clause: helper-37).
     ``bytewise``: whether the source compares the column's values by their
     bytes (then its lists fold), or under a collation (then they do not);
-    ``None``: unknown, told from the leaves (:func:`_apart_under_any_collation`)."""
+    ``None``: unknown, told from the leaves (:func:`_apart_under_any_collation`).
+    ``text_order``: whether the source orders text by its bytes, as the
+    plan does (:attr:`Predicate.foldable` of a value column's cuts)."""
     arr = _plain(col)
     kind = resolve_generalization(qi, arr.type)
     if kind == "hierarchy":
@@ -589,7 +648,7 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None,
         numeric = kind == "interval"
         col_out = _Column(qi.name, numeric, np.empty(0, np.int64), null_code, sorted_values=sorted_values,
                           span_values=span_values(sorted_values, unit) if numeric else None,
-                          cuttable=_bindable(sorted_values))
+                          cuttable=_bindable(sorted_values), foldable=text_order or not _is_string(arr.type))
         if not col_out.cuttable:  # a run with no other QI was one fragment, whatever --fragments said (helper-34)
             log.warning("quasi-identifier %r holds dates or timestamps outside years 1-9999, which cannot be a "
                         "cut's value: the fragments are not cut on it", qi.name)
@@ -737,6 +796,7 @@ def plan_fragments(
     total_rows: int | None = None,
     stats: Mapping[str, ColumnStats] | None = None,
     bytewise: Mapping[str, bool] | None = None,
+    text_order: bool = False,
 ) -> Plan:
     """Plan the fragments of a source from a sample of it.
 
@@ -761,6 +821,11 @@ def plan_fragments(
             are merged into one only in the first case (for a QI not named:
             when no two of its hierarchy's leaves could be equal in any
             collation).
+        text_order: whether the source orders text by its bytes, as the
+            plan does (a file; a table's column may have a collation that
+            orders it otherwise): then a fragment's bounds on a text column
+            are written as its tightest two (:func:`where_sql`), as those
+            of other types always are.
 
     Returns:
         A :class:`Plan` of **at most** W fragments: fewer when the sample has
@@ -803,7 +868,7 @@ def plan_fragments(
             stats = None  # the sample's own span units
         bytewise = bytewise or {}
         cols = [_encode(q, sample.column(q.name), stats[q.name].unit if stats else None, present.get(q.name),
-                        bytewise.get(q.name)) for q in spec.quasi_identifiers]
+                        bytewise.get(q.name), text_order) for q in spec.quasi_identifiers]
         if strategy == "quantile":
             parts = _quantile(cols, n, workers)
         else:

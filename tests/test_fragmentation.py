@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlanon import AnonymizationSpec, ConfigError, InputError, QuasiIdentifier
+from sqlanon import AnonymizationSpec, ConfigError, InputError, QuasiIdentifier, fragmentation
 from sqlanon.engine import column_stats
 from sqlanon.fragmentation import Fragment, Plan, Predicate, merge, plan_fragments, where_sql
 from sqlanon.hierarchies import load_hierarchy
@@ -136,7 +136,7 @@ ALL_QI = ("age", "income", "birth", "ts", "name", "country", HOSTILE)
 def test_fragments_disjoint_and_complete(con, source, full, countries, strategy, workers, share):
     sample = sample_of(source, share)
     spec = spec_of(countries, *ALL_QI)
-    plan = plan_fragments(sample, spec, workers, strategy=strategy, total_rows=source.num_rows)
+    plan = plan_fragments(sample, spec, workers, strategy=strategy, total_rows=source.num_rows, text_order=True)
     assert plan.strategy == strategy
     assert len(plan.fragments) == workers  # the samples have enough distinct values
     assert [f.id for f in plan.fragments] == list(range(workers))
@@ -223,6 +223,46 @@ def test_a_plan_over_leaves_equal_under_a_collation_stays_disjoint(tmp_path):
     counts = [con.execute(f"SELECT count(*) FROM t WHERE {sql}", params).fetchone()[0]
               for sql, params in (where_sql(f.predicates) for f in plan.fragments)]
     assert len(counts) == 8 and sum(counts) == len(leaves) + 2, counts
+
+
+@pytest.mark.parametrize(("preds", "sql", "params"), [
+    # a path's cuts on one column (ordered as the plan orders them: a number):
+    # its tightest bounds, the lower first, NULL left out where a bound does
+    ([("x", "le", 50), ("x", "gt_or_null", 30), ("x", "le", 40)], '("x" > ? AND "x" <= ?)', [30, 40]),
+    ([("x", "gt_or_null", 30), ("x", "gt_or_null", 35)], '("x" > ? OR "x" IS NULL)', [35]),
+    ([("x", "gt_or_null", 30), ("y", "le", 2), ("x", "is_null", None)], '("x" IS NULL AND "y" <= ?)', [2]),
+    ([("x", "not_null", None), ("x", "gt_or_null", 3)], '"x" > ?', [3]),
+    ([("x", "not_null", None), ("y", "le", 1)], '("x" IS NOT NULL AND "y" <= ?)', [1]),
+    ([("f", "le", 2.5), ("f", "gt_or_null", 1.5)], '(("f" > ? OR isnan("f")) AND "f" <= ?)', [1.5, 2.5]),
+    # text under a collation may order otherwise: every bound stays, NULL is still left out
+    ([("t", "le", "m", False), ("t", "gt_or_null", "c", False), ("t", "le", "k", False)],
+     '("t" > ? AND "t" <= ? AND "t" <= ?)', ["c", "m", "k"]),
+])
+def test_a_fragments_bounds_of_one_column_are_its_tightest(preds, sql, params):
+    """--explain repeated each cut of a path on one column ("race" <= 'Other'
+    AND "race" <= 'Asian-Pac-Islander') and an IS NULL its bounds left out
+    (helper-42)."""
+    assert where_sql(tuple(Predicate(*(p if len(p) == 4 else (*p, True))) for p in preds)) == (sql, params)
+
+
+def test_text_bounds_fold_only_where_the_source_orders_text_as_the_plan(con):
+    """In a NOCASE column 'B' sorts between 'a' and 'c'; the plan orders by
+    bytes ('B' < 'a'). A path's bounds folded by the plan's order would put
+    rows in no fragment or two: a table's text is not taken to order so."""
+    words = ["a", "B", "b", "C", "c", "D", "d", "E", "e", "F"] * 20
+    sample = pa.table({"t": words})
+    spec = AnonymizationSpec((QuasiIdentifier("t"),), k=2)
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (t VARCHAR COLLATE NOCASE)")
+    db.execute("INSERT INTO t SELECT unnest(?)", [words + [None, "zz", "A"]])
+    for text_order, ok in ((False, True), (True, False)):
+        plan = plan_fragments(sample, spec, 8, text_order=text_order)
+        hits = " + ".join(f"(CASE WHEN {sql} THEN 1 ELSE 0 END)" for sql, _ in map(where_sql, (
+            f.predicates for f in plan.fragments)))
+        params = [v for f in plan.fragments for v in where_sql(f.predicates)[1]]
+        per_row = db.execute(f"SELECT {hits} AS h, count(*) FROM t GROUP BY h ORDER BY h", params).fetchall()
+        assert (per_row == [(1, len(words) + 3)]) == ok, (text_order, per_row)
+    check_partition(con, pa.table({"t": words + [None, "zz", "A"]}), plan)  # by bytes: the plan holds
 
 
 def test_a_source_that_compares_bytes_folds_whatever_its_leaves(tmp_path):
@@ -637,7 +677,9 @@ def test_to_dict_is_json(source, countries):
     doc = json.loads(json.dumps(plan.to_dict(), allow_nan=False))
     assert doc["strategy"] == "mondrian" and doc["n_fragments"] == 5 and doc["estimated_rows"] == N
     assert [f["id"] for f in doc["fragments"]] == [0, 1, 2, 3, 4]
-    preds = [(p, q) for f, g in zip(plan.fragments, doc["fragments"]) for p, q in zip(f.predicates, g["predicates"])]
+    # as its SQL has them (where_sql: a column's bounds its tightest two, its lists one list)
+    preds = [(p, q) for f, g in zip(plan.fragments, doc["fragments"])
+             for p, q in zip(fragmentation._folded(f.predicates), g["predicates"], strict=True)]
     assert preds
     for p, q in preds:
         assert (q["column"], q["op"]) == (p.column, p.op)
@@ -676,8 +718,9 @@ _texts = st.one_of(st.none(), st.sampled_from(["", "a", "B", "b", "é", "O'Brien
     keep=st.lists(st.booleans(), min_size=40, max_size=40),
     workers=st.integers(1, 9),
     strategy=st.sampled_from(["quantile", "mondrian"]),
+    text_order=st.booleans(),
 )
-def test_property_disjoint_and_complete(con, rows, keep, workers, strategy):
+def test_property_disjoint_and_complete(con, rows, keep, workers, strategy, text_order):
     table = pa.table(
         {
             "i": pa.array([r[0] for r in rows], pa.int64()),
@@ -687,7 +730,7 @@ def test_property_disjoint_and_complete(con, rows, keep, workers, strategy):
     )
     sample = table.filter(pa.array(keep[: len(rows)]))
     spec = AnonymizationSpec((QuasiIdentifier("i"), QuasiIdentifier("s"), QuasiIdentifier("f")), k=2)
-    plan = plan_fragments(sample, spec, workers, strategy=strategy)
+    plan = plan_fragments(sample, spec, workers, strategy=strategy, text_order=text_order)
     assert 1 <= len(plan.fragments) <= workers
     assert check_partition(con, sample, plan) == [f.sample_rows for f in plan.fragments]
     check_partition(con, table, plan)
