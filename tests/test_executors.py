@@ -79,7 +79,7 @@ def test_spark_matches_local(source, tmp_path, local_result):
     check_same(r, local_result, out)
 
 
-@pytest.mark.parametrize("executor", ["dask", pytest.param("spark", marks=pytest.mark.spark)])
+@pytest.mark.parametrize("executor", ["dask", pytest.param("spark", marks=[pytest.mark.spark, pytest.mark.slow])])
 def test_killed_task_is_retried_without_duplicates(source, tmp_path, monkeypatch, executor, local_result):
     marker = tmp_path / "crashed"
     monkeypatch.setenv(CRASH_ONCE_ENV, str(marker))
@@ -152,6 +152,7 @@ def test_abort_kills_a_running_task():
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # Spark runs of their own (test_spark_matches_local is the default run's)
 def test_spark_leaves_a_callers_session_and_the_runs_ctrl_c_handling(source, tmp_path, local_result):
     """In a notebook the session is the caller's: it is used and left running
     (it used to be stopped under the caller). A session started here is
@@ -413,6 +414,7 @@ def test_an_unreachable_spark_master_fails_at_once_in_one_line(source, tmp_path)
     assert not out.exists()
 
 
+@pytest.mark.slow  # a Spark run of its own (test_spark_matches_local is the default run's)
 def test_spark_submits_master_is_the_runs(source, tmp_path):
     """A driver started by `spark-submit --master spark://…` (README's
     'Spark, step by step') started a session of its own in local mode: the
@@ -612,6 +614,7 @@ def test_dask_keeps_stderr_for_errors(source, tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # Spark runs of their own (test_spark_matches_local is the default run's)
 def test_spark_keeps_stderr_for_errors(source, tmp_path):
     """Every quiet local Spark run printed Java's 'Using incubator modules'
     warning and Spark's 'Setting default log level' banner on the CLI's

@@ -14,6 +14,10 @@ import pytest
 
 from sqlanon import kernel, mondrian
 
+# One test process for the module: each compiles numba's JIT of the kernel
+# on first use (~20 s of CPU), once instead of once per process.
+pytestmark = pytest.mark.xdist_group("kernel")
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -152,6 +156,7 @@ def test_the_key_and_the_build_follow_the_cpu(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # its build directory is gone
 
 
+@pytest.mark.slow  # two compilers at once, ~25 s of both cores
 def test_concurrent_first_runs_compile_once_and_replace_a_broken_module(tmp_path):
     """Two processes start with a broken module in the cache: one compiles, the
     other waits and loads it. The build leaves nothing in the temporary
