@@ -602,9 +602,6 @@ def _load_job_for_verify(ctx: click.Context, param: click.Parameter, value: str 
     _load_config(job, param, value)
     read = job.default_map or {}
     keys = job.meta.get("sqlanon.config_keys", {})
-    if isinstance(read.get("k"), int) and read["k"] < MIN_K:  # a job anonymize refuses has no output to check
-        raise click.UsageError(f"{keys['k']!r} in {value!r} must be an integer >= {MIN_K}, got {read['k']} "
-                               "(anonymize refuses the job)", ctx)
     mapped = {"input": "output", "table": "target_table", "qi": "qi", "k": "k", "l_": "l_", "sensitive": "sensitive"}
     ctx.default_map = {**(ctx.default_map or {}), **{ours: read[theirs] for ours, theirs in mapped.items()
                                                      if theirs in read}}
@@ -1017,15 +1014,15 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
 
     ctx = click.get_current_context()
     job = ctx.meta.get("sqlanon.config")
-    if not input and job:
-        raise click.UsageError(
-            f"Missing 'TABLE_OR_FILE': {job!r} has no output (the job gives it as -o?); name it on the command line",
-            ctx)
     _require(ctx, ("TABLE_OR_FILE", "output", input), ("--qi", "qi", qi), ("-k", "k", k),
              job=repr(job) if job else "an anonymize job file given to --config")
-    if (ctx.get_parameter_source("input") is click.core.ParameterSource.COMMANDLINE
-            and ctx.get_parameter_source("table") is click.core.ParameterSource.DEFAULT_MAP):
-        table = None  # the job's target_table names a table of the job's output, not of this one (helper-45)
+    from_job = click.core.ParameterSource.DEFAULT_MAP
+    if ctx.get_parameter_source("k") is from_job and k < MIN_K:  # a job anonymize refuses has no output to check
+        raise click.UsageError(f"{ctx.meta['sqlanon.config_keys']['k']!r} in {job!r} must be an integer >= {MIN_K}, "
+                               f"got {k} (anonymize refuses the job)", ctx)
+    if ctx.get_parameter_source("table") is from_job and not (
+            "://" in input or (file_format(input) is None and os.path.isfile(input))):
+        table = None  # the job's target_table, of a database output; not of this file or lake (helper-45, -47)
     check = api.verify.with_flags(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive), table=table)
     if as_json:
         click.echo(strict_json(check.to_dict()))

@@ -620,11 +620,22 @@ def test_verify_takes_the_anonymize_job_file(tmp_path):
     no_output.write_text("qi: [age]\nk: 10\n")
     r = cli("verify", "--config", no_output)
     assert r.exit_code == 2
-    assert_one_line_error(r.stderr, re.escape(f"{str(no_output)!r} has no output (the job gives it as -o?)"))
+    assert_one_line_error(r.stderr, re.escape(f"Missing 'TABLE_OR_FILE' (give it on the command line, or as output: "
+                                              f"in {str(no_output)!r})"))
+    only_k = tmp_path / "jobs" / "only_k.yml"  # all that is missing at once (helper-47)
+    only_k.write_text("k: 10\n")
+    r = cli("verify", "--config", only_k)
+    assert_one_line_error(r.stderr, re.escape("Missing 'TABLE_OR_FILE', '--qi' (give them on the command line, or "
+                                              f"as output:, qi: in {str(only_k)!r})"))
     # another job's output named on the command line: checked, not the job's table in it (helper-45)
     into_db = tmp_path / "jobs" / "into_db.yml"
     into_db.write_text("output: ../out.duckdb\ntarget_table: adults_anon\nqi: [age, education-num]\nk: 10\n")
     r = cli("verify", "--config", into_db, tmp_path / "out.parquet")
+    assert r.exit_code == 0 and r.stdout.startswith("OK: 32561 rows"), (r.stdout, r.stderr)
+    # ... and the job's own database output named there: the job's table in it (helper-47)
+    with duckdb.connect(str(tmp_path / "out.duckdb")) as con:
+        con.execute(f"CREATE TABLE adults_anon AS SELECT * FROM read_parquet('{tmp_path / 'out.parquet'}')")
+    r = cli("verify", "--config", into_db, tmp_path / "out.duckdb")
     assert r.exit_code == 0 and r.stdout.startswith("OK: 32561 rows"), (r.stdout, r.stderr)
     r = cli("verify", "--config", no_output, ADULTS, "-k", "1")  # flags override the job, which gives --qi
     assert r.exit_code == 0 and r.stdout.startswith("OK: 32561 rows"), (r.stdout, r.stderr)
@@ -642,6 +653,8 @@ def test_verify_takes_the_anonymize_job_file(tmp_path):
     r = cli("verify", "--config", one)
     assert r.exit_code == 2
     assert_one_line_error(r.stderr, re.escape(f"'k' in {str(one)!r} must be an integer >= 2, got 1"))
+    r = cli("verify", "--config", one, "-k", "5")  # unless a flag overrides it (helper-47)
+    assert r.exit_code == 0 and r.stdout.startswith("OK: 32561 rows"), (r.stdout, r.stderr)
     job.write_text(job.read_text() + "colour: blue\n")
     r = cli("verify", "--config", job)
     assert r.exit_code == 2
