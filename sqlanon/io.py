@@ -2063,10 +2063,10 @@ class DuckDBTarget(LocalStagingTarget):
             con.close()
         if have:
             named = f"table {'.'.join(table)!r} in {self.path!r}"
-            why = not_metrics({n for n, _ in have}, named)
+            why = not_metrics({fold_name(n) for n, _ in have}, named)
             if why:
                 raise ConfigError(why + ": name another table with --metrics")
-            check_metrics_columns(schema, have, named)
+            check_metrics_columns(schema, have, named, fold_name)
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         """Load the parts into a staging table inside an open transaction."""
@@ -2116,14 +2116,15 @@ class DuckDBTarget(LocalStagingTarget):
                     name = ident(["__sqlanon_dst", *mtable])
                     con.execute(f'CREATE TABLE IF NOT EXISTS {name} AS SELECT * FROM "__sqlanon_metrics" LIMIT 0')
                     # By name, adding the columns an older sqlanon's table lacks.
-                    have = {d[0] for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description}
+                    # DuckDB's names ignore case: "NCP" is ncp.
+                    have = {fold_name(d[0]) for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description}
                     why = not_metrics(have, f"table {'.'.join(mtable)!r} in {self.path!r}")
                     if why:
                         raise ConfigError(why + ": name another table with --metrics")
                     check_metrics_columns(metrics.schema, [r[:2] for r in con.execute(f"DESCRIBE {name}").fetchall()],
-                                          f"table {'.'.join(mtable)!r} in {self.path!r}")
+                                          f"table {'.'.join(mtable)!r} in {self.path!r}", fold_name, publishing=True)
                     for col, typ, *_ in con.execute('DESCRIBE SELECT * FROM "__sqlanon_metrics"').fetchall():
-                        if col not in have:
+                        if fold_name(col) not in have:
                             con.execute(f"ALTER TABLE {name} ADD COLUMN {ident(col)} {typ}")
                     con.execute(f'INSERT INTO {name} BY NAME SELECT * FROM "__sqlanon_metrics"')
                 con.execute("COMMIT")
@@ -2238,15 +2239,19 @@ _SQL_KINDS = {"varchar": "text", "text": "text", "character varying": "text", "s
               "integer": "int32", "int4": "int32", "int": "int32", "bigint": "int64", "int8": "int64",
               "hugeint": "int128", "numeric": "numeric", "double": "float64", "double precision": "float64",
               "float8": "float64", "boolean": "bool", "bool": "bool", "timestamp with time zone": "timestamptz",
-              "timestamptz": "timestamptz", "timestamp": "timestamp", "timestamp without time zone": "timestamp"}
-"""A DuckDB or PostgreSQL type name (``DESCRIBE``, ``format_type``) as a
-kind of :data:`_HOLDS`; ``character varying(50)`` is text (a longer value
-fails the INSERT, loudly); a ``numeric`` with a precision is none of them."""
+              "timestamptz": "timestamptz"}
+"""A DuckDB or PostgreSQL type name (``DESCRIBE``, ``format_type`` of a
+domain's base type) as a kind of :data:`_HOLDS`; see :func:`_sql_kind` for
+the names with a length, precision or scale."""
 
 _HOLDS = {"text": {"text"}, "int32": {"int32", "int64", "int128", "numeric", "float64", "text"},
           "int64": {"int64", "int128", "numeric", "text"}, "float64": {"float64", "text"}, "bool": {"bool", "text"},
-          "timestamptz": {"timestamptz", "timestamp", "text"}}
-"""The kinds of column that hold each kind of metrics value exactly."""
+          "timestamptz": {"timestamptz", "text"}}
+"""The kinds of column that hold each kind of metrics value exactly (a
+timestamp without time zone holds the session's wall time, not the instant)."""
+
+_KIND_SHOWN = {"text": "text", "int32": "32-bit integers", "int64": "64-bit integers",
+               "float64": "double precision numbers", "bool": "booleans", "timestamptz": "timestamps with time zone"}
 
 
 def _arrow_kind(t: pa.DataType) -> str:
@@ -2256,20 +2261,40 @@ def _arrow_kind(t: pa.DataType) -> str:
             pa.bool_(): "bool"}[t]
 
 
-def check_metrics_columns(schema: pa.Schema, columns: Sequence[tuple[str, str]], where: str) -> None:
+def _sql_kind(typ: str) -> str:
+    """:data:`_SQL_KINDS` of ``typ``, and of names with their modifiers:
+    ``character varying(50)`` is text (a longer value fails the INSERT,
+    loudly); a microsecond ``timestamp(6) with time zone`` is a timestamptz
+    (fewer digits round); ``numeric(p, s)`` holds 32-bit integers with 10
+    digits before the point, 64-bit ones with 19."""
+    t = re.sub(r"\s+", " ", typ.strip().lower())
+    if re.fullmatch(r"(varchar|character varying)\(\d+\)", t):
+        return "text"
+    t = re.sub(r"^timestamp\(6\)", "timestamp", t)
+    number = re.fullmatch(r"(?:numeric|decimal)\((\d+), ?(\d+)\)", t)
+    if number:
+        whole = int(number.group(1)) - int(number.group(2))
+        return "int64" if whole >= 19 else "int32" if whole >= 10 else t
+    return _SQL_KINDS.get(t, t)
+
+
+def check_metrics_columns(schema: pa.Schema, columns: Sequence[tuple[str, str]], where: str,
+                          fold: Callable[[str], str] = str, publishing: bool = False) -> None:
     """Refuse an existing metrics table whose columns (``(name, SQL type)``)
     would not hold the run's rows (``schema``) exactly: appended into a
     hand-made table's INTEGER ``ncp`` or DECIMAL(4,2) ``gcp``, 626.157 was
-    kept as 626 and 0.0096 as 0.01, silently (helper-41)."""
+    kept as 626 and 0.0096 as 0.01, silently (helper-41). ``fold``: the
+    database's matching of names (DuckDB's ignores ASCII case: :func:`fold_name`)."""
+    ours = {fold(f.name): f for f in schema}
     for name, typ in columns:
-        if name not in schema.names:
+        field = ours.get(fold(name))
+        if field is None:
             continue
-        ours = _arrow_kind(schema.field(name).type)
-        t = re.sub(r"\s+", " ", typ.strip().lower())
-        kind = _SQL_KINDS.get(t) or ("text" if re.fullmatch(r"(varchar|character varying)\(\d+\)", t) else t)
-        if kind not in _HOLDS[ours]:
-            raise ConfigError(f"{where}: its column {name!r} is {typ}, which does not hold sqlanon's values of it "
-                              f"({ours}) exactly: change the column's type, or name another table with --metrics")
+        kind = _arrow_kind(field.type)
+        if _sql_kind(typ) not in _HOLDS[kind]:
+            raise ConfigError(f"{where}: its column {name!r} is {typ}, which does not hold sqlanon's {field.name} "
+                              f"({_KIND_SHOWN[kind]}) exactly: change the column's type, or name another table with "
+                              f"--metrics{'; nothing was published' if publishing else ''}")
 
 
 def check_replaceable(path: str, what: str, renamed: bool = True) -> None:

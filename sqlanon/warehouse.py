@@ -685,9 +685,14 @@ def _ragged_hint(con: duckdb.DuckDBPyConnection, parts: str) -> str:
             "drop it with --drop)")
 
 
-_COLUMNS = ("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-            "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped ORDER BY attnum")
-"""A table's columns and their types, by its quoted name (none: no such table)."""
+_COLUMNS = ("WITH RECURSIVE c AS (SELECT attnum, attname, atttypid AS typ, atttypmod AS mod FROM pg_attribute "
+            "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped "
+            "UNION ALL SELECT c.attnum, c.attname, t.typbasetype, t.typtypmod FROM c JOIN pg_type t ON t.oid = c.typ "
+            "WHERE t.typtype = 'd') "
+            "SELECT attname, format_type(typ, mod) FROM c JOIN pg_type t ON t.oid = c.typ WHERE t.typtype <> 'd' "
+            "ORDER BY attnum")
+"""A table's columns and their types (a domain's base type), by its quoted
+name (none: no such table)."""
 
 
 @dataclass
@@ -1282,7 +1287,7 @@ class PostgresTarget:
                 why = not_metrics({n for n, _ in have}, f"table {'.'.join(mname)!r}")
                 if why:
                     raise ConfigError(why + ": name another table with --metrics")
-                check_metrics_columns(metrics.schema, have, f"table {'.'.join(mname)!r}")
+                check_metrics_columns(metrics.schema, have, f"table {'.'.join(mname)!r}", publishing=True)
                 have = {n for n, _ in have}
                 for name, typ in new:
                     if name not in have:

@@ -2415,18 +2415,24 @@ def test_a_metrics_table_that_would_round_the_runs_values_is_refused_before_the_
     the values (wider ones, text, a TIMESTAMP) is appended to."""
     src = _small(tmp_path / "in.parquet")
     db = out_dir / "w.duckdb"
-    with duckdb.connect(str(db)) as con:
-        con.execute("CREATE TABLE t__metrics (run_id VARCHAR, kind VARCHAR, fragment_id INTEGER, ncp INTEGER, "
+    with duckdb.connect(str(db)) as con:  # DuckDB's names ignore case: "NCP" is ncp, "Kind" kind (helper-47)
+        con.execute('CREATE TABLE t__metrics (run_id VARCHAR, "Kind" VARCHAR, fragment_id INTEGER, "NCP" INTEGER, '
                     "gcp DECIMAL(4,2), started_at TIMESTAMP)")
     r = cli("anonymize", src, "-o", db, "--target-table", "t", "--qi", "age", "-k", "5")
     assert r.exit_code == 2
-    assert_one_line_error(r.stderr, re.escape("table 't__metrics' in " + repr(str(db)) + ": its column 'ncp' is "
-                                              "INTEGER, which does not hold sqlanon's values of it (float64) exactly"))
+    assert_one_line_error(r.stderr, re.escape("table 't__metrics' in " + repr(str(db)) + ": its column 'NCP' is "
+                                              "INTEGER, which does not hold sqlanon's ncp (double precision numbers) "
+                                              "exactly"))
     with duckdb.connect(str(db)) as con:
         assert [t for (t,) in con.execute("SHOW TABLES").fetchall()] == ["t__metrics"]
-        con.execute("ALTER TABLE t__metrics ALTER ncp TYPE DOUBLE")
+        con.execute('ALTER TABLE t__metrics ALTER "NCP" TYPE DOUBLE')
         con.execute("ALTER TABLE t__metrics ALTER gcp TYPE VARCHAR")
-        con.execute("ALTER TABLE t__metrics ALTER fragment_id TYPE HUGEINT")
+        con.execute("ALTER TABLE t__metrics ALTER fragment_id TYPE DECIMAL(18, 3)")
+    r = cli("anonymize", src, "-o", db, "--target-table", "t", "--qi", "age", "-k", "5")
+    assert_one_line_error(r.stderr, "its column 'started_at' is TIMESTAMP, which does not hold sqlanon's started_at "
+                                    "\\(timestamps with time zone\\)")  # the wall time of some zone
+    with duckdb.connect(str(db)) as con:
+        con.execute("ALTER TABLE t__metrics ALTER started_at TYPE TIMESTAMPTZ")
     r = cli("anonymize", src, "-o", db, "--target-table", "t", "--qi", "age", "-k", "12")
     assert r.exit_code == 0, r.stderr
     with duckdb.connect(str(db)) as con:
@@ -2443,7 +2449,11 @@ def test_a_metrics_table_that_would_round_the_runs_values_is_refused_before_the_
     (pa.int64(), "DOUBLE", False), (pa.int64(), "HUGEINT", True), (pa.string(), "character varying(64)", True),
     (pa.string(), "character(64)", False), (pa.string(), "INTEGER", False), (pa.bool_(), "BOOLEAN", True),
     (pa.bool_(), "smallint", False), (pa.timestamp("us", "UTC"), "TIMESTAMP WITH TIME ZONE", True),
-    (pa.timestamp("us", "UTC"), "timestamp without time zone", True), (pa.timestamp("us", "UTC"), "DATE", False),
+    (pa.timestamp("us", "UTC"), "timestamp without time zone", False), (pa.timestamp("us", "UTC"), "DATE", False),
+    (pa.timestamp("us", "UTC"), "timestamp(6) with time zone", True),
+    (pa.timestamp("us", "UTC"), "timestamp(3) with time zone", False), (pa.int32(), "numeric(10,0)", True),
+    (pa.int32(), "numeric(9,0)", False), (pa.int32(), "DECIMAL(18,3)", True), (pa.int64(), "numeric(19,0)", True),
+    (pa.int64(), "DECIMAL(18,0)", False), (pa.float64(), "numeric(38,10)", False),
 ])
 def test_metrics_column_types_that_hold_the_runs_values(ours, theirs, holds):
     schema = pa.schema([("x", ours)])
