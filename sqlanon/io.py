@@ -859,6 +859,18 @@ def _one_format(files: list[str], what: str) -> str:
     return fmts.pop()
 
 
+def _raw_header(path: str) -> str:
+    """The first line of a CSV file as it is written (a gzip file's too), or ''."""
+    import gzip
+
+    try:
+        with (gzip.open if path.lower().endswith(".gz") else open)(path, "rt", encoding="utf-8-sig",
+                                                                   errors="replace", newline="") as fh:
+            return fh.readline(1 << 20).rstrip("\r\n")
+    except (OSError, EOFError):
+        return ""
+
+
 def read_as_one_column(where: str, name: str) -> str:
     """The error of a CSV input ``where`` read as the one column ``name``."""
     return (f"{where} reads as one column, {name!r}: DuckDB could not tell its delimiter (a row with more or "
@@ -869,8 +881,10 @@ def csv_break(files: Sequence[str], header: str) -> str:
     """Where CSV ``files`` whose header reads as the one column ``header``
     (DuckDB's sniffer could not tell their dialect) break, read strictly
     with the delimiter the header holds: ``" (line 1501 of 'x.csv': Expected
-    Number of Columns: 3 Found: 2: '33,White')"``, or ``""``. The sniffer's
-    failure named neither the line nor the cause (helper-42)."""
+    Number of Columns: 3 Found: 2)"``, or ``""``. The sniffer's failure named
+    neither the line nor the cause (helper-42). As :func:`first_line`, not
+    the row's text: it is the input's data (and its place in DuckDB's error
+    moves with the file's line ends: helper-47)."""
     # The delimiter that splits the header into the most fields, quotes kept
     # ('id;"age, years";dx' is three fields of ';', not two of ','): helper-45.
     fields = {d: len(next(csv.reader([header], delimiter=d, quotechar='"'), [])) for d in (",", ";", "\t", "|")}
@@ -890,10 +904,8 @@ def csv_break(files: Sequence[str], header: str) -> str:
                 where = re.search(r"CSV Error on Line: (\d+)", lines[0] if lines else "")
                 if where is None:
                     continue
-                original = next((x[len("Original Line: "):] for x in lines if x.startswith("Original Line: ")), "")
-                cause = next((x for x in lines[1:] if not x.startswith(("Original Line", "Possible fixes", "*"))), "")
-                shown = original if len(original) <= 80 else original[:77] + "..."
-                return f" (line {where.group(1)} of {f!r}: {cause.rstrip('.')}: {shown!r})"
+                cause = next((x.rstrip(".") for x in lines[1:] if _CSV_CAUSE.match(x)), "")
+                return f" (line {where.group(1)} of {f!r}{': ' + cause if cause else ''})"
         return ""
     finally:
         con.close()
@@ -948,7 +960,11 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                                   as_text=True, text_columns=(), hive_text=(), ours=False,
                                   delim=exact_file(f, fmt).delimiter, dateformat=None, timestampformat=None,
                                   hive_nulls=(), hive_null=HIVE_NULL, filename=None).sql
-                header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
+                try:
+                    header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
+                except duckdb.Error as exc:  # the file of a lake, and where it breaks (helper-47)
+                    hint = csv_break([f], _raw_header(f)) if "Error when sniffing file" in str(exc) else ""
+                    raise InputError(f"cannot read {f!r}: {first_line(exc)}{hint}") from exc
                 if header is None:  # DuckDB would read a column "column0" from it
                     raise InputError(f"{f!r} is empty: a CSV file starts with its header row")
                 # DuckDB names a column by its header cell trimmed of spaces (Unicode's, not tabs):
