@@ -900,15 +900,36 @@ def csv_break(files: Sequence[str], header: str) -> str:
                             f"escape = '\"', header = true, auto_detect = false, columns = {columns}, "
                             "strict_mode = true)").fetchall()
             except duckdb.Error as exc:
-                lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+                lines = str(exc).splitlines()
                 where = re.search(r"CSV Error on Line: (\d+)", lines[0] if lines else "")
                 if where is None:
                     continue
-                cause = next((x.rstrip(".") for x in lines[1:] if _CSV_CAUSE.match(x)), "")
-                return f" (line {where.group(1)} of {f!r}{': ' + cause if cause else ''})"
+                at = next((i for i, x in enumerate(lines) if _CSV_CAUSE.match(x.strip())), len(lines))
+                cause = lines[at].strip().rstrip(".") if at < len(lines) else ""
+                # The row's text, to find its line: DuckDB counts records, and a quoted value over
+                # several lines put the line it named a few lines above the row (helper-47).
+                row = next(("\n".join([x[len("Original Line: "):], *lines[i + 1 : at]]).strip("\r\n")
+                            for i, x in enumerate(lines[:at]) if x.startswith("Original Line: ")), "")
+                line = _line_holding(f, row.split("\n")[0]) if row.strip() else None
+                return f" (line {line or where.group(1)} of {f!r}{': ' + cause if cause else ''})"
         return ""
     finally:
         con.close()
+
+
+def _line_holding(path: str, text: str) -> int | None:
+    """The number of the first line of ``path`` (plain or gzip) that is ``text``, or None."""
+    import gzip
+
+    try:
+        with (gzip.open if path.lower().endswith(".gz") else open)(path, "rt", encoding="utf-8-sig",
+                                                                   errors="replace", newline="") as fh:
+            for number, line in enumerate(fh, 1):
+                if line.rstrip("\r\n") == text:
+                    return number
+    except (OSError, EOFError):
+        pass
+    return None
 
 
 def exact_file(path: str, fmt: str) -> FileSource:

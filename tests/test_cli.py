@@ -2070,17 +2070,20 @@ def test_a_csv_file_read_as_one_column_says_so(tmp_path, out_dir):
     assert snapshot(out_dir) == {}
 
 
-@pytest.mark.parametrize("kind", ["crlf", "tsv"])
+@pytest.mark.parametrize("kind", ["crlf", "tsv", "multiline"])
 def test_a_lakes_csv_file_that_breaks_is_named_with_its_line(tmp_path, out_dir, kind):
     """helper-47: in a lake of Windows line ends the row's text stood where
     the cause goes (line 51 of ...: 47,20001,cold,extra: ''); a .tsv lake
     whose one file the sniffer gave up on named the lake, not the file, nor
-    where. (The row's text is the input's: never in the message.)"""
-    sep, end, ext = ("\t", "\n", "tsv") if kind == "tsv" else (",", "\r\n", "csv")
+    where; after quoted values over several lines the line named was DuckDB's
+    count of rows, lines above the row. (The row's text is the input's:
+    never in the message.)"""
+    sep, end, ext = ("\t", "\n", "tsv") if kind == "tsv" else (",", "\r\n" if kind == "crlf" else "\n", "csv")
     (tmp_path / "lake").mkdir()
     for i in range(3):
-        rows = [sep.join(("age", "zip", "dx"))] + [sep.join((str(20 + j % 40), str(20_000 + j % 9), "flu"))
-                                                    for j in range(100)]
+        rows = [sep.join(("age", "zip", "dx"))] + [sep.join((
+            str(20 + j % 40), str(20_000 + j % 9), '"flu,\nthen cold"' if kind == "multiline" and j < 3 else "flu"))
+            for j in range(100)]
         if i == 1:
             rows[50] = sep.join(("47", "20001", "Smith", "John"))
         (tmp_path / "lake" / f"p{i}.{ext}").write_bytes((end.join(rows) + end).encode())
@@ -2088,7 +2091,8 @@ def test_a_lakes_csv_file_that_breaks_is_named_with_its_line(tmp_path, out_dir, 
     r = cli("anonymize", tmp_path / "lake", "-o", out_dir / "o.parquet", "--qi", "age,zip", "-k", "5")
     assert r.exit_code == 1
     line = assert_one_line_error(r.stderr, re.escape(repr(bad)))
-    assert line.endswith(f"(line 51 of {bad!r}: Expected Number of Columns: 3 Found: 4)"), line
+    at = 54 if kind == "multiline" else 51  # three rows above it take two lines each
+    assert line.endswith(f"(line {at} of {bad!r}: Expected Number of Columns: 3 Found: 4)"), line
     assert "Smith" not in r.stderr and snapshot(out_dir) == {}
 
 
