@@ -112,6 +112,8 @@ OPS = ("le", "gt_or_null", "gt", "in", "not_in_or_null", "is_null", "not_null")
 
 _SCALAR_OPS = ("le", "gt_or_null", "gt")
 _SET_OPS = ("in", "not_in_or_null")
+_ABOVE = ("gt_or_null", "gt", "not_in_or_null", "is_null")
+"""The right side of a cut, the rows not in its left side (``le``, ``in``, ``not_null``)."""
 
 
 # --------------------------------------------------------------------------
@@ -308,8 +310,8 @@ def merge(plan: Plan, ids: Iterable[int]) -> Plan:
     tree (a fragment and its :meth:`Plan.sibling_of` are); the merged fragment
     is that node, with the node's path and its conjunction (the common prefix
     of their predicates). ``quantile``: ``ids`` must be neighbours; the merged
-    fragment keeps the lower bound of the first and the upper bound of the
-    last. Either way the plan stays disjoint and complete.
+    fragment keeps the first's sides above the cuts before it and the last's
+    own cut. Either way the plan stays disjoint and complete.
 
     The merged fragment gets a new id, one more than the largest id in the
     plan (never the id of an earlier fragment); the other fragments keep
@@ -330,11 +332,9 @@ def merge(plan: Plan, ids: Iterable[int]) -> Plan:
         raise ValueError(f"fragments {sorted(wanted)} are not neighbours in the plan; only adjacent fragments can merge")
     run = plan.fragments[first : last + 1]
     if plan.strategy == "quantile":
-        preds: tuple[Predicate, ...] = ()
-        if first > 0:
-            preds += (run[0].predicates[0],)  # lower bound of the first
-        if last < len(plan.fragments) - 1:
-            preds += (run[-1].predicates[-1],)  # upper bound of the last
+        # The first's sides above the cuts before it, and the last's own cut (_quantile).
+        preds = (tuple(p for p in run[0].predicates if p.op in _ABOVE)
+                 + tuple(p for p in run[-1].predicates[-1:] if p.op not in _ABOVE))
         path = f"{run[0].path.split('-')[0]}-{run[-1].path.split('-')[-1]}"
     else:
         prefix = _common_prefix([f.path for f in run])
@@ -724,7 +724,13 @@ def _quantile(cols: list[_Column], n: int, workers: int) -> list[tuple[np.ndarra
     starts = np.searchsorted(which[order], np.arange(k + 2))
     out = []
     for i in range(k + 1):
-        preds = (() if i == 0 else (sides[i - 1][1],)) + (() if i == k else (sides[i][0],))
+        # A value column's fragment i is "above every cut before, within cut i": in a table's text
+        # column under a collation the cut values may be in another order than the plan's, and the
+        # intervals "above cut i-1, within cut i" overlapped (rows twice: helper-46). Where the
+        # database orders them as the plan (Predicate.foldable) the SQL has the interval all the same
+        # (_bounds). A hierarchy's lists hold the leaves up to their cut: one before is enough.
+        before = sides[:i] if c.leaf_values is None else sides[i - 1 : i]
+        preds = tuple(right for _, right in before) + (() if i == k else (sides[i][0],))
         out.append((order[starts[i] : starts[i + 1]], str(i), preds))
     return out
 
