@@ -34,6 +34,8 @@ TRUE
 ({{ pr.column | ident }} > {{ p(pr.value) }} OR isnan({{ pr.column | ident }}))
 {%- elif pr.op == "gt" -%}
 {{ pr.column | ident }} > {{ p(pr.value) }}
+{%- elif pr.op == "le_any" -%}
+({% for v in pr.value %}{{ pr.column | ident }} <= {{ p(v) }}{% if not loop.last %} OR {% endif %}{% endfor %})
 {%- elif pr.op == "in" and dialect == "duckdb" and pr.value | length > 64 -%}
 {%- for v in pr.value if v is float and v != v %}({% endfor -%}
 {{ pr.column | ident }} IN (SELECT unnest({{ p(pr.value | without_nan) }}))

@@ -107,11 +107,12 @@ __all__ = [
     "where_sql",
 ]
 
-OPS = ("le", "gt_or_null", "gt", "in", "not_in_or_null", "is_null", "not_null")
+OPS = ("le", "gt_or_null", "gt", "le_any", "in", "not_in_or_null", "is_null", "not_null")
 """The closed set of predicate operators (see :class:`Predicate`)."""
 
 _SCALAR_OPS = ("le", "gt_or_null", "gt")
-_SET_OPS = ("in", "not_in_or_null")
+_SET_OPS = ("in", "not_in_or_null", "le_any")  # a tuple of values
+_BOUND_OPS = (*_SCALAR_OPS, "le_any", "is_null", "not_null")  # a value column's (_bounds)
 _ABOVE = ("gt_or_null", "gt", "not_in_or_null", "is_null")
 """The right side of a cut, the rows not in its left side (``le``, ``in``, ``not_null``)."""
 
@@ -152,6 +153,8 @@ class Predicate:
             * ``gt_or_null``: ``column > value OR column IS NULL``;
             * ``gt``: ``column > value`` (a cut's side never holds it: a
               ``gt_or_null`` where the conjunction already leaves NULL out);
+            * ``le_any``: ``column <= v1 OR column <= v2 …`` (``value`` a
+              tuple): quantile fragments merged (:func:`merge`);
             * ``in``: ``column IN value`` (``value`` a tuple);
             * ``not_in_or_null``: ``column NOT IN value OR column IS NULL``;
             * ``is_null`` / ``not_null``: ``column IS [NOT] NULL``.
@@ -159,14 +162,14 @@ class Predicate:
             ``le``/``gt_or_null``, ``in``/``not_in_or_null`` and
             ``not_null``/``is_null`` are complements: exactly one of each pair
             holds for any row.
-        value: a scalar for ``le``/``gt_or_null``, a tuple of non-NULL values
-            for ``in``/``not_in_or_null`` (a list is turned into a tuple),
-            ``None`` otherwise.
+        value: a scalar for ``le``/``gt_or_null``/``gt``, a tuple of non-NULL
+            values for ``in``/``not_in_or_null``/``le_any`` (a list is turned
+            into a tuple), ``None`` otherwise.
         foldable: (``in``/``not_in_or_null``) whether this list and the
             column's other lists in a conjunction may become one list by
             set algebra on their values (see :func:`where_sql`): no two
             values of the column's domain compare equal in any collation.
-            (``le``/``gt_or_null``) whether the database orders the column's
+            (``le``/``gt_or_null``/``le_any``) whether the database orders the column's
             values as the plan does (numbers, dates; text read from files,
             compared by its bytes), so that of a cut-tree path's bounds on
             the column the last ones are the tightest. Not part of the
@@ -189,6 +192,8 @@ class Predicate:
             object.__setattr__(self, "value", tuple(self.value))
             if any(v is None for v in self.value):
                 raise ValueError(f"op {self.op!r} on column {self.column!r}: NULL cannot be in the value list")
+            if self.op == "le_any" and not self.value:
+                raise ValueError(f"op 'le_any' on column {self.column!r} needs at least one value")
         elif self.op in _SCALAR_OPS:
             if self.value is None or isinstance(self.value, (tuple, list)):
                 raise ValueError(f"op {self.op!r} on column {self.column!r} needs one non-NULL value")
@@ -310,8 +315,9 @@ def merge(plan: Plan, ids: Iterable[int]) -> Plan:
     tree (a fragment and its :meth:`Plan.sibling_of` are); the merged fragment
     is that node, with the node's path and its conjunction (the common prefix
     of their predicates). ``quantile``: ``ids`` must be neighbours; the merged
-    fragment keeps the first's sides above the cuts before it and the last's
-    own cut. Either way the plan stays disjoint and complete.
+    fragment keeps the first's sides above the cuts before it, within any of
+    the run's own cuts (:func:`_within_any`). Either way the plan stays
+    disjoint and complete, in any order of the values.
 
     The merged fragment gets a new id, one more than the largest id in the
     plan (never the id of an earlier fragment); the other fragments keep
@@ -332,9 +338,7 @@ def merge(plan: Plan, ids: Iterable[int]) -> Plan:
         raise ValueError(f"fragments {sorted(wanted)} are not neighbours in the plan; only adjacent fragments can merge")
     run = plan.fragments[first : last + 1]
     if plan.strategy == "quantile":
-        # The first's sides above the cuts before it, and the last's own cut (_quantile).
-        preds = (tuple(p for p in run[0].predicates if p.op in _ABOVE)
-                 + tuple(p for p in run[-1].predicates[-1:] if p.op not in _ABOVE))
+        preds = tuple(p for p in run[0].predicates if p.op in _ABOVE) + _within_any(run)
         path = f"{run[0].path.split('-')[0]}-{run[-1].path.split('-')[-1]}"
     else:
         prefix = _common_prefix([f.path for f in run])
@@ -355,6 +359,24 @@ def merge(plan: Plan, ids: Iterable[int]) -> Plan:
         estimated_rows=sum(f.estimated_rows for f in run),
     )
     return Plan(plan.strategy, plan.fragments[:first] + (merged,) + plan.fragments[last + 1 :])
+
+
+def _within_any(run: tuple[Fragment, ...]) -> tuple[Predicate, ...]:
+    """Quantile neighbours merged: the rows above the cuts before the first
+    (its ``_ABOVE`` sides) within any of the run's own cuts (the last
+    predicate of each, :func:`_quantile`). A hierarchy's lists hold every
+    leaf up to their cut, and NULL is the last cut: the last one is the
+    union. A value column's cuts ``<= v`` are one in the plan's order, not
+    in a collation's: ``le_any`` says each (helper-48: a merge of NOCASE
+    text kept the last cut alone and lost the rows within an earlier one).
+    A run that holds the last fragment (above every cut) is within none."""
+    own = [f.predicates[-1] for f in run if f.predicates and f.predicates[-1].op not in _ABOVE]
+    if len(own) < len(run):
+        return ()
+    if any(p.op in ("in", "not_null") for p in own):
+        return (own[-1],)
+    values = tuple(v for p in own for v in (p.value if p.op == "le_any" else (p.value,)))
+    return (Predicate(own[-1].column, "le_any", values, own[-1].foldable),)
 
 
 def _common_prefix(paths: list[str]) -> str:
@@ -425,7 +447,7 @@ def _folded(preds: tuple[Predicate, ...]) -> tuple[Predicate, ...]:
         groups.setdefault(p.column, []).append(p)
     bounds: dict[int, Predicate | None] = {}
     for group in groups.values():
-        if len(group) > 1 and all(q.op in _SCALAR_OPS or q.op in ("is_null", "not_null") for q in group):
+        if all(q.op in _BOUND_OPS for q in group) and (len(group) > 1 or group[0].op == "le_any"):
             bounds.update(_bounds(group))
     out = []
     for p in preds:
@@ -434,7 +456,7 @@ def _folded(preds: tuple[Predicate, ...]) -> tuple[Predicate, ...]:
             if p is group[0]:
                 kept = [bounds[id(q)] for q in group if bounds[id(q)] is not None]
                 out.extend(sorted(kept, key=lambda q: q.op == "le"))
-        elif (len(group) == 1 or any(q.op not in _SET_OPS or not q.foldable for q in group)
+        elif (len(group) == 1 or any(q.op not in ("in", "not_in_or_null") or not q.foldable for q in group)
                 or all(q.op != "in" for q in group)):
             out.append(p)
         elif p is group[0]:
@@ -462,26 +484,29 @@ def _bounds(group: list[Predicate]) -> dict[int, Predicate | None]:
       ``gt_or_null`` are the tightest, and the others go. Text under a
       collation may order otherwise: its bounds stay.
     * ``is_null`` (a path's last cut on the column) implies the
-      ``gt_or_null`` before it."""
-    ops = {q.op for q in group}
+      ``gt_or_null`` before it.
+    * Merged quantile cuts (``le_any``), ordered so, are their last one."""
+    ordered = all(q.foldable for q in group if q.op in (*_SCALAR_OPS, "le_any"))
+    as_is = {id(q): Predicate(q.column, "le", q.value[-1], True) if q.op == "le_any" and ordered else q
+             for q in group}
+    ops = {q.op for q in as_is.values()}
     if "is_null" in ops:
-        if "le" in ops or "not_null" in ops or "gt" in ops:  # no row: left as it is
-            return {id(q): q for q in group}
+        if ops & {"le", "le_any", "not_null", "gt"}:  # no row: left as it is
+            return as_is
         last = [q for q in group if q.op == "is_null"][-1]
         return {id(q): q if q is last else None for q in group}
-    ordered = all(q.foldable for q in group if q.op in _SCALAR_OPS)
-    last = {op: [q for q in group if q.op == op][-1] for op in ops}
-    nonnull = bool(ops & {"le", "gt", "not_null"})
+    last = {op: [q for q in as_is.values() if q.op == op][-1] for op in ops}
+    nonnull = bool(ops & {"le", "le_any", "gt", "not_null"})
     out: dict[int, Predicate | None] = {}
-    for q in group:
+    for key, q in as_is.items():
         if q.op == "not_null":
-            out[id(q)] = q if ops == {"not_null"} else None
+            out[key] = q if ops == {"not_null"} else None
         elif ordered and q is not last[q.op]:
-            out[id(q)] = None
+            out[key] = None
         elif q.op == "gt_or_null" and nonnull:
-            out[id(q)] = Predicate(q.column, "gt", q.value, q.foldable)
+            out[key] = Predicate(q.column, "gt", q.value, q.foldable)
         else:
-            out[id(q)] = q
+            out[key] = q
     return out
 
 

@@ -252,20 +252,34 @@ def test_text_bounds_fold_only_where_the_source_orders_text_as_the_plan(con, str
     rows in no fragment or two: a table's text is not taken to order so.
     Quantile's intervals between cut values overlapped so, a run refused
     for rows written twice (helper-46): each fragment is above every cut
-    before it, which SQL writes as the interval where the order is known."""
+    before it, which SQL writes as the interval where the order is known;
+    merged neighbours are within any of their cuts (le_any)."""
     words = ["a", "B", "b", "C", "c", "D", "d", "E", "e", "F"] * 20
     sample = pa.table({"t": words})
     spec = AnonymizationSpec((QuasiIdentifier("t"),), k=2)
     db = duckdb.connect()
     db.execute("CREATE TABLE t (t VARCHAR COLLATE NOCASE)")
     db.execute("INSERT INTO t SELECT unnest(?)", [words + [None, "zz", "A"]])
-    for text_order, ok in ((False, True), (True, False)):
-        plan = plan_fragments(sample, spec, 8, strategy, text_order=text_order)
-        hits = " + ".join(f"(CASE WHEN {sql} THEN 1 ELSE 0 END)" for sql, _ in map(where_sql, (
-            f.predicates for f in plan.fragments)))
-        params = [v for f in plan.fragments for v in where_sql(f.predicates)[1]]
-        per_row = db.execute(f"SELECT {hits} AS h, count(*) FROM t GROUP BY h ORDER BY h", params).fetchall()
-        assert (per_row == [(1, len(words) + 3)]) == ok, (text_order, per_row)
+    once = [(1, len(words) + 3)]  # every row in one fragment
+
+    def hits(plan):
+        clauses = [where_sql(f.predicates) for f in plan.fragments]
+        per_row = " + ".join(f"(CASE WHEN {sql} THEN 1 ELSE 0 END)" for sql, _ in clauses)
+        return db.execute(f"SELECT {per_row} AS h, count(*) FROM t GROUP BY h ORDER BY h",
+                          [v for _, ps in clauses for v in ps]).fetchall()
+
+    assert hits(plan_fragments(sample, spec, 8, strategy, text_order=True)) != once  # folded by the plan's order
+    plan = plan_fragments(sample, spec, 8, strategy)
+    assert hits(plan) == once
+    # and when a run repairs fragments by merging neighbours: the merged
+    # quantile fragment kept the last one's cut alone and lost rows (helper-48)
+    for i in range(len(plan.fragments) - 1):
+        a = plan.fragments[i].id
+        assert hits(merge(plan, [a, *plan.sibling_of(a)] if strategy == "mondrian" else [a, a + 1])) == once, i
+    grown = plan  # a merged run merged again, from the middle
+    while strategy == "quantile" and len(grown.fragments) > 2:
+        grown = merge(grown, [grown.fragments[1].id, grown.fragments[2].id])
+        assert hits(grown) == once, grown
     check_partition(con, pa.table({"t": words + [None, "zz", "A"]}), plan)  # by bytes: the plan holds
 
 
