@@ -314,7 +314,7 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
     if "" in names and "" not in drop:
         raise InputError(f"{where} has a column without a name: give it one in a view")
     refuse_reserved([*spec.qi_names, *spec.sensitive])
-    if len(names) == 1 and re.search(r"[,;\t|]", names[0]) and names[0] not in [*spec.qi_names, *spec.sensitive]:
+    if len(names) == 1 and io.looks_delimited(names[0]) and names[0] not in [*spec.qi_names, *spec.sensitive]:
         raise InputError(io.read_as_one_column(where, names[0]))
     named = [("--qi", spec.qi_names), ("--sensitive", spec.sensitive), ("--drop", drop), ("--keep", keep or ())]
     for option, columns in named:

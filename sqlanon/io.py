@@ -25,6 +25,7 @@ removes the staging left behind by a dead run.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import csv
 import ctypes
@@ -41,7 +42,7 @@ import stat
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -859,16 +860,26 @@ def _one_format(files: list[str], what: str) -> str:
     return fmts.pop()
 
 
-def _raw_header(path: str) -> str:
-    """The first line of a CSV file as it is written (a gzip file's too), or ''."""
+def _csv_lines(path: str) -> Iterator[str]:
+    """The lines of a CSV file as written, without their ends: a plain or
+    gzip file's (none of a file in another compression)."""
     import gzip
 
+    compression = csv_dialect(path)[1]
+    if compression not in ("none", "gzip"):
+        return
     try:
-        with (gzip.open if path.lower().endswith(".gz") else open)(path, "rt", encoding="utf-8-sig",
-                                                                   errors="replace", newline="") as fh:
-            return fh.readline(1 << 20).rstrip("\r\n")
+        with (gzip.open if compression == "gzip" else open)(path, "rt", encoding="utf-8-sig", errors="replace",
+                                                            newline="") as fh:
+            for line in fh:
+                yield line.rstrip("\r\n")
     except (OSError, EOFError):
-        return ""
+        return
+
+
+def looks_delimited(name: str) -> bool:
+    """Whether a CSV input's one column ``name`` holds a delimiter: its header read whole."""
+    return bool(re.search(r"[,;\t|]", name))
 
 
 def read_as_one_column(where: str, name: str) -> str:
@@ -910,25 +921,25 @@ def csv_break(files: Sequence[str], header: str) -> str:
                 # several lines put the line it named a few lines above the row (helper-47).
                 row = next(("\n".join([x[len("Original Line: "):], *lines[i + 1 : at]]).strip("\r\n")
                             for i, x in enumerate(lines[:at]) if x.startswith("Original Line: ")), "")
-                line = _line_holding(f, row.split("\n")[0]) if row.strip() else None
-                return f" (line {line or where.group(1)} of {f!r}{': ' + cause if cause else ''})"
+                number = int(where.group(1))
+                line = _line_holding(f, [x.rstrip("\r") for x in row.split("\n")], number) if row.strip() else None
+                return f" (line {line or number} of {f!r}{': ' + cause if cause else ''})"
         return ""
     finally:
         con.close()
 
 
-def _line_holding(path: str, text: str) -> int | None:
-    """The number of the first line of ``path`` (plain or gzip) that is ``text``, or None."""
-    import gzip
-
-    try:
-        with (gzip.open if path.lower().endswith(".gz") else open)(path, "rt", encoding="utf-8-sig",
-                                                                   errors="replace", newline="") as fh:
-            for number, line in enumerate(fh, 1):
-                if line.rstrip("\r\n") == text:
-                    return number
-    except (OSError, EOFError):
-        pass
+def _line_holding(path: str, row: list[str], row_number: int) -> int | None:
+    """The line of ``path`` where ``row``'s lines stand one after another,
+    from line ``row_number`` on (the row's number as DuckDB counts rows: no
+    row starts above it; a row the same as an earlier one's start, inside a
+    quoted value, was taken for it: helper-48), or None."""
+    window: collections.deque[str] = collections.deque(maxlen=len(row))
+    for number, line in enumerate(_csv_lines(path), 1):
+        window.append(line)
+        first = number - len(row) + 1
+        if first >= row_number and list(window) == row:
+            return first
     return None
 
 
@@ -984,7 +995,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                 try:
                     header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
                 except duckdb.Error as exc:  # the file of a lake, and where it breaks (helper-47)
-                    hint = csv_break([f], _raw_header(f)) if "Error when sniffing file" in str(exc) else ""
+                    hint = csv_break([f], next(_csv_lines(f), "")) if "Error when sniffing file" in str(exc) else ""
                     raise InputError(f"cannot read {f!r}: {first_line(exc)}{hint}") from exc
                 if header is None:  # DuckDB would read a column "column0" from it
                     raise InputError(f"{f!r} is empty: a CSV file starts with its header row")
@@ -999,7 +1010,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
     if fmt != "parquet" and any(len(cols) > 1 for cols in columns.values()):
         # One file of a lake the sniffer gave up on: where it breaks, not the columns it lacks (helper-45).
         for f, cols in columns.items():
-            if len(cols) == 1 and cols[0][0] and re.search(r"[,;\t|]", cols[0][0]):
+            if len(cols) == 1 and cols[0][0] and looks_delimited(cols[0][0]):
                 raise InputError(read_as_one_column(repr(f), cols[0][0]) + csv_break([f], cols[0][0]))
     coarse: dict[str, None] = {}
     for f, cols in columns.items():
@@ -2099,11 +2110,7 @@ class DuckDBTarget(LocalStagingTarget):
         finally:
             con.close()
         if have:
-            named = f"table {'.'.join(table)!r} in {self.path!r}"
-            why = not_metrics({fold_name(n) for n, _ in have}, named)
-            if why:
-                raise ConfigError(why + ": name another table with --metrics")
-            check_metrics_columns(schema, have, named, fold_name)
+            refuse_unfit_metrics(schema, have, f"table {'.'.join(table)!r} in {self.path!r}", fold_name)
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         """Load the parts into a staging table inside an open transaction."""
@@ -2153,13 +2160,10 @@ class DuckDBTarget(LocalStagingTarget):
                     name = ident(["__sqlanon_dst", *mtable])
                     con.execute(f'CREATE TABLE IF NOT EXISTS {name} AS SELECT * FROM "__sqlanon_metrics" LIMIT 0')
                     # By name, adding the columns an older sqlanon's table lacks.
-                    # DuckDB's names ignore case: "NCP" is ncp.
-                    have = {fold_name(d[0]) for d in con.execute(f"SELECT * FROM {name} LIMIT 0").description}
-                    why = not_metrics(have, f"table {'.'.join(mtable)!r} in {self.path!r}")
-                    if why:
-                        raise ConfigError(why + ": name another table with --metrics")
-                    check_metrics_columns(metrics.schema, [r[:2] for r in con.execute(f"DESCRIBE {name}").fetchall()],
-                                          f"table {'.'.join(mtable)!r} in {self.path!r}", fold_name, publishing=True)
+                    described = [r[:2] for r in con.execute(f"DESCRIBE {name}").fetchall()]
+                    refuse_unfit_metrics(metrics.schema, described, f"table {'.'.join(mtable)!r} in {self.path!r}",
+                                         fold_name, publishing=True)
+                    have = {fold_name(n) for n, _ in described}  # DuckDB's names ignore case: "NCP" is ncp
                     for col, typ, *_ in con.execute('DESCRIBE SELECT * FROM "__sqlanon_metrics"').fetchall():
                         if fold_name(col) not in have:
                             con.execute(f"ALTER TABLE {name} ADD COLUMN {ident(col)} {typ}")
@@ -2315,13 +2319,19 @@ def _sql_kind(typ: str) -> str:
     return _SQL_KINDS.get(t, t)
 
 
-def check_metrics_columns(schema: pa.Schema, columns: Sequence[tuple[str, str]], where: str,
-                          fold: Callable[[str], str] = str, publishing: bool = False) -> None:
-    """Refuse an existing metrics table whose columns (``(name, SQL type)``)
-    would not hold the run's rows (``schema``) exactly: appended into a
-    hand-made table's INTEGER ``ncp`` or DECIMAL(4,2) ``gcp``, 626.157 was
-    kept as 626 and 0.0096 as 0.01, silently (helper-41). ``fold``: the
-    database's matching of names (DuckDB's ignores ASCII case: :func:`fold_name`)."""
+def refuse_unfit_metrics(schema: pa.Schema, columns: Sequence[tuple[str, str]], where: str,
+                         fold: Callable[[str], str] = str, publishing: bool = False) -> None:
+    """Refuse an existing table (its columns: ``(name, SQL type)``) as the
+    place of a run's metrics rows (``schema``): one that is not sqlanon's
+    (:func:`not_metrics`), or whose columns would not hold the rows
+    exactly: appended into a hand-made table's INTEGER ``ncp`` or
+    DECIMAL(4,2) ``gcp``, 626.157 was kept as 626 and 0.0096 as 0.01,
+    silently (helper-41). ``fold``: the database's matching of names
+    (DuckDB's ignores ASCII case: :func:`fold_name`)."""
+    done = "; nothing was published" if publishing else ""
+    why = not_metrics({fold(n) for n, _ in columns}, where)
+    if why:
+        raise ConfigError(f"{why}: name another table with --metrics{done}")
     ours = {fold(f.name): f for f in schema}
     for name, typ in columns:
         field = ours.get(fold(name))
@@ -2331,7 +2341,7 @@ def check_metrics_columns(schema: pa.Schema, columns: Sequence[tuple[str, str]],
         if _sql_kind(typ) not in _HOLDS[kind]:
             raise ConfigError(f"{where}: its column {name!r} is {typ}, which does not hold sqlanon's {field.name} "
                               f"({_KIND_SHOWN[kind]}) exactly: change the column's type, or name another table with "
-                              f"--metrics{'; nothing was published' if publishing else ''}")
+                              f"--metrics{done}")
 
 
 def check_replaceable(path: str, what: str, renamed: bool = True) -> None:

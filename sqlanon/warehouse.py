@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from . import interrupts
 from .errors import ConfigError, InputError, redact_urls
-from .io import Staging, check_metrics_columns, not_metrics
+from .io import Staging, refuse_unfit_metrics
 from .io import first_line as _first_line
 from .sql import ident, literal, render
 
@@ -907,10 +907,7 @@ class PostgresTarget:
                 raise InputError(f"cannot look up {'.'.join(table)} in {self.conn.safe()}: "
                                  f"{self.conn.redact(_first_line(exc))}") from None
         if have:
-            why = not_metrics({n for n, _ in have}, f"table {'.'.join(table)!r}")
-            if why:
-                raise ConfigError(why + ": name another table with --metrics")
-            check_metrics_columns(schema, have, f"table {'.'.join(table)!r}")
+            refuse_unfit_metrics(schema, have, f"table {'.'.join(table)!r}")
 
     def check_metrics_table(self, where: str) -> None:
         """``--metrics`` as a table of the output database: its schema must
@@ -1271,24 +1268,20 @@ class PostgresTarget:
         metrics_table, metrics_stage = ident(list(mname)), ident(list(mstage))
         try:
             with self._transaction("publish") as c:
-                columns = _COLUMNS
-                new = c.execute(columns, (metrics_stage,)).fetchall()
+                new = c.execute(_COLUMNS, (metrics_stage,)).fetchall()
                 # The metrics table's lock first, in tries as the target's: a session holding it (CREATE INDEX,
                 # VACUUM FULL, a reader while columns are added) kept the target locked, and Ctrl-C unheard,
                 # for 2 minutes (helper-22, helper-25). The rows' lock, or the table's to add columns.
                 if c.execute("SELECT to_regclass(%s)", (metrics_table,)).fetchone()[0] is not None:
-                    older = {n for n, _ in new} - {r[0] for r in c.execute(columns, (metrics_table,)).fetchall()}
+                    older = {n for n, _ in new} - {r[0] for r in c.execute(_COLUMNS, (metrics_table,)).fetchall()}
                     self._lock_target(c, metrics_table, "ACCESS EXCLUSIVE" if older else "ROW EXCLUSIVE",
                                       f"the metrics table {'.'.join(mname)!r}")
                 self._replace(c, stage, staging.grants)
                 self._create_like(c, metrics_table, metrics_stage)
                 # By name, adding the columns an older sqlanon's table lacks.
-                have = c.execute(columns, (metrics_table,)).fetchall()
-                why = not_metrics({n for n, _ in have}, f"table {'.'.join(mname)!r}")
-                if why:
-                    raise ConfigError(why + ": name another table with --metrics")
-                check_metrics_columns(metrics.schema, have, f"table {'.'.join(mname)!r}", publishing=True)
-                have = {n for n, _ in have}
+                described = c.execute(_COLUMNS, (metrics_table,)).fetchall()
+                refuse_unfit_metrics(metrics.schema, described, f"table {'.'.join(mname)!r}", publishing=True)
+                have = {n for n, _ in described}
                 for name, typ in new:
                     if name not in have:
                         c.execute(f"ALTER TABLE {metrics_table} ADD COLUMN {ident(name)} {typ}")

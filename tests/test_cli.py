@@ -2448,6 +2448,7 @@ def test_a_metrics_table_that_would_round_the_runs_values_is_refused_before_the_
     assert_one_line_error(r.stderr, re.escape("table 't__metrics' in " + repr(str(db)) + ": its column 'NCP' is "
                                               "INTEGER, which does not hold sqlanon's ncp (double precision numbers) "
                                               "exactly"))
+    assert "nothing was published" not in r.stderr  # before the run, not when publishing (helper-48)
     with duckdb.connect(str(db)) as con:
         assert [t for (t,) in con.execute("SHOW TABLES").fetchall()] == ["t__metrics"]
         con.execute('ALTER TABLE t__metrics ALTER "NCP" TYPE DOUBLE')
@@ -2482,11 +2483,12 @@ def test_a_metrics_table_that_would_round_the_runs_values_is_refused_before_the_
 ])
 def test_metrics_column_types_that_hold_the_runs_values(ours, theirs, holds):
     schema = pa.schema([("x", ours)])
+    key = [("run_id", "VARCHAR"), ("kind", "text"), ("fragment_id", "INTEGER")]  # a metrics table's
     if holds:
-        io.check_metrics_columns(schema, [("x", theirs), ("other", "DATE")], "t")
+        io.refuse_unfit_metrics(schema, [*key, ("x", theirs), ("other", "DATE")], "t")
     else:
         with pytest.raises(ConfigError, match=re.escape(f"t: its column 'x' is {theirs}, which does not hold")):
-            io.check_metrics_columns(schema, [("x", theirs)], "t")
+            io.refuse_unfit_metrics(schema, [*key, ("x", theirs)], "t")
 
 
 def test_duckdb_output_inside_the_input_directory_is_refused(tmp_path):
