@@ -2104,7 +2104,8 @@ class DuckDBTarget(LocalStagingTarget):
             con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\" "
                         "(READ_ONLY)")
             have = con.execute(f"SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = "
-                               f"'__sqlanon_chk' AND {_NAMED} ORDER BY column_index", duckdb_table_key(table)).fetchall()
+                               f"'__sqlanon_chk' AND {_NAMED} ORDER BY column_index",
+                               duckdb_table_key(table)).fetchall()
         except duckdb.Error as exc:
             raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
         finally:
@@ -2334,12 +2335,12 @@ def refuse_unfit_metrics(schema: pa.Schema, columns: Sequence[tuple[str, str]], 
         raise ConfigError(f"{why}: name another table with --metrics{done}")
     ours = {fold(f.name): f for f in schema}
     for name, typ in columns:
-        field = ours.get(fold(name))
-        if field is None:
+        metric = ours.get(fold(name))
+        if metric is None:
             continue
-        kind = _arrow_kind(field.type)
+        kind = _arrow_kind(metric.type)
         if _sql_kind(typ) not in _HOLDS[kind]:
-            raise ConfigError(f"{where}: its column {name!r} is {typ}, which does not hold sqlanon's {field.name} "
+            raise ConfigError(f"{where}: its column {name!r} is {typ}, which does not hold sqlanon's {metric.name} "
                               f"({_KIND_SHOWN[kind]}) exactly: change the column's type, or name another table with "
                               f"--metrics{done}")
 
