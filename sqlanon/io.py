@@ -861,19 +861,17 @@ def _one_format(files: list[str], what: str) -> str:
 
 
 def _csv_lines(path: str) -> Iterator[str]:
-    """The lines of a CSV file as written, without their ends: a plain or
-    gzip file's (none of a file in another compression)."""
-    import gzip
+    """The lines of a CSV file as written (gzip or zstd: uncompressed, as
+    Arrow streams them), without their ends; none past what cannot be read."""
+    import io as _io
 
     compression = csv_dialect(path)[1]
-    if compression not in ("none", "gzip"):
-        return
     try:
-        with (gzip.open if compression == "gzip" else open)(path, "rt", encoding="utf-8-sig", errors="replace",
-                                                            newline="") as fh:
+        raw = pa.OSFile(path) if compression == "none" else pa.CompressedInputStream(pa.OSFile(path), compression)
+        with _io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="") as fh:
             for line in fh:
                 yield line.rstrip("\r\n")
-    except (OSError, EOFError):
+    except (OSError, EOFError, pa.ArrowException):
         return
 
 

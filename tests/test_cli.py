@@ -2070,7 +2070,7 @@ def test_a_csv_file_read_as_one_column_says_so(tmp_path, out_dir):
     assert snapshot(out_dir) == {}
 
 
-@pytest.mark.parametrize("kind", ["crlf", "tsv", "multiline"])
+@pytest.mark.parametrize("kind", ["crlf", "tsv", "multiline", "zst"])
 def test_a_lakes_csv_file_that_breaks_is_named_with_its_line(tmp_path, out_dir, kind):
     """helper-47: in a lake of Windows line ends the row's text stood where
     the cause goes (line 51 of ...: 47,20001,cold,extra: ''); a .tsv lake
@@ -2079,19 +2079,26 @@ def test_a_lakes_csv_file_that_breaks_is_named_with_its_line(tmp_path, out_dir, 
     count of rows, lines above the row. (The row's text is the input's:
     never in the message.)"""
     sep, end, ext = ("\t", "\n", "tsv") if kind == "tsv" else (",", "\r\n" if kind == "crlf" else "\n", "csv")
+    ext += ".zst" if kind == "zst" else ""  # the line found in the file uncompressed (helper-47)
     (tmp_path / "lake").mkdir()
     for i in range(3):
         rows = [sep.join(("age", "zip", "dx"))] + [sep.join((
-            str(20 + j % 40), str(20_000 + j % 9), '"flu,\nthen cold"' if kind == "multiline" and j < 3 else "flu"))
+            str(20 + j % 40), str(20_000 + j % 9), '"flu,\nthen cold"' if kind in ("multiline", "zst") and j < 3
+            else "flu"))
             for j in range(100)]
         if i == 1:
             rows[50] = sep.join(("47", "20001", "Smith", "John"))
-        (tmp_path / "lake" / f"p{i}.{ext}").write_bytes((end.join(rows) + end).encode())
+        data = (end.join(rows) + end).encode()
+        if kind == "zst":
+            with pa.CompressedOutputStream(str(tmp_path / "lake" / f"p{i}.{ext}"), "zstd") as out:
+                out.write(data)
+        else:
+            (tmp_path / "lake" / f"p{i}.{ext}").write_bytes(data)
     bad = str(tmp_path / "lake" / f"p1.{ext}")
     r = cli("anonymize", tmp_path / "lake", "-o", out_dir / "o.parquet", "--qi", "age,zip", "-k", "5")
     assert r.exit_code == 1
     line = assert_one_line_error(r.stderr, re.escape(repr(bad)))
-    at = 54 if kind == "multiline" else 51  # three rows above it take two lines each
+    at = 54 if kind in ("multiline", "zst") else 51  # three rows above it take two lines each
     assert line.endswith(f"(line {at} of {bad!r}: Expected Number of Columns: 3 Found: 4)"), line
     assert "Smith" not in r.stderr and snapshot(out_dir) == {}
 
