@@ -2097,17 +2097,8 @@ class DuckDBTarget(LocalStagingTarget):
         if (where and _format_of(where)) or not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
             return
         table = self.metrics_table(where)
-        con = connect()
-        try:
-            con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\" "
-                        "(READ_ONLY)")
-            have = con.execute(f"SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = "
-                               f"'__sqlanon_chk' AND {_NAMED} ORDER BY column_index",
-                               duckdb_table_key(table)).fetchall()
-        except duckdb.Error as exc:
-            raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
-        finally:
-            con.close()
+        have = self._catalog(f"SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = "
+                             f"'__sqlanon_chk' AND {_NAMED} ORDER BY column_index", duckdb_table_key(table))
         if have:
             refuse_unfit_metrics(schema, have, f"table {'.'.join(table)!r} in {self.path!r}", fold_name)
 
@@ -2214,6 +2205,19 @@ class DuckDBTarget(LocalStagingTarget):
             except duckdb.Error:
                 pass  # no transaction was open / nothing attached
 
+    def _catalog(self, sql: str, params: Sequence) -> list[tuple]:
+        """The rows of ``sql`` over the file attached read-only as
+        ``__sqlanon_chk``: the checks before a run's work."""
+        con = connect()
+        try:
+            con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\" "
+                        "(READ_ONLY)")
+            return con.execute(sql, params).fetchall()
+        except duckdb.Error as exc:
+            raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
+        finally:
+            con.close()
+
     def exists(self, replacing: bool = False) -> bool:
         """Whether the table exists.
 
@@ -2228,16 +2232,9 @@ class DuckDBTarget(LocalStagingTarget):
                 raise ConfigError(f"schema {schema!r} does not exist in the new DuckDB file {self.path!r}, which "
                                   "will have only 'main': name the table without a schema, or create the schema first")
             return False
-        con = connect()
-        try:
-            con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\" (READ_ONLY)")
-            q = render("table_exists.sql", catalog="__sqlanon_chk", schema=schema, table=self.table[-1],
-                       upper=ASCII_UPPER, lower=ASCII_LOWER)
-            schemas, tables, views, referenced_by = con.execute(q.sql, q.params).fetchone()
-        except duckdb.Error as exc:
-            raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
-        finally:
-            con.close()
+        q = render("table_exists.sql", catalog="__sqlanon_chk", schema=schema, table=self.table[-1],
+                   upper=ASCII_UPPER, lower=ASCII_LOWER)
+        ((schemas, tables, views, referenced_by),) = self._catalog(q.sql, q.params)
         if tables and referenced_by is not None and replacing:  # DROP TABLE failed at publish (helper-17)
             raise ConfigError(f"table {'.'.join(self.table)!r} in {self.path!r} is referenced by a foreign key of "
                               f"table {referenced_by!r}, so it cannot be replaced: drop that constraint, or name "
