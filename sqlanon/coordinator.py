@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from . import executors, fragmentation, interrupts, io
 from .config import AnonymizationSpec, missing_column, plain, strict_json, suggest
-from .domain import ColumnStats, as_text, check_type, interval_stats, resolve_generalization
+from .domain import ColumnStats, as_text, check_type, interval_stats, is_text, resolve_generalization
 from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import fold_name, ident, render
@@ -552,9 +552,13 @@ def _portable_sample_hash(seed: int, rows: int, total: int) -> dict[str, int]:
 def draw_sample(
     con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema, total: int,
     sample: float | None, seed: int, n_fragments: int = 1,
-) -> pa.Table:
+) -> tuple[pa.Table, dict[str, pa.ChunkedArray]]:
     """A repeatable sample of the QI columns, drawn where the data lives
-    (DuckDB, or the database server), in the columns' own types."""
+    (DuckDB, or the database server), in the columns' own types; and per
+    text QI of a table (not a file: a table's column may have a collation),
+    each sample row's rank in the database's own order of the column
+    (``ranked_sample.sql``; :func:`~sqlanon.fragmentation.plan_fragments`'s
+    ``order``)."""
     if sample is None:
         rows = default_sample_rows(len(spec.qi_names), n_fragments)
     elif sample <= 1:
@@ -562,22 +566,32 @@ def draw_sample(
     else:
         rows = int(sample)
     rows = min(rows, total)
+    ranked = [] if isinstance(source, io.FileSource) else [
+        q.name for q in spec.quasi_identifiers
+        if q.hierarchy is None and is_text(schema.field(q.name).type)]
+    names = [f"__sqlanon_rank_{i}" for i in range(len(ranked))]
     q = _render(
-        source, "sample.sql", relation=source.relation, columns=spec.qi_names, rows=rows, seed=seed,
+        source, "ranked_sample.sql", relation=source.relation, columns=spec.qi_names, rows=rows, seed=seed,
         whole=rows >= total, pct=min(100.0, 100.0 * rows / max(total, 1)),
         samplable=source.samplable() if source.dialect == "postgres" and rows < total else True,
-        **_portable_sample_hash(seed, rows, total),
+        ranked=list(zip(ranked, names)), **_portable_sample_hash(seed, rows, total),
     )
     if source.dialect != "duckdb":
-        sample = source.fetch(con, q, {c: schema.field(c) for c in spec.qi_names})  # drawn by the server
-        return pa.table([_as_type(sample.column(c).combine_chunks(), schema.field(c)) for c in spec.qi_names],
-                        names=spec.qi_names)
-    # A seeded DuckDB sample is repeatable only single-threaded.
-    con.execute("SET threads = 1")
-    try:
-        return source.fetch(con, q)
-    finally:
-        con.execute("RESET threads")
+        drawn = source.fetch(con, q, {c: schema.field(c) for c in spec.qi_names})  # drawn by the server
+        qis = pa.table([_as_type(drawn.column(c).combine_chunks(), schema.field(c)) for c in spec.qi_names],
+                       names=spec.qi_names)
+    else:
+        # A seeded DuckDB sample is repeatable only single-threaded.
+        con.execute("SET threads = 1")
+        try:
+            drawn = source.fetch(con, q)
+        finally:
+            con.execute("RESET threads")
+        qis = drawn.select(spec.qi_names)
+    # The result's columns by position: a QI may be named as a rank column is.
+    first = len(spec.qi_names)
+    order = {c: drawn.column(first + i) for i, c in enumerate(ranked)}
+    return qis, order
 
 
 # ----------------------------------------------------------------------- the run
@@ -964,10 +978,10 @@ def run(
                             n_fragments, total, spec.k, most)
             n_fragments = most
         step("sampling and planning fragments")
-        sample = draw_sample(con, source, spec, schema, total, options.sample, options.seed, n_fragments)
+        sample, order = draw_sample(con, source, spec, schema, total, options.sample, options.seed, n_fragments)
         plan = fragmentation.plan_fragments(sample, spec, n_fragments, options.fragmentation, total_rows=total,
                                             stats=stats, bytewise=_compared_bytewise(source, spec, columns),
-                                            text_order=isinstance(source, io.FileSource))
+                                            text_order=isinstance(source, io.FileSource), order=order)
         stats = {name: replace(s, present=None) for name, s in stats.items()}  # the plan's: not for every task
         timings["fragmentation"] = time.perf_counter() - t0
         log.info("plan: %d fragments from a sample of %d rows", len(plan.fragments), sample.num_rows)

@@ -575,6 +575,33 @@ def test_quantile_fragments_of_a_qi_under_a_case_insensitive_collation_hold_each
     assert staging_left(pg_url, schema) == set()
 
 
+@pytest.mark.parametrize("collation", ["en-x-icu", "ci"])
+def test_fragments_of_text_under_a_collation_are_cut_in_the_servers_order(pg_url, collation, tmp_path):
+    """An ICU collation orders 'b' between 'A' and 'C', as the plan's bytes
+    do not: fragments cut by the bytes held a few rows or none beside
+    swollen ones (helper-49). The sample drawn on the server carries each
+    value's rank in the server's order, and the plan cuts by it."""
+    schema = f"collate_order_{collation.replace('-', '_')}"
+    fresh_schema(pg_url, schema)
+    if collation == "ci":
+        sql(pg_url, f"CREATE COLLATION {q(schema)}.ci (provider = icu, locale = 'und-u-ks-level2', "
+                    "deterministic = false)")
+    coll = f"{q(schema)}.ci" if collation == "ci" else q(collation)
+    sql(pg_url, f"""CREATE TABLE {rel(schema, 'src')} AS SELECT g AS id, (SELECT string_agg(substr(
+        'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ', 1 + (hashint4(g * 7 + i) & 2147483647) % 52, 1), '')
+        FROM generate_series(1, 5) i)::text COLLATE {coll} AS name,
+        (ARRAY['flu','cold','covid'])[1 + g % 3] AS disease FROM generate_series(1, 4000) g""")
+    for strategy in ("mondrian", "quantile"):
+        out = tmp_path / f"{strategy}.parquet"
+        p = _cli("anonymize", pg_url, "--table", f"{schema}.src", "-o", out, "--qi", "name", "-k", 5, "-l", 2,
+                 "--sensitive", "disease", "--workers", 2, "--fragments", 4, "--fragmentation", strategy,
+                 "--sample", 1.0)
+        assert p.returncode == 0, p.stderr
+        rows = duckdb.sql(f"SELECT rows FROM read_parquet('{tmp_path / f'{strategy}__metrics.parquet'}') "
+                          "WHERE kind = 'fragment'").fetchall()
+        assert len(rows) == 4 and all(800 <= n <= 1200 for n, in rows), (strategy, rows)
+
+
 def test_verify_groups_a_case_insensitive_qi_as_its_readers_do(pg_url):
     """A citext QI, or one under a nondeterministic collation, was grouped
     as the server compares it: 'PARIS', 'Paris', 'Paris' made one class of

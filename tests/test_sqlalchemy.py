@@ -163,7 +163,7 @@ def test_portable_sample_is_repeatable_and_sized(db):
     schema = src.arrow_schema(con)
 
     def draw(seed, sample):
-        return coordinator.draw_sample(con, src, spec, schema, 3000, sample, seed)
+        return coordinator.draw_sample(con, src, spec, schema, 3000, sample, seed)[0]
 
     try:
         a, b, c = draw(1, 600), draw(1, 600), draw(2, 600)
