@@ -628,7 +628,13 @@ FLAGS_ONLY = ("config", "debug", "help", "explain")
 published nothing, every night, with exit 0 (helper-42)."""
 
 
-_SHOWN = reprlib.Repr()
+class _Shown(reprlib.Repr):
+    def repr_str(self, x: str, level: int) -> str:
+        # Masked before it is shortened: a cut URL lost its '@', and with it the mask (helper-51).
+        return super().repr_str(redact_urls(x), level)
+
+
+_SHOWN = _Shown()
 _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother = 2, 4, 4, 60, 60
 
 

@@ -3046,6 +3046,12 @@ def test_a_url_quoted_in_an_error_has_its_password_masked(tmp_path):
     cfg.write_text(f'input: ["{url.replace("S3cretpw", "S3cret pw")}"]\n'  # a space, not percent-encoded
                    f'output: {tmp_path / "x.parquet"}\nqi: [age]\nk: 5\n')
     runs.append(cli("anonymize", "--config", cfg))
+    # A value shortened for the message was cut before it was masked: a long URL lost its '@' and
+    # printed the password's start (helper-51)
+    long = "postgresql://op:S3cretpw_xyz_long_enough@db.warehouse.example.com:5432/human_resources"
+    for value in (f'["{long}"]', f'{{m: "{long}"}}'):
+        cfg.write_text(f'input: {value}\noutput: {tmp_path / "x.parquet"}\nqi: [age]\nk: 5\n')
+        runs += [cli("anonymize", "--config", cfg), cli("verify", "--config", cfg)]
     for r in runs:
         assert r.exit_code == 2 and ("op:***@" in r.stderr or "password=***" in r.stderr), r.stderr
         assert "S3cret" not in r.stderr + r.stdout and "S3c'ret" not in r.stderr
