@@ -64,12 +64,15 @@ def _adding(ctx: click.Context, name: str, values: tuple[str, ...]) -> list[str]
     return from_file + names
 
 
-def _not_below_file(ctx: click.Context, name: str, flag: str, value: int) -> int:
+def _not_below_file(ctx: click.Context, name: str, flag: str, value: int, least: int | None = None) -> int:
     """``-k``/``-l`` on the command line may raise the --config file's
     value, not lower it: ``-l 1`` turned a job's l check off, and ``-k 2``
-    published classes of two where the file asks for ten (helper-29)."""
+    published classes of two where the file asks for ten (helper-29).
+    ``least``: the smallest value the command takes (anonymize's k and l by
+    default); below it the value's own check says what is wrong (helper-30)."""
     in_file = (ctx.default_map or {}).get(name)
-    least = MIN_K if name == "k" else MIN_L  # below it the value's own check says what is wrong (helper-30)
+    if least is None:
+        least = MIN_K if name == "k" else MIN_L
     if (ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE and isinstance(in_file, int)
             and least <= value < in_file):
         key = ctx.meta.get("sqlanon.config_keys", {}).get(name, flag.lstrip("-"))
@@ -995,7 +998,8 @@ def _report(text: str) -> None:
 @click.option(
     "--config", type=click.Path(dir_okay=False), is_eager=True, expose_value=False, callback=_load_job_for_verify,
     help="An anonymize job file (YAML): check its published output (output, target_table) for what it protects "
-         "(qi, sensitive, k, l). Flags override it.",
+         "(qi, sensitive, k, l). Flags override it, but -k and -l may not lower its k and l, nor --qi and "
+         "--sensitive leave its columns out.",
 )
 @click.argument("input", metavar="TABLE_OR_FILE", required=False)
 @click.option("--qi", "qi", multiple=True,
@@ -1029,7 +1033,12 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
     if ctx.get_parameter_source("table") is from_job and not (
             "://" in input or (file_format(input) is None and os.path.isfile(input))):
         table = None  # the job's target_table, of a database output; not of this file or lake (helper-45, -47)
-    check = api.verify.with_flags(input, qi=_split(qi), k=k, l=l_, sensitive=_split(sensitive), table=table)
+    # As for anonymize, a flag may make the job's check stricter, not weaker: `-k 2` or `--qi age` passed
+    # output the job's own check fails (helper-51).
+    qi = _covering(ctx, "qi", qi, "whose classes the check would then not see")
+    sensitive = _covering(ctx, "sensitive", sensitive, "which would then go unchecked for l")
+    k, l_ = _not_below_file(ctx, "k", "-k", k, least=1), _not_below_file(ctx, "l_", "-l", l_, least=1)
+    check = api.verify.with_flags(input, qi=qi, k=k, l=l_, sensitive=sensitive, table=table)
     if as_json:
         click.echo(strict_json(check.to_dict()))
     elif check.ok:

@@ -637,8 +637,14 @@ def test_verify_takes_the_anonymize_job_file(tmp_path):
         con.execute(f"CREATE TABLE adults_anon AS SELECT * FROM read_parquet('{tmp_path / 'out.parquet'}')")
     r = cli("verify", "--config", into_db, tmp_path / "out.duckdb")
     assert r.exit_code == 0 and r.stdout.startswith("OK: 32561 rows"), (r.stdout, r.stderr)
-    r = cli("verify", "--config", no_output, ADULTS, "-k", "1")  # flags override the job, which gives --qi
+    r = cli("verify", "--config", no_output, tmp_path / "out.parquet")  # flags override the job, which gives --qi
     assert r.exit_code == 0 and r.stdout.startswith("OK: 32561 rows"), (r.stdout, r.stderr)
+    # ... but never weaker: the raw input passed a check at -k 1, or of one of the job's QIs (helper-51)
+    for weaker, why in ((("-k", "1"), "-k 1 is below 'k' in"), (("-l", "1"), "-l 1 is below 'l' in"),
+                        (("--qi", "age"), "--qi leaves out 'education-num' of 'qi' in"),
+                        (("--sensitive", "sex"), "--sensitive leaves out 'income' of 'sensitive' in")):
+        r = cli("verify", "--config", job, ADULTS, *weaker)
+        assert r.exit_code == 2 and why in r.stderr, (weaker, r.stderr)
     no_qi = tmp_path / "jobs" / "no_qi.yml"
     no_qi.write_text("output: ../out.parquet\nk: 10\n")
     r = cli("verify", "--config", no_qi)
