@@ -126,13 +126,28 @@ def quoted_name(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _listed(names: list[str]) -> str:
+    """The first 30 names, quoted (a name holding ', ', 'Name, Full', read as two)."""
+    return ", ".join(map(repr, names[:30])) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
+
+
+def missing_table(table: str, where: str, names) -> str:
+    """The error for a ``--table`` that ``where`` (a database, shown without
+    its password) lacks: a close name if any, and the tables and views it has
+    (``names``; None: not known)."""
+    if names is None:
+        return f"--table: table {table!r} is not in {where}"
+    names = list(names)
+    return (f"--table: table {table!r} is not in {where}{suggest(table, names, cutoff=0.7)}; "
+            + (f"it has: {_listed(names)}" if names else "it has no tables or views"))
+
+
 def missing_column(name: str, where: str, names, option: str | None = None) -> str:
     """The error for a column named on the command line (by ``option``) that
     ``where`` lacks: a close name if any, and the columns it has (the first
     30 of a wide table)."""
     names = list(names)
-    # Quoted: a name holding ', ' ('Name, Full') read as two.
-    shown = ", ".join(map(repr, names[:30])) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
+    shown = _listed(names)
     # Closer than other keys need: 'zipcode' got "did you mean 'income'?" at difflib's 0.6 (helper-42).
     hint = suggest(name, names, cutoff=0.7)
     held = [n for n in names if "," in n and name in (p.strip() for p in n.split(","))]

@@ -50,7 +50,7 @@ import duckdb
 import pyarrow as pa
 
 from . import interrupts
-from .config import csv_dialect, file_format, format_suffix, suggest
+from .config import csv_dialect, file_format, format_suffix, missing_table
 from .errors import ConfigError, InputError
 from .sql import fold_name, ident, literal, render
 from .sql.render import ASCII_LOWER, ASCII_UPPER
@@ -481,10 +481,7 @@ class DuckDBSource(DuckDBReadable):
         if not there:
             # A typo failed as DuckDB's catalog error, exit 1, where a column's names its close match (helper-42).
             names = [b if a == "main" else f"{a}.{b}" for a, b in found]
-            shown = ", ".join(map(repr, names[:30])) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
-            raise ConfigError(f"--table: table {'.'.join(self.table)!r} is not in {self.path!r}"
-                              f"{suggest('.'.join(self.table), names, cutoff=0.7)}; "
-                              + (f"it has: {shown}" if names else "it has no tables or views"))
+            raise ConfigError(missing_table(".".join(self.table), repr(self.path), names))
 
     def detach(self, con: duckdb.DuckDBPyConnection) -> None:
         """Release the file (a DuckDB target in the same file attaches it read-write)."""

@@ -39,6 +39,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .config import missing_table
 from .errors import ConfigError, InputError
 from .io import first_line, split_table_name
 from .sql.render import GENERIC, Rendered, quote_for
@@ -355,7 +356,14 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
         if conn.backend in ("mysql", "mariadb"):
             columns = _exact_names(conn, columns, schema, name)
     except NoSuchTableError:
-        raise InputError(f"table {table!r} does not exist in {conn.safe()}") from None
+        # exit 2 with the close name, as a DuckDB file's or PostgreSQL's typo (it was 1: helper-51)
+        try:
+            found = inspect(_engine(conn))
+            names = [f"{schema}.{n}" if schema else n
+                     for n in sorted(found.get_table_names(schema=schema) + found.get_view_names(schema=schema))]
+        except SQLAlchemyError:
+            names = None
+        raise ConfigError(missing_table(table, conn.safe(), names)) from None
     except SQLAlchemyError as exc:
         raise InputError(f"cannot read {conn.safe()}: {conn.redact(first_line(_cause(exc)))}") from None
     known = [(c["name"], arrow_type(c["type"], conn.backend)) for c in columns]

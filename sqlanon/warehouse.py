@@ -45,6 +45,7 @@ import duckdb
 import pyarrow as pa
 
 from . import interrupts
+from .config import missing_table
 from .errors import ConfigError, InputError, redact_urls
 from .io import Staging, refuse_unfit_metrics
 from .io import first_line as _first_line
@@ -618,9 +619,20 @@ class PostgresSource:
                 # 'mood' to another type, or to none.
                 c.execute("SET search_path = pg_catalog")
                 rows = c.execute(stmt.sql).fetchall()
+                if not rows and c.execute("SELECT to_regclass(%s)", (self.relation,)).fetchone()[0] is None:
+                    # A typo failed as the server's 'relation does not exist' through DuckDB's words, exit 1,
+                    # where a DuckDB file's names its close match, exit 2 (helper-51).
+                    raise ConfigError(missing_table(".".join(self.table), self.conn.safe(), [
+                        f"{n}.{r}" for n, r in c.execute(_RELATIONS, (self.table[0],)).fetchall()]))
             except psycopg.Error as exc:
                 raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
         return [(r[0], r[1]) for r in rows]
+
+
+_RELATIONS = ("SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+              "WHERE c.relkind IN ('r', 'v', 'm', 'p', 'f') AND has_schema_privilege(n.oid, 'USAGE') "
+              "AND n.nspname <> 'information_schema' AND n.nspname !~ '^pg_' ORDER BY n.nspname <> %s, 1, 2")
+"""The tables and views a session may name, those of one schema first."""
 
 
 def open_source(url: str, table: str | None) -> "PostgresSource | sqla.SqlAlchemySource":

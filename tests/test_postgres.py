@@ -2689,6 +2689,22 @@ def test_a_socket_directory_as_the_url_host(pg_server, pg_url):
     assert r.verification.ok and scalar(pg_url, f"SELECT count(*) FROM {schema}.dst") == 600
 
 
+def test_a_source_table_that_does_not_exist_is_a_usage_error_naming_close_ones(pg_url, tmp_path):
+    """A typo in --table failed as DuckDB's 'Binder Error: Failed to prepare
+    query: ERROR: relation "hr.peple" does not exist', exit 1 (a scheduler
+    retries it), where a DuckDB file's names its close match, exit 2
+    (helper-51)."""
+    schema = "typo_src"
+    _small_source(pg_url, schema, "")
+    for command in (["anonymize", "-o", tmp_path / "o.parquet"], ["verify"]):
+        p = _cli(command[0], pg_url, "--table", f"{schema}.scr", *command[1:], "--qi", "age", "-k", 5)
+        assert p.returncode == 2, p.stderr
+        line = one_error_line(p.stderr)
+        assert line.startswith(f"Error: --table: table '{schema}.scr' is not in postgresql://") and (
+            f"(did you mean '{schema}.src'?); it has: '{schema}.src'" in line), line
+    assert not (tmp_path / "o.parquet").exists()
+
+
 def test_a_target_schema_that_is_missing_or_not_writable_is_refused_before_any_work(pg_url):
     """A --target-table in a schema that does not exist failed after all the
     fragments with DuckDB's 'Binder Error' and exit 1 (a scheduler retries

@@ -467,7 +467,11 @@ def test_mysql_counts_text_by_its_bytes_and_reads_time_as_a_time_of_day():
 
 def test_missing_table_and_column_are_one_line(db, tmp_path):
     r = _cli("anonymize", f"sqlite:///{db}", "--table", "nope", "-o", tmp_path / "o.parquet", "--qi", "age", "-k", 2)
-    assert r.returncode == 1 and r.stderr.strip() == f"Error: table 'nope' does not exist in sqlite:///{db}"
+    # exit 2, the tables it has named, as a DuckDB file's or PostgreSQL's (it was 1: helper-51)
+    assert r.returncode == 2 and r.stderr.startswith(f"Error: --table: table 'nope' is not in sqlite:///{db}; it has: ")
+    assert "'people'" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = _cli("anonymize", f"sqlite:///{db}", "--table", "peeple", "-o", tmp_path / "o.parquet", "--qi", "age", "-k", 2)
+    assert r.returncode == 2 and "(did you mean 'people'?)" in r.stderr
     r = _cli("anonymize", f"sqlite:///{db}", "--table", "people", "-o", tmp_path / "o.parquet", "--qi", "agee", "-k", 2)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "'agee'" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "o.parquet").exists()
