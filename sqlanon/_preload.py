@@ -4,6 +4,7 @@ imported and the compiled kernel loaded."""
 
 import atexit
 import importlib.machinery
+import logging
 import os
 import runpy
 import signal
@@ -26,6 +27,22 @@ restore_environment(os.environ.get(ENV_BEFORE))
 # the workers it forks get the handler back (multiprocessing hands them the
 # one in place after this).
 _interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class _LogFormat(logging.Formatter):
+    """A warning of this server or a worker reads as the CLI's do, ``Warning: …``
+    (with no handler, Python printed the bare message), a URL's password masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from .errors import redact_urls
+
+        return redact_urls(f"{record.levelname.capitalize()}: {record.getMessage()}")
+
+
+if not logging.getLogger().handlers:
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(_LogFormat())
+    logging.getLogger().addHandler(_handler)
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 try:
     # pandas too: pyarrow and DuckDB import it on their first conversion (they

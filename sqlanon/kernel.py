@@ -172,6 +172,10 @@ def _load():
                 )
                 return _jit()
             return _import(path)
+    # Nowhere to compile it: a second more in every process, which went unsaid (helper-51).
+    log.warning("no writable directory to compile the Mondrian kernel in (%s); using numba's JIT, about a second "
+                "more per process: set SQLANON_CACHE_DIR to a writable directory",
+                " or ".join(str(d) for d in dirs))
     return _jit()
 
 

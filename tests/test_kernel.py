@@ -206,6 +206,30 @@ def test_an_unknown_kernel_setting_is_said(monkeypatch, caplog):
     assert "SQLANON_KERNEL='bogus' is neither 'jit' nor 'auto'" in caplog.text
 
 
+def test_nowhere_to_compile_is_said(tmp_path, monkeypatch, caplog):
+    """An unwritable SQLANON_CACHE_DIR ran every process through the JIT, a
+    second more each, without a word (helper-51)."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("SQLANON_CACHE_DIR", str(tmp_path / "file" / "cache"))  # no directory can be made there
+    monkeypatch.setattr(kernel, "_build", lambda directory, path: pytest.fail("nowhere to build"))
+    assert kernel._load() is mondrian
+    assert (f"no writable directory to compile the Mondrian kernel in ({tmp_path / 'file' / 'cache'}); using "
+            "numba's JIT") in caplog.text
+
+
+def test_the_worker_pools_warnings_read_as_the_clis(tmp_path):
+    """The fork server loads the kernel, and said its warnings bare, without
+    the 'Warning: ' every other warning of the CLI has (helper-51)."""
+    src = tmp_path / "s.csv"
+    src.write_text("age\n" + "\n".join(str(20 + i % 30) for i in range(200)) + "\n")
+    p = subprocess.run([sys.executable, "-m", "sqlanon", "anonymize", str(src), "-o", str(tmp_path / "o.parquet"),
+                        "--qi", "age", "-k", "5", "--workers", "2", "-q"], capture_output=True, text=True,
+                       env={**os.environ, "SQLANON_KERNEL": "bogus"}, timeout=300)
+    assert p.returncode == 0, p.stderr
+    said = [ln for ln in p.stderr.splitlines() if "SQLANON_KERNEL" in ln]
+    assert said and all(ln.startswith("Warning: SQLANON_KERNEL='bogus' is neither") for ln in said), p.stderr
+
+
 def _same_classes(got, want) -> None:
     """Two partitions hold the same classes, in the same order (rows within a class in any order)."""
     (perm, bounds), (perm2, bounds2) = got, want
