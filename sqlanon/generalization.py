@@ -91,6 +91,13 @@ empty string, which a CSV file writes as "" and DuckDB and pandas read as
 NULL (helper-8)."""
 
 
+_PREFIX_VALUE_MARK = _READS_AS_NULL_MARK + r"|\*$"
+"""A prefix class's one value that would read as another class: one of
+:data:`_READS_AS_NULL_MARK`, or ending with ``*``, which read as a pattern: a
+class of 'ab*' ten times beside one of abc and abd were both 'ab*', one class
+to every reader, whose NCP no reader could recompute (helper-50)."""
+
+
 def _text_key(text: pa.Array) -> np.ndarray:
     return pc.dictionary_encode(text).indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
@@ -206,7 +213,7 @@ def _generalize(e, stats, lo, hi, has_null, col, bounds, interval_format) -> Gen
         cost = np.diff(offsets) / max(stats.n_distinct, 1)
     elif e.kind == "prefix":
         text, cost = _prefix(e, stats, dstr, safe_lo, safe_hi, col, bounds)
-        text = pc.if_else(pa.array(single), _quote_members(lo_s, _READS_AS_NULL_MARK), text)
+        text = pc.if_else(pa.array(single), _quote_members(lo_s, _PREFIX_VALUE_MARK), text)
     else:  # pragma: no cover - config validation rules this out
         raise ConfigError(f"unknown generalization {e.kind!r}")
 

@@ -100,6 +100,17 @@ def test_prefix_pads_to_the_longest_value():
     assert r.table.column("code").to_pylist() == ["ab**"] * 3
 
 
+def test_a_prefix_value_ending_with_a_star_is_quoted():
+    """A class of the already masked 'ab*' and one of abc and abd were both
+    published 'ab*': one class of 20 rows to every reader, whose NCP (20)
+    is not the run's (10): helper-50. The value is quoted."""
+    t = pa.table({"code": ["ab*"] * 10 + ["abc"] * 5 + ["abd"] * 5})
+    r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("code", "prefix"),), k=10))
+    assert sorted(set(r.table.column("code").to_pylist())) == ['"ab*"', "ab*"]
+    assert r.metrics.ncp == pytest.approx(10 * 3 / 3)  # 'ab*' covers all 3 values (ab* too); "ab*" costs 0
+    assert r.metrics.classes == 2
+
+
 def test_set_generalization():
     t = pa.table({"color": ["red", "blue", "red", "green", "green", "green"]})
     r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("color"),), k=3))

@@ -255,9 +255,9 @@ def _set_member(s: str) -> str:
 def _prefix_value(s: str) -> str:
     """A prefix class's one value as the README says it is published:
     quoted ("" for a quote) when it starts with a quote, ends with ' or
-    NULL' (it would read as a value beside NULLs) or is empty (a CSV file's
-    "" reads as NULL)."""
-    odd = s == "" or s.startswith('"') or s.endswith(NULL_SUFFIX)
+    NULL' (it would read as a value beside NULLs) or '*' (as a pattern), or
+    is empty (a CSV file's "" reads as NULL)."""
+    odd = s == "" or s.startswith('"') or s.endswith(NULL_SUFFIX) or s.endswith("*")
     return '"' + s.replace('"', '""') + '"' if odd else s
 
 
