@@ -667,7 +667,7 @@ def _config_value(p: click.Parameter, val, base: str):
         return x if "://" in x or os.path.isabs(x) else os.path.join(base, x)
 
     if p.name in ("hierarchy", "generalization"):
-        if not isinstance(val, dict) or not val:
+        if not isinstance(val, dict):
             raise ValueError(f"must map columns to {'files' if p.name == 'hierarchy' else 'kinds'}, not {_shown(val)}")
         what = "a file" if p.name == "hierarchy" else "a kind"
         # As a mapping (_per_column reads it from ctx.meta): as COL=VALUE
@@ -678,7 +678,9 @@ def _config_value(p: click.Parameter, val, base: str):
         if not items:
             if p.name == "keep":  # as --keep '': no other column may pass
                 return ("",)
-            raise ValueError("must name at least one column")
+            if p.name == "qi":
+                raise ValueError("must name at least one column")
+            return ()  # none, as the library's drop=[] (a job file made from a template: helper-51)
         names = tuple(_scalar(v, "a column name (or a list of them)") for v in items)
         return tuple(map(_quoted_item, names)) if isinstance(val, list) else names
     if p.name == "sample":
