@@ -137,6 +137,9 @@ class RunOptions:
                 f"unknown executor {self.executor!r}{suggest(self.executor, executors.EXECUTORS)}; "
                 f"choose one of {', '.join(executors.EXECUTORS)}"
             )
+        for flag, url in (("--scheduler", self.scheduler), ("--spark-master", self.spark_master)):
+            if url is not None and not url.strip():  # ignored, or taken for a remote cluster (helper-51)
+                raise ConfigError(f"{flag} is empty: give an address, or leave it out for a local cluster")
         if self.scheduler and self.executor != "dask":
             raise ConfigError("--scheduler goes with --executor=dask")
         for flag, url in (("--scheduler", self.scheduler), ("--spark-master", self.spark_master)):
@@ -961,7 +964,7 @@ def run(
         if total == 0:
             raise InputError(f"the input {source.describe()!r} has no rows")
         if total < spec.k:
-            raise PrivacyError(f"cannot reach k={spec.k}: the input has only {total} rows")
+            raise PrivacyError(f"cannot reach k={spec.k}: the input has only {total} row{'' if total == 1 else 's'}")
         for s, d in sens_distinct.items():
             if d < spec.l:
                 raise PrivacyError(f"cannot reach l={spec.l}: sensitive column {s!r} has only {d} distinct value(s)")

@@ -341,7 +341,7 @@ def anonymize_fragment(table, spec: AnonymizationSpec, stats: dict[str, ColumnSt
     if n == 0:
         raise InputError("the input has no rows")
     if n < spec.k:
-        raise PrivacyError(f"cannot reach k={spec.k}: the input has only {n} rows")
+        raise PrivacyError(f"cannot reach k={spec.k}: the input has only {n} row{'' if n == 1 else 's'}")
     enc = _encode_all(table, spec)
     sens = [_encode_sensitive(table, s) for s in spec.sensitive]
     for s, (_, dom) in zip(spec.sensitive, sens):

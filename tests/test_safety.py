@@ -1237,6 +1237,9 @@ def test_library_errors_name_its_arguments_and_the_cli_its_flags(lake, tmp_path)
         (dict(), "already exists; pass overwrite=True to replace it", "already exists; pass --overwrite to replace it"),
         (dict(scheduler="tcp://127.0.0.1:1"), "scheduler= goes with executor='dask'", "--scheduler goes with --executor=dask"),
         (dict(metrics=str(out)), f"metrics={str(out)!r} would overwrite", f"--metrics={str(out)!r} would overwrite"),
+        # an empty address: ignored by the local pool, a remote cluster to Dask's (helper-51)
+        (dict(executor="dask", scheduler=""), "scheduler= is empty", "--scheduler is empty"),
+        (dict(spark_master=" "), "spark_master= is empty", "--spark-master is empty"),
         (dict(generalization={"x": "sets"}), "'sets'", "'sets'"),
     ]
     for kwargs, library, command_line in cases:
