@@ -83,8 +83,8 @@ def _argument(m: re.Match) -> str:
     name, value, column = m["flag"].replace("-", "_"), m["value"], m["column"]
     if column is not None and column[0] not in "'\"":
         column = repr(column)
-    if name == "generalization" and column:
-        return f"generalization={{{column}: {m['kind']!r}}}"
+    if name in ("generalization", "hierarchy") and column:  # not "hierarchies= race=FILE" (helper-51)
+        return f"{'hierarchies' if name == 'hierarchy' else name}={{{column}: {m['kind']!r}}}"
     if name in ("overwrite", "no_overwrite"):
         return f"overwrite={name == 'overwrite'}"
     name = {"hierarchy": "hierarchies"}.get(name, name)

@@ -1241,12 +1241,14 @@ def test_library_errors_name_its_arguments_and_the_cli_its_flags(lake, tmp_path)
         (dict(executor="dask", scheduler=""), "scheduler= is empty", "--scheduler is empty"),
         (dict(spark_master=" "), "spark_master= is empty", "--spark-master is empty"),
         (dict(generalization={"x": "sets"}), "'sets'", "'sets'"),
+        # a flag with a column: 'pass hierarchies= x=FILE' was no Python (helper-51)
+        (dict(generalization={"x": "hierarchy"}), "pass hierarchies={'x': 'FILE'}", "pass --hierarchy x=FILE"),
     ]
     for kwargs, library, command_line in cases:
         with pytest.raises(ConfigError) as caught:
             sqlanon.anonymize(lake, out, qi=["x"], k=5, **kwargs)
         assert library in str(caught.value) and "--" not in str(caught.value)
-        flags = [f"--{k.replace('_', '-')}={v}" if k != "generalization" else "--generalization=x=sets"
+        flags = [f"--{k.replace('_', '-')}={v}" if k != "generalization" else f"--generalization=x={v['x']}"
                  for k, v in kwargs.items()]
         r = subprocess.run([sys.executable, "-m", "sqlanon", "anonymize", str(lake), "-o", str(out), "--qi", "x",
                             "-k", "5", *flags], capture_output=True, text=True)
