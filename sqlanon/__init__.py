@@ -4,7 +4,8 @@ The public API mirrors the ``sqlanon`` command line:
 
 * :func:`anonymize` — publish an anonymized copy of a table;
 * :func:`verify` — check k-anonymity / l-diversity of a generalized table;
-* :func:`anonymize_table` — the engine on an in-memory Arrow table.
+* :func:`anonymize_table` — the engine on an in-memory Arrow table;
+* :func:`run_job` — ``sqlanon anonymize --config job.yml``: a scheduled job's file.
 """
 
 import importlib
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from .config import AnonymizationSpec, QuasiIdentifier
     from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
     from .api import RunResult, anonymize, build_spec, verify
+    from .cli import run_job
     from .domain import ColumnStats
     from .engine import EngineResult, anonymize_table, column_stats
     from .hierarchies import Hierarchy, load_hierarchy
@@ -26,7 +28,7 @@ __version__ = "0.1.0"
 # the engine numba on top. The CLI starts the worker pool's fork server
 # before it needs them, and a worker loads the engine in its own process.
 _LAZY = {
-    "RunResult": "api", "anonymize": "api", "build_spec": "api", "verify": "api",
+    "RunResult": "api", "anonymize": "api", "build_spec": "api", "verify": "api", "run_job": "cli",
     "ColumnStats": "domain",
     "EngineResult": "engine", "anonymize_table": "engine", "column_stats": "engine",
     "Hierarchy": "hierarchies", "load_hierarchy": "hierarchies",
@@ -87,5 +89,6 @@ __all__ = [
     "build_spec",
     "column_stats",
     "load_hierarchy",
+    "run_job",
     "verify",
 ]

@@ -215,6 +215,16 @@ def handle_errors(fn):
     def wrapper(*args, **kwargs):
         ctx = click.get_current_context(silent=True)
         debug = kwargs.pop("debug", False) or (ctx is not None and ctx.meta.get("sqlanon.debug", False))
+        if ctx is not None and ctx.meta.get("sqlanon.library"):  # run_job: the library's errors, raised
+            try:
+                with interrupts.watching(library=True):
+                    return fn(*args, **kwargs)
+            except SqlanonError as exc:
+                if exc.exit_code != 2:
+                    raise
+                raise type(exc)(_config_keys_named(str(exc))) from None
+            except click.UsageError as exc:  # _require's: a job without input, say
+                raise ConfigError(_one_line(exc).format_message()) from None
         try:
             with interrupts.watching(library=False):
                 return fn(*args, **kwargs)
@@ -904,16 +914,17 @@ def anonymize(
     the terminal hung up (SIGHUP).
     """
     _require(ctx, ("INPUT", "input", input), ("-o", "output", output), ("--qi", "qi", qi), ("-k", "k", k))
+    library = ctx.meta.get("sqlanon.library", False)
     _check_open_file_limit()
-    if executor == "local" and not executors.in_process(executor, workers, explain):
+    if executor == "local" and not library and not executors.in_process(executor, workers, explain):
         executors.start_local_server()
-    if not quiet and sys.stderr.isatty():
+    if not quiet and not library and sys.stderr.isatty():
         from . import kernel
 
         if kernel.needs_build():  # the first run on a machine waits for it: say why
             click.echo("Compiling the Mondrian kernel once (about 15 s; later runs reuse it)...", err=True)
     finished = False
-    line = None if (explain or as_json) else _progress(quiet)
+    line = None if (explain or as_json or library) else _progress(quiet)
     try:
         from . import api
 
@@ -961,6 +972,8 @@ def anonymize(
             # The run failed, perhaps before the fork server had even loaded:
             # stop it now rather than let it hold our stdout/stderr a second more.
             executors.stop_local_server()
+    if library:
+        return result
     if explain:
         click.echo(strict_json(result.explain(), indent=None if as_json else 2))
         return
@@ -976,6 +989,28 @@ def anonymize(
         f"{result.timings['total']:.2f}s; "
         f"metrics in {result.metrics_location}"
     )
+
+
+def run_job(config: str | os.PathLike, *args: str | os.PathLike):
+    """``sqlanon anonymize --config CONFIG [ARGS]`` as a library call: the
+    job file read and checked as the command reads it (relative paths
+    relative to it, unknown keys refused), ``args`` the command line's
+    flags (``"--seed", "3"``; they override the file as they do there:
+    never weaker), and the run's :class:`~sqlanon.RunResult` returned. A
+    failure raises the library's error (:class:`~sqlanon.ConfigError` for
+    what exit 2 stands for, naming the file's key); nothing is printed."""
+    argv = ["--config", os.fspath(config), *map(os.fspath, args)]
+    if any(a in ("-h", "--help") for a in argv[2:]):  # click would print the help, then ask to exit
+        raise ConfigError("run_job() runs a job: --help is the command line's (sqlanon anonymize --help)")
+    try:
+        ctx = anonymize.make_context("sqlanon anonymize", argv)
+    except click.UsageError as exc:  # a flag, or a value of the file click checks
+        raise ConfigError(_one_line(exc).format_message()) from None
+    except click.ClickException as exc:  # the file (_ConfigFileError)
+        raise ConfigError(exc.format_message()) from None
+    ctx.meta["sqlanon.library"] = True
+    with ctx:
+        return anonymize.invoke(ctx)
 
 
 def _report(text: str) -> None:

@@ -1205,6 +1205,41 @@ def test_config_values_of_the_wrong_kind_are_usage_errors(tmp_path, out_dir, bod
     assert snapshot(out_dir) == {}
 
 
+def test_a_job_file_runs_from_python_as_from_the_command_line(tmp_path, capfd):
+    """A scheduler in Python (Airflow's PythonOperator) ran a job file only
+    through a subprocess: the library had no --config (helper-51).
+    sqlanon.run_job reads and checks the file as the command does, takes
+    the command's flags (never weaker), returns the run and prints nothing."""
+    (tmp_path / "jobs").mkdir()
+    job = tmp_path / "jobs" / "adults.yml"
+    job.write_text(f"input: {ADULTS}\noutput: ../out.parquet\nqi: [age, race]\nsensitive: income\nk: 10\nl: 2\n"
+                   "workers: 1\n")
+    plan = sqlanon.run_job(job, "--explain")
+    assert plan.metrics is None and len(plan.plan.fragments) == 1 and not (tmp_path / "out.parquet").exists()
+    r = sqlanon.run_job(job, "--seed", "3", "-k", "20")
+    assert isinstance(r, sqlanon.RunResult) and r.metrics.rows == 32561 and r.metrics.k == 20
+    assert sqlanon.verify(tmp_path / "out.parquet", qi=["age", "race"], k=20, sensitive=["income"], l=2).ok
+    assert capfd.readouterr() == ("", "")
+    for args, error, message in [
+        (("-k", "5", "--overwrite"), sqlanon.ConfigError, f"-k 5 is below 'k' in {str(job)!r} (10)"),
+        (("--qi", "age", "--overwrite"), sqlanon.ConfigError, "--qi leaves out 'race' of 'qi' in"),
+        ((), sqlanon.ConfigError, "already exists; pass --overwrite"),  # the flag: run_job takes flags
+        (("-l", "3", "--overwrite"), sqlanon.PrivacyError, "cannot reach l=3"),
+        (("--help",), sqlanon.ConfigError, "--help is the command line's"),
+        (("--bogus",), sqlanon.ConfigError, "No such option '--bogus'"),
+    ]:
+        with pytest.raises(error) as caught:
+            sqlanon.run_job(job, *args)
+        assert message in str(caught.value), (args, str(caught.value))
+    job.write_text(job.read_text() + "kk: 3\n")
+    with pytest.raises(sqlanon.ConfigError, match=r"^unknown key 'kk' in '.*adults\.yml' \(did you mean 'k'\?\)$"):
+        sqlanon.run_job(job)
+    job.write_text(job.read_text().replace("kk: 3\n", "workers: 0\n").replace("workers: 1\n", ""))
+    with pytest.raises(sqlanon.ConfigError, match=r"^'workers' in '.*adults\.yml' must be an integer from 1"):
+        sqlanon.run_job(job, "--overwrite")
+    assert sqlanon.verify(tmp_path / "out.parquet", qi=["age", "race"], k=20).ok  # the published run, intact
+
+
 def test_empty_lists_in_a_job_file_mean_none(tmp_path, out_dir):
     """drop: [], sensitive: [], hierarchy: {} and generalization: {} were
     refused ('must name at least one column'), where the library takes
@@ -3034,11 +3069,12 @@ def test_the_readmes_scheduled_job_runs_as_written(tmp_path):
         r = run_subprocess("anonymize", "--config", tmp_path / "jobs" / "people.yml", "--json")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["rows"] == n and json.loads(r.stdout)["fragments"] == 8
+    assert sqlanon.run_job(tmp_path / "jobs" / "people.yml", "--seed", "3").metrics.rows == n  # as from Python
     out = pq.read_table(tmp_path / "published" / "people.parquet")
     assert not {"name", "ssn"} & set(out.column_names)
     assert {"visit_id", "ward", "admitted"} <= set(out.column_names)
     runs = pq.read_table(tmp_path / "published" / "anonymization_metrics.parquet").column("run_id").to_pylist()
-    assert len(set(runs)) == 2
+    assert len(set(runs)) == 3
     # The third night the source has a new column: `keep` stops the job.
     published = snapshot(tmp_path / "published")
     for i, part in enumerate((people.iloc[: n // 2], people.iloc[n // 2:])):
