@@ -161,8 +161,9 @@ class SqlAlchemySource:
                                                    names=names))
         except SQLAlchemyError as exc:
             raise InputError(f"cannot read {self.describe()}: {self.conn.redact(first_line(_cause(exc)))}") from None
-        if not batches:
-            return pa.table({n: pa.array([], types.get(n) or pa.null()) for n in names})
+        if not batches:  # (a field's type: an empty sample's QIs failed 'DataType expected': helper-52)
+            empty = {n: getattr(types.get(n), "type", types.get(n)) or pa.null() for n in names}
+            return pa.table({n: pa.array([], t) for n, t in empty.items()})
         return pa.Table.from_batches(_unify(batches))
 
 

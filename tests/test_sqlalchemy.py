@@ -153,6 +153,22 @@ def test_statistics_sample_and_fragments_run_in_the_database(db, tmp_path):
             assert " WHERE " in s or " LIMIT " in s, s
 
 
+def test_a_sample_that_keeps_no_row_plans_one_fragment(tmp_path):
+    """A seeded hash that keeps no row of a small table (--sample 2) failed
+    as an internal error, 'DataType expected, got Field' (helper-52): the
+    empty result is typed by the QIs' fields too. The run goes on as one
+    fragment, as a PostgreSQL view's empty sample does; its text QI under
+    NOCASE ranked as the database orders it."""
+    db = tmp_path / "s.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE t (id INTEGER, name TEXT COLLATE NOCASE, dx TEXT)")
+        c.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i, f"v{i % 300:03d}", "abc"[i % 3]) for i in range(5000)])
+    for sample in (2, 0.4):
+        r = sqlanon.anonymize(f"sqlite:///{db}", tmp_path / "o.parquet", table="t", qi=["name"], sensitive=["dx"],
+                              k=5, l=2, fragments=4, sample=sample, workers=2, overwrite=True)
+        assert r.source_rows == 5000 and len(r.plan.fragments) == (1 if sample == 2 else 4), (sample, r.plan)
+
+
 # --------------------------------------------------------------------------- 3. the portable sample
 
 
