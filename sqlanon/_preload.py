@@ -36,13 +36,18 @@ class _LogFormat(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         from .errors import redact_urls
 
-        return redact_urls(f"{record.levelname.capitalize()}: {record.getMessage()}")
+        text = f"{record.levelname.capitalize()}: {record.getMessage()}"
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return redact_urls(text)
 
 
-if not logging.getLogger().handlers:
-    _handler = logging.StreamHandler()
-    _handler.setFormatter(_LogFormat())
-    logging.getLogger().addHandler(_handler)
+# sqlanon's loggers only: the caller's own forkserver pools fork from this
+# server too, and a root handler here made their workers' basicConfig a
+# no-op, their INFO lines and tracebacks lost (helper-52).
+_handler = logging.StreamHandler()
+_handler.setFormatter(_LogFormat())
+logging.getLogger("sqlanon").addHandler(_handler)
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 try:
     # pandas too: pyarrow and DuckDB import it on their first conversion (they

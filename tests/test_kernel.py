@@ -6,6 +6,7 @@ import logging
 import os
 import subprocess
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -228,6 +229,37 @@ def test_the_worker_pools_warnings_read_as_the_clis(tmp_path):
     assert p.returncode == 0, p.stderr
     said = [ln for ln in p.stderr.splitlines() if "SQLANON_KERNEL" in ln]
     assert said and all(ln.startswith("Warning: SQLANON_KERNEL='bogus' is neither") for ln in said), p.stderr
+
+
+def test_the_pools_log_format_leaves_the_callers_own_pools_alone(tmp_path):
+    """The format above was a root handler in the fork server, which the
+    caller's own forkserver pools share: their workers' basicConfig did
+    nothing, their INFO lines and tracebacks were lost (helper-52)."""
+    script = tmp_path / "caller.py"
+    script.write_text(textwrap.dedent(f"""
+        import logging, multiprocessing, sys
+        from concurrent.futures import ProcessPoolExecutor
+
+        def job():
+            logging.basicConfig(level=logging.INFO, format="CALLER %(levelname)s %(message)s", stream=sys.stdout)
+            try:
+                1 / 0
+            except ZeroDivisionError:
+                logging.getLogger("caller").exception("failed")
+            logging.getLogger("caller").info("said")
+
+        if __name__ == "__main__":
+            import pyarrow as pa, pyarrow.parquet as pq, sqlanon
+            pq.write_table(pa.table({{"age": list(range(40))}}), {str(tmp_path / "s.parquet")!r})
+            sqlanon.anonymize({str(tmp_path / "s.parquet")!r}, {str(tmp_path / "o.parquet")!r}, qi=["age"], k=5,
+                              workers=2)
+            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as ex:
+                ex.submit(job).result()
+    """))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("CALLER ERROR failed\nTraceback") and "ZeroDivisionError" in p.stdout, p.stdout
+    assert p.stdout.rstrip().endswith("CALLER INFO said"), p.stdout
 
 
 def _same_classes(got, want) -> None:
