@@ -581,8 +581,8 @@ def verify(
         types = dict(source.server_columns())
         cols = list(types)
         with source.conn.connect() as server:
-            if not cols:
-                raise InputError(f"table {'.'.join(source.table)!r} does not exist in {source.conn.safe()}")
+            if not cols:  # (one that does not exist is refused by server_columns)
+                raise InputError(f"table {'.'.join(source.table)!r} of {source.conn.safe()} has no columns")
             qi = _published_qi(qi, cols)
             for option, c in [*(("--qi", c) for c in qi), *(("--sensitive", c) for c in sensitive)]:
                 if c not in cols:

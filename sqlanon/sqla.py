@@ -39,7 +39,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .config import missing_table
+from .config import missing_table, suggest
 from .errors import ConfigError, InputError
 from .io import first_line, split_table_name
 from .sql.render import GENERIC, Rendered, quote_for
@@ -366,6 +366,13 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
             names = None
         raise ConfigError(missing_table(table, conn.safe(), names)) from None
     except SQLAlchemyError as exc:
+        try:  # a schema it does not have (SQLite: 'unknown database "hr"', exit 1: helper-52)
+            schemas = inspect(_engine(conn)).get_schema_names() if schema is not None else None
+        except SQLAlchemyError:
+            schemas = None
+        if schemas is not None and schema not in schemas:
+            raise ConfigError(f"--table: schema {schema!r} is not in {conn.safe()}{suggest(schema, schemas)}; it has: "
+                              f"{', '.join(map(repr, schemas))}") from None
         raise InputError(f"cannot read {conn.safe()}: {conn.redact(first_line(_cause(exc)))}") from None
     known = [(c["name"], arrow_type(c["type"], conn.backend)) for c in columns]
     if any(t is None for _, t in known):

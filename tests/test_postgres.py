@@ -2703,6 +2703,9 @@ def test_a_source_table_that_does_not_exist_is_a_usage_error_naming_close_ones(p
         assert line.startswith(f"Error: --table: table '{schema}.scr' is not in postgresql://") and (
             f"(did you mean '{schema}.src'?); it has: '{schema}.src'" in line), line
     assert not (tmp_path / "o.parquet").exists()
+    sql(pg_url, f"CREATE TABLE {rel(schema, 'no_cols')} ()")  # one that exists: not said not to (helper-52)
+    p = _cli("verify", pg_url, "--table", f"{schema}.no_cols", "--qi", "age", "-k", 5)
+    assert p.returncode == 1 and one_error_line(p.stderr).endswith("has no columns"), p.stderr
 
 
 def test_a_target_schema_that_is_missing_or_not_writable_is_refused_before_any_work(pg_url):

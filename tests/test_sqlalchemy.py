@@ -488,6 +488,9 @@ def test_missing_table_and_column_are_one_line(db, tmp_path):
     assert "'people'" in r.stderr and len(r.stderr.splitlines()) == 1
     r = _cli("anonymize", f"sqlite:///{db}", "--table", "peeple", "-o", tmp_path / "o.parquet", "--qi", "age", "-k", 2)
     assert r.returncode == 2 and "(did you mean 'people'?)" in r.stderr
+    r = _cli("anonymize", f"sqlite:///{db}", "--table", "hr.people", "-o", tmp_path / "o.parquet", "--qi", "age", "-k", 2)
+    assert r.returncode == 2 and r.stderr.strip() == f"Error: --table: schema 'hr' is not in sqlite:///{db}; it has: " \
+        "'main'"  # (it was SQLite's 'unknown database "hr"', exit 1: helper-52)
     r = _cli("anonymize", f"sqlite:///{db}", "--table", "people", "-o", tmp_path / "o.parquet", "--qi", "agee", "-k", 2)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "'agee'" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "o.parquet").exists()
