@@ -24,7 +24,7 @@ import yaml
 from . import executors, interrupts
 from .config import (GENERALIZATIONS, INTERVAL_FORMATS, MIN_K, MIN_L, STRATEGIES, file_format, quoted_name, split_names,
                      strict_json, suggest)
-from .errors import ConfigError, SqlanonError, redact_urls
+from .errors import ConfigError, InputError, SqlanonError, redact_urls
 from .executors import EXECUTORS
 
 # sqlanon.api (DuckDB, Arrow, numpy) is imported inside the commands, after
@@ -215,7 +215,7 @@ def handle_errors(fn):
     def wrapper(*args, **kwargs):
         ctx = click.get_current_context(silent=True)
         debug = kwargs.pop("debug", False) or (ctx is not None and ctx.meta.get("sqlanon.debug", False))
-        if ctx is not None and ctx.meta.get("sqlanon.library"):  # run_job: the library's errors, raised
+        if _library(ctx):  # run_job: the library's errors, raised
             try:
                 with interrupts.watching(library=True):
                     return fn(*args, **kwargs)
@@ -223,7 +223,8 @@ def handle_errors(fn):
                 if exc.exit_code != 2:
                     raise
                 raise type(exc)(_config_keys_named(str(exc))) from None
-            except click.UsageError as exc:  # _require's: a job without input, say
+            except click.UsageError as exc:  # _require's (a job without input), _sample's
+                exc.ctx = exc.ctx or ctx  # its help named: 'sqlanon anonymize --help' (helper-53)
                 raise ConfigError(_one_line(exc).format_message()) from None
         try:
             with interrupts.watching(library=False):
@@ -433,10 +434,9 @@ def _raise_open_file_limit() -> None:
 
 
 def _check_open_file_limit() -> None:
-    if _open_file_limit() < MIN_OPEN_FILES:
-        click.echo(f"Error: the limit on open files (ulimit -n) is {_open_file_limit()}: sqlanon needs at least "
-                   f"{MIN_OPEN_FILES}; raise it", err=True)
-        sys.exit(1)
+    if _open_file_limit() < MIN_OPEN_FILES:  # (run_job's caller gets it raised: helper-53)
+        raise InputError(f"the limit on open files (ulimit -n) is {_open_file_limit()}: sqlanon needs at least "
+                         f"{MIN_OPEN_FILES}; raise it")
 
 
 def _cluster_errors_left_to_the_run(record: logging.LogRecord) -> bool:
@@ -478,9 +478,12 @@ class _LogFormat(logging.Formatter):
 
 
 def _set_verbosity(ctx, param, verbose: int) -> None:
-    """``-v`` logs progress (INFO), ``-vv`` debug, before or after the command name."""
+    """``-v`` logs progress (INFO), ``-vv`` debug, before or after the command name
+    (:func:`run_job`: sqlanon's loggers only, for the run: the host's root
+    logger stayed at DEBUG after it, helper-53)."""
     if verbose:
-        logging.getLogger().setLevel(logging.INFO if verbose == 1 else logging.DEBUG)
+        logger = logging.getLogger("sqlanon" if _library(ctx) else None)
+        logger.setLevel(logging.INFO if verbose == 1 else logging.DEBUG)
 
 
 def verbose_option(help: str):
@@ -914,7 +917,7 @@ def anonymize(
     the terminal hung up (SIGHUP).
     """
     _require(ctx, ("INPUT", "input", input), ("-o", "output", output), ("--qi", "qi", qi), ("-k", "k", k))
-    library = ctx.meta.get("sqlanon.library", False)
+    library = _library(ctx)
     _check_open_file_limit()
     if executor == "local" and not library and not executors.in_process(executor, workers, explain):
         executors.start_local_server()
@@ -964,7 +967,7 @@ def anonymize(
         finished = True
         if line is not None:
             line.done()
-        if interrupts.received():  # during publishing, which runs to its end
+        if interrupts.received() and not library:  # during publishing, which runs to its end
             click.echo("Interrupted once publishing had begun: the output and its metrics were published first.",
                        err=True)
     finally:
@@ -999,18 +1002,44 @@ def run_job(config: str | os.PathLike, *args: str | os.PathLike):
     never weaker), and the run's :class:`~sqlanon.RunResult` returned. A
     failure raises the library's error (:class:`~sqlanon.ConfigError` for
     what exit 2 stands for, naming the file's key); nothing is printed."""
-    argv = ["--config", os.fspath(config), *map(os.fspath, args)]
+    argv = ["--config", _flag_text(config, "config")]
+    argv += [_flag_text(a, f"flag {i}") for i, a in enumerate(args, 1)]
     if any(a in ("-h", "--help") for a in argv[2:]):  # click would print the help, then ask to exit
         raise ConfigError("run_job() runs a job: --help is the command line's (sqlanon anonymize --help)")
+    _raise_open_file_limit()  # as the command does
+    ours = logging.getLogger("sqlanon")
+    level = ours.level  # -v sets it for the run
     try:
-        ctx = anonymize.make_context("sqlanon anonymize", argv)
-    except click.UsageError as exc:  # a flag, or a value of the file click checks
-        raise ConfigError(_one_line(exc).format_message()) from None
-    except click.ClickException as exc:  # the file (_ConfigFileError)
-        raise ConfigError(exc.format_message()) from None
-    ctx.meta["sqlanon.library"] = True
-    with ctx:
-        return anonymize.invoke(ctx)
+        try:
+            ctx = anonymize.make_context("sqlanon anonymize", argv, obj=_LIBRARY_RUN)
+        except click.UsageError as exc:  # a flag, or a value of the file click checks
+            raise ConfigError(_one_line(exc).format_message()) from None
+        except click.ClickException as exc:  # the file (_ConfigFileError)
+            raise ConfigError(exc.format_message()) from None
+        with ctx:
+            return anonymize.invoke(ctx)
+    finally:
+        ours.setLevel(level)
+
+
+_LIBRARY_RUN = object()
+"""The click context's ``obj`` of a :func:`run_job` call."""
+
+
+def _library(ctx: click.Context | None) -> bool:
+    """Whether ``ctx`` is a :func:`run_job` call's (errors raised, nothing printed, the host's logging kept)."""
+    return ctx is not None and ctx.find_root().obj is _LIBRARY_RUN
+
+
+def _flag_text(value, what: str) -> str:
+    """One of :func:`run_job`'s arguments as command-line text: a path, a
+    string, or a number (``"--seed", 3``); other values are refused by name
+    (an int was a bare TypeError: helper-53)."""
+    if isinstance(value, (str, os.PathLike)) and isinstance(os.fspath(value), str):
+        return os.fspath(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise ConfigError(f"run_job(): {what} must be text, a path or a number, not {type(value).__name__} {value!r}")
 
 
 def _report(text: str) -> None:

@@ -18,6 +18,7 @@ import datetime
 import datetime as dt
 import gzip
 import json
+import logging
 import lzma
 import os
 import re
@@ -1231,6 +1232,19 @@ def test_a_job_file_runs_from_python_as_from_the_command_line(tmp_path, capfd):
         with pytest.raises(error) as caught:
             sqlanon.run_job(job, *args)
         assert message in str(caught.value), (args, str(caught.value))
+    # a host's own: its root logger's level after -vv, flags as numbers, its low open-file limit (helper-53)
+    root = logging.getLogger()
+    before = root.level, logging.getLogger("sqlanon").level
+    assert sqlanon.run_job(job, "--seed", 4, "-k", 20, "--overwrite", "-vv").metrics.k == 20
+    assert (root.level, logging.getLogger("sqlanon").level) == before
+    with pytest.raises(sqlanon.ConfigError, match=r"^run_job\(\): flag 2 must be text, a path or a number, not "
+                                                  r"NoneType None$"):
+        sqlanon.run_job(job, "--metrics", None)
+    low = subprocess.run([sys.executable, "-c", "import resource, sqlanon; resource.setrlimit(resource.RLIMIT_NOFILE, "
+                          f"(60, resource.getrlimit(resource.RLIMIT_NOFILE)[1])); sqlanon.run_job({str(job)!r}, "
+                          "'--overwrite', '-k', 20)"], capture_output=True, text=True, timeout=300)
+    assert low.returncode == 0 and low.stdout == low.stderr == "", low  # it was SystemExit(1) and a printed line
+    assert capfd.readouterr() == ("", "")
     job.write_text(job.read_text() + "kk: 3\n")
     with pytest.raises(sqlanon.ConfigError, match=r"^unknown key 'kk' in '.*adults\.yml' \(did you mean 'k'\?\)$"):
         sqlanon.run_job(job)
