@@ -575,6 +575,7 @@ class _Column:
     cuttable: bool = True  # False: its values have no Python form to bind (a date before year 1)
     foldable: bool = False  # hierarchy columns: no two leaves equal in a collation; value columns: the
     # database orders the values as the plan does (Predicate.foldable)
+    ranked: bool = False  # codes in the database's own order (_ranked): a larger code, a larger value there
 
     def cut(self, c: int, next_code: int, low: int = 0) -> tuple[Predicate, Predicate]:
         """The (left, right) predicates of the cut ``code <= c`` (``next_code``: the node's next code).
@@ -700,7 +701,7 @@ def _ranked(name: str, arr: pa.Array, rank: pa.ChunkedArray, text_order: bool) -
     # code i's value: any of its values, which the database holds equal (dense ranks: every code has one)
     _, first = np.unique(codes[valid], return_index=True)
     sorted_values = arr.filter(pa.array(valid)).take(pa.array(first, pa.int64()))
-    return _Column(name, False, codes, null_code, sorted_values=sorted_values, foldable=text_order)
+    return _Column(name, False, codes, null_code, sorted_values=sorted_values, foldable=text_order, ranked=True)
 
 
 def _bindable(sorted_values: pa.Array) -> bool:
@@ -770,8 +771,9 @@ def _quantile(cols: list[_Column], n: int, workers: int) -> list[tuple[np.ndarra
         # column under a collation the cut values may be in another order than the plan's, and the
         # intervals "above cut i-1, within cut i" overlapped (rows twice: helper-46). Where the
         # database orders them as the plan (Predicate.foldable) the SQL has the interval all the same
-        # (_bounds). A hierarchy's lists hold the leaves up to their cut: one before is enough.
-        before = sides[:i] if c.leaf_values is None else sides[i - 1 : i]
+        # (_bounds). A hierarchy's lists hold the leaves up to their cut, and cuts made in the database's
+        # own order (ranked) are above each other there: one before is enough.
+        before = sides[:i] if c.leaf_values is None and not c.ranked else sides[i - 1 : i]
         preds = tuple(right for _, right in before) + (() if i == k else (sides[i][0],))
         out.append((order[starts[i] : starts[i + 1]], str(i), preds))
     return out
