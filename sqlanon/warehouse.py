@@ -306,9 +306,10 @@ def same_server(a: Conn, b: Conn) -> bool:
     """Whether two URLs reach the same database, as the servers see it
     (``localhost`` vs ``127.0.0.1``, a password in the URL or in PGPASSWORD…).
     The server's start time tells two servers apart where address and port
-    cannot (both NULL over a unix socket). One URL is one server: asked
-    nothing (a run to its source's database asked it four times, two
-    connections each: a second or more on a remote server with TLS)."""
+    cannot (both NULL over a unix socket). One URL is one server, asked
+    nothing: a run into its source's database opened four connections to
+    ask (two checks, two servers each), each a TLS handshake and a login on
+    a remote warehouse."""
     if a.url == b.url:
         return True
 
