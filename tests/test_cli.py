@@ -875,7 +875,8 @@ class Stuck:
     def __getattr__(self, name):
         return getattr(shutil, name)
     def rmtree(self, path, *args, **kwargs):  # the spill directory's removal, once published
-        if "spill" in str(path):
+        # this run's own: a dead run's, left in TMPDIR by a test that killed one, is removed at the start
+        if f"sqlanon-spill-{os.getpid()}-" in str(path):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(2.5)
             os.kill(os.getpid(), signal.SIGTERM)
