@@ -713,6 +713,8 @@ def _config_value(p: click.Parameter, val, base: str):
         if isinstance(val, bool) or not isinstance(val, (int, float)):
             raise ValueError(f"must be a number, not {_shown(val)}")
         return val
+    if isinstance(val, str) and not val.strip():  # table: "" was blamed on --table (helper-51)
+        raise ValueError("is empty")
     if p.name in PATH_KEYS:
         if p.name == "metrics" and not file_format(_scalar(val)):
             return _scalar(val)  # a table name in the output database, not a path

@@ -1179,6 +1179,8 @@ def test_click_usage_errors(out_dir, args, pattern):
     ("sensitive:", r"'sensitive' .* column name"),  # was the column 'None'
     ("sensitive: [[income, race]]", r"'sensitive' .* column name"),
     ("overwrite: [true]", r"'overwrite' .* true or false"),
+    ('table: ""', r"'table' in '.*job\.yml' is empty$"),  # it said 'a database URL needs --table' (helper-51)
+    ('metrics: " "', r"'metrics' in '.*job\.yml' is empty$"),
     ("task_timeout: [1]", r"'task_timeout' .* a number"),
     ("metrics: {a: 1}", r"'metrics' .* a value"),
     ("hierarchy: {race: }", r"'hierarchy' .* a path"),
