@@ -17,6 +17,7 @@ import reprlib
 import resource
 import signal
 import sys
+import threading
 
 import click
 import yaml
@@ -226,6 +227,7 @@ def handle_errors(fn):
             except click.UsageError as exc:  # _require's (a job without input), _sample's
                 exc.ctx = exc.ctx or ctx  # its help named: 'sqlanon anonymize --help' (helper-53)
                 raise ConfigError(_one_line(exc).format_message()) from None
+        _REPORTED.clear()  # a run of its own (in-process runs one after another: tests)
         try:
             with interrupts.watching(library=False):
                 return fn(*args, **kwargs)
@@ -237,6 +239,7 @@ def handle_errors(fn):
             sys.exit(141)
         except (KeyboardInterrupt, Exception) as exc:
             _end_progress_line()
+            _REPORTED.set()  # the run's own line is next: the cluster's processes may still log their ends
             if interrupts.received() or isinstance(exc, KeyboardInterrupt):
                 # Whatever the failure looks like (DuckDB reports a Ctrl-C as
                 # "Query interrupted"; an import cut short fails as ImportError).
@@ -447,15 +450,22 @@ def _cluster_errors_left_to_the_run(record: logging.LogRecord) -> bool:
     cluster's connections under a pending call logged 'Exception in callback
     … CommClosedError' under the CLI's one line (about one run in six).
     While a cluster is torn down after a failure or a stop
-    (:data:`executors.TEARING_DOWN`), their warnings go too: a worker killed
-    mid-handshake made the scheduler warn under that line."""
+    (:data:`executors.TEARING_DOWN`), and once the run has failed
+    (:data:`_REPORTED`), their warnings go too: a worker killed
+    mid-handshake made the scheduler warn under that line, and a nanny said
+    'exit status was already read' after the cluster had closed."""
     if logging.getLogger().isEnabledFor(logging.INFO) or record.levelno < logging.WARNING:
         return True
     # By logger, or by file: py4j logs a Ctrl-C through the root logger.
     theirs = ("distributed", "tornado", "py4j", "pyspark")
     if not (record.name.startswith(theirs) or any(f"{os.sep}{p}{os.sep}" in record.pathname for p in theirs)):
         return True
-    return record.levelno < logging.ERROR and not executors.TEARING_DOWN.is_set()
+    return record.levelno < logging.ERROR and not executors.TEARING_DOWN.is_set() and not _REPORTED.is_set()
+
+
+_REPORTED = threading.Event()
+"""Set when the CLI's run has failed (its one line follows): no cluster
+library's record is shown after it (without -v)."""
 
 
 class _LogHandler(logging.StreamHandler):
