@@ -34,12 +34,12 @@ class _LogFormat(logging.Formatter):
     (with no handler, Python printed the bare message), a URL's password masked."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from .errors import redact_urls
+        from .errors import plain_log_line
 
-        text = f"{record.levelname.capitalize()}: {record.getMessage()}"
+        text = record.getMessage()
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
-        return redact_urls(text)
+        return plain_log_line(record.levelname, text)
 
 
 # sqlanon's loggers only: the caller's own forkserver pools fork from this

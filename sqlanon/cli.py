@@ -25,7 +25,7 @@ import yaml
 from . import executors, interrupts
 from .config import (GENERALIZATIONS, INTERVAL_FORMATS, MIN_K, MIN_L, STRATEGIES, file_format, quoted_name, split_names,
                      strict_json, suggest)
-from .errors import ConfigError, InputError, SqlanonError, redact_urls
+from .errors import ConfigError, InputError, SqlanonError, plain_log_line, redact_urls
 from .executors import EXECUTORS
 
 # sqlanon.api (DuckDB, Arrow, numpy) is imported inside the commands, after
@@ -483,7 +483,7 @@ class _LogFormat(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         if not logging.getLogger().isEnabledFor(logging.INFO):
-            return redact_urls(f"{record.levelname.capitalize()}: {record.getMessage()}")
+            return plain_log_line(record.levelname, record.getMessage())
         return redact_urls(super().format(record))
 
 

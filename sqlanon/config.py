@@ -131,15 +131,16 @@ def _listed(names: list[str]) -> str:
     return ", ".join(map(repr, names[:30])) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
 
 
-def missing_table(table: str, where: str, names) -> str:
+def missing_table(table: str, where: str, names, kind: str = "table") -> str:
     """The error for a ``--table`` that ``where`` (a database, shown without
     its password) lacks: a close name if any, and the tables and views it has
-    (``names``; None: not known)."""
+    (``names``; None: not known); ``kind="schema"``: its schema, and the
+    schemas it has."""
     if names is None:
-        return f"--table: table {table!r} is not in {where}"
+        return f"--table: {kind} {table!r} is not in {where}"
     names = list(names)
-    return (f"--table: table {table!r} is not in {where}{suggest(table, names, cutoff=0.7)}; "
-            + (f"it has: {_listed(names)}" if names else "it has no tables or views"))
+    return (f"--table: {kind} {table!r} is not in {where}{suggest(table, names, cutoff=0.7)}; "
+            + (f"it has: {_listed(names)}" if names else f"it has no {'tables or views' if kind == 'table' else kind}"))
 
 
 def missing_column(name: str, where: str, names, option: str | None = None) -> str:

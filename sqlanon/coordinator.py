@@ -591,10 +591,7 @@ def draw_sample(
         finally:
             con.execute("RESET threads")
         qis = drawn.select(spec.qi_names)
-    # The result's columns by position: a QI may be named as a rank column is.
-    first = len(spec.qi_names)
-    order = {c: drawn.column(first + i) for i, c in enumerate(ranked)}
-    return qis, order
+    return qis, {c: drawn.column(name) for c, name in zip(ranked, names)}  # (names reserved: refuse_reserved)
 
 
 # ----------------------------------------------------------------------- the run

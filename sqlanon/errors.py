@@ -134,3 +134,10 @@ def redact_urls(text: str) -> str:
     where a path was expected."""
     text = _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
     return _KEYWORD_PASSWORD.sub(r"\1***", text)
+
+
+def plain_log_line(level: str, message: str) -> str:
+    """A log record as the CLI shows it without -v, ``Warning: …`` as errors
+    read ``Error: …``, URLs' passwords masked; the worker pool's warnings
+    read so too (:mod:`sqlanon._preload`)."""
+    return redact_urls(f"{level.capitalize()}: {message}")

@@ -39,7 +39,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .config import missing_table, suggest
+from .config import missing_table
 from .errors import ConfigError, InputError
 from .io import first_line, split_table_name
 from .sql.render import GENERIC, Rendered, quote_for
@@ -371,8 +371,7 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
         except SQLAlchemyError:
             schemas = None
         if schemas is not None and schema not in schemas:
-            raise ConfigError(f"--table: schema {schema!r} is not in {conn.safe()}{suggest(schema, schemas)}; it has: "
-                              f"{', '.join(map(repr, schemas))}") from None
+            raise ConfigError(missing_table(schema, conn.safe(), schemas, "schema")) from None
         raise InputError(f"cannot read {conn.safe()}: {conn.redact(first_line(_cause(exc)))}") from None
     known = [(c["name"], arrow_type(c["type"], conn.backend)) for c in columns]
     if any(t is None for _, t in known):
