@@ -130,6 +130,8 @@ def _per_column(ctx: click.Context, name: str, values: tuple[str, ...], option: 
         return dict(in_file)
     pairs = _pairs(values, option)
     if source is click.core.ParameterSource.COMMANDLINE:
+        # Errors about the file's own columns name the file (_config_keys_named).
+        ctx.meta.setdefault("sqlanon.file_only", {})[name] = [c for c in in_file if c not in pairs]
         pairs = {**in_file, **pairs}
     return pairs
 
@@ -193,8 +195,9 @@ def _config_keys_named(message: str) -> str:
         for opt in [o for o in param.opts if o.startswith("--")] or [o.lstrip("-") for o in param.opts]:
             named = f"{keys[param.name]!r} in {ctx.meta['sqlanon.config']!r}"
             # A column of the file's list that the flag's were added to ("--keep names 'ward'…").
-            if not from_file and any(message.startswith(f"{opt} names {c!r}") for c in file_only.get(param.name, ())):
-                return named + message[len(opt):]
+            if not from_file and any(re.match(rf"{re.escape(opt)} names (column )?{re.escape(repr(c))}", message)
+                                     for c in file_only.get(param.name, ())):
+                return named + _keys_advised(message[len(opt):], ctx, keys)
             if not from_file:
                 continue
             # Its value shown ("cannot tell the format of --metrics='hr.m'", "--metrics='m.csv': directory…").
@@ -205,8 +208,22 @@ def _config_keys_named(message: str) -> str:
             # Only a message about the value itself ("--workers must be…"), not
             # one that advises the flag ("pass --overwrite to replace it").
             if re.match(rf"{re.escape(opt)}(?![\w-])", message):
-                return named + message[len(opt):]
+                return named + _keys_advised(message[len(opt):], ctx, keys)
     return message
+
+
+def _keys_advised(rest: str, ctx: click.Context, keys: dict[str, str]) -> str:
+    """The advice in a message about a --config file's value names the
+    file's keys, as its start does: "'keep' in 'job.yml' leaves out 'ssn'
+    …: list it in 'keep' …", not "in --keep"; "'l' in 'job.yml' = 2 needs
+    a sensitive column ('sensitive')", not "(--sensitive)" (helper-51)."""
+    by_opt = {o: keys.get(p.name, o[2:]) for p in ctx.command.params if p.name not in FLAGS_ONLY
+              for o in p.opts if o.startswith("--")}
+
+    def key(m: re.Match) -> str:
+        return f"{m.group(1)}{by_opt[m.group(2)]!r}" if m.group(2) in by_opt else m.group(0)
+
+    return re.sub(r"(\(|\bin )(--[\w-]+)(?=\)|\b(?!-))", key, rest)
 
 
 def handle_errors(fn):

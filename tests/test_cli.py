@@ -417,11 +417,45 @@ def test_keep_in_a_job_file_refuses_a_new_column_and_the_command_line_adds_to_it
     out = out_dir / "k.parquet"
     r = cli("anonymize", "--config", job, ADULTS, "-o", out)
     assert r.exit_code == 2
-    assert_one_line_error(r.stderr, r"^Error: 'keep' in '.*job.yml' leaves out 'native-country', a column of")
+    # Its advice names the file's keys too (it said "list it in --keep", helper-51).
+    assert_one_line_error(r.stderr, r"^Error: 'keep' in '.*job.yml' leaves out 'native-country', a column of .*: "
+                                    r"list it in 'keep' to publish it unchanged, or in 'drop' to leave it out$")
     assert snapshot(out_dir) == {}
     r = cli("anonymize", "--config", job, ADULTS, "-o", out, "--keep", "native-country")
     assert r.exit_code == 0, r.stderr
     assert set(ADULT_OTHERS) <= set(pq.read_schema(out).names)
+
+
+def test_an_l_in_a_job_file_without_sensitive_columns_names_the_keys(tmp_path, out_dir):
+    """The advice of a message about a job file's value names its keys: it
+    said "'l' in 'job.yml' = 2 needs … (--sensitive)" (helper-51)."""
+    job = tmp_path / "job.yml"
+    job.write_text("qi: [age, race]\nk: 10\nl: 2\n")
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out_dir / "l.parquet")
+    assert r.exit_code == 2, r.stderr
+    assert_one_line_error(r.stderr, r"^Error: 'l' in '.*job.yml' = 2 needs at least one sensitive column "
+                                    r"\('sensitive'\)$")
+    r = cli("anonymize", ADULTS, "-o", out_dir / "l.parquet", "--qi", "age,race", "-k", "10", "-l", "2")
+    assert_one_line_error(r.stderr, r"^Error: l = 2 needs at least one sensitive column \(--sensitive\)$")
+    assert snapshot(out_dir) == {}
+
+
+def test_a_job_files_hierarchy_of_no_qi_is_named_by_its_key_beside_another_on_the_command_line(tmp_path, out_dir):
+    """``--hierarchy`` on the command line adds to the file's mapping; the
+    file's entry for a column that is not a QI was blamed on the flag
+    ("--hierarchy names column 'zip'")."""
+    job = tmp_path / "job.yml"
+    job.write_text(f"qi: [age, native-country]\nk: 10\nhierarchy: {{zip: {COUNTRIES}}}\n")
+    extra = ("--hierarchy", f"native-country={COUNTRIES}")
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out_dir / "h.parquet", *extra)
+    assert r.exit_code == 2, r.stderr
+    assert_one_line_error(r.stderr, r"^Error: 'hierarchy' in '.*job.yml' names column 'zip', which is not a "
+                                    r"quasi-identifier$")
+    job.write_text(f"qi: [age, native-country]\nk: 10\nhierarchy: {{native-country: {COUNTRIES}}}\n")
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out_dir / "h.parquet", "--hierarchy", f"race={COUNTRIES}")
+    assert r.exit_code == 2, r.stderr
+    assert_one_line_error(r.stderr, r"^Error: --hierarchy names column 'race', which is not a quasi-identifier")
+    assert snapshot(out_dir) == {}
 
 
 def test_an_empty_keep_in_a_job_file_lets_no_other_column_pass(tmp_path, out_dir):
