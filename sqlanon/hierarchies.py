@@ -319,7 +319,7 @@ def _refuse_reused_names(source: str, names: list[str], parent: list[int]) -> No
             if up != a:
                 where = [" > ".join(_path(names, parent, x)) for x in (a, b)]
                 raise HierarchyError(
-                    f"hierarchy file {source} uses the value {name!r} for two different nodes ({where[0]}; "
+                    f"hierarchy file {source!r} uses the value {name!r} for two different nodes ({where[0]}; "
                     f"{where[1]}): rows generalized to one would read as the other; rename one"
                 )
         if ids[-1] + 1 < len(parent) and parent[ids[-1] + 1] == ids[-1]:
@@ -328,7 +328,7 @@ def _refuse_reused_names(source: str, names: list[str], parent: list[int]) -> No
         for group in ids[:-1]:
             if leaves[group] > 1:
                 raise HierarchyError(
-                    f"hierarchy file {source}: the group {' > '.join(_path(names, parent, group))!r} has the "
+                    f"hierarchy file {source!r}: the group {' > '.join(_path(names, parent, group))!r} has the "
                     f"name of one of its {leaves[group]} leaves ({' > '.join(_path(names, parent, ids[-1]))}): "
                     f"rows of the others generalized to the group would be published as {name!r}; rename the group"
                 )
@@ -410,7 +410,7 @@ def _build(source: str, labels: list[str], children: list[list[int]]) -> Hierarc
         seen.add(leaf)
     if dups:
         raise HierarchyError(
-            f"hierarchy file {source} has duplicate leaf value(s) "
+            f"hierarchy file {source!r} has duplicate leaf value(s) "
             f"{_list_values(sorted(dups))}"
         )
     _refuse_reused_names(source, names, parent)
@@ -444,11 +444,11 @@ def _read_text(source: str) -> str:
         raise HierarchyError(f"hierarchy file {str(source)!r} not found") from None
     except UnicodeDecodeError as exc:
         raise HierarchyError(
-            f"hierarchy file {source} is not valid UTF-8 (byte {exc.start})"
+            f"hierarchy file {source!r} is not valid UTF-8 (byte {exc.start})"
         ) from exc
     except OSError as exc:
         raise HierarchyError(
-            f"cannot read hierarchy file {source}: {exc.strerror or exc}"
+            f"cannot read hierarchy file {source!r}: {exc.strerror or exc}"
         ) from exc
 
 
@@ -459,7 +459,7 @@ def _json_label(source: str, node: dict[str, Any], where: str) -> str:
         HierarchyError: ``cat`` is missing or not a string or number.
     """
     if "cat" not in node:
-        raise HierarchyError(f'hierarchy file {source}: node {where} has no "cat"')
+        raise HierarchyError(f'hierarchy file {source!r}: node {where} has no "cat"')
     cat = node["cat"]
     if isinstance(cat, str):
         return cat
@@ -470,7 +470,7 @@ def _json_label(source: str, node: dict[str, Any], where: str) -> str:
     if isinstance(cat, int) and not isinstance(cat, bool):
         return str(cat)
     raise HierarchyError(
-        f'hierarchy file {source}: node {where} has "cat" {cat!r}, '
+        f'hierarchy file {source!r}: node {where} has "cat" {cat!r}, '
         "expected a string or a number"
     )
 
@@ -485,23 +485,23 @@ def _parse_json(source: str, text: str) -> Hierarchy:
         keys = [k for k, _ in pairs]
         twice = next((k for k in keys if keys.count(k) > 1), None)
         if twice is not None:  # json keeps the last one: a second "subcats" dropped the first's leaves
-            raise HierarchyError(f"hierarchy file {source} has a node with the key {twice!r} twice")
+            raise HierarchyError(f"hierarchy file {source!r} has a node with the key {twice!r} twice")
         return dict(pairs)
 
     try:
         doc = json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         raise HierarchyError(
-            f"hierarchy file {source} is not valid JSON: {exc.msg} "
+            f"hierarchy file {source!r} is not valid JSON: {exc.msg} "
             f"(line {exc.lineno}, column {exc.colno})"
         ) from exc
     except RecursionError as exc:
         raise HierarchyError(
-            f"hierarchy file {source} is nested too deeply to parse"
+            f"hierarchy file {source!r} is nested too deeply to parse"
         ) from exc
     if not isinstance(doc, dict):
         raise HierarchyError(
-            f'hierarchy file {source}: the top level must be a {{"cat": ..., '
+            f'hierarchy file {source!r}: the top level must be a {{"cat": ..., '
             f'"subcats": [...]}} object, not {type(doc).__name__}'
         )
     labels: list[str] = []
@@ -513,7 +513,7 @@ def _parse_json(source: str, text: str) -> Hierarchy:
         where = "root" if parent_path is None else f"#{index + 1} under {parent_path}"
         if not isinstance(node, dict):
             raise HierarchyError(
-                f"hierarchy file {source}: node {where} is of type "
+                f"hierarchy file {source!r}: node {where} is of type "
                 f"{type(node).__name__}, expected an object"
             )
         label = _json_label(source, node, where)
@@ -522,7 +522,7 @@ def _parse_json(source: str, text: str) -> Hierarchy:
         if unknown:  # a misspelt "subcat" left the node a leaf: its values were 'not in the hierarchy'
             from .config import suggest
 
-            raise HierarchyError(f'hierarchy file {source}: node {path} has the key {unknown[0]!r}'
+            raise HierarchyError(f'hierarchy file {source!r}: node {path} has the key {unknown[0]!r}'
                                  f'{suggest(unknown[0], ["cat", "subcats"])}; a node has "cat" and "subcats" only')
         labels.append(label)
         children.append([])
@@ -537,7 +537,7 @@ def _parse_json(source: str, text: str) -> Hierarchy:
             continue
         if not isinstance(subcats, list):
             raise HierarchyError(
-                f'hierarchy file {source}: "subcats" of node {path} is of type '
+                f'hierarchy file {source!r}: "subcats" of node {path} is of type '
                 f"{type(subcats).__name__}, expected a list or null"
             )
         children[nid] = [add(child, path, i) for i, child in enumerate(subcats)]
@@ -555,7 +555,7 @@ def _parse_csv(source: str, text: str) -> Hierarchy:
     lines = list(StringIO(text, newline=""))
     first = next((ln for ln in lines if ln.strip()), None)
     if first is None:
-        raise HierarchyError(f"hierarchy file {source} is empty (no rows)")
+        raise HierarchyError(f"hierarchy file {source!r} is empty (no rows)")
     delimiter = ";" if ";" in first or "," not in first else ","
 
     rows: list[tuple[int, list[str]]] = []
@@ -571,26 +571,26 @@ def _parse_csv(source: str, text: str) -> Hierarchy:
                 width, width_line = len(row), line_no
             elif len(row) != width:
                 raise HierarchyError(
-                    f"hierarchy file {source} line {line_no} has {len(row)} "
+                    f"hierarchy file {source!r} line {line_no} has {len(row)} "
                     f"columns, expected {width} as on line {width_line}"
                 )
             for col, cell in enumerate(row):
                 if cell == "":
                     raise HierarchyError(
-                        f"hierarchy file {source} line {line_no} has an empty "
+                        f"hierarchy file {source!r} line {line_no} has an empty "
                         f"value in column {col + 1}"
                     )
             rows.append((line_no, row))
     except csv.Error as exc:
         raise HierarchyError(
-            f"hierarchy file {source} line {reader.line_num} is not valid CSV: {exc}"
+            f"hierarchy file {source!r} line {reader.line_num} is not valid CSV: {exc}"
         ) from exc
 
     if width == 1:
         other = next((sep for sep in ("\t", "|") if all(sep in row[0] for _, row in rows)), None)
         if other is not None:  # read as a flat list of leaves whose names hold the whole lines
             raise HierarchyError(
-                f"hierarchy file {source} separates its values with {'tabs' if other == chr(9) else repr(other)}: "
+                f"hierarchy file {source!r} separates its values with {'tabs' if other == chr(9) else repr(other)}: "
                 "a CSV hierarchy's levels are separated by ';' (or ',')"
             )
     tops = {row[-1] for _, row in rows}
@@ -611,7 +611,7 @@ def _parse_csv(source: str, text: str) -> Hierarchy:
         leaf = row[0]
         if leaf in leaf_line:
             raise HierarchyError(
-                f"hierarchy file {source} has duplicate leaf value {leaf!r} "
+                f"hierarchy file {source!r} has duplicate leaf value {leaf!r} "
                 f"(lines {leaf_line[leaf]} and {line_no})"
             )
         leaf_line[leaf] = line_no
@@ -630,7 +630,7 @@ def _parse_csv(source: str, text: str) -> Hierarchy:
                 nid, seen_line = hit
                 if node_parent[nid] != up:
                     raise HierarchyError(
-                        f"hierarchy file {source}: node {row[level]!r} in column "
+                        f"hierarchy file {source!r}: node {row[level]!r} in column "
                         f"{level + 1} has two parents, {labels[node_parent[nid]]!r} "
                         f"(line {seen_line}) and {labels[up]!r} (line {line_no})"
                     )
@@ -658,7 +658,7 @@ def load_hierarchy(path: str | os.PathLike[str]) -> Hierarchy:
     ext = os.path.splitext(source)[1].lower()
     if ext not in (".json", ".csv"):
         raise HierarchyError(
-            f"hierarchy file {source} has unknown extension {ext or '(none)'!r}; "
+            f"hierarchy file {source!r} has unknown extension {ext or '(none)'!r}; "
             "expected .json or .csv"
         )
     text = _read_text(source)
