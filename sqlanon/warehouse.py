@@ -352,6 +352,13 @@ def _extension_path() -> str:
     raise ConfigError(f"the duckdb-ext-postgres package has no extension binary; reinstall it ({EXTRA_HINT})")
 
 
+def _no_idle_timeout(server_version: int) -> str:
+    """The session option that exempts a session of sqlanon's from a role's
+    ``idle_session_timeout`` (PostgreSQL 14 and later; an older server
+    refuses the unknown setting, and has no such timeout)."""
+    return "-c idle_session_timeout=0" if server_version >= 140000 else ""
+
+
 def attach(con: duckdb.DuckDBPyConnection, conn: Conn, alias: str, read_only: bool, options: str = "") -> None:
     """Load the postgres extension (from its wheel) and attach the database
     (its sessions started with ``options``, ``-c name=value``, and named
@@ -480,6 +487,8 @@ class PostgresSource:
     snapshot: str | None = None
     """An exported snapshot (``pg_export_snapshot()``) every reader imports, so
     statistics, sample and all fragments see the same data on a live table."""
+    server_version: int = 0
+    """The server's version (``server_version_num``), read with the snapshot; 0: not known."""
     dialect = "postgres"
 
     @property
@@ -498,7 +507,9 @@ class PostgresSource:
         return False
 
     def attach(self, con: duckdb.DuckDBPyConnection) -> None:
-        attach(con, self.conn, SRC, read_only=True)
+        # Its session idles from the ATTACH to the snapshot's import (a worker
+        # process loading on a busy machine): a role's idle_session_timeout ended it.
+        attach(con, self.conn, SRC, read_only=True, options=_no_idle_timeout(self.server_version))
         if self.snapshot:
             # DuckDB keeps one PostgreSQL transaction for its own transaction:
             # import the coordinator's snapshot into it. It idles between
@@ -542,7 +553,7 @@ class PostgresSource:
         except psycopg.Error as exc:
             c.close()
             raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
-        return replace(self, snapshot=snap), c
+        return replace(self, snapshot=snap, server_version=c.info.server_version), c
 
     def arrow_schema(self, con: duckdb.DuckDBPyConnection) -> pa.Schema:
         """Column names and types as DuckDB reads them, from a query that reads no rows
@@ -1079,6 +1090,10 @@ class PostgresTarget:
     # -- the run's lock: a second concurrent run on the same target is refused
     def lock(self) -> None:
         c = self._connect()
+        # No transaction left open between its checks (check_lock, fits): it
+        # sat idle in one for the whole run, and a role's
+        # idle_in_transaction_session_timeout ended it, and the lock with it.
+        c.autocommit = True
         self._server_version = c.info.server_version
         if c.info.server_version >= 140000:
             # The session sits idle for the whole run: a role's timeout for
@@ -1091,7 +1106,6 @@ class PostgresTarget:
             "SELECT pg_try_advisory_lock(hashtextextended(current_database() || '/' || %s, 0))",
             ("sqlanon:" + ident(list(self.table)),),
         ).fetchone()[0]
-        c.commit()
         if not got:
             c.close()
             raise InputError(f"another sqlanon run is writing {self.describe()}; try again when it has finished")
@@ -1218,8 +1232,7 @@ class PostgresTarget:
         if not any(row[0] == DST for row in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()):
             # It sits idle while the output is verified: a role's timeout for
             # idle sessions ended it, and the run failed writing its metrics.
-            idle = "-c idle_session_timeout=0" if self._server_version >= 140000 else ""
-            attach(con, self.conn, DST, read_only=False, options=idle)
+            attach(con, self.conn, DST, read_only=False, options=_no_idle_timeout(self._server_version))
 
     def _detach(self, con: duckdb.DuckDBPyConnection) -> None:
         try:

@@ -1466,19 +1466,22 @@ def _lock_pid(url: str) -> int | None:
     return rows[0][0] if rows else None
 
 
-@pytest.mark.parametrize("how", ["idle_session_timeout", "terminated"])
+@pytest.mark.parametrize("how", ["idle_session_timeout", "idle_in_transaction_session_timeout", "terminated"])
 def test_the_runs_lock_outlives_idle_timeouts_and_a_lost_one_stops_the_run(pg_url, monkeypatch, how):
     """The advisory lock's session sat idle: a role's idle_session_timeout
     (or a DBA's idle-killer) ended it, and the lock with it; a second run was
     not refused and dropped the first one's staging, which then failed with
     '0 rows written' (helper-50). The lock's session is exempt from the
-    timeout now, and a run that lost its lock anyway says so."""
+    timeout now, and a run that lost its lock anyway says so. It also sat
+    idle in a transaction, its checks' (a role's idle_in_transaction_session_timeout,
+    common on managed servers, failed every run longer than it)."""
     schema, role = "lock lost", "sqlanon idle"
+    setting = "idle_session_timeout" if how == "terminated" else how
     fresh_schema(pg_url, schema)
     make_people(pg_url, schema, "src", 2_000)
     sql(pg_url, f"DO $$BEGIN CREATE ROLE {q(role)} LOGIN PASSWORD 'idlepw' SUPERUSER; EXCEPTION WHEN "
                 "duplicate_object THEN NULL; END$$")
-    sql(pg_url, f"ALTER ROLE {q(role)} SET idle_session_timeout = '1s'")
+    sql(pg_url, f"ALTER ROLE {q(role)} SET {setting} = '1s'")
     url = re.sub(r"//[^@]*@", f"//{quote(role, safe='')}:idlepw@", pg_url)
     assemble = warehouse.PostgresTarget.assemble
 
@@ -1488,7 +1491,7 @@ def test_the_runs_lock_outlives_idle_timeouts_and_a_lost_one_stops_the_run(pg_ur
         if how == "terminated":
             sql(pg_url, "SELECT pg_terminate_backend(%s)", [pid])
         time.sleep(1.5)
-        assert (_lock_pid(pg_url) == pid) == (how == "idle_session_timeout")
+        assert (_lock_pid(pg_url) == pid) == (how != "terminated")
         return assemble(self, *args, **kwargs)
 
     monkeypatch.setattr(warehouse.PostgresTarget, "assemble", slow)
@@ -1503,7 +1506,7 @@ def test_the_runs_lock_outlives_idle_timeouts_and_a_lost_one_stops_the_run(pg_ur
         else:
             assert sqlanon.anonymize(url, url, **run).metrics.rows == 2_000
     finally:
-        sql(pg_url, f"ALTER ROLE {q(role)} RESET idle_session_timeout")
+        sql(pg_url, f"ALTER ROLE {q(role)} RESET {setting}")
     assert not staging_left(pg_url, schema) and no_advisory_locks(pg_url)
 
 
@@ -1649,6 +1652,30 @@ def test_a_readers_transaction_outlives_a_roles_idle_in_transaction_timeout(pg_u
     monkeypatch.setattr(warehouse.PostgresSource, "attach", slow)
     r = sqlanon.anonymize(url, tmp_path / "o.parquet", table=rel(schema, "src"), qi=PEOPLE_QI.split(","), k=5, l=2,
                           sensitive=["disease"], workers=1)
+    assert r.metrics.rows == 2_000
+
+
+def test_a_readers_session_outlives_a_roles_idle_session_timeout(pg_url, tmp_path, monkeypatch):
+    """A reader's session idled between its ATTACH and the snapshot's import
+    (a worker process loading on a busy machine: over a second with three
+    runs sharing two cores): a role's idle_session_timeout ended it ('server
+    closed the connection unexpectedly'). Made long here."""
+    schema, role = "idle attach", "sqlanon_idler3"
+    url = people_reader(pg_url, schema, role, "idpw", 2_000)
+    sql(pg_url, f"ALTER ROLE {role} SET idle_session_timeout = '500ms'")
+    attach = warehouse.attach
+
+    def slow(con, conn, alias, *args, **kwargs):
+        attach(con, conn, alias, *args, **kwargs)
+        if alias == warehouse.SRC:
+            time.sleep(1.0)
+
+    monkeypatch.setattr(warehouse, "attach", slow)
+    try:
+        r = sqlanon.anonymize(url, tmp_path / "o.parquet", table=rel(schema, "src"), qi=PEOPLE_QI.split(","), k=5,
+                              l=2, sensitive=["disease"], workers=1)
+    finally:
+        sql(pg_url, f"ALTER ROLE {role} RESET idle_session_timeout")
     assert r.metrics.rows == 2_000
 
 
