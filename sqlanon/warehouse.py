@@ -897,8 +897,20 @@ class PostgresTarget:
                              "hide the published rows after they were checked; drop or disable it, or publish "
                              "to another table")
 
+    @contextlib.contextmanager
     def _connect(self):
-        return self.conn.connect()
+        """A session for checks and control statements: the run's lock
+        session while it holds the lock (each check opened a session of its
+        own, 17 a PostgreSQL -> PostgreSQL run, each a login, and a TLS
+        handshake on a remote warehouse), else a new one, closed after.
+        A lock session the server ended is not used (:meth:`check_lock`
+        says so); the clean-up after it runs in a new session."""
+        held = self._lock
+        if held is not None and not held.closed and not held.broken:
+            yield held  # autocommit: each statement, or c.transaction(), its own transaction
+            return
+        with self.conn.connect() as c:
+            yield c
 
     def _probe(self, table: tuple[str, str]) -> tuple[bool, bool, str | None]:
         """Whether ``table``'s schema exists, whether the role may create
@@ -1089,7 +1101,7 @@ class PostgresTarget:
 
     # -- the run's lock: a second concurrent run on the same target is refused
     def lock(self) -> None:
-        c = self._connect()
+        c = self.conn.connect()
         # No transaction left open between its checks (check_lock, fits): it
         # sat idle in one for the whole run, and a role's
         # idle_in_transaction_session_timeout ended it, and the lock with it.
@@ -1255,7 +1267,7 @@ class PostgresTarget:
         The check is one GROUP BY over the whole table; enough ``work_mem``
         for this session keeps its hash aggregate in memory.
         """
-        c = self._connect()
+        c = self.conn.connect()  # its caller closes it
         c.execute("SET work_mem = '256MB'")
         return c, "postgres"
 
@@ -1374,13 +1386,13 @@ def open_target(url: str, table: str | None, *, overwrite: bool, metrics: str | 
     # table is refused before it does any work, not only if both publish at once.
     if metrics is None:
         fits_postgres(target._metrics_name(None)[1], "the metrics table", ": name one with --metrics")
-    else:
-        target.check_metrics_table(metrics)
     from .io import file_format
 
     target.lock()
     with contextlib.ExitStack() as on_failure:
         on_failure.callback(target.unlock)
+        if metrics is not None:
+            target.check_metrics_table(metrics)  # in the lock's session, as the checks below
         target.fits(list(target.table), "--target-table")
         if metrics is None or not file_format(metrics):
             target.fits(list(target._metrics_name(metrics)), "--metrics" if metrics else "the metrics table",

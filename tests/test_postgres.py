@@ -32,6 +32,7 @@ file (all fixed).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 import re
@@ -1677,6 +1678,33 @@ def test_a_readers_session_outlives_a_roles_idle_session_timeout(pg_url, tmp_pat
     finally:
         sql(pg_url, f"ALTER ROLE {role} RESET idle_session_timeout")
     assert r.metrics.rows == 2_000
+
+
+def test_the_targets_checks_share_the_runs_lock_session(pg_url, monkeypatch):
+    """Each of the target's checks (schema, privileges, triggers, metrics
+    table, types, stale staging) and the publishing opened a session of its
+    own: 21 a PostgreSQL -> PostgreSQL run, each a login, and a TLS handshake
+    on a remote warehouse. They run in the session that holds the run's
+    lock now; the target side opens that one and the verifier's."""
+    schema = "one session"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 500)
+    opened: list[str] = []
+    connect = warehouse.Conn.connect
+
+    def counted(self):
+        opened.append(next((f.function for f in inspect.stack()[1:] if f.filename == warehouse.__file__), "?"))
+        return connect(self)
+
+    monkeypatch.setattr(warehouse.Conn, "connect", counted)
+    run = dict(table=rel(schema, "src"), target_table=rel(schema, "dst"), qi=PEOPLE_QI.split(","), k=5, l=2,
+               sensitive=["disease"], workers=1, overwrite=True)
+    for _ in range(2):  # the second replaces the first's table (the replace checks)
+        opened.clear()
+        assert sqlanon.anonymize(pg_url, pg_url, **run).metrics.rows == 500
+        target_side = [f for f in opened if f in ("lock", "verifier", "_connect")]
+        assert sorted(target_side) == ["lock", "verifier"], opened
+    assert not staging_left(pg_url, schema) and no_advisory_locks(pg_url)
 
 
 def test_a_source_that_reads_the_target_is_refused(pg_url):
