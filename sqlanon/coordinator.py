@@ -855,7 +855,9 @@ def run(
         inputs = [f for f in _input_files(source) if os.path.realpath(f) not in (ours, f"{ours}.wal")]
         unchanged = io.fingerprint(inputs)
         source.attach(con)
-        columns = source.server_columns() if source.dialect == "postgres" else []
+        read = source.server_columns(declared=True) if source.dialect == "postgres" else []
+        columns = [(n, t) for n, t, _ in read]
+        declared = {n: d for n, _, d in read}  # a domain's name, where `columns` has its base type
         if columns and drop:  # never read, not even by the schema's probe (a column grant may leave them out)
             source = replace(source, columns=tuple(n for n, _ in columns if n not in drop))
         schema = source.arrow_schema(con)
@@ -1000,7 +1002,8 @@ def run(
             into_postgres = getattr(target, "dialect", None) == "postgres"
             source, pulled = _text_pulls(source, spec, columns, drop, into_postgres)
             if into_postgres:
-                target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [])
+                target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [],
+                                                    declared)
                 target.text_columns = pulled
                 target.check_types()
         out_schema = _empty_schema(schema, spec, drop)
@@ -1718,9 +1721,12 @@ def _text_pulls(source, spec: AnonymizationSpec, columns: list[tuple[str, str]],
     return replace(source, text_columns=text, columns=kept, arrays=arrays), text
 
 
-def _server_types(columns, spec: AnonymizationSpec, drop, qi_out: list[str]) -> dict[str, str]:
-    """Server types for the target: pass-through columns keep theirs, generalized
-    QIs become text, ``_lo``/``_hi`` bounds take the QI's type."""
+def _server_types(columns, spec: AnonymizationSpec, drop, qi_out: list[str],
+                  declared: dict[str, str]) -> dict[str, str]:
+    """Server types for the target: pass-through columns keep theirs (a
+    domain's name: its base type dropped the domain and its constraint,
+    helper-54), generalized QIs become text, ``_lo``/``_hi`` bounds take the
+    QI's (base) type."""
     out: dict[str, str] = {}
     for name, typ in columns:
         if name in drop:
@@ -1731,7 +1737,7 @@ def _server_types(columns, spec: AnonymizationSpec, drop, qi_out: list[str]) -> 
             else:
                 out[name] = "text"
         else:
-            out[name] = typ
+            out[name] = declared.get(name, typ)
     return out
 
 

@@ -618,11 +618,13 @@ class PostgresSource:
                 raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
         return kind is not None and kind[0] in ("r", "m", "p")
 
-    def server_columns(self) -> list[tuple[str, str]]:
+    def server_columns(self, declared: bool = False) -> list[tuple[str, ...]]:
         """``(name, server type)`` of every column, in order
         (``postgres/server_columns.sql``: a domain over numeric, timetz or
         interval, or an array of one, at any depth, as that base type; a
-        collation other than the type's own as ``COLLATE <name>``)."""
+        collation other than the type's own as ``COLLATE <name>``).
+        ``declared``: ``(name, server type, declared type)``, the last the
+        column's own (the domain's name), to create the output's column with."""
         import psycopg
 
         stmt = render("server_columns.sql", dialect="postgres", inline=True, relation=self.relation)
@@ -642,7 +644,7 @@ class PostgresSource:
                         f"{n}.{r}" for n, r in c.execute(_RELATIONS, (self.table[0],)).fetchall()]))
             except psycopg.Error as exc:
                 raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
-        return [(r[0], r[1]) for r in rows]
+        return [tuple(r) if declared else (r[0], r[1]) for r in rows]
 
 
 _RELATIONS = ("SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "

@@ -2289,8 +2289,9 @@ def test_domains_at_any_depth_are_checked_as_their_base_type(pg_url, tmp_path):
     timetz or interval, or over a numeric domain, got past them, and lost
     its offset, its microseconds, or its NaN and digits (a double) with exit 0."""
     schema = "crossdomains"
-    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_amount1 CASCADE; DROP DOMAIN IF EXISTS public.sqlanon_ttz; "
-                "DROP DOMAIN IF EXISTS public.sqlanon_iv; CREATE DOMAIN public.sqlanon_amount1 AS numeric; "
+    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_amount1 CASCADE; "
+                "DROP DOMAIN IF EXISTS public.sqlanon_ttz CASCADE; "
+                "DROP DOMAIN IF EXISTS public.sqlanon_iv CASCADE; CREATE DOMAIN public.sqlanon_amount1 AS numeric; "
                 "CREATE DOMAIN public.sqlanon_amount2 AS public.sqlanon_amount1; "
                 "CREATE DOMAIN public.sqlanon_ttz AS timetz; CREATE DOMAIN public.sqlanon_iv AS interval")
     run = _refused_into_files_exact_in_csv(pg_url, tmp_path, schema, ("public.sqlanon_ttz", "public.sqlanon_iv",
@@ -2302,8 +2303,9 @@ def test_domains_at_any_depth_are_checked_as_their_base_type(pg_url, tmp_path):
         sqlanon.anonymize(pg_url, tmp_path / "d.csv", drop=["ttz"], **run)
     # Domains over arrays of them, too (helper-36): a numeric[] domain came
     # out as doubles, an interval[] domain cut, a timetz[] domain without offsets.
-    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_nums CASCADE; DROP DOMAIN IF EXISTS public.sqlanon_ivs; "
-                "DROP DOMAIN IF EXISTS public.sqlanon_ttzs; CREATE DOMAIN public.sqlanon_nums AS numeric[]; "
+    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_nums CASCADE; "
+                "DROP DOMAIN IF EXISTS public.sqlanon_ivs CASCADE; "
+                "DROP DOMAIN IF EXISTS public.sqlanon_ttzs CASCADE; CREATE DOMAIN public.sqlanon_nums AS numeric[]; "
                 "CREATE DOMAIN public.sqlanon_ivs AS interval[]; CREATE DOMAIN public.sqlanon_ttzs AS timetz[]")
     sql(pg_url, f"ALTER TABLE {q(schema)}.src DROP COLUMN ivs, "
                 "ADD COLUMN ivs public.sqlanon_ivs DEFAULT ARRAY[interval '1.234567 s'], "
@@ -2315,6 +2317,24 @@ def test_domains_at_any_depth_are_checked_as_their_base_type(pg_url, tmp_path):
         sqlanon.anonymize(pg_url, tmp_path / "f.csv", drop=["ttz", "ivs"], **run)
     sqlanon.anonymize(pg_url, tmp_path / "g.parquet", drop=["ttz", "ivs", "ttzs", "iv"], **run)
     assert set(pq.read_table(tmp_path / "g.parquet").column("nums").to_pylist()) == {"{123456789012345678.123456789}"}
+    # Into PostgreSQL they keep their domains, and a domain's constraint: the
+    # output's columns were created with the base types (helper-54).
+    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_price CASCADE; "
+                "CREATE DOMAIN public.sqlanon_price AS numeric(12, 2) CHECK (VALUE >= 0)")
+    sql(pg_url, f"ALTER TABLE {q(schema)}.src ADD COLUMN price public.sqlanon_price DEFAULT 1.5")
+    sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.dst", drop=["ttz", "ttzs"], **run)
+    types = ("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass "
+             "AND attnum > 0 AND NOT attisdropped")
+    src, dst = (dict(sql(pg_url, types, [f"{q(schema)}.{t}"])) for t in ("src", "dst"))
+    assert {c: dst[c] for c in ("dm", "iv", "ivs", "nums", "price")} == {  # (public: on the search path)
+        "dm": "sqlanon_amount2", "iv": "sqlanon_iv", "ivs": "sqlanon_ivs", "nums": "sqlanon_nums",
+        "price": "sqlanon_price"}
+    assert {c: src[c] for c in dst if c != "age"} == {c: t for c, t in dst.items() if c != "age"}
+    assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.src a JOIN {q(schema)}.dst b USING (id) WHERE "
+                          "(a.dm, a.iv, a.ivs, a.nums, a.price)::text "
+                          "= (b.dm, b.iv, b.ivs, b.nums, b.price)::text") == 600
+    with pytest.raises(psycopg.errors.CheckViolation):
+        sql(pg_url, f"UPDATE {q(schema)}.dst SET price = -1")
 
 
 def test_a_view_as_the_target_is_refused_and_publishing_waits_for_locks_in_bounds(pg_url, monkeypatch):

@@ -4,11 +4,11 @@
    reported as that base type (with the innermost type modifier): DuckDB reads it as it reads the
    base type (a numeric as a double when unconstrained, a timetz without its
    offset), so the checks by type name must see the base type; a numeric is
-   then pulled as text and, in a table, created with the base type. Other
-   domains keep their name (a table created with it keeps its constraint).
-   A collation other than the type's own follows the type (_collation.sql),
-   so a table created with these types compares and groups values as the
-   source does. #}
+   then pulled as text. The third column, `declared`, is the column's own
+   type, the domain's name: a table created with it keeps the domain and its
+   constraint. A collation other than the type's own follows each type
+   (_collation.sql), so a table created with these types compares and
+   groups values as the source does. #}
 SELECT
     a.attname,
     coalesce((
@@ -23,7 +23,8 @@ SELECT
             IN ('numeric'::regtype, 'timetz'::regtype, 'interval'::regtype)
         ORDER BY depth DESC LIMIT 1
     ), format_type(a.atttypid, a.atttypmod))
-    || ({% include "_collation.sql" %}) AS type
+    || ({% include "_collation.sql" %}) AS type,
+    format_type(a.atttypid, a.atttypmod) || ({% include "_collation.sql" %}) AS declared
 FROM pg_attribute a
 WHERE a.attrelid = to_regclass({{ p(relation) }}) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
