@@ -289,7 +289,7 @@ def _spill_directory() -> str:
 def _refuse_signed_zeros(columns: list[str], target) -> None:
     """Refuse the first of ``columns``, which hold both -0.0 and 0.0, into a DuckDB table."""
     if columns:
-        raise InputError(
+        raise ConfigError(
             f"column {columns[0]!r} holds both -0.0 and 0.0, whose signs a DuckDB table "
             f"({target.describe()!r}) does not keep apart: write Parquet, drop it (--drop), or cast it to text "
             "in a view"
@@ -1336,7 +1336,7 @@ def _check_hugeint_bounds(
     types = dict(described)
     for c in wide:
         if types.get(c) == "HUGEINT" and _has_39_digits(con, source, c):
-            raise InputError(
+            raise ConfigError(
                 f"column {c!r} is a HUGEINT holding values of 39 digits, which its --interval-format=bounds "
                 "columns (DECIMAL(38,0) on the way) cannot hold: use --interval-format=text, or cast it in a view"
             )
@@ -1349,7 +1349,7 @@ def _check_decimal_hugeints(con: duckdb.DuckDBPyConnection, source, columns: lis
     where = "PostgreSQL" if getattr(target, "dialect", None) == "postgres" else "Parquet"
     for c in columns:
         if _has_39_digits(con, source, c):
-            raise InputError(
+            raise ConfigError(
                 f"column {c!r} is a HUGEINT holding values of 39 digits, which {where} ({target.describe()!r}) "
                 "cannot take (DECIMAL(38,0) at most on the way): write to a DuckDB table, cast it to text in a view, "
                 "or drop it (--drop)"
@@ -1365,7 +1365,7 @@ def _check_negative_intervals(con: duckdb.DuckDBPyConnection, source, columns: l
         parts = ", ".join(f"datepart('{p}', {ident(c)}) < 0"
                           for p in ("year", "month", "day", "hour", "minute", "microseconds"))
         if con.execute(f"SELECT count(*) FROM {source.relation} WHERE greatest({parts})").fetchone()[0]:
-            raise InputError(
+            raise ConfigError(
                 f"column {c!r} holds negative INTERVALs, which a Parquet output ({target.describe()!r}) cannot hold: "
                 "write CSV, a DuckDB table or PostgreSQL, cast it to text in a view, or drop it (--drop)"
             )
@@ -1380,7 +1380,7 @@ def _check_hugeint_minimum(con: duckdb.DuckDBPyConnection, source, columns: list
     for c in columns:
         if con.execute(f"SELECT count(*) FROM {source.relation} WHERE {ident(c)} = "
                        "-170141183460469231731687303715884105727::HUGEINT - 1").fetchone()[0]:
-            raise InputError(
+            raise ConfigError(
                 f"column {c!r} holds -170141183460469231731687303715884105728, the smallest HUGEINT, which cannot "
                 f"travel to {target.describe()!r} on the way sqlanon writes it: cast it to text in a view, or drop it "
                 "(--drop)"
@@ -1429,7 +1429,7 @@ def _check_nested_hugeints(con: duckdb.DuckDBPyConnection, source, described: li
             f"WHERE CAST({c} AS VARCHAR) IS DISTINCT FROM CAST(TRY_CAST({c} AS {travels}) AS VARCHAR)"
         ).fetchone()[0]
         if found:
-            raise InputError(
+            raise ConfigError(
                 f"column {name!r} holds HUGEINT values of 39 digits in a list or struct, which travel as "
                 "DECIMAL(38,0) (38 digits at most): cast it to text in a view, or drop it (--drop)"
             )

@@ -2675,7 +2675,7 @@ def test_duckdb_types_arrow_does_not_keep_come_back_in_a_duckdb_table(tmp_path, 
     # JSON came out as VARCHAR, TIMESTAMP_S and _MS as TIMESTAMP (microseconds)
     assert (types["j"], types["ts"], types["tms"]) == ("JSON", "TIMESTAMP_S", "TIMESTAMP_MS")
     r = cli("anonymize", db, "--table", "t", "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # refused before any work, as it cannot be published safely: a usage error
     assert_one_line_error(r.stderr, "'h' is a HUGEINT .* 39 digits")
     r = cli("anonymize", db, "--table", "small", "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
     assert r.exit_code == 0, r.stderr
@@ -2739,7 +2739,7 @@ def test_a_hugeint_of_39_digits_in_a_list_or_struct_is_refused(tmp_path, out_dir
         con.execute("CREATE TABLE small AS SELECT * FROM t WHERE id <> 7")
     for out, extra in ((out_dir / "o.parquet", []), (out_dir / "o.duckdb", ["--target-table", "t"])):
         r = cli("anonymize", db, "--table", "t", "-o", out, *extra, "--qi", "age", "-k", "5")
-        assert r.exit_code == 1
+        assert r.exit_code == 2
         assert_one_line_error(r.stderr, "'hs' holds HUGEINT values of 39 digits .* a list or struct")
         r = cli("anonymize", db, "--table", "small", "-o", out, *extra, "--qi", "age", "-k", "5", "--overwrite")
         assert r.exit_code == 0, r.stderr

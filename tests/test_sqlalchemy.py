@@ -364,7 +364,7 @@ def test_signed_zeros_of_an_untyped_sqlite_column_are_refused_into_a_duckdb_tabl
         c.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i, 20 + i % 30, -0.0 if i % 2 else 0.0) for i in range(400)])
     out = tmp_path / "w.duckdb"
     p = _cli("anonymize", f"sqlite:///{db}", "--table", "t", "-o", out, "--target-table", "t", "--qi", "age", "-k", 5)
-    assert p.returncode == 1 and p.stderr.startswith("Error: column 'z' holds both -0.0 and 0.0"), p.stderr
+    assert p.returncode == 2 and p.stderr.startswith("Error: column 'z' holds both -0.0 and 0.0"), p.stderr
     assert not out.exists()
     p = _cli("anonymize", f"sqlite:///{db}", "--table", "t", "-o", tmp_path / "o.parquet", "--qi", "age", "-k", 5)
     assert p.returncode == 0, p.stderr
