@@ -655,6 +655,9 @@ def _connect(client, scheduler: str):
     so a collection inside a later LocalCluster's ``LoopRunner.start`` (which
     holds that lock) deadlocked. So the error is dropped where it happened,
     its message kept, and the cycles collected there and then."""
+    refused = _refused(scheduler)
+    if refused:
+        raise InputError(f"cannot reach the Dask scheduler at {scheduler!r}: {refused}")
     outcome: dict = {}
 
     def connect() -> None:
@@ -682,6 +685,27 @@ def _connect(client, scheduler: str):
     if "error" in outcome:
         raise outcome["error"]
     return outcome["client"]
+
+
+def _refused(scheduler: str) -> str | None:
+    """Why a TCP scheduler address (``tcp://host:port``) cannot be reached at
+    once, a refused connection or a host name that does not resolve, else
+    None: Dask's client retried both until its timeout, 30-40 s, and said
+    'Timed out trying to connect' for a name that does not exist (helper-56).
+    A port that does not answer is left to the client's own timeout."""
+    scheme, sep, address = scheduler.rpartition("://")
+    host, _, port = (address if sep else scheduler).rpartition(":")
+    if scheme not in ("", "tcp") or not host or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT / 6).close()
+    except socket.gaierror as exc:
+        return f"the host name does not resolve ({exc.strerror})"
+    except ConnectionRefusedError:
+        return "connection refused (no scheduler listens on that port)"
+    except (OSError, UnicodeError, ValueError):
+        return None  # a timeout, an odd address: the client says what it makes of it
+    return None
 
 
 def _start_local_cluster(local_cluster, **kwargs):

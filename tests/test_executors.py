@@ -350,7 +350,17 @@ def test_a_failed_connection_leaves_no_client_for_a_later_garbage_collection(mon
             finalized.append(True)
             super().__del__()
 
+    # A refused connection and a host name that does not resolve are told at
+    # once: the client retried both for its whole timeout, 30-40 s, and called
+    # the name 'Timed out trying to connect' (helper-56).
+    for address, why in (("tcp://127.0.0.1:1", "connection refused"),
+                         ("tcp://nosuchhost.invalid:8786", "the host name does not resolve")):
+        started = time.monotonic()
+        with pytest.raises(sqlanon.InputError, match=f"cannot reach the Dask scheduler at '{address}': {why}"):
+            executors._connect(Spy, address)
+        assert time.monotonic() - started < 10 and finalized == []  # no client made
     monkeypatch.setattr(executors, "CONNECT_TIMEOUT", 1.0)
+    monkeypatch.setattr(executors, "_refused", lambda scheduler: None)  # the client's own failure, below
     with pytest.raises(sqlanon.InputError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'") as err:
         executors._connect(Spy, "tcp://127.0.0.1:1")
     assert finalized == [True]
