@@ -833,10 +833,15 @@ def _spark_error(exc: BaseException) -> str:
 
 
 def _cut(line: str, most: int = 300) -> str:
-    """``line`` up to ``most`` characters, cut after a word ('…' says so), not in one."""
+    """``line`` in at most about ``most`` characters: its start and its end,
+    cut between words ('…' says where). The end is kept as it often says
+    why: 'Unable to connect to Postgres at "<a long connection string>":
+    <the reason>' lost its reason (helper-56)."""
     if len(line) <= most:
         return line
-    return line[:most].rsplit(" ", 1)[0] + " …"
+    head = line[:most // 2].rsplit(" ", 1)[0]
+    tail = line[-(most // 2):]
+    return f"{head} … {tail.split(' ', 1)[1] if ' ' in tail else tail}"
 
 
 _SPARK_LOG4J = """\

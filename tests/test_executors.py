@@ -1040,3 +1040,17 @@ def test_workers_are_sized_by_a_containers_memory_limit(tmp_path, monkeypatch):
     assert executors.total_memory() == min(physical, 3 * 2**30)
     v2.write_text(f"{2**62}\n")  # no limit, as v1 says it
     assert executors.total_memory() == physical
+
+
+def test_a_long_spark_error_keeps_its_end_which_says_why():
+    """A task's error cut to 300 characters lost its reason, at the end of a
+    line that starts with a long connection string (helper-56)."""
+    from sqlanon import executors
+
+    options = " ".join(f"-c setting_{i}=value_{i}" for i in range(20))
+    line = (f'Unable to connect to Postgres at "host=db.example port=5432 options=\'{options}\'": connection to '
+            "server failed: fe_sendauth: no password supplied")
+    cut = executors._spark_error(RuntimeError(f"An error occurred while calling o1.collect.\n: {line}\n\tat x.y(z)"))
+    assert cut.startswith("Unable to connect to Postgres at") and cut.endswith("fe_sendauth: no password supplied")
+    assert " … " in cut and len(cut) <= 300
+    assert executors._spark_error(RuntimeError("short and clear")) == "short and clear"
