@@ -387,8 +387,8 @@ def _check_reachable(options: RunOptions, src: str, out: str, table: str | None)
         if not os.path.isabs(path):
             raise ConfigError(
                 f"the {what} {path!r} is a relative local path: with --executor={options.executor} on a remote "
-                "cluster give an absolute path that every worker mounts, or a database URL"
-            )
+                f"cluster give an absolute path that every worker mounts{', or a database URL' * (what == 'input')}"
+            )  # (a database output is refused above: helper-56)
 
 
 def _real(path: str) -> str:

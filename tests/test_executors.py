@@ -101,10 +101,13 @@ def test_killed_local_worker_fails_the_run_cleanly(source, tmp_path, monkeypatch
 
 def test_remote_cluster_needs_absolute_paths(source, tmp_path, monkeypatch):
     monkeypatch.chdir(source.parent)
-    with pytest.raises(ConfigError, match="relative local path"):
+    with pytest.raises(ConfigError, match="relative local path: .* every worker mounts, or a database URL$"):
         sqlanon.anonymize(
             source.name, str(tmp_path / "o.parquet"), qi=QI, k=5, executor="dask", scheduler="tcp://127.0.0.1:1"
         )
+    # An output cannot be a database URL there (refused as such): not advised (helper-56).
+    with pytest.raises(ConfigError, match="^the output 'o.parquet' is a relative local path: .* every worker mounts$"):
+        sqlanon.anonymize(source, "o.parquet", qi=QI, k=5, executor="dask", scheduler="tcp://127.0.0.1:1")
 
 
 def test_unknown_executor_and_misplaced_options(source, tmp_path):
