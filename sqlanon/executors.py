@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib.metadata
 import importlib.util
 import json
 import logging
@@ -637,6 +638,24 @@ def _refuse_workers_without_sqlanon(client, scheduler: str) -> None:
         raise InputError(f"the Dask worker{'s' if many else ''} {', '.join(missing)} of {scheduler!r} "
                          f"cannot import sqlanon: install it (the same version as here) where "
                          f"{'they run' if many else 'it runs'}, then rerun")
+    # Another version's workers ran the fragments without a word (helper-56): the
+    # installed distribution's version, asked with a function every worker has.
+    try:
+        ours = importlib.metadata.version("sqlanon")
+        theirs = client.run(importlib.metadata.version, "sqlanon", on_error="return")
+    except importlib.metadata.PackageNotFoundError:
+        return  # run from a source tree: nothing to compare with
+    except (OSError, TimeoutError) as exc:
+        client.close()
+        raise InputError(f"the connection to the Dask scheduler at {scheduler!r} was lost ({exc})") from exc
+    other = sorted(f"{address} ({version})" for address, version in theirs.items()
+                   if isinstance(version, str) and version != ours)
+    if other:
+        client.close()
+        many = len(other) > 1
+        raise InputError(f"the Dask worker{'s' if many else ''} {', '.join(other)} of {scheduler!r} "
+                         f"run{'' if many else 's'} another version of sqlanon than this host's {ours}: install "
+                         "the same version everywhere, then rerun")
 
 
 def _connect(client, scheduler: str):

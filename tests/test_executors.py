@@ -265,6 +265,37 @@ def test_local_workers_from_a_daemonic_process_or_a_forked_child_are_refused_in_
         "ConfigError: this process was forked from one that had started sqlanon's local worker pool")
 
 
+def test_a_dask_worker_of_another_sqlanon_version_is_named_at_once(source, tmp_path):
+    """A worker with another version of sqlanon installed ran the fragments
+    without a word, though the refusal of one without sqlanon asks for 'the
+    same version as here' (helper-56). Its installed version is asked first."""
+    from distributed import LocalCluster
+
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / "sitecustomize.py").write_text(textwrap.dedent("""\
+        import importlib.metadata
+        _version = importlib.metadata.version
+        importlib.metadata.version = lambda name: "0.0.9" if name == "sqlanon" else _version(name)
+    """))
+    out = tmp_path / "out.parquet"
+    with LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address, "--nthreads", "1",
+             "--no-dashboard", "--no-nanny"],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(older), *sys.path])},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            with pytest.raises(sqlanon.InputError, match=r"Dask worker tcp://\S+ \(0\.0\.9\) of .* runs another "
+                                                         r"version of sqlanon than this host's \d"):
+                run(source, out, "dask", scheduler=cluster.scheduler_address)
+            assert not out.exists() and worker.poll() is None
+        finally:
+            worker.terminate()
+            worker.wait(30)
+
+
 def test_a_dask_worker_without_sqlanon_is_named_at_once(source, tmp_path):
     """A worker that cannot import sqlanon closed itself on its first task
     (Dask cannot deserialize it), and the run failed a minute later saying
