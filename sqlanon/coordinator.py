@@ -908,6 +908,7 @@ def run(
                 log.warning("row-level security limits what the role reads of %s: only the rows it may see are "
                             "published", source.describe())
             _check_cross_engine_types(columns, spec, drop, target)
+            _check_array_subscripts(source, columns, spec, drop, target, snapshot_holder)
         elif isinstance(source, io.DuckDBSource):  # a generated column passed through (helper-17)
             _refuse_generated_from_qis(source.generated_reads(), spec, drop, schema.names, key=fold_name)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
@@ -1677,6 +1678,31 @@ def _check_cross_engine_types(columns: list[tuple[str, str]], spec: Anonymizatio
             raise ConfigError(
                 f"column {name!r} is {typ} on the server, which cannot reach {where} exactly: "
                 f"drop it (--drop) or cast it to text in a view"
+            )
+
+
+def _check_array_subscripts(source, columns: list[tuple[str, str]], spec: AnonymizationSpec, drop, target,
+                            server) -> None:
+    """A PostgreSQL array whose subscripts do not start at 1 ('[0:1]={7,8}')
+    reaches a file as a list, which has no subscripts: it was published as
+    [7, 8], its elements' positions shifted, with exit 0 (helper-54). Such a
+    pass-through column is refused by name (one scan of the array columns;
+    into PostgreSQL arrays travel as the server's text, and keep them)."""
+    if getattr(target, "dialect", None) == "postgres":
+        return
+    arrays = [name for name, typ in columns if typ.endswith("]") and not typ.startswith("numeric")
+              and name not in spec.qi_names and name not in drop]
+    if not arrays:
+        return
+    shifted = server.execute(
+        "SELECT " + ", ".join(f"coalesce(bool_or(array_dims({ident(c)}) !~ '^(\\[1:[0-9]+\\])+$'), false)"
+                              for c in arrays) + f" FROM {source.relation}"
+    ).fetchone()
+    for name, moved in zip(arrays, shifted):
+        if moved:
+            raise ConfigError(
+                f"column {name!r} holds arrays whose subscripts do not start at 1 (such as '[0:1]={{7,8}}'), which "
+                "a file's lists cannot keep: cast it to text in a view, or drop it (--drop)"
             )
 
 

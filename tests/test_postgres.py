@@ -3051,3 +3051,23 @@ def test_a_view_that_reads_the_clock_is_warned_about(pg_url, tmp_path, caplog):
         sqlanon.anonymize(pg_url, tmp_path / f"{view}.parquet", table=f"{schema}.{view}",
                           qi={"aged": ["yrs"], "named": ["now"]}.get(view, ["waited"]), k=5, workers=1)
         assert all(w in caplog.text for w in want) and (want or " uses " not in caplog.text), (view, caplog.text)
+
+
+def test_arrays_whose_subscripts_do_not_start_at_one_are_refused_into_files(pg_url, tmp_path):
+    """'[0:1]={7,8}' reached a file as the list [7, 8], its elements'
+    positions shifted, with exit 0 (helper-54). Refused by name into files;
+    into PostgreSQL the array travels as the server's text and keeps them."""
+    schema = "subscripts"
+    _small_source(pg_url, schema, ", CASE WHEN g = 7 THEN '[0:1]={7,8}'::int[] ELSE ARRAY[g, g + 1] END AS pair")
+    run = dict(table=f"{q(schema)}.src", qi=["age"], k=5, l=2, sensitive=["disease"], workers=1)
+    for name in ("o.parquet", "o.csv"):
+        with pytest.raises(sqlanon.ConfigError, match=r"^column 'pair' holds arrays whose subscripts do not start "
+                                                      r"at 1 .*: cast it to text in a view, or drop it"):
+            sqlanon.anonymize(pg_url, tmp_path / name, **run)
+    assert not list(tmp_path.iterdir())
+    sql(pg_url, f"UPDATE {q(schema)}.src SET pair = ARRAY[7, 8] WHERE id = 7")
+    sqlanon.anonymize(pg_url, tmp_path / "p.parquet", **run)  # 1-based: published
+    assert pq.read_table(tmp_path / "p.parquet").num_rows == 600
+    sql(pg_url, f"UPDATE {q(schema)}.src SET pair = '[0:1]={{7,8}}' WHERE id = 7")
+    sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.dst", **run)
+    assert scalar(pg_url, f"SELECT pair::text FROM {q(schema)}.dst WHERE id = 7") == "[0:1]={7,8}"
