@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -151,8 +152,9 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
     timings: dict[str, float] = {}
     missing = other_version(task.inputs)
     if missing:
-        raise InputError(f"this worker cannot reach {missing}: a remote cluster needs the input on storage that "
-                         "every worker mounts at the same path")
+        # Its host named: one host of many that lacks the mount was not (helper-56).
+        raise InputError(f"the worker on host {socket.gethostname()!r} cannot reach {missing}: a remote cluster needs "
+                         "the input on storage that every worker mounts at the same path")
     con = io.connect(memory_limit=task.memory_limit, threads=task.threads, temp_directory=task.temp_directory)
     try:
         t0 = time.perf_counter()
