@@ -227,6 +227,8 @@ def test_a_scheduler_without_workers_or_unreachable_fails_with_exit_1(source, tm
         assert plan.workers == 2 and plan.explain()["fragments"] == r.explain()["fragments"]
         assert len(cluster.scheduler.clients) == 1  # its own: the plan's connection closed
     assert r.workers == 2 and len(r.plan.fragments) == 2
+    # Connecting to the cluster is timed apart from the statistics' read (a JVM's start read as 'read': helper-56).
+    assert 0 <= r.timings["cluster"] < r.timings["total"] and r.timings["read"] >= 0
 
 
 def _call_in(source, out, how: str) -> str:
