@@ -1181,9 +1181,11 @@ def run(
     rss: dict[int, float] = {}
     for r in results.values():
         rss[r.pid] = max(rss.get(r.pid, 0.0), r.peak_rss_mb)
+    # Local paths absolute, as the input's (helper-56: 'out/x.parquet' beside '/abs/in.parquet' in --json).
     return RunResult(
-        target.describe(), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
-        tuple(repaired), location, total, rss, source.dialect, options.executor, compare_on is not None,
+        _recorded(target), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
+        tuple(repaired), _absolute(location, options.metrics, getattr(target, "path", None)), total, rss,
+        source.dialect, options.executor, compare_on is not None,
         started_at=started.isoformat(), source=_recorded(source),
     )
 
@@ -1819,11 +1821,19 @@ def _recorded(place) -> str:
     """A source's or target's description as the metrics record it: a local
     path absolute, as the hierarchy files' are (typed relative, a rerun from
     another directory did not find it: helper-31); a URL as it is shown."""
-    shown = place.describe()
-    for attr in ("base", "path"):
-        path = getattr(place, attr, None)
-        if isinstance(path, str) and path and "://" not in path and shown.startswith(path):
-            return os.path.abspath(path) + shown[len(path):]
+    return _absolute(place.describe(), getattr(place, "base", None), getattr(place, "path", None))
+
+
+def _absolute(shown: str | None, *paths) -> str | None:
+    """``shown`` with the first of ``paths`` it starts with, a local path,
+    made absolute ('o.duckdb table t' → '/work/o.duckdb table t'), or
+    ``shown`` itself when it is the relative path of a file written
+    ('o__metrics.parquet'). A directory keeps its trailing '/'."""
+    for path in paths:
+        if isinstance(path, str) and path and "://" not in path and shown and shown.startswith(path):
+            return os.path.abspath(path) + ("/" if path.endswith("/") else "") + shown[len(path):]
+    if shown and "://" not in shown and not os.path.isabs(shown) and os.path.exists(shown):
+        return os.path.abspath(shown)
     return shown
 
 

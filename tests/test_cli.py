@@ -3214,3 +3214,18 @@ def test_a_published_run_whose_summary_cannot_be_written_exits_0(tmp_path, stdou
     assert p.returncode == 0, p.stderr
     assert p.stderr.startswith("Warning: published, but the summary could not be written to standard output"), p.stderr
     assert len(p.stderr.splitlines()) == 1 and pq.read_metadata(out).num_rows == ADULT_ROWS
+
+
+@pytest.mark.parametrize("output, extra, shown", [
+    ("o.parquet", ("--metrics", "m.csv"), ("o.parquet", "m.csv")),
+    ("o.csv", (), ("o.csv", "o__metrics.parquet")),
+    ("o.duckdb", ("--target-table", "t"), ("o.duckdb table t", "o.duckdb table t__metrics")),
+])
+def test_json_shows_a_relative_output_and_metrics_absolute_as_the_input(tmp_path, monkeypatch, output, extra, shown):
+    """--json gave the input absolute but the output and metrics table as
+    typed ('out/x.parquet'), which a log line read later cannot place (helper-56)."""
+    monkeypatch.chdir(tmp_path)
+    r = cli("anonymize", ADULTS, "-o", output, *extra, "--qi", "age,race", "-k", "10", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["output"], doc["metrics_table"]) == tuple(f"{tmp_path}{os.sep}{s}" for s in shown)
