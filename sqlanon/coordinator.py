@@ -911,7 +911,7 @@ def run(
                 log.warning("row-level security limits what the role reads of %s: only the rows it may see are "
                             "published", source.describe())
             _check_cross_engine_types(columns, spec, drop, target)
-            _check_array_subscripts(source, columns, spec, drop, target, snapshot_holder)
+            _check_array_subscripts(source, schema, columns, spec, drop, target, snapshot_holder)
         elif isinstance(source, io.DuckDBSource):  # a generated column passed through (helper-17)
             _refuse_generated_from_qis(source.generated_reads(), spec, drop, schema.names, key=fold_name)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
@@ -1686,17 +1686,21 @@ def _check_cross_engine_types(columns: list[tuple[str, str]], spec: Anonymizatio
             )
 
 
-def _check_array_subscripts(source, columns: list[tuple[str, str]], spec: AnonymizationSpec, drop, target,
-                            server) -> None:
+def _check_array_subscripts(source, schema: pa.Schema, columns: list[tuple[str, str]], spec: AnonymizationSpec,
+                            drop, target, server) -> None:
     """A PostgreSQL array whose subscripts do not start at 1 ('[0:1]={7,8}')
     reaches a file as a list, which has no subscripts: it was published as
     [7, 8], its elements' positions shifted, with exit 0 (helper-54). Such a
     pass-through column is refused by name (one scan of the array columns;
-    into PostgreSQL arrays travel as the server's text, and keep them)."""
+    into PostgreSQL arrays travel as the server's text, and keep them).
+    The columns DuckDB reads as lists, whatever the server calls their type
+    (a domain over int[], a text[] with a collation); numeric ones travel as text."""
     if getattr(target, "dialect", None) == "postgres":
         return
-    arrays = [name for name, typ in columns if typ.endswith("]") and not typ.startswith("numeric")
-              and name not in spec.qi_names and name not in drop]
+    types = dict(columns)
+    arrays = [f.name for f in schema if (pa.types.is_list(f.type) or pa.types.is_large_list(f.type))
+              and not types.get(f.name, "").startswith("numeric") and f.name not in spec.qi_names
+              and f.name not in drop]
     if not arrays:
         return
     shifted = server.execute(
