@@ -1006,8 +1006,13 @@ def run(
             into_postgres = getattr(target, "dialect", None) == "postgres"
             source, pulled = _text_pulls(source, spec, columns, drop, into_postgres)
             if into_postgres:
+                # A domain by its name only in the source's own database: another
+                # database's domain of that name may be another type (numeric(12,0)
+                # for numeric(12,2): every value rounded, unchecked across databases).
+                same_database = compare_on == "postgres"
                 target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [],
-                                                    declared)
+                                                    declared if same_database else {})
+                target.base_types = dict(columns) if same_database else {}
                 target.text_columns = pulled
                 target.check_types()
         out_schema = _empty_schema(schema, spec, drop)
@@ -1703,10 +1708,15 @@ def _check_array_subscripts(source, schema: pa.Schema, columns: list[tuple[str, 
               and f.name not in drop]
     if not arrays:
         return
-    shifted = server.execute(
-        "SELECT " + ", ".join(f"coalesce(bool_or(array_dims({ident(c)}) !~ '^(\\[1:[0-9]+\\])+$'), false)"
-                              for c in arrays) + f" FROM {source.relation}"
-    ).fetchone()
+    import psycopg
+
+    try:
+        shifted = server.execute(
+            "SELECT " + ", ".join(f"coalesce(bool_or(array_dims({ident(c)}) !~ '^(\\[1:[0-9]+\\])+$'), false)"
+                                  for c in arrays) + f" FROM {source.relation}"
+        ).fetchone()
+    except psycopg.Error as exc:  # a statement_timeout: as the run's other reads say it (helper-57)
+        raise InputError(f"cannot read {source.describe()}: {source.conn.redact(io.first_line(exc))}") from None
     for name, moved in zip(arrays, shifted):
         if moved:
             raise ConfigError(

@@ -724,6 +724,10 @@ _COLUMNS = ("WITH RECURSIVE c AS (SELECT attnum, attname, atttypid AS typ, attty
 """A table's columns and their types (a domain's base type), by its quoted
 name (none: no such table)."""
 
+_DECLARED_COLUMNS = ("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                     "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped")
+"""A table's columns and their own types (a domain's name), by its quoted name."""
+
 
 @dataclass
 class PostgresTarget:
@@ -739,6 +743,8 @@ class PostgresTarget:
     conn: Conn
     table: tuple[str, str]
     column_types: dict[str, str] = field(default_factory=dict)
+    base_types: dict[str, str] = field(default_factory=dict)
+    """A domain's base type, by column, where ``column_types`` holds the domain's name."""
     text_columns: tuple[str, ...] = ()
     """Columns that arrive as exact text and get their server type back on the server."""
     overwrite: bool = True
@@ -801,9 +807,17 @@ class PostgresTarget:
         naming the column."""
         import psycopg
 
-        types = {name: typ.split(" COLLATE ", 1)[0] for name, typ in self.column_types.items()}
         with self._connect() as c:
             try:
+                # An existing target whose column has the domain's base type keeps
+                # it: before, such a column was published with the base type, and
+                # the domain would change its columns (a view over the target then
+                # stops a nightly replace; without one, the swap drops its indexes).
+                existing = dict(c.execute(_DECLARED_COLUMNS, (ident(list(self.table)),)).fetchall())
+                for name, base in self.base_types.items():
+                    if name in self.column_types and existing.get(name) == base.split(" COLLATE ", 1)[0]:
+                        self.column_types[name] = base
+                types = {name: typ.split(" COLLATE ", 1)[0] for name, typ in self.column_types.items()}
                 found = dict(c.execute("SELECT t, to_regtype(t) IS NOT NULL FROM unnest(%s::text[]) AS t",
                                        (sorted(set(types.values())),)).fetchall())
             except psycopg.Error as exc:

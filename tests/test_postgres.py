@@ -2656,6 +2656,51 @@ def test_a_type_the_target_database_lacks_is_refused_before_any_work(pg_url):
     assert not scalar(target, "SELECT count(*) FROM pg_tables WHERE tablename LIKE %s", ["%sqlanon%"])
 
 
+def test_a_domain_is_kept_by_name_only_in_its_own_database(pg_url):
+    """Into another database a pass-through column was created with the
+    source's domain name, which there named another type (numeric(12,0)
+    for numeric(12,2)): every value rounded, exit 0, unchecked across
+    databases (helper-57). There it gets the base type, as before."""
+    schema, other = "domains apart", "sqlanon_other_db"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_cost CASCADE; "
+                "CREATE DOMAIN public.sqlanon_cost AS numeric(12, 2)")
+    sql(pg_url, f"""CREATE TABLE {q(schema)}.src AS SELECT g AS id, 18 + g % 30 AS age,
+                    (12.34 + g)::public.sqlanon_cost AS cost FROM generate_series(1, 300) g""")
+    if not scalar(pg_url, "SELECT count(*) FROM pg_database WHERE datname = %s", [other]):
+        sql(pg_url, f"CREATE DATABASE {other}")
+    target = re.sub(r"/[^/?]+(\?|$)", rf"/{other}\1", pg_url)
+    sql(target, "DROP TABLE IF EXISTS public.dst_cost; DROP DOMAIN IF EXISTS public.sqlanon_cost CASCADE; "
+                "CREATE DOMAIN public.sqlanon_cost AS numeric(12, 0)")
+    sqlanon.anonymize(pg_url, target, table=f"{q(schema)}.src", target_table="public.dst_cost", qi=["age"], k=5)
+    assert scalar(target, "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attname = 'cost' "
+                          "AND attrelid = 'public.dst_cost'::regclass") == "numeric(12,2)"
+    assert scalar(target, "SELECT cost::text FROM public.dst_cost WHERE id = 1") == "13.34"
+
+
+def test_an_existing_target_published_with_a_domains_base_type_keeps_it(pg_url):
+    """Since the output keeps a source domain's name, a target an older
+    version published with the domain's base type (numeric(12,2)) would
+    change its columns: a view over it then stopped the nightly replace,
+    after all the work; without one the swap dropped its indexes
+    (helper-57). Such a column keeps its base type; a new target gets the domain."""
+    schema = "domain upgrade"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_fee CASCADE; CREATE DOMAIN public.sqlanon_fee AS numeric(12, 2)")
+    sql(pg_url, f"""CREATE TABLE {q(schema)}.src AS SELECT g AS id, 18 + g % 30 AS age,
+                    (g / 4.0)::public.sqlanon_fee AS fee FROM generate_series(1, 300) g""")
+    sql(pg_url, f"CREATE TABLE {q(schema)}.dst (id integer, age text, fee numeric(12, 2)); "
+                f"CREATE VIEW {q(schema)}.report AS SELECT fee FROM {q(schema)}.dst")
+    run = dict(table=f"{q(schema)}.src", qi=["age"], k=5, overwrite=True)
+    sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.dst", **run)
+    types = ("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attname = 'fee' "
+             "AND attrelid = %s::regclass")
+    assert scalar(pg_url, types, [f"{q(schema)}.dst"]) == "numeric(12,2)"
+    assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.report") == 300
+    sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.new", **run)
+    assert scalar(pg_url, types, [f"{q(schema)}.new"]) == "sqlanon_fee"
+
+
 def test_values_travelling_as_text_keep_their_dates_across_date_styles(pg_url):
     """An array, range or interval[] travels as the server's text, printed in
     the source session's DateStyle and IntervalStyle and read in the
@@ -3077,3 +3122,23 @@ def test_arrays_whose_subscripts_do_not_start_at_one_are_refused_into_files(pg_u
     sql(pg_url, f"UPDATE {q(schema)}.src SET pair = '[0:1]={{7,8}}' WHERE id = 7")
     sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.dst", **run)
     assert scalar(pg_url, f"SELECT pair::text FROM {q(schema)}.dst WHERE id = 7") == "[0:1]={7,8}"
+
+
+def test_a_server_error_in_the_array_check_is_a_read_error(pg_url):
+    """The scan for arrays whose subscripts do not start at 1 let the
+    server's error through as 'internal error (QueryCanceled: … statement
+    timeout)' (helper-57): it is the one-line read error of the run's other
+    reads. A real session whose statement_timeout (1 ms) the scan outlasts."""
+    from sqlanon import coordinator
+
+    schema = "subscripts slow"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE TABLE {q(schema)}.src AS SELECT g AS id, ARRAY[g, g + 1] AS pair "
+                "FROM generate_series(1, 300000) g")
+    source = warehouse.open_source(pg_url, f"{q(schema)}.src")
+    spec = sqlanon.build_spec(["id"], k=5)
+    with psycopg.connect(pg_url, autocommit=True) as server:
+        server.execute("SET statement_timeout = 1")
+        with pytest.raises(InputError, match=r"^cannot read .*src: .*statement timeout"):
+            coordinator._check_array_subscripts(source, pa.schema([("pair", pa.list_(pa.int32()))]),
+                                                [("pair", "integer[]")], spec, (), "a file", server)
