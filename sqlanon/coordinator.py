@@ -1842,10 +1842,10 @@ def _absolute(shown: str | None, *paths) -> str | None:
     """``shown`` with the first of ``paths`` it starts with, a local path,
     made absolute ('o.duckdb table t' → '/work/o.duckdb table t'), or
     ``shown`` itself when it is the relative path of a file written
-    ('o__metrics.parquet'). A directory keeps its trailing '/'."""
+    ('o__metrics.parquet')."""
     for path in paths:
         if isinstance(path, str) and path and "://" not in path and shown and shown.startswith(path):
-            return os.path.abspath(path) + ("/" if path.endswith("/") else "") + shown[len(path):]
+            return os.path.abspath(path) + shown[len(path):]
     if shown and "://" not in shown and not os.path.isabs(shown) and os.path.exists(shown):
         return os.path.abspath(shown)
     return shown

@@ -717,7 +717,8 @@ def _refused(scheduler: str) -> str | None:
     if scheme not in ("", "tcp") or not host or not port.isdigit():
         return None
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT / 6).close()
+        # Short: a port that does not answer waits for the client's own timeout after it.
+        socket.create_connection((host.strip("[]"), int(port)), timeout=min(2.0, CONNECT_TIMEOUT / 6)).close()
     except socket.gaierror as exc:
         return f"the host name does not resolve ({exc.strerror})"
     except ConnectionRefusedError:
@@ -858,9 +859,12 @@ def _cut(line: str, most: int = 300) -> str:
     <the reason>' lost its reason (helper-56)."""
     if len(line) <= most:
         return line
-    head = line[:most // 2].rsplit(" ", 1)[0]
-    tail = line[-(most // 2):]
-    return f"{head} … {tail.split(' ', 1)[1] if ' ' in tail else tail}"
+    half = most // 2
+    head, tail = line[:half], line[-half:]
+    # Between words where a word break is near (not a word of 150 characters cut to nothing).
+    head = head.rsplit(" ", 1)[0] if " " in head[half // 2:] else head
+    tail = tail.split(" ", 1)[1] if " " in tail[:half // 2] else tail
+    return f"{head} … {tail}"
 
 
 _SPARK_LOG4J = """\

@@ -1091,3 +1091,6 @@ def test_a_long_spark_error_keeps_its_end_which_says_why():
     assert cut.startswith("Unable to connect to Postgres at") and cut.endswith("fe_sendauth: no password supplied")
     assert " … " in cut and len(cut) <= 300
     assert executors._spark_error(RuntimeError("short and clear")) == "short and clear"
+    # A long word is cut inside, not dropped whole (it became 'Py4JJavaError: … end': helper-57).
+    cut = executors._cut("Py4JJavaError: " + "x" * 400 + " end")
+    assert cut.startswith("Py4JJavaError: xxx") and cut.endswith("xxx end") and 290 <= len(cut) <= 310
