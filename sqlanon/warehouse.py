@@ -960,11 +960,18 @@ class PostgresTarget:
         with self._connect() as c:
             try:
                 have = c.execute(_COLUMNS, (ident(list(table)),)).fetchall()
+                # The run appends to it: a role that may not failed when publishing,
+                # after all the work ('permission denied', helper-57).
+                may_insert = not have or c.execute("SELECT has_table_privilege(%s, 'INSERT')",
+                                                   (ident(list(table)),)).fetchone()[0]
             except psycopg.Error as exc:  # e.g. no USAGE on its schema
                 raise InputError(f"cannot look up {'.'.join(table)} in {self.conn.safe()}: "
                                  f"{self.conn.redact(_first_line(exc))}") from None
         if have:
             refuse_unfit_metrics(schema, have, f"table {'.'.join(table)!r}")
+        if not may_insert:
+            raise InputError(f"cannot write the metrics table {'.'.join(table)!r} of {self.conn.safe()}: the role may "
+                             "not INSERT into it; GRANT INSERT ON it first, or name another with --metrics")
 
     def check_metrics_table(self, where: str) -> None:
         """``--metrics`` as a table of the output database: its schema must

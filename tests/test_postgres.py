@@ -3142,3 +3142,23 @@ def test_a_server_error_in_the_array_check_is_a_read_error(pg_url):
         with pytest.raises(InputError, match=r"^cannot read .*src: .*statement timeout"):
             coordinator._check_array_subscripts(source, pa.schema([("pair", pa.list_(pa.int32()))]),
                                                 [("pair", "integer[]")], spec, (), "a file", server)
+
+
+def test_a_metrics_table_the_role_may_not_insert_into_is_refused_before_any_work(pg_url):
+    """The run appends its rows to an existing metrics table: a role that
+    may not INSERT into it failed when publishing, after all the work
+    ('permission denied for table …', helper-57)."""
+    schema, role = "metrics grant", "sqlanon_noinsert"
+    as_role = people_reader(pg_url, schema, role, "nipw", 500)
+    sql(pg_url, f"GRANT CREATE ON SCHEMA {q(schema)} TO {role}")
+    run = dict(table=rel(schema, "src"), qi=PEOPLE_QI.split(","), k=5, l=2, sensitive=["disease"], workers=1,
+               metrics=rel(schema, "m"))
+    sqlanon.anonymize(pg_url, pg_url, target_table=rel(schema, "first"), **run)  # m: the superuser's
+    sql(pg_url, f"GRANT SELECT ON {rel(schema, 'm')} TO {role}")
+    before = scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'm')}")
+    with pytest.raises(InputError, match=r"cannot write the metrics table .*'metrics grant\.m'.* may not INSERT"):
+        sqlanon.anonymize(as_role, as_role, target_table=rel(schema, "second"), **run)
+    assert not exists(pg_url, schema, "second") and not staging_left(pg_url, schema)
+    assert scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'm')}") == before
+    sql(pg_url, f"GRANT INSERT ON {rel(schema, 'm')} TO {role}")
+    assert sqlanon.anonymize(as_role, as_role, target_table=rel(schema, "second"), **run).metrics.rows == 500
