@@ -13,7 +13,10 @@
      decimals, `10:00:00.1234560`, lose nothing);
    - per column of `integers` (text DuckDB guessed to be integers from the
      rows it sniffed), the numbers with a fraction, which that reading
-     rounds (`i<i>`; `1e3`, `+42`, `0042` are read exactly);
+     rounds (`i<i>`; `1e3` and `+42` are read exactly), and the integers
+     written with leading zeros, a base prefix or digit separators
+     (`0042`, `0x10`, `1_000`), whose text that reading drops: a ZIP code
+     `02134` published as 2134 (`l<i>`);
    - per column of `dates` (text DuckDB guessed to be dates), the ISO
      timestamps with a time of day other than midnight, whose time that
      reading drops (`a<i>`);
@@ -35,6 +38,7 @@ SELECT count(*) AS "n"
 {% endfor %}
 {% for c in integers %}
     , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS DOUBLE) <> trunc(TRY_CAST(trim({{ c | ident }}) AS DOUBLE))) AS {{ ("i" ~ loop.index0) | ident }}
+    , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '^[+-]?(0[0-9]|0[xXbBoO]|[0-9]+_)')) AS {{ ("l" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in dates %}
     , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) <> CAST(TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) AS DATE)) AS {{ ("a" ~ loop.index0) | ident }}

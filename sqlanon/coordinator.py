@@ -1210,7 +1210,9 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
       published cut to microseconds;
     * past the rows DuckDB sniffs a column's type from, a number with a
       fraction in a column it guessed to hold integers (112.03 published
-      as 112), a time of day in a column it guessed to hold dates, a UTC
+      as 112) or one written with leading zeros, a base prefix or digit
+      separators (ZIP code 02134 published as 2134, 0x10 as 16: helper-58),
+      a time of day in a column it guessed to hold dates, a UTC
       offset in one it guessed to hold timestamps without a time zone, or
       times (``10:00:00+05:00`` published as 10:00).
 
@@ -1232,6 +1234,8 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     keys = {fold_name(k) for k in source.hive_keys}
     for key, found, what, advice in (
         ("i", integers, "numbers with a fraction, which DuckDB reads from CSV as integers, rounded", past),
+        ("l", integers, "numbers written with leading zeros, a base prefix or digit separators ('0123', '0x10', "
+                        "'1_000'), which DuckDB reads from CSV as integers, their text lost", past),
         ("a", dates, "timestamps with a time of day, which DuckDB reads from CSV as dates, without it", past),
         ("z", naive, "times with a UTC offset, which DuckDB reads from CSV into a column without a time zone, "
                      "the offset dropped", past),

@@ -1655,8 +1655,13 @@ def test_csv_values_past_the_sniffed_rows_that_the_guessed_type_would_change_are
     run = dict(qi=["age"], k=5, l=2, sensitive=["dx"], workers=1)
     # A UTC offset in a column of timestamps (or times) without one was
     # dropped: 10:00+05:00 published as 10:00 (helper-53).
+    # A later 0123 (a ZIP code), 0x10 or 1_000 in an integer column lost its text: 123, 16, 1000 (helper-58).
     for (amount, age, visit, *more), column in ((("112.03", "30", "2021-03-13"), "amount"),
                                                 (("112", "32.5", "2021-03-13"), "age"),
+                                                (("0123", "30", "2021-03-13"), "amount"),
+                                                (("0x10", "30", "2021-03-13"), "amount"),
+                                                (("1_000", "30", "2021-03-13"), "amount"),
+                                                (("112", "030", "2021-03-13"), "age"),
                                                 (("112", "30", "2021-03-13 19:46:00"), "visit"),
                                                 (("112", "30", "2021-03-13", "2021-03-13 10:00:00+05:00"), "seen"),
                                                 (("112", "30", "2021-03-13", "2021-03-13 10:00:00", "10:00:00-0230"),
@@ -1668,7 +1673,7 @@ def test_csv_values_past_the_sniffed_rows_that_the_guessed_type_would_change_are
             with pytest.raises(sqlanon.InputError, match=rf"column '{column}' of .* DuckDB reads .* as "):
                 sqlanon.anonymize(src, tmp_path / out, **run)
             assert not (tmp_path / out).exists()
-    # What the type holds exactly is read: 1e3, +42, 0042 in an integer column, a midnight in a date column,
+    # What the type holds exactly is read: 1e3, +42 in an integer column, a midnight in a date column,
     # a zero offset.
     write("1e3", "+42", "2021-03-13 00:00:00", "2021-03-13T10:00:00.5+00:00", "10:00:00-00")
     assert sqlanon.anonymize(src, tmp_path / "o.parquet", **run).metrics.rows == 25_001
