@@ -934,6 +934,8 @@ def run(
             # Pass the text through, not DuckDB's guess of its type ("yes" would come out as true).
             source = replace(source, text_columns=tuple(passthrough))
             schema = source.arrow_schema(con)
+        if isinstance(source, io.FileSource):
+            io.refuse_altered_hive_values(source, schema, drop)
         if isinstance(source, io.FileSource) and source.fmt == "csv":  # CSV to CSV: its pass-through is text now
             _refuse_lossy_csv_reads(con, source, schema, passthrough, [c for c in schema.names if c not in drop])
             typed = [c for c in schema.names if c not in drop and c not in source.text_columns]

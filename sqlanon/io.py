@@ -41,6 +41,7 @@ import shutil
 import stat
 import sys
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -1250,6 +1251,48 @@ def _refuse_keys_above(root: str, keys: tuple[str, ...]) -> None:
                 f"partition too (a column {key!r}, replacing a file column of that name); read it through a "
                 "path without '=' (a symbolic link to it), or rename that directory"
             )
+
+
+def refuse_altered_hive_values(source: "FileSource", schema: pa.Schema, drop: tuple[str, ...] = ()) -> None:
+    """Refuse partition values that DuckDB's reading of the directory names
+    would change (helper-58, each exit 0 before): a key twice in one path
+    (``k=1/k=2``: the outer value read, the inner lost); in a key typed as
+    integers, a value not written as its number (``k=-00`` read as 0,
+    ``k= 5`` as 5); in a key typed as timestamps, a UTC offset (dropped:
+    the instant moved) or digits finer than a microsecond (cut)."""
+    if not source.hive_keys:
+        return
+    values: dict[str, set[str]] = {k: set() for k in source.hive_keys}
+    for f in source.files():
+        parts = [p.split("=", 1) for p in Path(os.path.relpath(f, source.root)).parts[:-1] if "=" in p]
+        keys = [k for k, _ in parts]
+        twice = next((k for k in keys if keys.count(k) > 1), None)
+        if twice is not None:
+            raise InputError(f"{f!r} has the partition key {twice!r} twice in its path, of which DuckDB reads the "
+                             "outer value only: rename the inner directory")
+        for k, v in parts:
+            if k in values and v != HIVE_NULL:
+                values[k].add(urllib.parse.unquote(v))  # as DuckDB decodes them (Spark writes 10%3A00)
+    for key, seen in values.items():
+        typ = schema.field(key).type if key in schema.names and key not in drop else None
+        if typ is None:
+            continue
+        found = []
+        if pa.types.is_integer(typ):
+            found.append(("numbers not written as DuckDB reads them back",
+                          [v for v in seen if not re.fullmatch(r"0|-?[1-9][0-9]*", v)]))
+        elif pa.types.is_timestamp(typ) and getattr(typ, "tz", None) is None:
+            found.append(("times finer than microseconds, which DuckDB reads cut to microseconds",
+                          [v for v in seen if re.search(r"\.[0-9]{6}[0-9]*[1-9]", v)]))
+            offset = r"[0-9]:[0-9]{2}(:[0-9]{2}(\.[0-9]*)?)?[+-][0-9]{1,2}(:?[0-9]{2})?$"
+            found.append(("times with a UTC offset, which DuckDB reads without it (another instant)",
+                          [v for v in seen if re.search(offset, v)
+                           and not re.search(r"[+-]0{1,2}(:?00)?$", v)]))  # (a zero offset is UTC's)
+        for what, odd in found:
+            if odd:
+                raise InputError(f"partition key {key!r} of {source.describe()!r} holds, in its directory names, "
+                                 f"{what} ({', '.join(map(repr, sorted(odd)[:3]))}): rename those directories, or "
+                                 "drop the key (--drop)")
 
 
 _HIVE_TYPES = frozenset({"BIGINT", "INTEGER", "HUGEINT", "DOUBLE", "DATE", "TIMESTAMP", "BOOLEAN"})

@@ -3229,3 +3229,27 @@ def test_json_shows_a_relative_output_and_metrics_absolute_as_the_input(tmp_path
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert (doc["output"], doc["metrics_table"]) == tuple(f"{tmp_path}{os.sep}{s}" for s in shown)
+
+
+@pytest.mark.parametrize("dirs, pattern", [
+    (("k=1/k=2", "k=3/k=4"), r"'.*k=1/k=2/p\.parquet' has the partition key 'k' twice in its path, of which DuckDB "
+                             r"reads the outer value only"),
+    (("k=-00", "k=7"), r"partition key 'k' .* numbers not written as DuckDB reads them back \('-00'\)"),
+    (("t=2020-01-01 10:00:00", "t=2020-01-01T11:00:00+02:00"),
+     r"partition key 't' .* times with a UTC offset, which DuckDB reads without it .*'2020-01-01T11:00:00\+02:00'"),
+    (("t=2020-01-01 10:00:00", "t=2020-06-01 10:00:00.1234567"),
+     r"partition key 't' .* times finer than microseconds"),
+])
+def test_partition_values_that_duckdb_would_change_are_refused(tmp_path, out_dir, dirs, pattern):
+    """A key twice in one path kept the outer value only; k=-00 was read as
+    0; a directory's UTC offset was dropped (another instant) and a seventh
+    decimal cut: each published with exit 0 (helper-58)."""
+    lake = tmp_path / "lake"
+    for i, d in enumerate(dirs):
+        (lake / d).mkdir(parents=True)
+        pq.write_table(pa.table({"id": list(range(i * 20, i * 20 + 20)), "age": [20 + j % 4 for j in range(20)]}),
+                       lake / d / "p.parquet")
+    r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "4", "--workers", "1")
+    assert r.exit_code == 1, r.stderr
+    assert_one_line_error(r.stderr, pattern)
+    assert snapshot(out_dir) == {}

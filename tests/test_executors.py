@@ -427,7 +427,8 @@ def test_the_probe_names_what_a_cluster_worker_cannot_reach(tmp_path):
                                                "host's has another size or modification time: another copy, or "
                                                "changed since the run began)")
     task = FragmentTask(0, "", (), None, None, {}, str(tmp_path / "p.parquet"), inputs=(seen,))
-    with pytest.raises(sqlanon.InputError, match=f"the worker on host '{socket.gethostname()}' cannot reach the input file .* as the coordinator sees"):
+    with pytest.raises(sqlanon.InputError, match=f"the worker on host '{socket.gethostname()}' cannot reach the "
+                                                  "input file .* as the coordinator sees"):
         run_fragment(task)
     st = present.stat()
     assert probe((((str(present), st.st_size, st.st_mtime_ns),), str(tmp_path))) == ""
