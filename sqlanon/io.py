@@ -1227,11 +1227,14 @@ def _top_level(elements: list[tuple]) -> list[tuple]:
     return out
 
 
+def _partitions(file: str, root: str) -> list[tuple[str, str]]:
+    """The ``(key, value)`` of each hive partition directory (``key=value``) of ``file`` below ``root``."""
+    return [tuple(part.split("=", 1)) for part in Path(os.path.relpath(file, root)).parts[:-1] if "=" in part]
+
+
 def _hive_keys(files: list[str], root: str) -> tuple[str, ...]:
     """The hive partition keys (``key=value`` directories below ``root``) of ``files``."""
-    keys = {part.split("=", 1)[0]: None for f in files for part in Path(os.path.relpath(f, root)).parts[:-1]
-            if "=" in part}
-    return tuple(keys)
+    return tuple({key: None for f in files for key, _ in _partitions(f, root)})
 
 
 def _refuse_keys_above(root: str, keys: tuple[str, ...]) -> None:
@@ -1264,7 +1267,7 @@ def refuse_altered_hive_values(source: "FileSource", schema: pa.Schema, drop: tu
         return
     values: dict[str, set[str]] = {k: set() for k in source.hive_keys}
     for f in source.files():
-        parts = [p.split("=", 1) for p in Path(os.path.relpath(f, source.root)).parts[:-1] if "=" in p]
+        parts = _partitions(f, source.root)
         keys = [k for k, _ in parts]
         twice = next((k for k in keys if keys.count(k) > 1), None)
         if twice is not None:
@@ -1312,9 +1315,9 @@ def _hive_null_types(source: FileSource) -> FileSource:
     for key in source.hive_keys:
         by_value: dict[str, str] = {}
         for f in source.files():
-            for part in Path(os.path.relpath(f, source.root)).parts[:-1]:
-                if part.split("=", 1)[0] == key:
-                    by_value.setdefault(part.split("=", 1)[1], f)
+            for k, value in _partitions(f, source.root):
+                if k == key:
+                    by_value.setdefault(value, f)
         if HIVE_NULL not in by_value:
             continue
         others = [glob.escape(f) for v, f in by_value.items() if v != HIVE_NULL]
