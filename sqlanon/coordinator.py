@@ -856,8 +856,9 @@ def run(
         unchanged = io.fingerprint(inputs)
         source.attach(con)
         read = source.server_columns(declared=True) if source.dialect == "postgres" else []
-        columns = [(n, t) for n, t, _ in read]
-        declared = {n: d for n, _, d in read}  # a domain's name, where `columns` has its base type
+        columns = [(n, t) for n, t, _, _ in read]
+        declared = {n: d for n, _, d, _ in read}  # a domain's name, where `columns` has its base type
+        bases = {n: b for n, _, _, b in read}  # every domain as its base type
         if columns and drop:  # never read, not even by the schema's probe (a column grant may leave them out)
             source = replace(source, columns=tuple(n for n, _ in columns if n not in drop))
         schema = source.arrow_schema(con)
@@ -1010,10 +1011,11 @@ def run(
             if into_postgres:
                 # A domain by its name only in the source's own database: another
                 # database's domain of that name may be another type (numeric(12,0)
-                # for numeric(12,2): every value rounded, unchecked across databases).
+                # for numeric(12,2): every value rounded; real for integer), unchecked
+                # across databases. There every domain is its base type.
                 same_database = compare_on == "postgres"
                 target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [],
-                                                    declared if same_database else {})
+                                                    declared if same_database else bases)
                 target.base_types = dict(columns) if same_database else {}
                 target.text_columns = pulled
                 target.check_types()

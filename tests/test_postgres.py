@@ -2678,6 +2678,29 @@ def test_a_domain_is_kept_by_name_only_in_its_own_database(pg_url):
     assert scalar(target, "SELECT cost::text FROM public.dst_cost WHERE id = 1") == "13.34"
 
 
+def test_every_domain_takes_its_base_type_in_another_database(pg_url):
+    """Only domains over numeric, timetz or interval took their base type
+    into another database: one over integer (or an array of one) was created
+    by its name, and a domain of that name there over real rounded
+    16777217 to 16777216, exit 0. Every domain is its base type there now."""
+    schema, other = "domains apart all", "sqlanon_other_db"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_qty CASCADE; CREATE DOMAIN public.sqlanon_qty AS integer")
+    sql(pg_url, f"""CREATE TABLE {q(schema)}.src AS SELECT g AS id, 18 + g % 30 AS age,
+                    (16777216 + g)::public.sqlanon_qty AS qty,
+                    ARRAY[16777216 + g]::public.sqlanon_qty[] AS qtys FROM generate_series(1, 300) g""")
+    if not scalar(pg_url, "SELECT count(*) FROM pg_database WHERE datname = %s", [other]):
+        sql(pg_url, f"CREATE DATABASE {other}")
+    target = re.sub(r"/[^/?]+(\?|$)", rf"/{other}\1", pg_url)
+    sql(target, "DROP TABLE IF EXISTS public.dst_qty; DROP DOMAIN IF EXISTS public.sqlanon_qty CASCADE; "
+                "CREATE DOMAIN public.sqlanon_qty AS real")
+    sqlanon.anonymize(pg_url, target, table=f"{q(schema)}.src", target_table="public.dst_qty", qi=["age"], k=5)
+    types = dict(sql(target, "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute "
+                              "WHERE attrelid = 'public.dst_qty'::regclass AND attname IN ('qty', 'qtys')"))
+    assert types == {"qty": "integer", "qtys": "integer[]"}
+    assert sql(target, "SELECT qty, qtys[1] FROM public.dst_qty WHERE id = 1") == [(16777217, 16777217)]
+
+
 def test_an_existing_target_published_with_a_domains_base_type_keeps_it(pg_url):
     """Since the output keeps a source domain's name, a target an older
     version published with the domain's base type (numeric(12,2)) would

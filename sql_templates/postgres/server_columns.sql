@@ -6,7 +6,10 @@
    offset), so the checks by type name must see the base type; a numeric is
    then pulled as text. The third column, `declared`, is the column's own
    type, the domain's name: a table created with it keeps the domain and its
-   constraint. A collation other than the type's own follows each type
+   constraint. The fourth, `base`, is every domain's base type, at any depth
+   and as the element of an array (a `d[]` as `integer[]`): a table in another
+   database is created with it, where a domain of that name may be another
+   type. A collation other than the type's own follows each type
    (_collation.sql), so a table created with these types compares and
    groups values as the source does. #}
 SELECT
@@ -24,7 +27,24 @@ SELECT
         ORDER BY depth DESC LIMIT 1
     ), format_type(a.atttypid, a.atttypmod))
     || ({% include "_collation.sql" %}) AS type,
-    format_type(a.atttypid, a.atttypmod) || ({% include "_collation.sql" %}) AS declared
-FROM pg_attribute a
+    format_type(a.atttypid, a.atttypmod) || ({% include "_collation.sql" %}) AS declared,
+    coalesce((
+        WITH RECURSIVE chain(base, typmod, depth) AS (
+            SELECT t.typbasetype, t.typtypmod, 0 FROM pg_type t
+            WHERE t.oid = CASE WHEN own.typcategory = 'A' AND own.typelem <> 0 THEN own.typelem ELSE own.oid END
+                AND t.typtype = 'd'
+            UNION ALL
+            SELECT d.typbasetype, CASE WHEN chain.typmod >= 0 THEN chain.typmod ELSE d.typtypmod END, chain.depth + 1
+            FROM chain JOIN pg_type d ON d.oid = chain.base AND d.typtype = 'd'
+        ), base AS (
+            SELECT b.oid, chain.typmod FROM chain JOIN pg_type e ON e.oid = chain.base AND e.typtype <> 'd'
+            JOIN pg_type b ON b.oid = CASE WHEN own.typcategory = 'A' AND own.typelem <> 0 THEN e.typarray ELSE e.oid END
+        )
+        SELECT format_type(base.oid, base.typmod)
+            || CASE WHEN a.attcollation <> b.typcollation THEN ' COLLATE ' || a.attcollation::regcollation::text
+                ELSE '' END
+        FROM base JOIN pg_type b ON b.oid = base.oid
+    ), format_type(a.atttypid, a.atttypmod) || ({% include "_collation.sql" %})) AS base
+FROM pg_attribute a JOIN pg_type own ON own.oid = a.atttypid
 WHERE a.attrelid = to_regclass({{ p(relation) }}) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
