@@ -128,6 +128,24 @@ Line:``), on the same line, on the next one (Windows line ends), or over
 several (a quoted field's line breaks), and must never be taken for it."""
 
 
+_LINE_SIZE = re.compile(r"Maximum line size of (\d+) bytes exceeded\. Actual Size: ?(\d+) bytes")
+LONGEST_LINE = 1 << 30
+"""The longest CSV line sqlanon reads back, in bytes: DuckDB allocates its
+buffers after ``max_line_size`` (2**31 failed, out of memory)."""
+
+
+def longer_lines(exc: BaseException, current: int | None) -> int | None:
+    """The ``max_line_size`` to read a CSV file again with, when DuckDB's
+    read failed on a line past the current one (a 3 MB text value: 2 MB is
+    its default): twice that line, so a longer one further on takes few
+    more reads. None: another error, or a line past :data:`LONGEST_LINE`."""
+    found = _LINE_SIZE.search(str(exc))
+    if found is None:
+        return None
+    size = max(2 * int(found[2]), 4 * (current or int(found[1])))
+    return min(size, LONGEST_LINE) if int(found[2]) < LONGEST_LINE and size > (current or 0) else None
+
+
 def first_line(exc: BaseException) -> str:
     """An error as one line: its first. DuckDB's CSV errors put their cause
     further down: it is added, with the file. Data stays out: never the
@@ -153,6 +171,8 @@ def first_line(exc: BaseException) -> str:
         why = next((x.strip() for x in lines[1:] if _CSV_CAUSE.match(x.strip())), "")
         file = next((x.split("=", 1)[1].strip() for x in lines if x.strip().startswith("file = ")), "")
         line = lines[0] + (f" of {file}" if file else "") + (f": {why}" if why else "")
+        if _LINE_SIZE.search(line):
+            line += " (DuckDB's CSV reader takes lines of up to 2,000,000 bytes: write the file as Parquet)"
     return _CONVERT.sub("Could not convert a value to ", line)
 
 
@@ -263,6 +283,9 @@ class FileSource(DuckDBReadable):
     """``(key, type)``: the type DuckDB gives a partition key from its
     values when none is :data:`HIVE_NULL`, which makes it VARCHAR (see
     :func:`_hive_null_types`)."""
+    max_line_size: int | None = None
+    """CSV: the longest line the reader takes, in bytes (None: DuckDB's
+    2,000,000; see :func:`longer_lines`)."""
 
     def files(self) -> list[str]:
         """The files the run reads (listed once, :attr:`globs`)."""
@@ -296,6 +319,7 @@ class FileSource(DuckDBReadable):
             hive_text=hive_text, ours=self.ours, header=True,
             delim=self.delimiter, dateformat=self.date_formats[0], timestampformat=self.date_formats[1],
             hive_nulls=[(k, types.get(k)) for k in nulls], hive_null=HIVE_NULL, filename=self.file_column,
+            max_line_size=self.max_line_size,
         ).sql
 
     @property
@@ -682,8 +706,9 @@ def utf8_path(path: str, what: str) -> str:
     return path
 
 
-def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
-    """Resolve a source argument; the error names the path when nothing is there."""
+def open_source(path: str | os.PathLike, table: str | None = None, max_line_size: int | None = None) -> Source:
+    """Resolve a source argument; the error names the path when nothing is there.
+    ``max_line_size``: CSV lines up to that many bytes (:func:`longer_lines`)."""
     spec = utf8_path(os.fspath(path), "input")
     # (a directory named lake.db is a lake: it was 'a DuckDB database' (helper-25))
     if table is not None or (spec.lower().endswith(DUCKDB_SUFFIXES) and not os.path.isdir(spec)):
@@ -709,9 +734,9 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         fmt = _one_format(files, f"directory {spec!r}")
         keys = _hive_keys(files, spec)
         _refuse_keys_above(spec, keys)  # before every file's footer is read
-        coarse = _check_file_columns(files, fmt, spec)
+        coarse = _check_file_columns(files, fmt, spec, max_line_size)
         return _hive_null_types(FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files),
-                                           hive_keys=keys, coarse=coarse))
+                                           hive_keys=keys, coarse=coarse, max_line_size=max_line_size))
     fmt = _format_of(spec)
     if fmt is None and not os.path.exists(spec) and not any(ch in spec for ch in "*?["):
         raise InputError(f"input {spec!r} does not exist")
@@ -729,17 +754,17 @@ def open_source(path: str | os.PathLike, table: str | None = None) -> Source:
         fmt = _one_format(files, repr(spec))
         keys = _hive_keys(files, root)
         _refuse_keys_above(root, keys)  # before every file's footer is read
-        coarse = _check_file_columns(files, fmt, root)
+        coarse = _check_file_columns(files, fmt, root, max_line_size)
         return _hive_null_types(FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files),
-                                           hive_keys=keys, coarse=coarse))
+                                           hive_keys=keys, coarse=coarse, max_line_size=max_line_size))
     if not os.path.isfile(spec):
         if os.path.exists(spec):  # it is read more than once: statistics, sample, fragments
             raise InputError(f"input {spec!r} is not a regular file (a pipe or a device): write it to a file first")
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
         raise InputError(f"input file {spec!r} is not readable")
-    coarse = _check_file_columns([spec], fmt)
-    return replace(exact_file(spec, fmt), coarse=coarse)
+    coarse = _check_file_columns([spec], fmt, max_line_size=max_line_size)
+    return replace(exact_file(spec, fmt), coarse=coarse, max_line_size=max_line_size)
 
 
 _TABLE_FORMATS = (
@@ -950,7 +975,8 @@ CSV_HEADER_BLANKS = "".join(map(chr, [0x20, 0xA0, 0x1680, *range(0x2000, 0x200B)
 space separators (category Zs), not tabs."""
 
 
-def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> tuple[str, ...]:
+def _check_file_columns(files: list[str], fmt: str, root: str | None = None,
+                        max_line_size: int | None = None) -> tuple[str, ...]:
     """Refuse files whose columns DuckDB would rename or misread, by file and name.
 
     DuckDB renames a repeated column name (``age`` → ``age_1``) and an empty
@@ -987,7 +1013,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None) -> 
                 relation = render("read_file.sql", paths=[glob.escape(f)], fmt=fmt, hive=False, header=False,
                                   as_text=True, text_columns=(), hive_text=(), ours=False,
                                   delim=exact_file(f, fmt).delimiter, dateformat=None, timestampformat=None,
-                                  hive_nulls=(), hive_null=HIVE_NULL, filename=None).sql
+                                  hive_nulls=(), hive_null=HIVE_NULL, filename=None, max_line_size=max_line_size).sql
                 try:
                     header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
                 except duckdb.Error as exc:  # the file of a lake, and where it breaks (helper-47)
@@ -1894,6 +1920,9 @@ class Staging:
     (:func:`restorable_fields`)."""
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     """This run's own mark, for names outside the staging area (a staging table)."""
+    line_size: int | None = None
+    """A CSV output's longest line, once reading it back found one past
+    DuckDB's default (:func:`longer_lines`)."""
 
     @property
     def parts_dir(self) -> Path:
@@ -2026,7 +2055,12 @@ class FileTarget(LocalStagingTarget):
         out = self._staged(staging)
         data = f"(SELECT * FROM {staging.parts_relation()})" if staging.has_parts() else empty.empty_table()
         copy_relation(con, data, out, self.fmt, arrow_fields=staging.arrow_fields)
-        return FileSource(out, self.fmt, as_text=True, ours=True).relation
+        return self.staged_relation(staging)
+
+    def staged_relation(self, staging: Staging) -> str:
+        """The staged output as a relation (a CSV file's values as their text)."""
+        return FileSource(self._staged(staging), self.fmt, as_text=True, ours=True,
+                          max_line_size=staging.line_size).relation
 
     def _staged(self, staging: Staging) -> str:
         """The output file in the staging area, named as the output ends (``out.csv.gz``)."""
@@ -2047,7 +2081,7 @@ class FileTarget(LocalStagingTarget):
         """The staged output as its readers read it: a CSV file with the
         types DuckDB's sniffer guesses (pandas' are alike), under which
         values written two ways are one ('5' and '5.0', 'true' and 'TRUE')."""
-        return FileSource(self._staged(staging), self.fmt, ours=True).relation
+        return FileSource(self._staged(staging), self.fmt, ours=True, max_line_size=staging.line_size).relation
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         def swap_in() -> None:

@@ -2026,3 +2026,24 @@ def test_a_swallowed_stop_signal_ends_the_wait_for_tasks():
         assert time.monotonic() - t0 < 5
     finally:
         interrupts._received.clear()
+
+
+def test_a_csv_output_with_a_line_past_2_mb_is_checked_and_published(tmp_path):
+    """A text value of 3 MB passing through into a CSV output made a line
+    past DuckDB's CSV reader's 2,000,000 bytes: the run failed at its check,
+    after all its work ("cannot verify: … Maximum line size"), and `verify`
+    could not read the file. Both read it with a larger limit now; as an
+    input it is refused with the way out (helper-58)."""
+    n = 60
+    pq.write_table(pa.table({"id": list(range(n)), "age": [20 + i % 12 for i in range(n)],
+                             "dx": ["a" if i % 2 else "b" for i in range(n)],
+                             "doc": ["x" * (3 << 20) if i == 7 else "y" for i in range(n)]}), tmp_path / "in.parquet")
+    out = tmp_path / "o.csv"
+    run = dict(qi=["age"], k=4, l=2, sensitive=["dx"])
+    sqlanon.anonymize(tmp_path / "in.parquet", out, workers=1, **run)
+    got = duckdb.execute("SELECT id, length(doc) FROM read_csv(?, max_line_size = 8000000) WHERE id = 7",
+                         [str(out)]).fetchall()
+    assert got == [(7, 3 << 20)]
+    assert sqlanon.verify(out, **run).ok
+    with pytest.raises(sqlanon.InputError, match=r"Maximum line size .* write the file as Parquet\)$"):
+        sqlanon.anonymize(out, tmp_path / "again.parquet", workers=1, **run)
