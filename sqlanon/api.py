@@ -628,8 +628,9 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
                 raise ConfigError(missing_column(c, repr(source.describe()), cols, option))
         _refuse_qi_also_sensitive(qi, sensitive)
         for c in getattr(source, "coarse", ()):  # as anonymize refuses them (helper-11)
-            if c in (*qi, *sensitive) and io.finer_than_microseconds(source.files(), c):
-                raise InputError(f"column {c!r} of {source.describe()!r} holds values finer than microseconds, "
+            where = io.finer_than_microseconds(source.files(), c) if c in (*qi, *sensitive) else None
+            if where:
+                raise InputError(f"column {c!r} of {where!r} holds values finer than microseconds, "
                                  "which DuckDB reads to microseconds: values apart would be counted as one")
         relation = source.relation
         if isinstance(source, io.DuckDBSource):

@@ -916,11 +916,12 @@ def run(
         elif isinstance(source, io.DuckDBSource):  # a generated column passed through (helper-17)
             _refuse_generated_from_qis(source.generated_reads(), spec, drop, schema.names, key=fold_name)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
-        coarse = [c for c in getattr(source, "coarse", ())  # read to tell: only the columns kept
-                  if c not in drop and io.finer_than_microseconds(source.files(), c)]
+        coarse = [(c, f) for c in getattr(source, "coarse", ()) if c not in drop  # read to tell: only those kept
+                  for f in [io.finer_than_microseconds(source.files(), c)] if f]
         if coarse:
             # As a QI too: its interval's upper bound fell below its rows' values ('.000000999' cut).
-            c = coarse[0]
+            c, where = coarse[0]
+            of = f" of {where!r}" if len(source.files()) > 1 else ""  # the file of a lake (helper-58)
             field_type = schema.field(c).type
             kind = ("times" if pa.types.is_time(field_type) else
                     "timestamps with a time zone" if getattr(field_type, "tz", None) else "timestamps (INT96)")
@@ -928,7 +929,7 @@ def run(
                     "cannot be generalized truthfully as a quasi-identifier" if c in spec.qi_names else
                     "cannot be counted exactly as a sensitive column (two values would read as one)")
             raise ConfigError(
-                f"column {c!r} holds nanosecond {kind}, which DuckDB reads to microseconds: it {role}; drop it "
+                f"column {c!r}{of} holds nanosecond {kind}, which DuckDB reads to microseconds: it {role}; drop it "
                 "(--drop), or write it as text" + (" or as TIMESTAMP_NS" if kind.startswith("timestamps") else "")
             )
         if passthrough and io.csv_to_csv(source, target):

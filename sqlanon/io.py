@@ -1070,11 +1070,12 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None,
     return tuple(coarse)
 
 
-def finer_than_microseconds(files: list[str], column: str) -> bool:
-    """Whether a Parquet nanosecond column of ``files`` holds a value with a
-    digit past the microsecond (DuckDB reads it cut there): pandas writes a
-    zoned datetime64[ns] column so, holding whole microseconds mostly, which
-    DuckDB reads exactly. Reads that column of each file (pyarrow)."""
+def finer_than_microseconds(files: list[str], column: str) -> str | None:
+    """The first file of ``files`` whose Parquet nanosecond column holds a
+    value with a digit past the microsecond (DuckDB reads it cut there), or
+    None: pandas writes a zoned datetime64[ns] column so, holding whole
+    microseconds mostly, which DuckDB reads exactly. Reads that column of
+    each file (pyarrow)."""
     import numpy as np
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -1083,13 +1084,13 @@ def finer_than_microseconds(files: list[str], column: str) -> bool:
         try:
             values = pq.read_table(f, columns=[column]).column(0)
         except (OSError, pa.ArrowException, KeyError):
-            return True  # cannot tell: as the schema says
+            return f  # cannot tell: as the schema says
         if getattr(values.type, "unit", None) != "ns":  # an old TIMESTAMP_MILLIS, say: nothing past the microsecond
             continue
         ticks = pc.fill_null(values.cast(pa.int64(), safe=False), 0).to_numpy(zero_copy_only=False)
         if np.any(ticks % 1000):
-            return True
-    return False
+            return f
+    return None
 
 
 def _check_same_columns(columns: dict[str, list[tuple]]) -> None:

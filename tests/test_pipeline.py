@@ -12,6 +12,7 @@ import signal
 import stat
 import subprocess
 import sys
+import shutil
 import tempfile
 import textwrap
 import time
@@ -1578,6 +1579,14 @@ def test_parquet_nanoseconds_duckdb_reads_coarser_are_refused(tmp_path):
         [1_600_000_000_000_000_000 + i * 1000 for i in range(100)], pa.timestamp("ns"))}), legacy,
         use_deprecated_int96_timestamps=True)
     assert sqlanon.anonymize(legacy, tmp_path / "l.parquet", qi=["age"], k=5, workers=1).metrics.rows == 100
+    # In a lake, the file that holds them is named (a thousand files: which one?) (helper-58)
+    (tmp_path / "lake").mkdir()
+    shutil.copy(legacy, tmp_path / "lake" / "a.parquet")
+    pq.write_table(pa.table({"age": [i % 10 for i in range(100)], "at": pa.array(
+        [1_600_000_000_000_000_000 + i for i in range(100)], pa.timestamp("ns"))}), tmp_path / "lake" / "b.parquet",
+        use_deprecated_int96_timestamps=True)
+    with pytest.raises(sqlanon.ConfigError, match=r"^column 'at' of '.*/lake/b\.parquet' holds nanosecond timestamps"):
+        sqlanon.anonymize(tmp_path / "lake", tmp_path / "l.parquet", qi=["age"], k=5, workers=1, overwrite=True)
     # Whole microseconds (pandas' zoned datetime64[ns], mostly) read exactly: taken, as a QI too (helper-41)
     whole = tmp_path / "whole.parquet"
     pq.write_table(pa.table({"age": [i % 10 for i in range(100)], "at": pa.array(
