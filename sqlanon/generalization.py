@@ -236,7 +236,11 @@ def _prefix(e, stats, dstr, lo, hi, col, bounds):
     strs = dstr.to_pylist()
     lens = np.array([len(s) for s in strs] + [0], np.int64)  # the NULL code has no text
     maxlen = kernel.class_max_of(col, bounds, lens)
-    prefixes = [os.path.commonprefix((strs[a], strs[b])) for a, b in zip(lo.tolist(), hi.tolist())]
+    # A class of several values: its prefix less any '*' it ends with, which a
+    # reader cannot tell from the mask ('*a' and '*b' publish '**', read as no
+    # prefix): NCP as read, the same for every class of that text (helper-59).
+    prefixes = [os.path.commonprefix((strs[a], strs[b])) if a == b else
+                os.path.commonprefix((strs[a], strs[b])).rstrip("*") for a, b in zip(lo.tolist(), hi.tolist())]
     text = pa.array(
         [p + "*" * max(int(m) - len(p), 0) for p, m in zip(prefixes, maxlen.tolist())], pa.string()
     )

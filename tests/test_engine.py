@@ -111,6 +111,21 @@ def test_a_prefix_value_ending_with_a_star_is_quoted():
     assert r.metrics.classes == 2
 
 
+def test_a_prefix_ending_with_a_literal_star_costs_what_it_reads_as():
+    """Classes of *a and *b (prefix '*') and of ab and bc (no prefix) were
+    both published '**': one class to every reader, of no prefix (NCP 8),
+    but the run reported the first's prefix '*' (NCP 6); so '021*5' beside
+    '021**' published '021**' at the cost of '021*' (helper-59)."""
+    t = pa.table({"s": ["*a", "*a", "*b", "*b", "ab", "ab", "bc", "bc"]})
+    r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("s", "prefix"),), k=4))
+    assert set(r.table.column("s").to_pylist()) == {"**"}
+    assert r.metrics.ncp == pytest.approx(8 * 4 / 4)
+    t = pa.table({"zip": ["021**", "021*5", "02345", "02346"] * 2})
+    r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("zip", "prefix"),), k=4))
+    assert sorted(set(r.table.column("zip").to_pylist())) == ["021**", "0234*"]
+    assert r.metrics.ncp == pytest.approx(4 * 2 / 4 + 4 * 2 / 4)  # '021' starts 2 of the 4 values, '0234' 2
+
+
 def test_set_generalization():
     t = pa.table({"color": ["red", "blue", "red", "green", "green", "green"]})
     r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("color"),), k=3))
