@@ -630,7 +630,7 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
         for c in getattr(source, "coarse", ()):  # as anonymize refuses them (helper-11)
             where = io.finer_than_microseconds(source.files(), c) if c in (*qi, *sensitive) else None
             if where:
-                raise InputError(f"column {c!r} of {where!r} holds values finer than microseconds, "
+                raise ConfigError(f"column {c!r} of {where!r} holds values finer than microseconds, "
                                  "which DuckDB reads to microseconds: values apart would be counted as one")
         relation = source.relation
         if isinstance(source, io.DuckDBSource):

@@ -402,7 +402,7 @@ def domain_stats(
     row = source.fetch(con, q, typed)
     for i, (c, _) in enumerate(far):
         if row.column(f"__sqlanon_far{i}")[0].as_py():
-            raise InputError(
+            raise ConfigError(
                 f"column {c!r} holds timestamps after 294247-01-10, past the last one DuckDB can hold, which it "
                 "would read as times 290,000 years BC: make them NULL or 'infinity', or cast the column to text, "
                 "in a view"
@@ -1272,9 +1272,9 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
             if not row.column(f"{key}{i}")[0].as_py():
                 continue
             if fold_name(c) in keys:  # the names of its directories: no file to convert
-                raise InputError(f"partition key {c!r} of {source.describe()!r} holds, in its directory names, "
+                raise ConfigError(f"partition key {c!r} of {source.describe()!r} holds, in its directory names, "
                                  f"{what}: rename those directories, or drop the key (--drop)")
-            raise InputError(f"column {c!r} of {source.describe()!r} holds {what}{advice}")
+            raise ConfigError(f"column {c!r} of {source.describe()!r} holds {what}{advice}")
 
 
 _ZONED_TIME = re.compile(r"time(\(\d+\))? with time zone", re.IGNORECASE)
@@ -1509,7 +1509,7 @@ def _refuse_equal_values_written_apart(sens_distinct: dict, target) -> None:
     for s, counts in sens_distinct.items():
         if isinstance(counts, tuple) and counts[0] != counts[1]:
             written, equal = counts
-            raise InputError(
+            raise ConfigError(
                 f"sensitive column {s!r} holds {equal} distinct values written {written} ways (such as 1.0 and "
                 "1.00, or 'Flu' and 'flu' under citext or a collation): l would be counted on the text "
                 f"{target.describe()!r} publishes; write each value one way in a view (trim_scale({ident(s)}), "

@@ -2,8 +2,10 @@
 
 Every error a user can cause is a :class:`SqlanonError` with a one-line message
 that names the column, key, file or value at fault. The CLI turns them into
-``Error: <message>`` and an exit code: 2 for usage and configuration errors,
-1 for errors found while running (data, privacy constraints, I/O).
+``Error: <message>`` and an exit code: 2 for usage and configuration errors
+and for a column of the input the run refuses before any work (a retry
+fails the same way), 1 for errors found while running (an input not there
+or unreadable, privacy constraints, I/O).
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ class SqlanonError(Exception):
 
 
 class ConfigError(SqlanonError, ValueError):
-    """A bad argument, option or configuration key (exit code 2)."""
+    """A bad argument, option or configuration key, or a column of the input
+    the run refuses up front: of a type or holding values it cannot read or
+    publish safely, one the files of a lake disagree on, a header's name
+    twice (exit code 2)."""
 
     exit_code = 2
 

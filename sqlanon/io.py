@@ -1040,14 +1040,14 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None,
         seen: dict[str, str] = {}
         for i, (name, precision, logical, kind, _) in enumerate(cols, 1):
             if name is None or name == "":
-                raise InputError(f"column {i} of {f!r} has no name: give it one")
+                raise ConfigError(f"column {i} of {f!r} has no name: give it one")
             if fold_name(name) in seen:
                 other = seen[fold_name(name)]
                 named = repr(name) if other == name else f"{other!r} and {name!r} (DuckDB's names ignore case)"
-                raise InputError(f"{f!r} has two columns named {named}: rename one")
+                raise ConfigError(f"{f!r} has two columns named {named}: rename one")
             seen[fold_name(name)] = name
             if fold_name(name) in keys:
-                raise InputError(
+                raise ConfigError(
                     f"column {name!r} of {f!r} is also a hive partition key of its directory, whose value "
                     "would replace the column's: rename one"
                 )
@@ -1058,7 +1058,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None,
                 # DuckDB reads microseconds
                 coarse[name] = None
             if precision is not None and precision > 38:
-                raise InputError(
+                raise ConfigError(
                     f"column {name!r} of {f!r} is a DECIMAL of {precision} digits; DuckDB reads at most 38 "
                     "exactly (this one as a wrong double), and --drop cannot keep it from the file: rewrite the "
                     "file with that column cast (e.g. to text) or without it"
@@ -1114,7 +1114,7 @@ def _check_same_columns(columns: dict[str, list[tuple]]) -> None:
                 return ", ".join(map(repr, xs[:5])) + (f" and {len(xs) - 5} more" if len(xs) > 5 else "")
 
             diff = "; ".join(x for x in (adds and f"it has {names(adds)}", lacks and f"it lacks {names(lacks)}") if x)
-            raise InputError(
+            raise ConfigError(
                 f"{f!r} does not have the columns of {first!r} ({diff}): the files of one input must share "
                 "their columns, or a renamed one would be published raw; align the files or read them through a view"
             )
@@ -1147,7 +1147,7 @@ def _check_same_kinds(columns: dict[str, list[tuple]]) -> None:
                 continue
             seen = first.setdefault(fold_name(name), (f, kind))
             if seen[1] != kind:
-                raise InputError(
+                raise ConfigError(
                     f"column {name!r} holds {kind} in {f!r} but {seen[1]} in {seen[0]!r}: DuckDB would read "
                     "both as one type, changing the column's generalization or output type; align the files "
                     "or read them through a view"
@@ -1161,7 +1161,7 @@ def _check_same_kinds(columns: dict[str, list[tuple]]) -> None:
             decimals[fold_name(name)] = most
             if most[0][0] + most[1][0] > 38 and most[0][1] != most[1][1]:  # one file's own: refused below
                 (_, f1, t1), (_, f2, t2) = most
-                raise InputError(
+                raise ConfigError(
                     f"column {name!r} holds {t1} in {f1!r} but {t2} in {f2!r}: DuckDB would read both as one "
                     f"DECIMAL of at most 38 digits, too few for {most[0][0]} before the point and {most[1][0]} "
                     "after, and round values; write the column with one type in every file, or read them "
@@ -1276,7 +1276,7 @@ def _refuse_keys_above(root: str, keys: tuple[str, ...]) -> None:
     for part in Path(os.path.abspath(root)).parts:
         if "=" in part:
             key = part.split("=", 1)[0]
-            raise InputError(
+            raise ConfigError(
                 f"cannot read {root!r} as a hive-partitioned lake: DuckDB would read its directory {part!r} as a "
                 f"partition too (a column {key!r}, replacing a file column of that name); read it through a "
                 "path without '=' (a symbolic link to it), or rename that directory"
@@ -1298,7 +1298,7 @@ def refuse_altered_hive_values(source: "FileSource", schema: pa.Schema, drop: tu
         keys = [k for k, _ in parts]
         twice = next((k for k in keys if keys.count(k) > 1), None)
         if twice is not None:
-            raise InputError(f"{f!r} has the partition key {twice!r} twice in its path, of which DuckDB reads the "
+            raise ConfigError(f"{f!r} has the partition key {twice!r} twice in its path, of which DuckDB reads the "
                              "outer value only: rename the inner directory")
         for k, v in parts:
             if k in values and v != HIVE_NULL:
@@ -1320,7 +1320,7 @@ def refuse_altered_hive_values(source: "FileSource", schema: pa.Schema, drop: tu
                            and not re.search(r"[+-]0{1,2}(:?00)?$", v)]))  # (a zero offset is UTC's)
         for what, odd in found:
             if odd:
-                raise InputError(f"partition key {key!r} of {source.describe()!r} holds, in its directory names, "
+                raise ConfigError(f"partition key {key!r} of {source.describe()!r} holds, in its directory names, "
                                  f"{what} ({', '.join(map(repr, sorted(odd)[:3]))}): rename those directories, or "
                                  "drop the key (--drop)")
 

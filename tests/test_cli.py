@@ -1601,7 +1601,7 @@ def test_verify_refuses_what_it_cannot_group_as_published(tmp_path):
     (helper-11)."""
     t = pa.array([1_600_000_000 * 10**9, 1_600_000_000 * 10**9 + 1, 1_600_000_000 * 10**9 + 1])
     pq.write_table(pa.table({"q": t.cast(pa.timestamp("ns", "UTC"))}), tmp_path / "ns.parquet")
-    with pytest.raises(InputError, match="'q' .* holds values finer than microseconds"):
+    with pytest.raises(ConfigError, match="'q' .* holds values finer than microseconds"):
         sqlanon.verify(tmp_path / "ns.parquet", qi=["q"], k=2)
     pq.write_table(pa.table({"age_lo": [1, 1], "age_hi": [2, 2]}), tmp_path / "b.parquet")
     with pytest.raises(sqlanon.ConfigError, match="'age_lo' cannot be both a quasi-identifier and sensitive"):
@@ -1938,7 +1938,7 @@ def test_csv_columns_duckdb_would_rename_are_refused(tmp_path, out_dir, header):
     src = tmp_path / "dup.csv"
     src.write_text(header + "\n" + "".join(f"{i},{20 + i % 40},{20 + i % 40}\n" for i in range(200)))
     r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert_one_line_error(r.stderr, "dup.csv", r"two columns named|has no name")
     assert snapshot(out_dir) == {}
 
@@ -2013,13 +2013,13 @@ def test_parquet_columns_duckdb_would_rename_or_misread_are_refused(tmp_path, ou
     for src, pattern in ((dup, "two columns named 'age'"), (wide, "'big' .* DECIMAL of 45 digits"),
                          (cased, r"two columns named 'age' and 'Age' \(DuckDB's names ignore case\): rename one")):
         r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
-        assert r.exit_code == 1
+        assert r.exit_code == 2
         assert_one_line_error(r.stderr, re.escape(src.name), pattern)
     lake = tmp_path / "lake" / "age=30"
     lake.mkdir(parents=True)
     _small(lake / "p.parquet")
     r = cli("anonymize", tmp_path / "lake", "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert_one_line_error(r.stderr, "'age' .* hive partition key")
     assert snapshot(out_dir) == {}
 
@@ -2036,7 +2036,7 @@ def test_file_name_with_glob_characters_reads_that_file(tmp_path, out_dir):
     pq.write_table(pa.Table.from_arrays([pa.array(range(n)), pa.array([20 + i % 40 for i in range(n)]),
                                          pa.array([20 + i % 40 for i in range(n)])], names=["id", "age", "age"]), named)
     r = cli("anonymize", named, "-o", out_dir / "o2.parquet", "--qi", "age", "-k", "5")
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert_one_line_error(r.stderr, re.escape("data[1].parquet"), "two columns named 'age'")
 
 
@@ -2289,7 +2289,7 @@ def test_a_csv_lake_key_finer_than_microseconds_names_its_directories(tmp_path, 
         (lake / f"dt={d}").mkdir(parents=True)
         (lake / f"dt={d}" / "p.csv").write_text("id,age\n" + "".join(f"{i},{20 + i % 10}\n" for i in range(20)))
     r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "4", "--workers", "1")
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert_one_line_error(r.stderr, r"partition key 'dt' of '.*lake' holds, in its directory names, times finer "
                                     r"than microseconds.*: rename those directories, or drop the key \(--drop\)")
     assert snapshot(out_dir) == {}
@@ -2309,7 +2309,7 @@ def test_a_key_value_directory_above_a_hive_lake_is_refused(tmp_path, out_dir, h
     _small(lake / "year=2020" / "part-0.parquet", site=[f"clinic{i % 4}" for i in range(200)])
     src = lake if how == "directory" else lake / "*" / "*.parquet"
     r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert_one_line_error(r.stderr, r"cannot read '.*lake' as a hive-partitioned lake: DuckDB would read its "
                                     r"directory 'site=berlin' as a partition too")
     assert snapshot(out_dir) == {}
@@ -2427,12 +2427,12 @@ def test_a_lake_file_reached_by_two_paths_is_refused(tmp_path, out_dir, link):
     assert snapshot(out_dir) == {}
 
 
-def _refused_as_directory_and_glob(lake: Path, fmt: str, out_dir: Path, qi: str, error: str) -> None:
+def _refused_as_directory_and_glob(lake: Path, fmt: str, out_dir: Path, qi: str, error: str, code: int) -> None:
     """A run on ``lake``, named as its directory and as a glob of its files,
-    fails with exit 1 and the one line ``error``, writing nothing."""
+    fails with exit ``code`` and the one line ``error``, writing nothing."""
     for src in (lake, f"{lake}/*.{fmt}"):
         r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", qi, "-k", "5")
-        assert r.exit_code == 1, r.stderr
+        assert r.exit_code == code, r.stderr
         assert_one_line_error(r.stderr, error)
     assert snapshot(out_dir) == {}
 
@@ -2451,7 +2451,7 @@ def test_a_lake_file_behind_a_broken_link_is_refused(tmp_path, out_dir, fmt):
     (lake / "_old" / f"day0.{fmt}").symlink_to(tmp_path / "gone")  # hidden, as its files are: not read
     (lake / "NOTES.md").symlink_to(tmp_path / "gone.md")  # no data
     _refused_as_directory_and_glob(lake, fmt, out_dir, "age", rf"'.*day2.{fmt}' is a link to '.*archive/day2.{fmt}', "
-                                                              r"which does not exist: its rows would not be read")
+                                                              r"which does not exist: its rows would not be read", 1)
     (lake / f"day2.{fmt}").unlink()
     # a partition directory moved away: its rows were left out too (helper-25)
     (lake / "year=2020").symlink_to(tmp_path / "cold" / "year=2020")
@@ -2475,7 +2475,7 @@ def test_lake_files_with_different_columns_are_refused(tmp_path, out_dir, fmt):
     for name, df in (("day1", day1), ("day2", day2)):
         df.to_parquet(lake / f"{name}.parquet") if fmt == "parquet" else df.to_csv(lake / f"{name}.csv", index=False)
     _refused_as_directory_and_glob(lake, fmt, out_dir, "age,sex", rf"day2.{fmt}' does not have the columns of "
-                                                                  rf".*day1.{fmt}' \(it has 'gender', 'ssn'; it lacks 'sex'\)")
+                                                                  rf".*day1.{fmt}' \(it has 'gender', 'ssn'; it lacks 'sex'\)", 2)
     day2.rename(columns={"gender": "SEX"}).drop(columns="ssn").to_parquet(lake / "day2.parquet") if fmt == "parquet" \
         else day2.rename(columns={"gender": "SEX"}).drop(columns="ssn").to_csv(lake / "day2.csv", index=False)
     r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age,sex", "-k", "5")
@@ -3250,6 +3250,6 @@ def test_partition_values_that_duckdb_would_change_are_refused(tmp_path, out_dir
         pq.write_table(pa.table({"id": list(range(i * 20, i * 20 + 20)), "age": [20 + j % 4 for j in range(20)]}),
                        lake / d / "p.parquet")
     r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "4", "--workers", "1")
-    assert r.exit_code == 1, r.stderr
+    assert r.exit_code == 2, r.stderr
     assert_one_line_error(r.stderr, pattern)
     assert snapshot(out_dir) == {}

@@ -1604,7 +1604,7 @@ def test_csv_numbers_a_double_would_round_are_refused(tmp_path):
     src = tmp_path / "acct.csv"
     src.write_text("age,acct,price,padded\n" + "".join(
         f"{20 + i % 30},{123456789012345678901234567890 + i},{i * 1.5},1.500000000000000000000\n" for i in range(200)))
-    with pytest.raises(sqlanon.InputError, match="'acct' of .* more than 15 significant digits"):
+    with pytest.raises(sqlanon.ConfigError, match="'acct' of .* more than 15 significant digits"):
         sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], k=5, workers=1)
     # Decimals with many zeros round-trip; into CSV the text passes through as it is.
     r = sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], k=5, workers=1, drop=["acct"])
@@ -1614,7 +1614,7 @@ def test_csv_numbers_a_double_would_round_are_refused(tmp_path):
     assert published == ("123456789012345678901234567890",)
     # As a QI it is read typed, CSV to CSV too: intervals missed their rows' values (helper-39)
     for out in ("q.csv", "q.parquet"):
-        with pytest.raises(sqlanon.InputError, match="'acct' of .* more than 15 significant digits"):
+        with pytest.raises(sqlanon.ConfigError, match="'acct' of .* more than 15 significant digits"):
             sqlanon.anonymize(src, tmp_path / out, qi=["age", "acct"], k=5, workers=1)
         assert not (tmp_path / out).exists()
     # Doubles as pandas writes them (their shortest text, up to 17 digits) read back exactly (helper-41)
@@ -1633,9 +1633,9 @@ def test_csv_times_finer_than_microseconds_are_refused(tmp_path):
     src.write_text("age,at,clock,s\n" + "".join(
         f"{20 + i % 30},2020-01-01 12:34:56.{123456000 + i},12:00:00.{1234567 + i},{i % 3}\n" for i in range(200)))
     run = dict(k=5, l=2, sensitive=["s"], workers=1)
-    with pytest.raises(sqlanon.InputError, match="'at' of .* finer than microseconds"):
+    with pytest.raises(sqlanon.ConfigError, match="'at' of .* finer than microseconds"):
         sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], **run)
-    with pytest.raises(sqlanon.InputError, match="'clock' of .* finer than microseconds"):
+    with pytest.raises(sqlanon.ConfigError, match="'clock' of .* finer than microseconds"):
         sqlanon.anonymize(src, tmp_path / "o.csv", qi=["age", "clock"], **run)  # as a QI, into CSV too
     assert not list(tmp_path.glob("o*"))
     # Seven decimals that end in a zero (SQL Server's datetime2 exports) lose nothing.
@@ -1679,7 +1679,7 @@ def test_csv_values_past_the_sniffed_rows_that_the_guessed_type_would_change_are
         for out in ("o.parquet", "o.csv"):
             if out == "o.csv" and column != "age":
                 continue  # CSV to CSV, a pass-through column's text travels as it is
-            with pytest.raises(sqlanon.InputError, match=rf"column '{column}' of .* DuckDB reads .* as "):
+            with pytest.raises(sqlanon.ConfigError, match=rf"column '{column}' of .* DuckDB reads .* as "):
                 sqlanon.anonymize(src, tmp_path / out, **run)
             assert not (tmp_path / out).exists()
     # What the type holds exactly is read: 1e3, +42 in an integer column, a midnight in a date column,

@@ -544,7 +544,7 @@ def test_files_disagreeing_on_a_columns_kind_are_refused(tmp_path):
                      (3, pa.array(["21y", "33"] * 10))):
         (lake / f"day={day}").mkdir(parents=True)
         pq.write_table(pa.table({"age": age, "s": list(range(20))}), lake / f"day={day}" / "a.parquet")
-    with pytest.raises(sqlanon.InputError, match=r"column 'age' holds text in '.*day=3/a\.parquet' but integers in "
+    with pytest.raises(sqlanon.ConfigError, match=r"column 'age' holds text in '.*day=3/a\.parquet' but integers in "
                                                  r"'.*day=1/a\.parquet'.*align the files"):
         sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["age"], k=5, workers=1)
     import shutil
@@ -557,7 +557,7 @@ def test_files_disagreeing_on_a_columns_kind_are_refused(tmp_path):
     assert sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["age"], k=5, workers=1, overwrite=True).metrics.rows == 60
     (lake / "day=5").mkdir()
     pq.write_table(pa.table({"age": [30.5] * 20, "s": list(range(20))}), lake / "day=5" / "a.parquet")
-    with pytest.raises(sqlanon.InputError, match="column 'age' holds floats in .* but integers in"):
+    with pytest.raises(sqlanon.ConfigError, match="column 'age' holds floats in .* but integers in"):
         sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["age"], k=5, workers=1, overwrite=True)
     # nested: a list of integers beside a list of text became VARCHAR[] (a list of NULLs takes any)
     lists = tmp_path / "lists"
@@ -568,7 +568,7 @@ def test_files_disagreeing_on_a_columns_kind_are_refused(tmp_path):
         if day == 7:
             assert sqlanon.anonymize(lists, tmp_path / "o.parquet", qi=["age"], k=5, workers=1,
                                      overwrite=True).metrics.rows == 40
-    with pytest.raises(sqlanon.InputError, match="column 'tags' holds a list of text in .* but a list of integers in"):
+    with pytest.raises(sqlanon.ConfigError, match="column 'tags' holds a list of text in .* but a list of integers in"):
         sqlanon.anonymize(lists, tmp_path / "o.parquet", qi=["age"], k=5, workers=1, overwrite=True)
 
 
@@ -588,7 +588,7 @@ def test_decimals_no_one_decimal_type_holds_are_refused(tmp_path):
         return tmp_path / name
 
     for qi in (["age"], ["age", "amount"]):
-        with pytest.raises(sqlanon.InputError, match=r"column 'amount' holds decimal\(38,2\) in '.*day=1/a\.parquet' "
+        with pytest.raises(sqlanon.ConfigError, match=r"column 'amount' holds decimal\(38,2\) in '.*day=1/a\.parquet' "
                                                      r"but decimal\(38,4\) in '.*day=2/a\.parquet'"):
             sqlanon.anonymize(lake(f"wide{len(qi)}", (38, 2), (38, 4)), tmp_path / "o.parquet", qi=qi, k=4, workers=1)
         assert not (tmp_path / "o.parquet").exists()
@@ -613,7 +613,7 @@ def test_durations_in_different_units_are_refused(tmp_path):
                            tmp_path / name / f"day={day}" / "a.parquet")
         return tmp_path / name
 
-    with pytest.raises(sqlanon.InputError, match=r"column 'wait' holds durations in milliseconds in "
+    with pytest.raises(sqlanon.ConfigError, match=r"column 'wait' holds durations in milliseconds in "
                                                  r"'.*day=2/a\.parquet' but durations in seconds in '.*day=1/a\.parquet'"):
         sqlanon.anonymize(lake("mixed", "s", "ms"), tmp_path / "o.parquet", qi=["age"], k=4, workers=1)
     assert not (tmp_path / "o.parquet").exists()
