@@ -103,11 +103,11 @@ def _text(value, name: str) -> str | None:
 
 
 def _location(value, name: str, what: str = "a file, a directory or a database URL") -> str:
-    """A path or a database URL, as text."""
+    """A path or a database URL, as text (a path's ``..`` as the kernel takes it: :func:`io.physical_path`)."""
     if isinstance(value, (str, os.PathLike)):
         text = os.fspath(value)
         if isinstance(text, str) and text.strip():
-            return text
+            return text if warehouse.is_url(text) else io.physical_path(text)
         raise ConfigError(f"{name} is empty: name {what}")
     hint = "; anonymize_table anonymizes a table in memory" if hasattr(value, "columns") else ""
     raise ConfigError(f"{name} takes a path or a database URL, got {type(value).__name__}{hint}")

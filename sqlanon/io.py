@@ -706,6 +706,20 @@ def utf8_path(path: str, what: str) -> str:
     return path
 
 
+def physical_path(path: str) -> str:
+    """``path`` with each ``..`` taken as the kernel (and ``ls``) takes it:
+    the parent of where the path before it leads, a symbolic link followed.
+    DuckDB and os.path.abspath cut ``link/..`` off as text: a job file in a
+    linked directory naming ``../people.parquet`` read another file than
+    the shell shows, and wrote its output elsewhere again (helper-60). A
+    path without ``..`` is left as it is."""
+    parts = path.split(os.sep)
+    if ".." not in parts:
+        return path
+    last = len(parts) - 1 - parts[::-1].index("..")
+    return os.path.join(os.path.realpath(os.sep.join(parts[:last + 1]) or os.sep), *parts[last + 1:])
+
+
 def open_source(path: str | os.PathLike, table: str | None = None, max_line_size: int | None = None) -> Source:
     """Resolve a source argument; the error names the path when nothing is there.
     ``max_line_size``: CSV lines up to that many bytes (:func:`longer_lines`)."""

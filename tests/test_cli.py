@@ -3253,3 +3253,27 @@ def test_partition_values_that_duckdb_would_change_are_refused(tmp_path, out_dir
     assert r.exit_code == 2, r.stderr
     assert_one_line_error(r.stderr, pattern)
     assert snapshot(out_dir) == {}
+
+
+def test_dot_dot_after_a_linked_directory_is_taken_as_the_shell_takes_it(tmp_path):
+    """DuckDB and os.path.abspath cut 'link/..' off as text, the kernel
+    follows the link first: a job file in a linked directory naming
+    ../people.parquet read another file than `ls` showed (exit 0) and wrote
+    its output elsewhere; an output through link/.. failed with an internal
+    error (helper-60). Both are the kernel's now."""
+    (tmp_path / "real" / "jobs").mkdir(parents=True)
+    (tmp_path / "real" / "pub").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real" / "jobs")
+    _small(tmp_path / "real" / "people.parquet")
+    pq.write_table(pa.table({"id": [1, 2, 3], "age": [1, 2, 3]}), tmp_path / "people.parquet")  # the text's
+    (tmp_path / "real" / "jobs" / "job.yml").write_text(
+        "input: ../people.parquet\noutput: ../pub/p.parquet\nqi: [age]\nk: 5\nworkers: 1\n")
+    r = cli("anonymize", "--config", tmp_path / "link" / "job.yml", "--json")
+    assert r.exit_code == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["rows"] == 200 and got["output"] == str(tmp_path / "real" / "pub" / "p.parquet")
+    assert pq.read_table(tmp_path / "real" / "pub" / "p.parquet").num_rows == 200
+    r = cli("anonymize", tmp_path / "link" / ".." / "people.parquet", "-o", tmp_path / "link" / ".." / "pub" / "q.csv",
+            "--qi", "age", "-k", "5", "--workers", "1")
+    assert r.exit_code == 0, r.stderr
+    assert len((tmp_path / "real" / "pub" / "q.csv").read_text().splitlines()) == 201
