@@ -18,6 +18,7 @@ import resource
 import signal
 import sys
 import threading
+import urllib.parse
 
 import click
 import yaml
@@ -704,6 +705,9 @@ def _config_value(p: click.Parameter, val, base: str):
         sqlite = re.match(r"sqlite(\+\w+)?:///(?!/)", x)  # sqlite:///relative.db, not sqlite:////abs.db
         if sqlite and not x[sqlite.end():].startswith((":memory:", "file:")) and x[sqlite.end():]:
             return x[: sqlite.end()] + os.path.join(base, x[sqlite.end():])
+        if sqlite and re.match(r"file:(?!/)[^?#]", x[sqlite.end():]) and re.search(
+                r"[?&]uri=(true|1|yes|on)(&|#|$)", x, re.IGNORECASE):  # a relative URI filename (mode=ro): helper-60
+            return x[: sqlite.end()] + "file:" + os.path.join(urllib.parse.quote(base), x[sqlite.end() + 5:])
         return x if "://" in x or os.path.isabs(x) else os.path.join(base, x)
 
     if p.name in ("hierarchy", "generalization"):

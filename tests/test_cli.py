@@ -1895,6 +1895,12 @@ def test_relative_sqlite_url_in_a_config_file_is_relative_to_the_file(tmp_path, 
     r = cli("anonymize", "--config", job / "job.yml", "--workers", "1", "--quiet")
     assert r.exit_code == 0, r.stderr
     assert (job / "o.parquet").exists() and not (tmp_path / "hr.db").exists()
+    # A read-only URI filename (uri=true) too: it was taken from the working directory (helper-60)
+    (job / "ro.yml").write_text('input: "sqlite:///file:hr.db?mode=ro&uri=true"\ntable: p\noutput: r.parquet\n'
+                                "qi: age\nk: 5\n")
+    r = cli("anonymize", "--config", job / "ro.yml", "--workers", "1", "--quiet")
+    assert r.exit_code == 0, r.stderr
+    assert pq.read_table(job / "r.parquet").num_rows == 200
 
 
 def test_reader_gone_after_publishing_is_not_an_internal_error(tmp_path):
