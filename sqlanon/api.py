@@ -598,6 +598,9 @@ def verify(
             # As a run counts them: a float's NaN as its NULL (a domain's travels as text: apart).
             floats = [s for s in sensitive if types[s] in ("real", "double precision")]
             return verify_relation(server, relation, list(qi), k, l, sensitive, dialect="postgres", nan_null=floats)
+    if os.path.isfile(spec_in) and io.is_sqlite(spec_in):  # its advice, a sqlite:/// URL, is refused below (helper-60)
+        raise ConfigError(f"{spec_in!r} is a SQLite database, which sqlanon verify does not read: it checks what "
+                          "sqlanon publishes (Parquet, CSV, DuckDB and PostgreSQL tables)")
     line_size = None
     while True:
         try:

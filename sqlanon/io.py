@@ -1377,6 +1377,15 @@ def _hive_null_types(source: FileSource) -> FileSource:
     return replace(source, hive_null_types=tuple(types)) if types else source
 
 
+def is_sqlite(path: str) -> bool:
+    """Whether ``path`` is a SQLite database file (by its header)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\0"
+    except OSError:
+        return False
+
+
 def _check_duckdb_file(path: str, option: str, output: bool = False) -> None:
     """``path`` must be a DuckDB database (its header says so): not a Parquet or SQLite file."""
     try:

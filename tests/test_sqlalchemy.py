@@ -504,6 +504,9 @@ def test_other_databases_are_inputs_only(db, tmp_path):
     assert not (tmp_path / "out.db").exists()
     r = _cli("verify", f"sqlite:///{db}", "--table", "people", "--qi", "age", "-k", 2)
     assert r.returncode == 2 and "must be a postgresql:// URL" in r.stderr
+    # named as a file, it was told to name the URL just refused (helper-60)
+    r = _cli("verify", db, "--table", "people", "--qi", "age", "-k", 2)
+    assert r.returncode == 2 and "is a SQLite database, which sqlanon verify does not read" in r.stderr
 
 
 @pytest.mark.postgres
