@@ -15,7 +15,7 @@ What these tests prove (sqlanon.sqla):
    SQLAlchemy compiles for pymysql; brackets for SQL Server; ``?`` for SQLite);
    SQLite's loose types (NUMERIC, TIME as text) and column names that clash
    with the statistics' aliases;
-6. bad input: a missing table or column is one line (exit 1); a SQLite URL
+6. bad input: a missing table or column is one line (exit 2); a SQLite URL
    as the output or as the table to verify is refused (exit 2).
 """
 
