@@ -11,6 +11,7 @@ import contextlib
 import errno
 import functools
 import logging
+import numbers
 import os
 import re
 import reprlib
@@ -1070,7 +1071,9 @@ def _flag_text(value, what: str) -> str:
     (an int was a bare TypeError: helper-53)."""
     if isinstance(value, (str, os.PathLike)) and isinstance(os.fspath(value), str):
         return os.fspath(value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))  # numpy's too, as the library takes them (helper-60)
+    if isinstance(value, float):
         return str(value)
     raise ConfigError(f"run_job(): {what} must be text, a path or a number, not {type(value).__name__} {value!r}")
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import click
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv  # noqa: F401 - pa.csv
@@ -1273,6 +1274,7 @@ def test_a_job_file_runs_from_python_as_from_the_command_line(tmp_path, capfd):
     root = logging.getLogger()
     before = root.level, logging.getLogger("sqlanon").level
     assert sqlanon.run_job(job, "--seed", 4, "-k", 20, "--overwrite", "-vv").metrics.k == 20
+    assert sqlanon.run_job(job, "-k", np.int64(21), "--overwrite").metrics.k == 21  # as the library's k= (helper-60)
     assert (root.level, logging.getLogger("sqlanon").level) == before
     with pytest.raises(sqlanon.ConfigError, match=r"^run_job\(\): flag 2 must be text, a path or a number, not "
                                                   r"NoneType None$"):
