@@ -571,12 +571,28 @@ _UniqueKeyLoader.add_implicit_resolver(  # YAML 1.1's words too: 'overwrite: yes
     "tag:yaml.org,2002:bool",
     re.compile(r"^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$"),
     list("yYnNtTfFoO"))
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+(?=[eE]))(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
-    list("-+0123456789."))
+_YAML_INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
+_YAML_FLOAT = re.compile(
+    r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+(?=[eE]))(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:int", _YAML_INT, list("-+0123456789"))
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
+
+
+def _yaml_1_2_number(tag: str, pattern: re.Pattern):
+    """The constructor of an explicit ``!!int`` / ``!!float``, by YAML 1.2's
+    decimal forms: PyYAML's read ``k: !!int "010"`` as 8 (octal), ``0x0A``
+    as 10 (helper-60), where the plain ``k: 010`` is refused."""
+    def construct(loader, node):
+        value = loader.construct_scalar(node)
+        if not isinstance(value, str) or not pattern.match(value):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"!!{tag} {value!r} is not a decimal number (YAML 1.2)", node.start_mark)
+        return yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{tag}"](loader, node)
+    return construct
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _yaml_1_2_number("int", _YAML_INT))
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _yaml_1_2_number("float", _YAML_FLOAT))
 
 
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -815,6 +831,8 @@ def _sample(value: str | None) -> float | None:
     if value is None:
         return None
     try:
+        if "_" in value:  # Python's float() takes 1_000; the library's sample= takes no such text
+            raise ValueError(value)
         number = float(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is neither a fraction nor a row count", param_hint="--sample") from None

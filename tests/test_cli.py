@@ -1227,6 +1227,10 @@ def test_click_usage_errors(out_dir, args, pattern):
     ("k: 1_0", r"'k' .* must be a whole number, not '1_0'"),
     ("k: 0x10", r"'k' .* must be a whole number, not '0x10'"),
     ("seed: 0b11", r"'seed' .* whole number, not '0b11'"),  # YAML 1.1's binary
+    ('k: !!int "010"', r"!!int '010' is not a decimal number \(YAML 1\.2\)"),  # explicit tags too (helper-60)
+    ("k: !!int 0x0A", r"!!int '0x0A' is not a decimal number"),
+    ('sample: !!float "1_000"', r"!!float '1_000' is not a decimal number"),
+    ("sample: 1_000", r"'1_000' is neither a fraction nor a row count"),  # text, which float() took
     ("on: true", r"has the key True: keys are option names"),  # YAML's boolean, as a key
     ("~: x", r"has the key None: keys are option names"),
     ("k: 1", r"'k' in '.*job.yml' must be an integer >= 2, got 1"),  # named k, not the flag -k
