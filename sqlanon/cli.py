@@ -719,6 +719,8 @@ def _config_value(p: click.Parameter, val, base: str):
         x = _scalar(x, "a path")
         if not x.strip():  # joined to the file's directory, '' read the job's own directory (helper-29)
             raise ValueError("is empty")
+        if x == "-":  # joined to it too: a directory named '-' (-o - is refused: helper-60)
+            raise ValueError("is '-': name a file (standard input and output are neither read nor written)")
         sqlite = re.match(r"sqlite(\+\w+)?:///(?!/)", x)  # sqlite:///relative.db, not sqlite:////abs.db
         if sqlite and not x[sqlite.end():].startswith((":memory:", "file:")) and x[sqlite.end():]:
             return x[: sqlite.end()] + os.path.join(base, x[sqlite.end():])

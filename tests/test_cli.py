@@ -3289,3 +3289,14 @@ def test_dot_dot_after_a_linked_directory_is_taken_as_the_shell_takes_it(tmp_pat
             "--qi", "age", "-k", "5", "--workers", "1")
     assert r.exit_code == 0, r.stderr
     assert len((tmp_path / "real" / "pub" / "q.csv").read_text().splitlines()) == 201
+
+
+def test_a_job_files_output_dash_is_refused_as_the_flags(tmp_path, monkeypatch):
+    """`-o -` is refused; a job file's `output: "-"`, joined to its directory,
+    quietly made a directory named '-' there (helper-60)."""
+    (tmp_path / "job.yml").write_text(f'input: {ADULTS}\noutput: "-"\nqi: [age]\nk: 5\n')
+    monkeypatch.chdir(tmp_path)
+    r = cli("anonymize", "--config", tmp_path / "job.yml")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"'output' in '.*job\.yml' is '-': name a file")
+    assert not (tmp_path / "-").exists()
