@@ -95,6 +95,11 @@ def _number(value, name: str):
     return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
+def _rows_or_fraction(sample):
+    """``sample=500.0`` as rows, as ``--sample 500`` is (the metrics said 500.0 one way, 500 the other: helper-60)."""
+    return int(sample) if isinstance(sample, float) and sample > 1 and sample.is_integer() else sample
+
+
 def _text(value, name: str) -> str | None:
     """An option given as text (a table name, an executor…), or None."""
     if value is None or isinstance(value, str):
@@ -313,7 +318,7 @@ def anonymize(
     spec = build_spec.with_flags(qi, k, l, sensitive, hierarchies, generalization, interval_format)
     options = RunOptions(
         workers=_whole(workers), fragments=_whole(fragments), fragmentation=fragmentation,
-        sample=_number(sample, "sample"), seed=_whole(seed), worker_memory=worker_memory, metrics=metrics,
+        sample=_rows_or_fraction(_number(sample, "sample")), seed=_whole(seed), worker_memory=worker_memory, metrics=metrics,
         explain=explain, progress=progress, status=status, executor=executor, scheduler=scheduler, spark_master=spark_master,
         retries=_whole(retries), task_timeout=_number(task_timeout, "task_timeout"),
         date_order=date_order.upper() if isinstance(date_order, str) else date_order,  # as --date-order takes it

@@ -131,7 +131,8 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         if self.date_order is not None and self.date_order not in io.DATE_ORDERS:
-            raise ConfigError(f"date order must be one of {', '.join(io.DATE_ORDERS)}, not {self.date_order!r}")
+            raise ConfigError(f"--date-order must be one of {', '.join(io.DATE_ORDERS)} (either case), "
+                              f"not {self.date_order!r}")
         if self.executor not in executors.EXECUTORS:
             raise ConfigError(
                 f"unknown executor {self.executor!r}{suggest(self.executor, executors.EXECUTORS)}; "

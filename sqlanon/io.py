@@ -2288,8 +2288,8 @@ class DuckDBTarget(LocalStagingTarget):
         lost += sorted({t for (t,) in con.execute(
             f"SELECT constraint_type FROM duckdb_constraints() WHERE {where}", key).fetchall()})
         if lost:
-            log.warning("%s: the replaced table's %s are not carried over to the new one", self.describe(),
-                        ", ".join(lost))
+            log.warning("%s: the replaced table's %s %s not carried over to the new one", self.describe(),
+                        ", ".join(lost), "is" if len(lost) == 1 else "are")
         return kept
 
     def rollback(self, con: duckdb.DuckDBPyConnection, staging: Staging | None = None) -> None:

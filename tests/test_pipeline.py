@@ -2071,3 +2071,12 @@ def test_a_csv_outputs_qi_named_with_blanks_around_is_refused_before_any_work(tm
         sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.csv", qi=["zip ", "age"], k=5, workers=1)
     assert not (tmp_path / "o.csv").exists()
     assert sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.csv", qi=["age"], k=5, workers=1).metrics.rows == n
+
+
+def test_a_sample_of_rows_given_as_a_float_is_recorded_as_the_cli_records_it(tmp_path):
+    """sample=500.0 was recorded as 500.0 in the metrics' parameters, the
+    same run's --sample 500 as 500 (helper-60)."""
+    out = tmp_path / "o.parquet"
+    sqlanon.anonymize(ROOT / "examples" / "adults.csv", out, qi=["age"], k=5, sample=500.0, workers=1)
+    params = duckdb.execute("SELECT parameters FROM read_parquet(?)", [str(tmp_path / "o__metrics.parquet")])
+    assert '"sample": 500,' in params.fetchall()[-1][0]
