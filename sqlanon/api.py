@@ -318,8 +318,8 @@ def anonymize(
     spec = build_spec.with_flags(qi, k, l, sensitive, hierarchies, generalization, interval_format)
     options = RunOptions(
         workers=_whole(workers), fragments=_whole(fragments), fragmentation=fragmentation,
-        sample=_rows_or_fraction(_number(sample, "sample")), seed=_whole(seed), worker_memory=worker_memory, metrics=metrics,
-        explain=explain, progress=progress, status=status, executor=executor, scheduler=scheduler, spark_master=spark_master,
+        sample=_rows_or_fraction(_number(sample, "sample")), seed=_whole(seed), worker_memory=worker_memory,
+        metrics=metrics, explain=explain, progress=progress, status=status, executor=executor, scheduler=scheduler, spark_master=spark_master,
         retries=_whole(retries), task_timeout=_number(task_timeout, "task_timeout"),
         date_order=date_order.upper() if isinstance(date_order, str) else date_order,  # as --date-order takes it
     )

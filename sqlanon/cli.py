@@ -572,8 +572,8 @@ _UniqueKeyLoader.add_implicit_resolver(  # YAML 1.1's words too: 'overwrite: yes
     re.compile(r"^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$"),
     list("yYnNtTfFoO"))
 _YAML_INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
-_YAML_FLOAT = re.compile(
-    r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+(?=[eE]))(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+_YAML_FLOAT = re.compile(r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+(?=[eE]))(?:[eE][-+]?[0-9]+)?"
+                         r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
 _UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:int", _YAML_INT, list("-+0123456789"))
 _UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
 

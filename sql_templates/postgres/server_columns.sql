@@ -38,7 +38,8 @@ SELECT
             FROM chain JOIN pg_type d ON d.oid = chain.base AND d.typtype = 'd'
         ), base AS (
             SELECT b.oid, chain.typmod FROM chain JOIN pg_type e ON e.oid = chain.base AND e.typtype <> 'd'
-            JOIN pg_type b ON b.oid = CASE WHEN own.typcategory = 'A' AND own.typelem <> 0 THEN e.typarray ELSE e.oid END
+            JOIN pg_type b
+                ON b.oid = CASE WHEN own.typcategory = 'A' AND own.typelem <> 0 THEN e.typarray ELSE e.oid END
         )
         SELECT format_type(base.oid, base.typmod)
             || CASE WHEN a.attcollation <> b.typcollation THEN ' COLLATE ' || a.attcollation::regcollation::text
