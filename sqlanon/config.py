@@ -126,6 +126,13 @@ def quoted_name(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def table_text(parts) -> str:
+    """A table's name parts as ``--table`` takes them back: ``hr.people``, a
+    part holding a dot or starting with a quote quoted (``"hr.people"``, one
+    table of that name, shown as 'hr.people' beside hr's people: helper-60)."""
+    return ".".join(quoted_name(p) if "." in p or p.startswith('"') else p for p in parts)
+
+
 def _listed(names: list[str]) -> str:
     """The first 30 names, quoted (a name holding ', ', 'Name, Full', read as two)."""
     return ", ".join(map(repr, names[:30])) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")

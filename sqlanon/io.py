@@ -51,7 +51,7 @@ import duckdb
 import pyarrow as pa
 
 from . import interrupts
-from .config import csv_dialect, file_format, format_suffix, missing_table
+from .config import csv_dialect, file_format, format_suffix, missing_table, table_text
 from .errors import ConfigError, InputError
 from .sql import fold_name, ident, literal, render
 from .sql.render import ASCII_LOWER, ASCII_UPPER
@@ -505,8 +505,8 @@ class DuckDBSource(DuckDBReadable):
             raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
         if not there:
             # A typo failed as DuckDB's catalog error, exit 1, where a column's names its close match (helper-42).
-            names = [b if a == "main" else f"{a}.{b}" for a, b in found]
-            raise ConfigError(missing_table(".".join(self.table), repr(self.path), names))
+            names = [table_text([b] if a == "main" else [a, b]) for a, b in found]
+            raise ConfigError(missing_table(table_text(self.table), repr(self.path), names))
 
     def detach(self, con: duckdb.DuckDBPyConnection) -> None:
         """Release the file (a DuckDB target in the same file attaches it read-write)."""
@@ -514,7 +514,7 @@ class DuckDBSource(DuckDBReadable):
         con.execute('DETACH DATABASE IF EXISTS "__sqlanon_src"')
 
     def describe(self) -> str:
-        return f"{self.path} table {'.'.join(self.table)}"
+        return f"{self.path} table {table_text(self.table)}"
 
     def same_path(self, other: str) -> bool:
         return os.path.exists(other) and os.path.samefile(other, self.path)
@@ -2177,7 +2177,7 @@ class DuckDBTarget(LocalStagingTarget):
     """Parts are loaded into the database once: compress them cheaply."""
 
     def describe(self) -> str:
-        return f"{self.path} table {'.'.join(self.table)}"
+        return f"{self.path} table {table_text(self.table)}"
 
     def staging_table(self, staging: Staging) -> tuple[str, ...]:
         """The run's own table next to the target (an existing table of the
@@ -2238,7 +2238,7 @@ class DuckDBTarget(LocalStagingTarget):
                 if not self.overwrite and con.execute(
                         f"SELECT count(*) FROM duckdb_tables() WHERE database_name = '__sqlanon_dst' AND {_NAMED}",
                         duckdb_table_key(self.table)).fetchone()[0]:
-                    raise InputError(f"table {'.'.join(self.table)!r} was created in {self.path!r} during the run; "
+                    raise InputError(f"table {table_text(self.table)!r} was created in {self.path!r} during the run; "
                                      "nothing was published: pass --overwrite to replace it")
                 kept = self._comments(con, staging)
                 con.execute(f"DROP TABLE IF EXISTS {target}")
@@ -2337,14 +2337,14 @@ class DuckDBTarget(LocalStagingTarget):
                    upper=ASCII_UPPER, lower=ASCII_LOWER)
         ((schemas, tables, views, referenced_by),) = self._catalog(q.sql, q.params)
         if tables and referenced_by is not None and replacing:  # DROP TABLE failed at publish (helper-17)
-            raise ConfigError(f"table {'.'.join(self.table)!r} in {self.path!r} is referenced by a foreign key of "
+            raise ConfigError(f"table {table_text(self.table)!r} in {self.path!r} is referenced by a foreign key of "
                               f"table {referenced_by!r}, so it cannot be replaced: drop that constraint, or name "
                               "another table")
         if not schemas:
             raise ConfigError(f"schema {schema!r} does not exist in {self.path!r}: create it (CREATE SCHEMA), "
                               "or name the table in another schema")
         if views:  # found only when publishing, after all the work
-            raise ConfigError(f"{'.'.join(self.table)!r} in {self.path!r} is a view: sqlanon writes tables; "
+            raise ConfigError(f"{table_text(self.table)!r} in {self.path!r} is a view: sqlanon writes tables; "
                               "name another")
         return tables > 0
 

@@ -39,7 +39,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .config import missing_table
+from .config import missing_table, table_text
 from .errors import ConfigError, InputError
 from .io import first_line, split_table_name
 from .sql.render import GENERIC, Rendered, quote_for
@@ -86,7 +86,7 @@ class SqlAlchemySource:
 
     @property
     def path(self) -> str:
-        return f"{self.conn.safe()} {'.'.join(self.table)}"
+        return f"{self.conn.safe()} {table_text(self.table)}"
 
     @property
     def root(self) -> str | None:
@@ -102,7 +102,7 @@ class SqlAlchemySource:
         return os.path.abspath(db)  # without uri=true, 'file:x.db' is a file of that name
 
     def describe(self) -> str:
-        return f"{self.conn.safe()} table {'.'.join(self.table)}"
+        return f"{self.conn.safe()} table {table_text(self.table)}"
 
     def same_path(self, other: str) -> bool:
         return self.root is not None and os.path.realpath(other) == os.path.realpath(self.root)

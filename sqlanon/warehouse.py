@@ -45,7 +45,7 @@ import duckdb
 import pyarrow as pa
 
 from . import interrupts
-from .config import missing_table
+from .config import missing_table, table_text
 from .errors import ConfigError, InputError, redact_urls
 from .io import Staging, refuse_unfit_metrics
 from .io import first_line as _first_line
@@ -498,10 +498,10 @@ class PostgresSource:
 
     @property
     def path(self) -> str:
-        return f"{self.conn.safe()} {'.'.join(self.table)}"
+        return f"{self.conn.safe()} {table_text(self.table)}"
 
     def describe(self) -> str:
-        return f"{self.conn.safe()} table {'.'.join(self.table)}"
+        return f"{self.conn.safe()} table {table_text(self.table)}"
 
     def same_path(self, other: str) -> bool:
         return False
@@ -642,8 +642,8 @@ class PostgresSource:
                 if not rows and c.execute("SELECT to_regclass(%s)", (self.relation,)).fetchone()[0] is None:
                     # A typo failed as the server's 'relation does not exist' through DuckDB's words, exit 1,
                     # where a DuckDB file's names its close match, exit 2 (helper-51).
-                    raise ConfigError(missing_table(".".join(self.table), self.conn.safe(), [
-                        f"{n}.{r}" for n, r in c.execute(_RELATIONS, (self.table[0],)).fetchall()]))
+                    raise ConfigError(missing_table(table_text(self.table), self.conn.safe(), [
+                        table_text([n, r]) for n, r in c.execute(_RELATIONS, (self.table[0],)).fetchall()]))
             except psycopg.Error as exc:
                 raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
         return [tuple(r) if declared else (r[0], r[1]) for r in rows]
@@ -761,7 +761,7 @@ class PostgresTarget:
     """The server's version number (150004), known once the run's lock is taken."""
 
     def describe(self) -> str:
-        return f"{self.conn.safe()} table {'.'.join(self.table)}"
+        return f"{self.conn.safe()} table {table_text(self.table)}"
 
     @property
     def path(self) -> str:

@@ -609,6 +609,11 @@ def test_duckdb_table_names_resolve_as_duckdb_does(tmp_path, out_dir):
             "--workers", "2")
     assert r.exit_code == 0, r.stderr
     assert cli("verify", db, "--table", "hr.everyone", "--qi", "sex", "-k", "5").exit_code == 0
+    # a table named with a dot is shown quoted, as --table takes it: the advice read 'hr.people' for both (helper-60)
+    r = cli("verify", db, "--table", '"hr.people"', "--qi", "sex", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, re.escape(f"""--table: table '"hr.people"' is not in {str(db)!r} (did you mean """
+                                              "'hr.people'?)"))
 
 
 def test_a_glob_the_shell_expanded_is_named_as_such(tmp_path, out_dir):
