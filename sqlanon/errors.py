@@ -11,6 +11,7 @@ or unreadable, privacy constraints, I/O).
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from collections.abc import Callable
 
@@ -98,6 +99,17 @@ def _argument(m: re.Match) -> str:
     return f"{name}=" + (f" {m['column']}={m['kind']}" if column else "")
 
 
+def _library_warnings(record: logging.LogRecord) -> bool:
+    """A log record of the ``sqlanon`` logger in the library's terms, as
+    :func:`in_library_terms` has its errors (a filter: it keeps the record)."""
+    if record.levelno >= logging.WARNING:
+        message = record.getMessage()
+        shown = _FLAG.sub(_argument, message)
+        if shown != message:
+            record.msg, record.args = shown, ()
+    return True
+
+
 def in_library_terms(function: Callable) -> Callable:
     """Make ``function``'s sqlanon errors name the library's arguments
     (``target_table=``, ``overwrite=True``) where they name the command
@@ -107,11 +119,17 @@ def in_library_terms(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def library(*args, **kwargs):
+        logs = [logging.getLogger(name) for name in ("sqlanon", "sqlanon.executors")]
+        for log in logs:  # a warning too: 'retries= applies to Dask and Spark' (helper-60)
+            log.addFilter(_library_warnings)
         try:
             return function(*args, **kwargs)
         except SqlanonError as exc:
             exc.args = tuple(redact_urls(_FLAG.sub(_argument, a)) if isinstance(a, str) else a for a in exc.args)
             raise
+        finally:
+            for log in logs:
+                log.removeFilter(_library_warnings)
 
     library.with_flags = function
     return library

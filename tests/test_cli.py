@@ -730,12 +730,16 @@ def test_a_columns_role_is_named_in_the_error(out_dir, args, message):
 
 def test_retries_with_the_local_pool_are_said_to_do_nothing(out_dir, caplog):
     """--retries 5 with the local pool was taken and ignored (its help says
-    Dask, Spark), where --scheduler with it is refused (helper-42)."""
+    Dask, Spark), where --scheduler with it is refused (helper-42). The
+    library's warning names its argument, as its errors do (helper-60)."""
     caplog.set_level("WARNING", logger="sqlanon")
     sqlanon.anonymize(ADULTS, out_dir / "a.parquet", qi=["age"], k=10, workers=1)
-    assert "--retries" not in caplog.text
+    assert "retries" not in caplog.text
     sqlanon.anonymize(ADULTS, out_dir / "b.parquet", qi=["age"], k=10, workers=1, retries=5)
-    assert "--retries applies to Dask and Spark: the local pool reruns no task" in caplog.text
+    assert "retries= applies to Dask and Spark: the local pool reruns no task" in caplog.text
+    r = subprocess.run([sys.executable, "-m", "sqlanon", "anonymize", str(ADULTS), "-o", str(out_dir / "c.parquet"),
+                        "--qi", "age", "-k", "10", "--workers", "1", "--retries", "5"], capture_output=True, text=True)
+    assert r.returncode == 0 and "Warning: --retries applies to Dask and Spark" in r.stderr
 
 
 def test_the_summary_shows_a_small_gcp_as_a_number(out_dir):
