@@ -712,11 +712,13 @@ def physical_path(path: str) -> str:
     DuckDB and os.path.abspath cut ``link/..`` off as text: a job file in a
     linked directory naming ``../people.parquet`` read another file than
     the shell shows, and wrote its output elsewhere again (helper-60). A
-    path without ``..`` is left as it is."""
+    path without ``..``, or ending in one (refused as written), is left as it is."""
     parts = path.split(os.sep)
     if ".." not in parts:
         return path
     last = len(parts) - 1 - parts[::-1].index("..")
+    if all(p in ("", ".") for p in parts[last + 1:]):
+        return path  # 'out/..' names no file of its own: refused as it is written (open_target)
     return os.path.join(os.path.realpath(os.sep.join(parts[:last + 1]) or os.sep), *parts[last + 1:])
 
 
