@@ -876,7 +876,9 @@ def run(
             target.fits([*qi_out, *(c for c in schema.names if c not in spec.qi_names and c not in drop)],
                         "output column", " (rename it in a view)")
         if isinstance(target, io.FileTarget) and target.fmt == "csv":
-            _refuse_trimmed_csv_names([*(output_qi(schema) if output_qi else spec.qi_names), *spec.sensitive], target)
+            qi_out = output_qi(schema) if output_qi else list(spec.qi_names)
+            _refuse_trimmed_csv_names([*qi_out, *(c for c in schema.names if c not in spec.qi_names and c not in drop)],
+                                      target)
         if cluster:
             step(f"starting {'Spark' if options.executor == 'spark' else 'the Dask cluster'}")
             t_cluster = time.perf_counter()
@@ -1502,16 +1504,18 @@ def _loose_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec) ->
 
 
 def _refuse_trimmed_csv_names(names: list[str], target) -> None:
-    """A CSV output's QI or sensitive column named with blanks around it
-    ('zip '): DuckDB trims a CSV header's names, so the run's own check of
-    the written file failed after all the work ("Referenced column "zip "
-    not found", exit 1; helper-60). (A pass-through column is not read back by name.)"""
+    """A CSV output's column named with blanks around it ('zip '): DuckDB
+    trims a CSV header's names, so the run's own check of the written file
+    failed after all the work ("Referenced column "zip " not found", exit
+    1; helper-60); a pass-through ' age' beside the QI age was read back as
+    the QI (a failed check blaming NULLs), or published for verify to find
+    two columns named age (helper-62)."""
     for name in names:
         if name != name.strip(io.CSV_HEADER_BLANKS):
             raise ConfigError(
                 f"column {name!r} has blanks around its name, which DuckDB drops reading a CSV header (as "
-                f"{name.strip(io.CSV_HEADER_BLANKS)!r}): {target.describe()!r} could not be checked; rename it in a "
-                "view, or write Parquet"
+                f"{name.strip(io.CSV_HEADER_BLANKS)!r}): {target.describe()!r} would not read back as written "
+                "(nor be checked); rename it in a view, or write Parquet"
             )
 
 

@@ -2061,16 +2061,19 @@ def test_a_csv_output_with_a_line_past_2_mb_is_checked_and_published(tmp_path):
 def test_a_csv_outputs_qi_named_with_blanks_around_is_refused_before_any_work(tmp_path):
     """DuckDB trims a CSV header's names: a QI named 'zip ' failed the run's
     own check of the written file after all the work ("Referenced column
-    "zip " not found", exit 1; helper-60). A pass-through one is not read
-    back by name and is published."""
+    "zip " not found", exit 1; helper-60); a pass-through ' age' beside the
+    QI age was read back as the QI, or published for verify to find two
+    columns named age (helper-62)."""
     n = 40
     pq.write_table(pa.table({"zip ": [str(10000 + i % 8) for i in range(n)], "age": [20 + i % 10 for i in range(n)],
                              "note ": ["x"] * n}), tmp_path / "in.parquet")
     with pytest.raises(sqlanon.ConfigError, match=r"^column 'zip ' has blanks around its name, which DuckDB drops "
                                                   r"reading a CSV header \(as 'zip'\)"):
         sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.csv", qi=["zip ", "age"], k=5, workers=1)
+    with pytest.raises(sqlanon.ConfigError, match=r"^column 'note ' has blanks around its name"):
+        sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.csv", qi=["age"], k=5, workers=1, drop=["zip "])
     assert not (tmp_path / "o.csv").exists()
-    assert sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.csv", qi=["age"], k=5, workers=1).metrics.rows == n
+    assert sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.parquet", qi=["age"], k=5, workers=1).metrics.rows == n
 
 
 def test_a_sample_of_rows_given_as_a_float_is_recorded_as_the_cli_records_it(tmp_path):
