@@ -2348,6 +2348,11 @@ class DuckDBTarget(LocalStagingTarget):
         if views:  # found only when publishing, after all the work
             raise ConfigError(f"{table_text(self.table)!r} in {self.path!r} is a view: sqlanon writes tables; "
                               "name another")
+        if tables and replacing:
+            columns = self._catalog(f"SELECT column_name FROM duckdb_columns() WHERE database_name = '__sqlanon_chk' "
+                                    f"AND {_NAMED}", duckdb_table_key(self.table))
+            refuse_metrics_as_output({fold_name(c) for (c,) in columns},
+                                     f"table {table_text(self.table)!r} in {self.path!r}")
         return tables > 0
 
 
@@ -2365,6 +2370,21 @@ def default_metrics_path(output: str) -> str:
 METRICS_KEY = ("run_id", "kind", "fragment_id")
 """Columns every sqlanon metrics table has had: a file or table without them
 is someone else's, never appended to or altered."""
+
+
+METRICS_SIGNATURE = (*METRICS_KEY, "where_clause", "parameters")
+"""Columns that together tell a metrics table from data: an output holding
+them all is a run history, never replaced by anonymized rows."""
+
+
+def refuse_metrics_as_output(columns, where: str) -> None:
+    """Refuse to publish over ``where``, an existing output whose
+    ``columns`` (folded as its readers fold them) are a metrics table's:
+    ``-o a__metrics.parquet --overwrite`` replaced a.parquet's run history
+    with anonymized rows, and a.parquet's next run failed (helper-62)."""
+    if all(c in columns for c in METRICS_SIGNATURE):
+        raise ConfigError(f"{where} holds sqlanon's metrics (run_id, kind, fragment_id, …): publishing over it "
+                          "would replace that record of runs with anonymized rows; name another output")
 
 
 def not_metrics(columns, where: str) -> str | None:
@@ -2739,9 +2759,22 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
     def check_file(lock: PathLock) -> FileTarget:
         if os.path.exists(spec) and not overwrite:
             raise ConfigError(f"output {spec!r} already exists; pass --overwrite to replace it")
+        if os.path.isfile(spec):
+            refuse_metrics_as_output(_file_columns(spec, fmt), f"output {spec!r}")
         return FileTarget(spec, fmt, lock=lock)
 
     return _locked(spec, check_file)
+
+
+def _file_columns(path: str, fmt: str) -> list[str]:
+    """The columns of an existing file, as DuckDB reads them (none when it cannot be read)."""
+    con = connect()
+    try:
+        return [d[0] for d in con.execute(f"SELECT * FROM {exact_file(path, fmt).relation} LIMIT 0").description]
+    except duckdb.Error:
+        return []
+    finally:
+        con.close()
 
 
 def _locked(path: str, check, lock_path: str | None = None):

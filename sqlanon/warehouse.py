@@ -47,7 +47,7 @@ import pyarrow as pa
 from . import interrupts
 from .config import missing_table, table_text
 from .errors import ConfigError, InputError, redact_urls
-from .io import Staging, refuse_unfit_metrics
+from .io import Staging, refuse_metrics_as_output, refuse_unfit_metrics
 from .io import first_line as _first_line
 from .sql import ident, literal, render
 
@@ -886,6 +886,8 @@ class PostgresTarget:
                     raise InputError(f"cannot replace {self.describe()}: the role neither owns it (to replace it) "
                                      "nor may TRUNCATE and INSERT into it (to refill it); GRANT TRUNCATE, INSERT ON "
                                      "it first")
+                refuse_metrics_as_output([n for n, _ in c.execute(_DECLARED_COLUMNS, (ident(list(self.table)),))],
+                                         self.describe())
                 self._refuse_rewriters(c, ident(list(self.table)))
             except psycopg.Error as exc:
                 raise InputError(f"cannot look up {self.describe()}: {self.conn.redact(_first_line(exc))}") from None

@@ -2083,3 +2083,22 @@ def test_a_sample_of_rows_given_as_a_float_is_recorded_as_the_cli_records_it(tmp
     sqlanon.anonymize(ROOT / "examples" / "adults.csv", out, qi=["age"], k=5, sample=500.0, workers=1)
     params = duckdb.execute("SELECT parameters FROM read_parquet(?)", [str(tmp_path / "o__metrics.parquet")])
     assert '"sample": 500,' in params.fetchall()[-1][0]
+
+
+def test_publishing_over_a_metrics_table_is_refused(tmp_path):
+    """-o a__metrics.parquet --overwrite replaced a.parquet's run history
+    with anonymized rows, and a.parquet's next run failed ("is not a sqlanon
+    metrics table"); --target-table x__metrics likewise (helper-62)."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": list(range(60)), "age": [20 + i % 12 for i in range(60)]}), src)
+    run = dict(qi=["age"], k=5, workers=1)
+    sqlanon.anonymize(src, tmp_path / "a.parquet", **run)
+    history = (tmp_path / "a__metrics.parquet").read_bytes()
+    with pytest.raises(sqlanon.ConfigError, match=r"^output '.*a__metrics\.parquet' holds sqlanon's metrics"):
+        sqlanon.anonymize(src, tmp_path / "a__metrics.parquet", overwrite=True, **run)
+    assert (tmp_path / "a__metrics.parquet").read_bytes() == history
+    db = tmp_path / "w.duckdb"
+    sqlanon.anonymize(src, db, target_table="x", **run)
+    with pytest.raises(sqlanon.ConfigError, match=r"^table 'x__metrics' in '.*w\.duckdb' holds sqlanon's metrics"):
+        sqlanon.anonymize(src, db, target_table="x__metrics", overwrite=True, **run)
+    assert sqlanon.anonymize(src, tmp_path / "a.parquet", overwrite=True, **run).metrics.rows == 60

@@ -2701,6 +2701,20 @@ def test_every_domain_takes_its_base_type_in_another_database(pg_url):
     assert sql(target, "SELECT qty, qtys[1] FROM public.dst_qty WHERE id = 1") == [(16777217, 16777217)]
 
 
+def test_publishing_over_a_metrics_table_is_refused(pg_url):
+    """--target-table people__metrics --overwrite replaced the run history
+    with anonymized rows (helper-62, on files and DuckDB; here too)."""
+    schema = "over metrics"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE TABLE {q(schema)}.src AS SELECT g AS id, 18 + g % 30 AS age FROM generate_series(1, 300) g")
+    run = dict(table=f"{q(schema)}.src", qi=["age"], k=5, workers=1)
+    sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.people", **run)
+    before = scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.people__metrics")
+    with pytest.raises(sqlanon.ConfigError, match=r"people__metrics holds sqlanon's metrics"):
+        sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.people__metrics", overwrite=True, **run)
+    assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.people__metrics") == before
+
+
 def test_an_existing_target_published_with_a_domains_base_type_keeps_it(pg_url):
     """Since the output keeps a source domain's name, a target an older
     version published with the domain's base type (numeric(12,2)) would
