@@ -2727,6 +2727,9 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
     is_dir = spec.endswith("/") or (fmt is None and (os.path.isdir(spec) or not Path(spec).suffix))
     if fmt is None and not is_dir:
         raise ConfigError(f"cannot tell the output format of {spec!r}: name a .parquet, .csv or .tsv file or a directory/")
+    if is_dir and fmt == "csv":  # a directory of Parquet parts named as a CSV file (helper-62); x.parquet/ is Spark's
+        raise ConfigError(f"output {spec!r} names a CSV file and a directory of Parquet parts ('/'): drop the '/' "
+                          "for the file, or the extension for the directory")
     parent = Path(spec.rstrip("/")).parent
     if not parent.is_dir():
         raise ConfigError(f"output directory {str(parent)!r} does not exist")

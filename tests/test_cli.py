@@ -3309,3 +3309,16 @@ def test_a_job_files_output_dash_is_refused_as_the_flags(tmp_path, monkeypatch):
     assert r.exit_code == 2
     assert_one_line_error(r.stderr, r"'output' in '.*job\.yml' is '-': name a file")
     assert not (tmp_path / "-").exists()
+
+
+def test_a_csv_name_with_a_trailing_slash_is_refused(tmp_path, out_dir):
+    """-o y.csv/ published a directory of Parquet parts named y.csv, which
+    pandas failed to read as CSV and the next -o y.csv refused (helper-62).
+    x.parquet/ stays a directory of parts, as Spark names them."""
+    r = cli("anonymize", ADULTS, "-o", f"{out_dir / 'y.csv'}/", "--qi", "age", "-k", "5", "--workers", "1")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"'.*y\.csv/' names a CSV file and a directory of Parquet parts")
+    assert snapshot(out_dir) == {}
+    r = cli("anonymize", ADULTS, "-o", f"{out_dir / 'y.parquet'}/", "--qi", "age", "-k", "5", "--workers", "1")
+    assert r.exit_code == 0, r.stderr
+    assert (out_dir / "y.parquet").is_dir()
