@@ -2203,7 +2203,7 @@ class DuckDBTarget(LocalStagingTarget):
         have = self._catalog(f"SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = "
                              f"'__sqlanon_chk' AND {_NAMED} ORDER BY column_index", duckdb_table_key(table))
         if have:
-            refuse_unfit_metrics(schema, have, f"table {'.'.join(table)!r} in {self.path!r}", fold_name)
+            refuse_unfit_metrics(schema, have, f"table {table_text(table)!r} in {self.path!r}", fold_name)
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         """Load the parts into a staging table inside an open transaction."""
@@ -2231,7 +2231,7 @@ class DuckDBTarget(LocalStagingTarget):
         else:
             swap = None
             mtable = self.metrics_table(where)
-            location = f"{self.path} table {'.'.join(mtable)}"
+            location = f"{self.path} table {table_text(mtable)}"
         target = ident(["__sqlanon_dst", *self.table])
         with contextlib.ExitStack() as on_failure:  # the staged metrics file goes unless all is committed
             if swap is not None:
@@ -2254,7 +2254,7 @@ class DuckDBTarget(LocalStagingTarget):
                     con.execute(f'CREATE TABLE IF NOT EXISTS {name} AS SELECT * FROM "__sqlanon_metrics" LIMIT 0')
                     # By name, adding the columns an older sqlanon's table lacks.
                     described = [r[:2] for r in con.execute(f"DESCRIBE {name}").fetchall()]
-                    refuse_unfit_metrics(metrics.schema, described, f"table {'.'.join(mtable)!r} in {self.path!r}",
+                    refuse_unfit_metrics(metrics.schema, described, f"table {table_text(mtable)!r} in {self.path!r}",
                                          fold_name, publishing=True)
                     have = {fold_name(n) for n, _ in described}  # DuckDB's names ignore case: "NCP" is ncp
                     for col, typ, *_ in con.execute('DESCRIBE SELECT * FROM "__sqlanon_metrics"').fetchall():
@@ -2714,7 +2714,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             target = DuckDBTarget(spec, tuple(split_table_name(table)), overwrite=overwrite, lock=lock)
             if target.exists(replacing=overwrite) and not overwrite:  # its schema checked either way
                 raise ConfigError(
-                    f"table {'.'.join(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
+                    f"table {table_text(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
             return target
 
         # Written in place, through a symlink too: locked as the file it is

@@ -947,7 +947,7 @@ class PostgresTarget:
                     (ident(list(table)), ident(table[0])),
                 ).fetchone()
             except psycopg.Error as exc:  # e.g. no USAGE on its schema
-                raise InputError(f"cannot look up {'.'.join(table)} in {self.conn.safe()}: "
+                raise InputError(f"cannot look up {table_text(table)} in {self.conn.safe()}: "
                                  f"{self.conn.redact(_first_line(exc))}") from None
 
     def check_metrics_target(self, where: str | None, schema: pa.Schema) -> None:
@@ -969,12 +969,12 @@ class PostgresTarget:
                 may_insert = not have or c.execute("SELECT has_table_privilege(%s, 'INSERT')",
                                                    (ident(list(table)),)).fetchone()[0]
             except psycopg.Error as exc:  # e.g. no USAGE on its schema
-                raise InputError(f"cannot look up {'.'.join(table)} in {self.conn.safe()}: "
+                raise InputError(f"cannot look up {table_text(table)} in {self.conn.safe()}: "
                                  f"{self.conn.redact(_first_line(exc))}") from None
         if have:
-            refuse_unfit_metrics(schema, have, f"table {'.'.join(table)!r}")
+            refuse_unfit_metrics(schema, have, f"table {table_text(table)!r}")
         if not may_insert:
-            raise InputError(f"cannot write the metrics table {'.'.join(table)!r} of {self.conn.safe()}: the role may "
+            raise InputError(f"cannot write the metrics table {table_text(table)!r} of {self.conn.safe()}: the role may "
                              "not INSERT into it; GRANT INSERT ON it first, or name another with --metrics")
 
     def check_metrics_table(self, where: str) -> None:
@@ -1345,12 +1345,12 @@ class PostgresTarget:
                 if c.execute("SELECT to_regclass(%s)", (metrics_table,)).fetchone()[0] is not None:
                     older = {n for n, _ in new} - {r[0] for r in c.execute(_COLUMNS, (metrics_table,)).fetchall()}
                     self._lock_target(c, metrics_table, "ACCESS EXCLUSIVE" if older else "ROW EXCLUSIVE",
-                                      f"the metrics table {'.'.join(mname)!r}")
+                                      f"the metrics table {table_text(mname)!r}")
                 self._replace(c, stage, staging.grants)
                 self._create_like(c, metrics_table, metrics_stage)
                 # By name, adding the columns an older sqlanon's table lacks.
                 described = c.execute(_COLUMNS, (metrics_table,)).fetchall()
-                refuse_unfit_metrics(metrics.schema, described, f"table {'.'.join(mname)!r}", publishing=True)
+                refuse_unfit_metrics(metrics.schema, described, f"table {table_text(mname)!r}", publishing=True)
                 have = {n for n, _ in described}
                 for name, typ in new:
                     if name not in have:
@@ -1363,7 +1363,7 @@ class PostgresTarget:
             raise
         staging.discard()
         self.unlock()
-        return f"{self.conn.safe()} table {'.'.join(mname)}"
+        return f"{self.conn.safe()} table {table_text(mname)}"
 
     @staticmethod
     def _create_like(c, table: str, like: str) -> None:

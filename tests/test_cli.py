@@ -3322,3 +3322,15 @@ def test_a_csv_name_with_a_trailing_slash_is_refused(tmp_path, out_dir):
     r = cli("anonymize", ADULTS, "-o", f"{out_dir / 'y.parquet'}/", "--qi", "age", "-k", "5", "--workers", "1")
     assert r.exit_code == 0, r.stderr
     assert (out_dir / "y.parquet").is_dir()
+
+
+def test_a_dotted_duckdb_table_names_its_metrics_table_quoted(tmp_path):
+    """--target-table '"x.y"' reported its metrics table as 'x.y__metrics',
+    which --table reads as table y__metrics of schema x (helper-62)."""
+    db = tmp_path / "m.duckdb"
+    r = cli("anonymize", ADULTS, "-o", db, "--target-table", '"x.y"', "--qi", "age", "-k", "5", "--workers", "1",
+            "--json")
+    assert r.exit_code == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["output"] == f'{db} table "x.y"' and got["metrics_table"] == f'{db} table "x.y__metrics"'
+    assert cli("verify", db, "--table", '"x.y"', "--qi", "age", "-k", "5").exit_code == 0
