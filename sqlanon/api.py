@@ -319,7 +319,8 @@ def anonymize(
     options = RunOptions(
         workers=_whole(workers), fragments=_whole(fragments), fragmentation=fragmentation,
         sample=_rows_or_fraction(_number(sample, "sample")), seed=_whole(seed), worker_memory=worker_memory,
-        metrics=metrics, explain=explain, progress=progress, status=status, executor=executor, scheduler=scheduler, spark_master=spark_master,
+        metrics=metrics, explain=explain, progress=progress, status=status, executor=executor, scheduler=scheduler,
+        spark_master=spark_master,
         retries=_whole(retries), task_timeout=_number(task_timeout, "task_timeout"),
         date_order=date_order.upper() if isinstance(date_order, str) else date_order,  # as --date-order takes it
     )
@@ -335,7 +336,11 @@ def anonymize(
         if warehouse.is_url(out):
             warehouse.Conn(out).require_postgres("the output")
         else:
-            io.open_target(out, overwrite=overwrite, table=target_table).release()
+            checked = io.open_target(out, overwrite=overwrite, table=target_table)
+            try:  # its metrics too: the plan passed where the run failed before any work (helper-62)
+                _check_metrics_target(checked, source, out, metrics, target_table)
+            finally:
+                checked.release()
         target = io.FileTarget(warehouse.Conn(out).safe() if warehouse.is_url(out) else out, "parquet")
     elif warehouse.is_url(out):
         target = warehouse.open_target(out, target_table, overwrite=overwrite, metrics=metrics)
@@ -346,15 +351,8 @@ def anonymize(
     # released before a SIGTERM ends the process.
     with executors.callers_start_method():
         try:
-            if isinstance(target, io.LocalStagingTarget) and not explain and metrics is None and target_table is None:
-                default = io.default_metrics_path(out)
-                root = None if isinstance(source, warehouse.PostgresSource) else source.root
-                if root is not None and _overlaps(default, root):
-                    raise ConfigError(f"the metrics file {default!r} (next to the output) is the input or inside it: "
-                                      "name another with --metrics")
-                io.check_metrics_file(default, coordinator.METRICS_SCHEMA)
-            elif isinstance(target, (io.DuckDBTarget, warehouse.PostgresTarget)):
-                target.check_metrics_target(metrics, coordinator.METRICS_SCHEMA)
+            if not explain:
+                _check_metrics_target(target, source, out, metrics, target_table)
             return coordinator.run(
                 source, target, spec, _names(drop, "drop", unique=True), options,
                 output_qi=lambda schema: output_qi_columns(spec, schema),
@@ -365,6 +363,20 @@ def anonymize(
                 target.release()  # another run may write the output now
             elif isinstance(target, warehouse.PostgresTarget):
                 target.unlock()
+
+
+def _check_metrics_target(target, source, out: str, metrics: str | None, target_table: str | None) -> None:
+    """Before any work: the metrics file next to a file output, or the
+    metrics table of a table output, is sqlanon's and takes the run's rows."""
+    if isinstance(target, io.LocalStagingTarget) and metrics is None and target_table is None:
+        default = io.default_metrics_path(out)
+        root = None if isinstance(source, warehouse.PostgresSource) else source.root
+        if root is not None and _overlaps(default, root):
+            raise ConfigError(f"the metrics file {default!r} (next to the output) is the input or inside it: "
+                              "name another with --metrics")
+        io.check_metrics_file(default, coordinator.METRICS_SCHEMA)
+    elif isinstance(target, (io.DuckDBTarget, warehouse.PostgresTarget)):
+        target.check_metrics_target(metrics, coordinator.METRICS_SCHEMA)
 
 
 def _check_reachable(options: RunOptions, src: str, out: str, table: str | None) -> None:

@@ -167,6 +167,15 @@ def test_explain_prints_the_plan_without_writing(source, tmp_path):
                              (tmp_path / "t.parquet", {"target_table": "t"}, "writes into a DuckDB file")):
         with pytest.raises(sqlanon.ConfigError, match=why):
             run(source, bad, workers=2, explain=True, **kwargs)
+    # ... a metrics table that is not one too: the plan passed where the run failed before any work (helper-62)
+    db = tmp_path / "m.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE other (a INTEGER)")
+    with pytest.raises(sqlanon.ConfigError, match="table 'other' in .* is not a sqlanon metrics table"):
+        run(source, db, workers=2, explain=True, target_table="t", metrics="other")
+    (tmp_path / "plan__metrics.parquet").write_text("not parquet")
+    with pytest.raises(sqlanon.ConfigError, match="metrics file '.*plan__metrics.parquet' exists and cannot be read"):
+        run(source, tmp_path / "plan.parquet", workers=2, explain=True)
 
 
 def test_default_sample_grows_with_the_fragments_within_its_memory_cap(source, tmp_path):
