@@ -679,6 +679,9 @@ class PgStaging(Staging):
     """What the schema's default privileges gave the staging table, taken
     from it while it holds unverified rows (:meth:`PostgresTarget._private`),
     and given back when it is published as a new table."""
+    unlogged: bool = False
+    """Whether the staging tables are UNLOGGED: a publication of all tables,
+    or of the target's schema, would publish them (:meth:`PostgresTarget._unpublished`)."""
 
 
 STAGING_SUFFIX = "__sqlanon_staging"
@@ -1048,7 +1051,7 @@ class PostgresTarget:
             for stmt in sql if isinstance(sql, list) else [sql]:
                 c.execute(stmt)
 
-    def _replace(self, c, stage: str, grants: list[str]) -> None:
+    def _replace(self, c, stage: str, grants: list[str], unlogged: bool = False) -> None:
         """Put the staging table in the target's place, inside the publishing
         transaction ``c``, keeping what users attached to the old table.
 
@@ -1062,7 +1065,8 @@ class PostgresTarget:
           place (``TRUNCATE`` + ``INSERT``), so all of it stays as it is.
         * A new target is the staging table renamed, with the privileges
           the schema's default privileges give (``grants``: those that
-          :meth:`_private` took from it).
+          :meth:`_private` took from it); logged again if it was made
+          ``unlogged`` (:meth:`_unpublished`).
         * Otherwise the staging table is renamed into the target's place and
           gets the old table's owner, grants to other roles (table and
           column; those default privileges add are revoked) and comments;
@@ -1073,13 +1077,15 @@ class PostgresTarget:
           table stays.
         """
         target = ident(list(self.table))
-        rename = f"ALTER TABLE {stage} RENAME TO {ident(self.table[1])}"
+        # An unlogged target would be emptied by a crash, and never published.
+        rename = [f"ALTER TABLE {stage} SET LOGGED"] * unlogged
+        rename.append(f"ALTER TABLE {stage} RENAME TO {ident(self.table[1])}")
         # Publishing waits for sessions that hold the old table, not for ever
         # (then the run fails and the old table stays), the metrics table too.
         c.execute(f"SET LOCAL lock_timeout = {int(PUBLISH_LOCK_SECONDS * 1000)}")
         kind = c.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", (target,)).fetchone()
         if kind is None:
-            for stmt in [*grants, rename]:
+            for stmt in [*grants, *rename]:
                 c.execute(stmt)
             return
         if kind[0] not in ("r", "p"):
@@ -1124,7 +1130,7 @@ class PostgresTarget:
                         self.describe(), ", ".join([*(f"index {i}" for i in indexes), *unkept]))
         keep = [r[0] for r in c.execute(
             render("carry_over.sql", dialect="postgres", inline=True, old=target, new=stage).sql).fetchall()]
-        for stmt in [*keep, f"DROP TABLE {target}", rename]:
+        for stmt in [*keep, f"DROP TABLE {target}", *rename]:
             c.execute(stmt)
 
     # -- the run's lock: a second concurrent run on the same target is refused
@@ -1230,6 +1236,7 @@ class PostgresTarget:
                 with self._transaction("stage") as c:
                     c.execute(f"CREATE TABLE {ident(list(name))} ({ddl})")
                     staging.grants = self._private(c, name)
+                    staging.unlogged = self._unpublished(c, name)
                 con.execute("CALL pg_clear_cache()")
                 collist = ", ".join(ident(c) for c in cols)
                 con.execute(f"INSERT INTO {local} ({collist}) SELECT {collist} FROM {parts}")
@@ -1244,6 +1251,7 @@ class PostgresTarget:
                 con.execute(f"CREATE TABLE {local} AS SELECT * FROM {parts} LIMIT 0")
                 with self._transaction("stage") as c:
                     staging.grants = self._private(c, name)
+                    staging.unlogged = self._unpublished(c, name)
                 con.execute(f"INSERT INTO {local} SELECT * FROM {parts}")
         except duckdb.Error as exc:
             hint = ""
@@ -1265,6 +1273,19 @@ class PostgresTarget:
             if kind == "revoke":
                 c.execute(stmt)
         return [stmt for kind, stmt in steps if kind == "grant"]
+
+    @staticmethod
+    def _unpublished(c, name: tuple[str, str]) -> bool:
+        """Make the table ``name``, just created (and still empty), UNLOGGED
+        if a publication of all tables or of its schema would publish it
+        (an unlogged table is never published), in transaction ``c``:
+        subscribers received the staging tables' rows (the plan's values of
+        the input among them) and stalled on tables they lack, every night
+        (helper-61). Returns whether it did."""
+        covered = bool(_schema_publications(c, name[0]))
+        if covered:
+            c.execute(f"ALTER TABLE {ident(list(name))} SET UNLOGGED")
+        return covered
 
     def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
         """Attach the target database once per run (loading the extension and
@@ -1329,6 +1350,7 @@ class PostgresTarget:
             con.execute(f'CREATE TABLE {ident([DST, *mstage])} AS SELECT * FROM "__sqlanon_metrics" LIMIT 0')
             with self._transaction("stage the metrics of") as c:
                 self._private(c, mstage)  # it holds the plan's values of the input
+                self._unpublished(c, mstage)
             con.execute(f'INSERT INTO {ident([DST, *mstage])} SELECT * FROM "__sqlanon_metrics"')
         except duckdb.Error as exc:
             raise InputError(f"cannot write the metrics table: {self.conn.redact(_first_line(exc))}") from None
@@ -1346,7 +1368,12 @@ class PostgresTarget:
                     older = {n for n, _ in new} - {r[0] for r in c.execute(_COLUMNS, (metrics_table,)).fetchall()}
                     self._lock_target(c, metrics_table, "ACCESS EXCLUSIVE" if older else "ROW EXCLUSIVE",
                                       f"the metrics table {table_text(mname)!r}")
-                self._replace(c, stage, staging.grants)
+                self._replace(c, stage, staging.grants, staging.unlogged)
+                published = _schema_publications(c, mname[0])
+                if published:
+                    log.warning("%s: the metrics table %s is published by %s (all tables, or its schema's): its rows, "
+                                "the plan's values of the input, reach the subscribers; name a table elsewhere with "
+                                "--metrics", self.describe(), table_text(mname), ", ".join(published))
                 self._create_like(c, metrics_table, metrics_stage)
                 # By name, adding the columns an older sqlanon's table lacks.
                 described = c.execute(_COLUMNS, (metrics_table,)).fetchall()
@@ -1396,6 +1423,17 @@ class PostgresTarget:
             except InputError:
                 pass  # the server is gone; the next run drops what is left
         self.unlock()
+
+
+def _schema_publications(c, schema: str) -> list[str]:
+    """The publications that publish every new table of ``schema``: those of
+    all tables, and (PostgreSQL 15) those of the schema's tables."""
+    found = [r[0] for r in c.execute("SELECT pubname FROM pg_catalog.pg_publication WHERE puballtables")]
+    if c.info.server_version >= 150000:
+        found += [r[0] for r in c.execute(
+            "SELECT p.pubname FROM pg_catalog.pg_publication_namespace pn JOIN pg_catalog.pg_publication p "
+            "ON p.oid = pn.pnpubid WHERE pn.pnnspid = to_regnamespace(%s)", (ident(schema),))]
+    return sorted(set(found))
 
 
 def _pg_type(duck: str) -> str:

@@ -2715,6 +2715,42 @@ def test_publishing_over_a_metrics_table_is_refused(pg_url):
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.people__metrics") == before
 
 
+def test_a_publication_of_the_targets_schema_gets_no_staging_table_and_keeps_the_target(pg_url, pg_server, caplog):
+    """A publication FOR TABLES IN SCHEMA (or FOR ALL TABLES) was not seen as
+    attached to the target: the run swapped tables, the publication went on
+    with a table its subscribers never got, and it published the staging
+    tables' rows (the metrics staging holds the plan's values of the input),
+    on which the subscribers stalled every night (helper-61). The staging
+    tables are UNLOGGED there (never published), the target refilled in place."""
+    if scalar(pg_url, "SELECT current_setting('server_version_num')::int") < 150000:
+        pytest.skip("FOR TABLES IN SCHEMA is PostgreSQL 15's")
+    schema = "published schema"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, "DROP PUBLICATION IF EXISTS sqlanon_test_schema_pub")
+    sql(pg_url, f"CREATE TABLE {q(schema)}.src AS SELECT g AS id, 18 + g % 30 AS age FROM generate_series(1, 300) g")
+    sql(pg_url, f"CREATE PUBLICATION sqlanon_test_schema_pub FOR TABLES IN SCHEMA {q(schema)}")
+    try:
+        run = dict(table=f"{q(schema)}.src", qi=["age"], k=5, workers=1, overwrite=True)
+        caplog.set_level("WARNING", logger="sqlanon")
+        sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.people", **run)
+        assert "is published by sqlanon_test_schema_pub" in caplog.text  # the metrics table, next to it
+        persistence = f"SELECT relpersistence FROM pg_class WHERE oid = '{q(schema)}.people'::regclass"
+        assert scalar(pg_url, persistence) == "p"  # logged again: a crash would empty an unlogged table
+        oid = scalar(pg_url, f"SELECT '{q(schema)}.people'::regclass::oid")
+        sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.people", **run)
+        assert scalar(pg_url, f"SELECT '{q(schema)}.people'::regclass::oid") == oid  # refilled, still published
+        assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.people") == 300
+        assert scalar(pg_url, "SELECT count(*) FROM pg_publication_tables WHERE pubname = 'sqlanon_test_schema_pub' "
+                              "AND tablename LIKE '%%sqlanon_staging%%'") == 0
+        if pg_server.log_file is not None:
+            assert pg_server.wait_for_log(f'ALTER TABLE {q(schema)}."__sqlanon_staging_')
+            log = pg_server.read_log()
+            assert re.search(rf'ALTER TABLE {re.escape(q(schema))}\."__sqlanon_staging_\w+" SET UNLOGGED', log)
+            assert re.search(rf'ALTER TABLE {re.escape(q(schema))}\."__sqlanon_staging_\w+_m" SET UNLOGGED', log)
+    finally:
+        sql(pg_url, "DROP PUBLICATION IF EXISTS sqlanon_test_schema_pub")
+
+
 def test_an_existing_target_published_with_a_domains_base_type_keeps_it(pg_url):
     """Since the output keeps a source domain's name, a target an older
     version published with the domain's base type (numeric(12,2)) would

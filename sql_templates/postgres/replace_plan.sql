@@ -53,7 +53,12 @@ SELECT
                        WHERE i.inhparent = o.oid ORDER BY 1) x
         UNION ALL
         SELECT * FROM (SELECT format('publication %I', pub.pubname) FROM pg_publication_rel pr
-                       JOIN pg_publication pub ON pub.oid = pr.prpubid, o WHERE pr.prrelid = o.oid ORDER BY 1) x
+                       JOIN pg_publication pub ON pub.oid = pr.prpubid, o WHERE pr.prrelid = o.oid
+                       UNION  -- FOR ALL TABLES, FOR TABLES IN SCHEMA: a rename left them publishing the old table
+                       SELECT format('publication %I', pt.pubname) FROM pg_publication_tables pt
+                       JOIN pg_namespace ns ON ns.nspname = pt.schemaname
+                       JOIN pg_class c ON c.relnamespace = ns.oid AND c.relname = pt.tablename, o
+                       WHERE c.oid = o.oid ORDER BY 1) x
     ) AS attached,
     (SELECT CASE WHEN c.relowner <> (SELECT relowner FROM pg_class WHERE oid = n.oid)
                  THEN format('owner %I', pg_get_userbyid(c.relowner)) END
