@@ -912,6 +912,13 @@ def run(
                             "the rows, not the clock), so a row whose value crosses a cut during the run comes out "
                             "twice or not at all; for a scheduled run, materialize it first (CREATE TABLE AS)",
                             view, function)
+            foreign = [r[0] for r in snapshot_holder.execute(render(
+                "foreign_reads.sql", dialect="postgres", inline=True, relation=source.relation, past_stored=False).sql)]
+            if foreign:
+                log.warning("%s reads foreign table(s) %s, whose rows the run's snapshot does not hold (each worker "
+                            "reads its fragment in a remote transaction of its own): a change on their server during "
+                            "the run publishes rows twice or not at all; for a scheduled run, copy them first "
+                            "(CREATE TABLE AS)", source.describe(), ", ".join(foreign))
             _check_numeric_qis(source, spec, columns, snapshot_holder)
             if snapshot_holder.execute("SELECT row_security_active(%s)", (source.relation,)).fetchone()[0]:
                 log.warning("row-level security limits what the role reads of %s: only the rows it may see are "
