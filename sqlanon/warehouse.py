@@ -1016,10 +1016,16 @@ class PostgresTarget:
         from . import interrupts
 
         deadline = time.monotonic() + PUBLISH_LOCK_SECONDS
+        # A role's statement_timeout below a try cancelled it as a statement, which ended the run after ~8 s
+        # with 'canceling statement due to statement timeout' (helper-61): each try stays within it.
+        limit = c.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout'").fetchone()[0]
         for attempt in itertools.count():
+            wait = LOCK_TRIES_MS[min(attempt, len(LOCK_TRIES_MS) - 1)]
+            if limit:
+                wait = max(min(wait, limit // 2), 1)
             try:
                 with c.transaction():  # a savepoint: a failed try leaves the transaction usable
-                    c.execute(f"SET LOCAL lock_timeout = {LOCK_TRIES_MS[min(attempt, len(LOCK_TRIES_MS) - 1)]}")
+                    c.execute(f"SET LOCAL lock_timeout = {wait}")
                     c.execute(f"LOCK TABLE {target} IN {mode} MODE")
                 break
             except psycopg.errors.LockNotAvailable:

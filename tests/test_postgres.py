@@ -1511,6 +1511,44 @@ def test_the_runs_lock_outlives_idle_timeouts_and_a_lost_one_stops_the_run(pg_ur
     assert not staging_left(pg_url, schema) and no_advisory_locks(pg_url)
 
 
+def test_publishing_waits_for_a_reader_within_a_roles_statement_timeout(pg_url):
+    """The tries for the old table's lock grow to 5 s: under a role's
+    statement_timeout of 3 s the try that outlasted it was cancelled as a
+    statement, and the run failed after ~8 s ('canceling statement due to
+    statement timeout') where it waits up to 2 minutes (helper-61)."""
+    import threading
+
+    schema, role = "statement timeout", "sqlanon stmt"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 2_000)
+    sql(pg_url, f"DO $$BEGIN CREATE ROLE {q(role)} LOGIN PASSWORD 'stmtpw' SUPERUSER; EXCEPTION WHEN "
+                "duplicate_object THEN NULL; END$$")
+    sql(pg_url, f"ALTER ROLE {q(role)} SET statement_timeout = '1s'")
+    url = re.sub(r"//[^@]*@", f"//{quote(role, safe='')}:stmtpw@", pg_url)
+    run = dict(table=rel(schema, "src"), target_table=rel(schema, "dst"), qi=PEOPLE_QI.split(","), k=5,
+               workers=1, overwrite=True)
+    held = threading.Event()
+
+    def reader():
+        with psycopg.connect(pg_url) as c:
+            c.execute(f"LOCK TABLE {rel(schema, 'dst')} IN ACCESS SHARE MODE")
+            held.set()
+            time.sleep(4)
+
+    try:
+        sqlanon.anonymize(url, url, **run)
+        t = threading.Thread(target=reader)
+        t.start()
+        assert held.wait(10)
+        start = time.monotonic()
+        assert sqlanon.anonymize(url, url, **run).metrics.rows == 2_000
+        t.join()
+        assert time.monotonic() - start > 1
+    finally:
+        sql(pg_url, f"ALTER ROLE {q(role)} RESET statement_timeout")
+    assert not staging_left(pg_url, schema) and no_advisory_locks(pg_url)
+
+
 def test_the_output_database_session_outlives_idle_timeouts_while_verifying(pg_url, monkeypatch):
     """The attached session that stages the output sat idle while the output
     was verified: a role's idle_session_timeout ended it, and the run failed
