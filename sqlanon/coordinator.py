@@ -871,14 +871,13 @@ def run(
                     and "reads as one column" in str(exc)):
                 raise
             raise InputError(f"{exc}{io.csv_break(source.files(), schema.names[0])}") from None
+        out_names = [*(output_qi(schema) if output_qi else spec.qi_names),
+                     *(c for c in schema.names if c not in spec.qi_names and c not in drop)]
         if getattr(target, "dialect", None) == "postgres":  # it would cut a longer name (a QI's _lo/_hi too)
-            qi_out = output_qi(schema) if output_qi else list(spec.qi_names)
-            target.fits([*qi_out, *(c for c in schema.names if c not in spec.qi_names and c not in drop)],
-                        "output column", " (rename it in a view)")
+            target.fits(out_names, "output column", " (rename it in a view)")
+            target.check_swappable(out_names)
         if isinstance(target, io.FileTarget) and target.fmt == "csv":
-            qi_out = output_qi(schema) if output_qi else list(spec.qi_names)
-            _refuse_trimmed_csv_names([*qi_out, *(c for c in schema.names if c not in spec.qi_names and c not in drop)],
-                                      target)
+            _refuse_trimmed_csv_names(out_names, target)
         if cluster:
             step(f"starting {'Spark' if options.executor == 'spark' else 'the Dask cluster'}")
             t_cluster = time.perf_counter()

@@ -760,6 +760,10 @@ class PostgresTarget:
     parts_are_output = False
     part_compression = "lz4"
     _lock = None
+    _owns: bool | None = None
+    """Whether the role owns the existing target (None: no target, or not asked)."""
+    _old_columns: tuple[str, ...] = ()
+    """The existing target's columns, when it is to be replaced."""
     _server_version = 0
     """The server's version number (150004), known once the run's lock is taken."""
 
@@ -799,6 +803,22 @@ class PostgresTarget:
             fits_postgres(name, what, hint)
         if self._lock is not None:
             fits_server(self._lock, names, what, hint)
+
+    def check_swappable(self, names: list[str]) -> None:
+        """Refuse before any work to replace a table the role does not own
+        (it may refill it: :meth:`_check_replaceable`) with other columns
+        (``names``, the output's): only a swap can, which needs the owner,
+        and the run failed after all its work with the server's 'must be
+        member of role …' (helper-61)."""
+        if self._owns is not False or not self._old_columns or set(names) == set(self._old_columns):
+            return
+        gone = [c for c in self._old_columns if c not in names]
+        new = [c for c in names if c not in self._old_columns]
+        change = "; ".join(x for x in (gone and f"without {', '.join(map(repr, gone[:5]))}",
+                                       new and f"with {', '.join(map(repr, new[:5]))}") if x)
+        raise InputError(f"cannot replace {self.describe()}: its columns change ({change}), so the new table must "
+                         "take its place, which only its owner may do, and the role does not own it; publish the "
+                         "same columns, or to another table")
 
     def _metrics_name(self, where: str | None) -> tuple[str, str]:
         if where:
@@ -889,8 +909,9 @@ class PostgresTarget:
                     raise InputError(f"cannot replace {self.describe()}: the role neither owns it (to replace it) "
                                      "nor may TRUNCATE and INSERT into it (to refill it); GRANT TRUNCATE, INSERT ON "
                                      "it first")
-                refuse_metrics_as_output([n for n, _ in c.execute(_DECLARED_COLUMNS, (ident(list(self.table)),))],
-                                         self.describe())
+                self._owns = owns
+                self._old_columns = tuple(n for n, _ in c.execute(_DECLARED_COLUMNS, (ident(list(self.table)),)))
+                refuse_metrics_as_output(self._old_columns, self.describe())
                 self._refuse_rewriters(c, ident(list(self.table)))
             except psycopg.Error as exc:
                 raise InputError(f"cannot look up {self.describe()}: {self.conn.redact(_first_line(exc))}") from None

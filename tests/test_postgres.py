@@ -1549,6 +1549,31 @@ def test_publishing_waits_for_a_reader_within_a_roles_statement_timeout(pg_url):
     assert not staging_left(pg_url, schema) and no_advisory_locks(pg_url)
 
 
+def test_a_target_the_role_may_refill_but_not_own_is_refused_up_front_when_its_columns_change(pg_url):
+    """A target of another owner that the role may TRUNCATE and INSERT into
+    is refilled; with other columns (--drop) only a swap can replace it,
+    which needs its owner: the run failed after all its work with the
+    server's 'must be member of role ...' (helper-61)."""
+    schema, role, owner = "not owned", "sqlanon refiller", "sqlanon owner"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 500)
+    for name, login in ((role, "LOGIN PASSWORD 'refillpw'"), (owner, "")):
+        sql(pg_url, f"DO $$BEGIN CREATE ROLE {q(name)} {login}; EXCEPTION WHEN duplicate_object THEN NULL; END$$")
+    sql(pg_url, f"GRANT USAGE, CREATE ON SCHEMA {q(schema)} TO {q(role)}, {q(owner)}; "
+                f"GRANT SELECT ON {rel(schema, 'src')} TO {q(role)}")
+    url = re.sub(r"//[^@]*@", f"//{quote(role, safe='')}:refillpw@", pg_url)
+    run = dict(table=rel(schema, "src"), target_table=rel(schema, "dst"), qi=PEOPLE_QI.split(","), k=5,
+               workers=1, overwrite=True)
+    sqlanon.anonymize(url, url, **run)
+    sql(pg_url, f"ALTER TABLE {rel(schema, 'dst')} OWNER TO {q(owner)}; "
+                f"GRANT SELECT, INSERT, TRUNCATE ON {rel(schema, 'dst')} TO {q(role)}")
+    assert sqlanon.anonymize(url, url, **run).metrics.rows == 500  # refilled in place
+    with pytest.raises(InputError, match=r"cannot replace .*dst: its columns change \(without 'disease'\), so the "
+                                         r"new table must take its place, which only its owner may do"):
+        sqlanon.anonymize(url, url, drop=["disease"], **run)
+    assert not staging_left(pg_url, schema) and no_advisory_locks(pg_url)
+
+
 def test_the_output_database_session_outlives_idle_timeouts_while_verifying(pg_url, monkeypatch):
     """The attached session that stages the output sat idle while the output
     was verified: a role's idle_session_timeout ended it, and the run failed
