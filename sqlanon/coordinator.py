@@ -857,9 +857,15 @@ def run(
         unchanged = io.fingerprint(inputs)
         source.attach(con)
         read = source.server_columns(declared=True) if source.dialect == "postgres" else []
-        columns = [(n, t) for n, t, _, _ in read]
-        declared = {n: d for n, _, d, _ in read}  # a domain's name, where `columns` has its base type
-        bases = {n: b for n, _, _, b in read}  # every domain as its base type
+        columns = [(n, t) for n, t, *_ in read]
+        declared = {n: d for n, _, d, *_ in read}  # a domain's name, where `columns` has its base type
+        bases = {n: b for n, _, _, b, _ in read}  # every domain as its base type
+        unreadable = [n for n, *_, readable in read if not readable and n not in drop]
+        if unreadable:  # the schema's probe failed as 'permission denied for table people' (helper-61)
+            raise ConfigError(
+                f"the role may not read column(s) {', '.join(map(repr, unreadable[:10]))} of {source.describe()} (a "
+                "column grant): GRANT SELECT on them, or leave them out with --drop"
+            )
         if columns and drop:  # never read, not even by the schema's probe (a column grant may leave them out)
             source = replace(source, columns=tuple(n for n, _ in columns if n not in drop))
         schema = source.arrow_schema(con)

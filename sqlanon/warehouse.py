@@ -623,10 +623,10 @@ class PostgresSource:
         (``postgres/server_columns.sql``: a domain over numeric, timetz or
         interval, or an array of one, at any depth, as that base type; a
         collation other than the type's own as ``COLLATE <name>``).
-        ``declared``: ``(name, server type, declared type, base type)``: the
-        column's own type (the domain's name), to create the output's column
-        with in the source's database, and every domain as its base type, for
-        another database."""
+        ``declared``: ``(name, server type, declared type, base type,
+        readable)``: the column's own type (the domain's name), to create the
+        output's column with in the source's database, every domain as its
+        base type, for another database, and whether the role may read it."""
         import psycopg
 
         stmt = render("server_columns.sql", dialect="postgres", inline=True, relation=self.relation)

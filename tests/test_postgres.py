@@ -2675,6 +2675,11 @@ def test_drop_spares_a_column_the_role_may_not_read(pg_url, tmp_path):
     r = sqlanon.anonymize(url, out, table=f"{schema}.src", qi=["age"], sensitive=["disease"], k=5, l=2, drop=["ssn"],
                           workers=2, fragments=2)
     assert r.metrics.rows == 600 and pq.read_schema(out).names == ["id", "age", "disease"]
+    # without --drop: the columns named, before any work (it was 'permission denied for table src': helper-61)
+    with pytest.raises(sqlanon.ConfigError, match=r"^the role may not read column\(s\) 'ssn' of .*: GRANT SELECT on "
+                                                  r"them, or leave them out with drop="):
+        sqlanon.anonymize(url, out, table=f"{schema}.src", qi=["age"], sensitive=["disease"], k=5, l=2, workers=1,
+                          overwrite=True)
 
 
 def test_every_server_type_travels_postgres_to_postgres(pg_url):

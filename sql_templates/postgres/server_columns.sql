@@ -9,7 +9,8 @@
    constraint. The fourth, `base`, is every domain's base type, at any depth
    and as the element of an array (a `d[]` as `integer[]`): a table in another
    database is created with it, where a domain of that name may be another
-   type. A collation other than the type's own follows each type
+   type. The fifth, `readable`: whether the role may read it (a column
+   grant may leave some out). A collation other than the type's own follows each type
    (_collation.sql), so a table created with these types compares and
    groups values as the source does. #}
 SELECT
@@ -45,7 +46,8 @@ SELECT
             || CASE WHEN a.attcollation <> b.typcollation THEN ' COLLATE ' || a.attcollation::regcollation::text
                 ELSE '' END
         FROM base JOIN pg_type b ON b.oid = base.oid
-    ), format_type(a.atttypid, a.atttypmod) || ({% include "_collation.sql" %})) AS base
+    ), format_type(a.atttypid, a.atttypmod) || ({% include "_collation.sql" %})) AS base,
+    has_column_privilege(a.attrelid, a.attnum, 'SELECT') AS readable
 FROM pg_attribute a JOIN pg_type own ON own.oid = a.atttypid
 WHERE a.attrelid = to_regclass({{ p(relation) }}) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
