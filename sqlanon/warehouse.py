@@ -544,7 +544,10 @@ class PostgresSource:
 
         c = self.conn.connect()
         try:
-            c.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            # psycopg opens the transaction itself at the first statement: an explicit
+            # BEGIN came second, a server WARNING ('there is already a transaction in
+            # progress') in its log every run (helper-61).
+            c.isolation_level, c.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
             # The transaction idles while the workers read: a role's (or a managed
             # service's) idle_in_transaction_session_timeout would end it, and the
             # readers' snapshot with it ('invalid snapshot identifier').

@@ -2481,7 +2481,7 @@ def test_stale_staging_cleanup_spares_other_targets(pg_url):
 
 
 @pytest.mark.postgres
-def test_every_reader_sees_the_runs_snapshot(pg_url):
+def test_every_reader_sees_the_runs_snapshot(pg_url, pg_server):
     """Rows committed after the coordinator exported its snapshot stay invisible
     to the readers of that run (statistics, sample and fragments agree)."""
     from sqlanon.warehouse import Conn, PostgresSource
@@ -2499,6 +2499,17 @@ def test_every_reader_sees_the_runs_snapshot(pg_url):
         con2 = duckdb.connect()
         fresh.attach(con2)
         assert fresh.select(con2, '"x" > 0').num_rows == 150
+        # ... and the run's own queries in the exporting session (the input's checksums), opened as one
+        # transaction: psycopg's BEGIN came before the explicit one, a server WARNING every run (helper-61)
+        assert holder.execute("SELECT count(*) FROM public.snap_t").fetchone()[0] == 100
+        assert holder.execute("SHOW transaction_isolation").fetchone()[0] == "repeatable read"
+        assert holder.execute("SHOW transaction_read_only").fetchone()[0] == "on"
+        if pg_server.log_file is not None:
+            mark = f"sqlanon snapshot check {uuid.uuid4().hex}"
+            holder.execute(f"SELECT '{mark}'")
+            assert pg_server.wait_for_log(mark)
+            pid = f"[{holder.info.backend_pid}]"
+            assert not [x for x in pg_server.read_log().splitlines() if pid in x and "already a transaction" in x]
     finally:
         holder.close()
 
