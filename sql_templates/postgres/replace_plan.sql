@@ -3,7 +3,7 @@
    or of its row type, tables with a column of its row type), its indexes,
    what else a swap would lose (`attached`: row-level security and its
    policies, triggers, rules, check, foreign-key and exclusion constraints,
-   partitions and inheritance, publications; `unkept`: NOT NULL, defaults,
+   partitions and inheritance, publications; `unkept`: identities, NOT NULL, defaults,
    its tablespace, storage options, replica identity, UNLOGGED, statistics
    objects and targets, column storage and compression; `owner`: the old
    table's owner when the publishing role is not it), the foreign keys of
@@ -65,9 +65,11 @@ SELECT
      FROM pg_class c, o, n WHERE c.oid = o.oid) AS owner,
     ARRAY(
         SELECT * FROM (
-            SELECT format(CASE WHEN a.attnotnull THEN 'NOT NULL on %I' ELSE 'the default of %I' END, a.attname)
+            SELECT format(CASE WHEN a.attidentity <> '' THEN 'the identity (and NOT NULL) of %I'
+                               WHEN a.attnotnull THEN 'NOT NULL on %I' ELSE 'the default of %I' END, a.attname)
             FROM pg_attribute a, o
-            WHERE a.attrelid = o.oid AND a.attnum > 0 AND NOT a.attisdropped AND (a.attnotnull OR a.atthasdef)
+            WHERE a.attrelid = o.oid AND a.attnum > 0 AND NOT a.attisdropped
+              AND (a.attnotnull OR a.atthasdef OR a.attidentity <> '')
             ORDER BY a.attnum
         ) x
         UNION ALL
