@@ -2696,7 +2696,8 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             what = "is a DuckDB database" if os.path.exists(spec) else "names a DuckDB database (by its suffix)"
             raise ConfigError(f"{spec!r} {what}: name the output table with --target-table")
         if not Path(spec).parent.is_dir():
-            raise ConfigError(f"output directory {str(Path(spec).parent)!r} does not exist")
+            raise ConfigError(f"output directory {str(Path(spec).parent)!r} "
+                              + ("is a file" if Path(spec).parent.exists() else "does not exist"))
         if not os.access(Path(spec).parent, os.W_OK):  # the database file, its WAL and the run's staging go there
             raise ConfigError(f"output directory {str(Path(spec).parent)!r} is not writable")
         check_replaceable(spec, "DuckDB file", renamed=False)
@@ -2732,7 +2733,8 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
                           "for the file, or the extension for the directory")
     parent = Path(spec.rstrip("/")).parent
     if not parent.is_dir():
-        raise ConfigError(f"output directory {str(parent)!r} does not exist")
+        raise ConfigError(f"output directory {str(parent)!r} "
+                          + ("is a file" if parent.exists() else "does not exist"))
     if not os.access(parent, os.W_OK):
         raise ConfigError(f"output directory {str(parent)!r} is not writable")
     check_replaceable(spec, "output")

@@ -3334,3 +3334,14 @@ def test_a_dotted_duckdb_table_names_its_metrics_table_quoted(tmp_path):
     got = json.loads(r.stdout)
     assert got["output"] == f'{db} table "x.y"' and got["metrics_table"] == f'{db} table "x.y__metrics"'
     assert cli("verify", db, "--table", '"x.y"', "--qi", "age", "-k", "5").exit_code == 0
+
+
+def test_an_output_below_a_file_says_so(tmp_path):
+    """-o t.parquet/x.parquet, t.parquet a file, said "output directory
+    't.parquet' does not exist" (helper-62)."""
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "t.parquet")
+    for out, extra in ((tmp_path / "t.parquet" / "x.parquet", []),
+                       (tmp_path / "t.parquet" / "x.duckdb", ["--target-table", "t"])):
+        r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "5", *extra)
+        assert r.exit_code == 2
+        assert_one_line_error(r.stderr, r"output directory '.*t\.parquet' is a file$")
