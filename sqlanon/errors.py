@@ -10,6 +10,7 @@ or unreadable, privacy constraints, I/O).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import re
@@ -99,15 +100,27 @@ def _argument(m: re.Match) -> str:
     return f"{name}=" + (f" {m['column']}={m['kind']}" if column else "")
 
 
+_LIBRARY_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("sqlanon_library_call", default=False)
+"""Whether this thread is inside a library call (:func:`in_library_terms`)."""
+
+
 def _library_warnings(record: logging.LogRecord) -> bool:
-    """A log record of the ``sqlanon`` logger in the library's terms, as
-    :func:`in_library_terms` has its errors (a filter: it keeps the record)."""
-    if record.levelno >= logging.WARNING:
+    """A warning of a sqlanon logger in the library's terms, as
+    :func:`in_library_terms` has its errors, inside a library call of this
+    thread ('retries= applies to Dask and Spark': helper-60); a filter,
+    it keeps every record."""
+    if record.levelno >= logging.WARNING and _LIBRARY_CALL.get():
         message = record.getMessage()
         shown = _FLAG.sub(_argument, message)
         if shown != message:
             record.msg, record.args = shown, ()
     return True
+
+
+# Installed once, each call only marks its context: nested calls and other
+# threads each see their own (adding and removing it per call did not: helper-63).
+for _name in ("sqlanon", "sqlanon.executors", "sqlanon.io"):
+    logging.getLogger(_name).addFilter(_library_warnings)
 
 
 def in_library_terms(function: Callable) -> Callable:
@@ -119,17 +132,14 @@ def in_library_terms(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def library(*args, **kwargs):
-        logs = [logging.getLogger(name) for name in ("sqlanon", "sqlanon.executors")]
-        for log in logs:  # a warning too: 'retries= applies to Dask and Spark' (helper-60)
-            log.addFilter(_library_warnings)
+        token = _LIBRARY_CALL.set(True)
         try:
             return function(*args, **kwargs)
         except SqlanonError as exc:
             exc.args = tuple(redact_urls(_FLAG.sub(_argument, a)) if isinstance(a, str) else a for a in exc.args)
             raise
         finally:
-            for log in logs:
-                log.removeFilter(_library_warnings)
+            _LIBRARY_CALL.reset(token)
 
     library.with_flags = function
     return library

@@ -3345,3 +3345,45 @@ def test_an_output_below_a_file_says_so(tmp_path):
         r = cli("anonymize", ADULTS, "-o", out, "--qi", "age", "-k", "5", *extra)
         assert r.exit_code == 2
         assert_one_line_error(r.stderr, r"output directory '.*t\.parquet' is a file$")
+
+
+def test_library_warnings_name_arguments_per_call_and_thread():
+    """The filter that writes a library call's warnings in its terms was
+    added and removed per call: a nested call's end undid the outer's, and
+    another thread's CLI warnings were rewritten meanwhile (helper-63)."""
+    import threading
+
+    from sqlanon import errors
+
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    log = logging.getLogger("sqlanon")
+    log.addHandler(handler)
+    started, logged = threading.Event(), threading.Event()
+
+    def elsewhere():  # a CLI run in another thread
+        started.wait(5)
+        log.warning("pass --overwrite")
+        logged.set()
+
+    @errors.in_library_terms
+    def inner():
+        log.warning("pass --overwrite")
+
+    @errors.in_library_terms
+    def outer():
+        inner()
+        started.set()
+        logged.wait(5)
+        log.warning("pass --overwrite")
+
+    try:
+        t = threading.Thread(target=elsewhere)
+        t.start()
+        outer()
+        t.join()
+        log.warning("pass --overwrite")
+    finally:
+        log.removeHandler(handler)
+    assert seen == ["pass overwrite=True", "pass --overwrite", "pass overwrite=True", "pass --overwrite"]
