@@ -112,7 +112,7 @@ def _location(value, name: str, what: str = "a file, a directory or a database U
     if isinstance(value, (str, os.PathLike)):
         text = os.fspath(value)
         if isinstance(text, str) and text.strip():
-            return text if warehouse.is_url(text) else io.physical_path(text)
+            return text if warehouse.is_url(text) else io.physical_path(text, output=name != "input")
         raise ConfigError(f"{name} is empty: name {what}")
     hint = "; anonymize_table anonymizes a table in memory" if hasattr(value, "columns") else ""
     raise ConfigError(f"{name} takes a path or a database URL, got {type(value).__name__}{hint}")

@@ -706,20 +706,25 @@ def utf8_path(path: str, what: str) -> str:
     return path
 
 
-def physical_path(path: str) -> str:
+def physical_path(path: str, output: bool = False) -> str:
     """``path`` with each ``..`` taken as the kernel (and ``ls``) takes it:
     the parent of where the path before it leads, a symbolic link followed.
     DuckDB and os.path.abspath cut ``link/..`` off as text: a job file in a
     linked directory naming ``../people.parquet`` read another file than
-    the shell shows, and wrote its output elsewhere again (helper-60). A
-    path without ``..``, or ending in one (refused as written), is left as it is."""
+    the shell shows, and wrote its output elsewhere again (helper-60).
+    Left as written where both readings lead to the same place (a relative
+    path stays relative: a remote cluster's check of it), and an ``output``
+    ending in ``..``, which names no file of its own (refused as written)."""
     parts = path.split(os.sep)
     if ".." not in parts:
         return path
     last = len(parts) - 1 - parts[::-1].index("..")
-    if all(p in ("", ".") for p in parts[last + 1:]):
-        return path  # 'out/..' names no file of its own: refused as it is written (open_target)
-    return os.path.join(os.path.realpath(os.sep.join(parts[:last + 1]) or os.sep), *parts[last + 1:])
+    if output and all(p in ("", ".") for p in parts[last + 1:]):
+        return path
+    head = os.sep.join(parts[:last + 1]) or os.sep
+    if os.path.realpath(head) == os.path.realpath(os.path.abspath(head)):
+        return path
+    return os.path.join(os.path.realpath(head), *parts[last + 1:])
 
 
 def open_source(path: str | os.PathLike, table: str | None = None, max_line_size: int | None = None) -> Source:

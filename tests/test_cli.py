@@ -3298,6 +3298,15 @@ def test_dot_dot_after_a_linked_directory_is_taken_as_the_shell_takes_it(tmp_pat
             "--qi", "age", "-k", "5", "--workers", "1")
     assert r.exit_code == 0, r.stderr
     assert len((tmp_path / "real" / "pub" / "q.csv").read_text().splitlines()) == 201
+    # an input ending in '..' too (an output so is refused as written) (helper-63)
+    (tmp_path / "l2" / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "l2" / "link").symlink_to(tmp_path / "l2" / "real" / "sub")
+    _small(tmp_path / "l2" / "real" / "data.parquet")
+    pq.write_table(pa.table({"id": [1, 2, 3], "age": [1, 2, 3]}), tmp_path / "l2" / "data.parquet")
+    r = cli("anonymize", tmp_path / "l2" / "link" / "..", "-o", tmp_path / "l2.parquet", "--qi", "age", "-k", "5",
+            "--workers", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["rows"] == 200
 
 
 def test_a_job_files_output_dash_is_refused_as_the_flags(tmp_path, monkeypatch):
