@@ -335,13 +335,13 @@ def anonymize(
         # (a URL's password must not reach the result).
         if warehouse.is_url(out):
             warehouse.Conn(out).require_postgres("the output")
+            target = io.FileTarget(warehouse.Conn(out).safe(), "parquet")
         else:
-            checked = io.open_target(out, overwrite=overwrite, table=target_table)
+            target = io.open_target(out, overwrite=overwrite, table=target_table)
             try:  # its metrics too: the plan passed where the run failed before any work (helper-62)
-                _check_metrics_target(checked, source, out, metrics, target_table)
+                _check_metrics_target(target, source, out, metrics, target_table)
             finally:
-                checked.release()
-        target = io.FileTarget(warehouse.Conn(out).safe() if warehouse.is_url(out) else out, "parquet")
+                target.release()  # the run's checks of its columns are made on it (helper-63); nothing is written
     elif warehouse.is_url(out):
         target = warehouse.open_target(out, target_table, overwrite=overwrite, metrics=metrics)
     else:

@@ -812,7 +812,8 @@ class PostgresTarget:
         (it may refill it: :meth:`_check_replaceable`) with other columns
         (``names``, the output's): only a swap can, which needs the owner,
         and the run failed after all its work with the server's 'must be
-        member of role …' (helper-61)."""
+        member of role …' (helper-61). By name: columns of another type or
+        order are found when publishing (the run fails then, the old table kept)."""
         if self._owns is not False or not self._old_columns or set(names) == set(self._old_columns):
             return
         gone = [c for c in self._old_columns if c not in names]

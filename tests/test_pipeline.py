@@ -2076,9 +2076,11 @@ def test_a_csv_outputs_qi_named_with_blanks_around_is_refused_before_any_work(tm
     n = 40
     pq.write_table(pa.table({"zip ": [str(10000 + i % 8) for i in range(n)], "age": [20 + i % 10 for i in range(n)],
                              "note ": ["x"] * n}), tmp_path / "in.parquet")
-    with pytest.raises(sqlanon.ConfigError, match=r"^column 'zip ' has blanks around its name, which DuckDB drops "
-                                                  r"reading a CSV header \(as 'zip'\)"):
-        sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.csv", qi=["zip ", "age"], k=5, workers=1)
+    for explain in (False, True):  # --explain's plan passed where the run was refused (helper-63)
+        with pytest.raises(sqlanon.ConfigError, match=r"^column 'zip ' has blanks around its name, which DuckDB "
+                                                      r"drops reading a CSV header \(as 'zip'\)"):
+            sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.csv", qi=["zip ", "age"], k=5, workers=1,
+                              explain=explain)
     with pytest.raises(sqlanon.ConfigError, match=r"^column 'note ' has blanks around its name"):
         sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.csv", qi=["age"], k=5, workers=1, drop=["zip "])
     assert not (tmp_path / "o.csv").exists()
