@@ -26,7 +26,8 @@ import duckdb
 import numpy as np
 
 from . import coordinator, executors, interrupts, io, warehouse
-from .config import GENERALIZATIONS, AnonymizationSpec, QuasiIdentifier, missing_column, split_names, suggest
+from .config import (GENERALIZATIONS, AnonymizationSpec, QuasiIdentifier, missing_column, split_names, suggest,
+                     table_text)
 from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
 from .errors import ConfigError, InputError, in_library_terms
@@ -513,7 +514,7 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
                 if opaque:
                     log.warning("the input %s calls %s, whose reads the server does not record: if %s reads "
                                 "%s, this run replaces the rows it reads", source.describe(), ", ".join(opaque),
-                                "it" if len(opaque) == 1 else "one", ".".join(table))
+                                "it" if len(opaque) == 1 else "one", table_text(table))
     elif target_table is None:
         same = source.same_path(out)
         if isinstance(source, io.DuckDBSource) and not same:
@@ -599,7 +600,7 @@ def verify(
         cols = list(types)
         with source.conn.connect() as server:
             if not cols:  # (one that does not exist is refused by server_columns)
-                raise InputError(f"table {'.'.join(source.table)!r} of {source.conn.safe()} has no columns")
+                raise InputError(f"table {table_text(source.table)!r} of {source.conn.safe()} has no columns")
             qi = _published_qi(qi, cols)
             for option, c in [*(("--qi", c) for c in qi), *(("--sensitive", c) for c in sensitive)]:
                 if c not in cols:
@@ -641,7 +642,7 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
     con = io.connect()
     try:
         source.attach(con)
-        cols = [c[0] for c in con.execute(f"SELECT * FROM {source.relation} LIMIT 0").description]
+        cols = io.relation_columns(con, source.relation)
         qi = _published_qi(qi, cols)
         for option, c in [*(("--qi", c) for c in qi), *(("--sensitive", c) for c in sensitive)]:
             if c not in cols:

@@ -578,21 +578,22 @@ _UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:int", _YAML_INT, list(
 _UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
 
 
-def _yaml_1_2_number(tag: str, pattern: re.Pattern):
+def _yaml_1_2_number(tag: str, *patterns: re.Pattern):
     """The constructor of an explicit ``!!int`` / ``!!float``, by YAML 1.2's
     decimal forms: PyYAML's read ``k: !!int "010"`` as 8 (octal), ``0x0A``
     as 10 (helper-60), where the plain ``k: 010`` is refused."""
     def construct(loader, node):
         value = loader.construct_scalar(node)
-        if not isinstance(value, str) or not pattern.match(value):
+        if not isinstance(value, str) or not any(p.match(value) for p in patterns):
             raise yaml.constructor.ConstructorError(
-                None, None, f"!!{tag} {value!r} is not a decimal number (YAML 1.2)", node.start_mark)
+                None, None, f"!!{tag} {value!r} is not a plain decimal number, which YAML 1.1 and 1.2 read alike "
+                "(010 is 8 to one, 10 to the other): write it as one", node.start_mark)
         return yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{tag}"](loader, node)
     return construct
 
 
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _yaml_1_2_number("int", _YAML_INT))
-_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _yaml_1_2_number("float", _YAML_FLOAT))
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _yaml_1_2_number("float", _YAML_FLOAT, _YAML_INT))
 
 
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -835,11 +836,9 @@ def _sample(value: str | None) -> float | None:
     try:
         if "_" in value:  # Python's float() takes 1_000; the library's sample= takes no such text
             raise ValueError(value)
-        number = float(value)
+        return float(value)  # 1000.0 is taken as 1000 rows, as the library's sample= (api._rows_or_fraction)
     except ValueError:
         raise click.BadParameter(f"{value!r} is neither a fraction nor a row count", param_hint="--sample") from None
-    # A row count as the library's sample=1000 has it (the metrics' parameters said 1000.0; helper-29).
-    return int(number) if number > 1 and number.is_integer() else number
 
 
 @main.command(cls=_Command)
@@ -1093,8 +1092,8 @@ def _flag_text(value, what: str) -> str:
         return os.fspath(value)
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return str(int(value))  # numpy's too, as the library takes them (helper-60)
-    if isinstance(value, float):
-        return str(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return str(float(value))  # np.float32 too (helper-63)
     raise ConfigError(f"run_job(): {what} must be text, a path or a number, not {type(value).__name__} {value!r}")
 
 

@@ -316,7 +316,7 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
     dropped is refused (a column new in the source is not published raw)."""
     names = names or schema.names
     if "" in names and "" not in drop:
-        raise InputError(f"{where} has a column without a name: give it one in a view")
+        raise ConfigError(f"{where} has a column without a name: give it one in a view")
     refuse_reserved([*spec.qi_names, *spec.sensitive])
     if len(names) == 1 and io.looks_delimited(names[0]) and names[0] not in [*spec.qi_names, *spec.sensitive]:
         raise InputError(io.read_as_one_column(where, names[0]))
@@ -862,7 +862,7 @@ def run(
         bases = {n: b for n, _, _, b, _ in read}  # every domain as its base type
         unreadable = [n for n, *_, readable in read if not readable and n not in drop]
         if unreadable:  # the schema's probe failed as 'permission denied for table people' (helper-61)
-            raise ConfigError(
+            raise InputError(  # a privilege, as the target's: exit 1
                 f"the role may not read column(s) {', '.join(map(repr, unreadable[:10]))} of {source.describe()} (a "
                 "column grant): GRANT SELECT on them, or leave them out with --drop"
             )

@@ -137,8 +137,9 @@ buffers after ``max_line_size`` (2**31 failed, out of memory)."""
 def longer_lines(exc: BaseException, current: int | None) -> int | None:
     """The ``max_line_size`` to read a CSV file again with, when DuckDB's
     read failed on a line past the current one (a 3 MB text value: 2 MB is
-    its default): twice that line, so a longer one further on takes few
-    more reads. None: another error, or a line past :data:`LONGEST_LINE`."""
+    its default): twice that line, or four times the current limit if more,
+    so a longer one further on takes few more reads. None: another error,
+    or a line past :data:`LONGEST_LINE`."""
     found = _LINE_SIZE.search(str(exc))
     if found is None:
         return None
@@ -172,7 +173,7 @@ def first_line(exc: BaseException) -> str:
         file = next((x.split("=", 1)[1].strip() for x in lines if x.strip().startswith("file = ")), "")
         line = lines[0] + (f" of {file}" if file else "") + (f": {why}" if why else "")
         if _LINE_SIZE.search(line):
-            line += " (DuckDB's CSV reader takes lines of up to 2,000,000 bytes: write the file as Parquet)"
+            line += " (a line longer than DuckDB's CSV reader takes: write the file as Parquet)"
     return _CONVERT.sub("Could not convert a value to ", line)
 
 
@@ -1384,11 +1385,15 @@ def _hive_null_types(source: FileSource) -> FileSource:
     return replace(source, hive_null_types=tuple(types)) if types else source
 
 
+SQLITE_HEADER = b"SQLite format 3\0"
+"""The first 16 bytes of every SQLite database file."""
+
+
 def is_sqlite(path: str) -> bool:
     """Whether ``path`` is a SQLite database file (by its header)."""
     try:
         with open(path, "rb") as f:
-            return f.read(16) == b"SQLite format 3\0"
+            return f.read(16) == SQLITE_HEADER
     except OSError:
         return False
 
@@ -1400,10 +1405,10 @@ def _check_duckdb_file(path: str, option: str, output: bool = False) -> None:
             head = f.read(16)
     except OSError as exc:
         raise InputError(f"cannot open DuckDB file {path!r}: {exc.strerror}") from exc
-    if head.startswith(b"SQLite format 3\0") and output:  # a URL to it is refused as an output too
+    if head == SQLITE_HEADER and output:  # a URL to it is refused as an output too
         raise ConfigError(f"{path!r} is a SQLite database, which sqlanon reads but does not write: write Parquet, "
                           "CSV, a DuckDB file or PostgreSQL")
-    if head.startswith(b"SQLite format 3\0"):
+    if head == SQLITE_HEADER:
         raise ConfigError(f"{path!r} is a SQLite database: name it as a URL, sqlite:///{os.path.abspath(path)}")
     if head[8:12] != b"DUCK":
         raise ConfigError(
@@ -2384,7 +2389,7 @@ them all is a run history, never replaced by anonymized rows."""
 
 def refuse_metrics_as_output(columns, where: str) -> None:
     """Refuse to publish over ``where``, an existing output whose
-    ``columns`` (folded as its readers fold them) are a metrics table's:
+    ``columns`` are a metrics table's:
     ``-o a__metrics.parquet --overwrite`` replaced a.parquet's run history
     with anonymized rows, and a.parquet's next run failed (helper-62)."""
     if all(c in columns for c in METRICS_SIGNATURE):
@@ -2522,7 +2527,7 @@ def check_metrics_file(path: str, schema: pa.Schema | None = None) -> None:
     try:
         relation = _earlier_metrics(path, fmt)
         try:
-            names = [d[0] for d in con.execute(f"SELECT * FROM {relation} LIMIT 0").description]
+            names = relation_columns(con, relation)
         except duckdb.Error as exc:
             raise ConfigError(f"metrics file {path!r} exists and cannot be read: {first_line(exc)}") from exc
         why = not_metrics(names, f"metrics file {path!r}")
@@ -2777,14 +2782,28 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
 
 
 def _file_columns(path: str, fmt: str) -> list[str]:
-    """The columns of an existing file, as DuckDB reads them (none when it cannot be read)."""
+    """The columns of an existing file, as DuckDB reads them (none when it
+    cannot be read). Parquet's from its footer: a DuckDB connection's start
+    cost every overwriting run ~30 ms."""
+    import pyarrow.parquet as pq
+
+    if fmt == "parquet":
+        try:
+            return pq.read_schema(path).names
+        except (OSError, pa.ArrowException):
+            return []
     con = connect()
     try:
-        return [d[0] for d in con.execute(f"SELECT * FROM {exact_file(path, fmt).relation} LIMIT 0").description]
+        return relation_columns(con, exact_file(path, fmt).relation)
     except duckdb.Error:
         return []
     finally:
         con.close()
+
+
+def relation_columns(con: duckdb.DuckDBPyConnection, relation: str) -> list[str]:
+    """The column names of ``relation`` (no row read)."""
+    return [d[0] for d in con.execute(f"SELECT * FROM {relation} LIMIT 0").description]
 
 
 def _locked(path: str, check, lock_path: str | None = None):

@@ -47,7 +47,7 @@ import pyarrow as pa
 from . import interrupts
 from .config import missing_table, table_text
 from .errors import ConfigError, InputError, redact_urls
-from .io import Staging, refuse_metrics_as_output, refuse_unfit_metrics
+from .io import Staging, refuse_metrics_as_output, refuse_unfit_metrics, relation_columns
 from .io import first_line as _first_line
 from .sql import ident, literal, render
 
@@ -1002,8 +1002,8 @@ class PostgresTarget:
         if have:
             refuse_unfit_metrics(schema, have, f"table {table_text(table)!r}")
         if not may_insert:
-            raise InputError(f"cannot write the metrics table {table_text(table)!r} of {self.conn.safe()}: the role may "
-                             "not INSERT into it; GRANT INSERT ON it first, or name another with --metrics")
+            raise InputError(f"cannot write the metrics table {table_text(table)!r} of {self.conn.safe()}: the role "
+                             "may not INSERT into it; GRANT INSERT ON it first, or name another with --metrics")
 
     def check_metrics_table(self, where: str) -> None:
         """``--metrics`` as a table of the output database: its schema must
@@ -1019,8 +1019,8 @@ class PostgresTarget:
             raise ConfigError(f"--metrics={where!r}: schema {schema!r} does not exist in {self.conn.safe()}: create "
                               "it, or name a table in another schema")
         if not found and not can_create:
-            raise InputError(f"cannot write the metrics table {schema}.{name} of {self.conn.safe()}: the role may "
-                             f"not create tables in schema {schema!r}")
+            raise InputError(f"cannot write the metrics table {table_text((schema, name))} of {self.conn.safe()}: the "
+                             f"role may not create tables in schema {schema!r}")
 
     def _lock_target(self, c, target: str, mode: str = "ACCESS EXCLUSIVE", what: str = "") -> None:
         """Take the old table's ACCESS EXCLUSIVE lock (or ``mode``'s: of the
@@ -1250,7 +1250,7 @@ class PostgresTarget:
         if parts is None:
             con.register("__sqlanon_empty", empty.empty_table())
             parts = '"__sqlanon_empty"'
-        cols = [d[0] for d in con.execute(f"SELECT * FROM {parts} LIMIT 0").description]
+        cols = relation_columns(con, parts)
         name = self._staging_name(staging.run)
         local = ident([DST, *name])
         try:

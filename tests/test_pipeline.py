@@ -2084,7 +2084,8 @@ def test_a_csv_outputs_qi_named_with_blanks_around_is_refused_before_any_work(tm
     with pytest.raises(sqlanon.ConfigError, match=r"^column 'note ' has blanks around its name"):
         sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.csv", qi=["age"], k=5, workers=1, drop=["zip "])
     assert not (tmp_path / "o.csv").exists()
-    assert sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.parquet", qi=["age"], k=5, workers=1).metrics.rows == n
+    assert sqlanon.anonymize(tmp_path / "in.parquet", tmp_path / "o.parquet", qi=["age"], k=5,
+                             workers=1).metrics.rows == n
 
 
 def test_a_sample_of_rows_given_as_a_float_is_recorded_as_the_cli_records_it(tmp_path):

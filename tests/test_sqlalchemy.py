@@ -399,7 +399,7 @@ def test_a_column_without_a_name_is_refused_by_name(tmp_path):
         c.execute('CREATE TABLE t (id INTEGER, "" INTEGER, age INTEGER)')
         c.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i, i, i % 20) for i in range(100)])
     p = _cli("anonymize", f"sqlite:///{path}", "--table", "t", "-o", tmp_path / "o.parquet", "--qi", "age", "-k", 5)
-    assert p.returncode == 1 and p.stderr.startswith("Error: ") and "column without a name" in p.stderr, p.stderr
+    assert p.returncode == 2 and p.stderr.startswith("Error: ") and "column without a name" in p.stderr, p.stderr
     assert len(p.stderr.splitlines()) == 1  # was 'internal error (ValueError: not an identifier)'
 
 

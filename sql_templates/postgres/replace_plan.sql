@@ -54,7 +54,7 @@ SELECT
         UNION ALL
         SELECT * FROM (SELECT format('publication %I', pub.pubname) FROM pg_publication_rel pr
                        JOIN pg_publication pub ON pub.oid = pr.prpubid, o WHERE pr.prrelid = o.oid
-                       UNION  -- FOR ALL TABLES, FOR TABLES IN SCHEMA: a rename left them publishing the old table
+                       UNION  -- FOR ALL TABLES, FOR TABLES IN SCHEMA: a swap left their subscribers behind
                        SELECT format('publication %I', pt.pubname) FROM pg_publication_tables pt
                        JOIN pg_namespace ns ON ns.nspname = pt.schemaname
                        JOIN pg_class c ON c.relnamespace = ns.oid AND c.relname = pt.tablename, o
