@@ -1298,6 +1298,16 @@ def login_role(url: str, role: str, password: str) -> str:
     return re.sub(r"//[^@]*@", f"//{role}:{password}@", url)
 
 
+def superuser_with(url: str, role: str, password: str, setting: str, value: str) -> str:
+    """A superuser ``role`` (created once) whose sessions start with
+    ``setting = value`` (ALTER ROLE … SET: a managed server's timeouts);
+    ``url`` as that role. RESET it when done."""
+    sql(url, f"DO $$BEGIN CREATE ROLE {q(role)} LOGIN PASSWORD '{password}' SUPERUSER; EXCEPTION WHEN "
+             "duplicate_object THEN NULL; END$$")
+    sql(url, f"ALTER ROLE {q(role)} SET {setting} = '{value}'")
+    return re.sub(r"//[^@]*@", f"//{quote(role, safe='')}:{password}@", url)
+
+
 def people_reader(url: str, schema: str, role: str, password: str, n: int) -> str:
     """A fresh ``schema`` with a people table ``src`` of ``n`` rows that
     ``role`` (logging in with ``password``) may read; ``url`` as that role."""
@@ -1482,10 +1492,7 @@ def test_the_runs_lock_outlives_idle_timeouts_and_a_lost_one_stops_the_run(pg_ur
     setting = "idle_session_timeout" if how == "terminated" else how
     fresh_schema(pg_url, schema)
     make_people(pg_url, schema, "src", 2_000)
-    sql(pg_url, f"DO $$BEGIN CREATE ROLE {q(role)} LOGIN PASSWORD 'idlepw' SUPERUSER; EXCEPTION WHEN "
-                "duplicate_object THEN NULL; END$$")
-    sql(pg_url, f"ALTER ROLE {q(role)} SET {setting} = '1s'")
-    url = re.sub(r"//[^@]*@", f"//{quote(role, safe='')}:idlepw@", pg_url)
+    url = superuser_with(pg_url, role, "idlepw", setting, "1s")
     assemble = warehouse.PostgresTarget.assemble
 
     def slow(self, *args, **kwargs):
@@ -1523,10 +1530,7 @@ def test_publishing_waits_for_a_reader_within_a_roles_statement_timeout(pg_url):
     schema, role = "statement timeout", "sqlanon stmt"
     fresh_schema(pg_url, schema)
     make_people(pg_url, schema, "src", 2_000)
-    sql(pg_url, f"DO $$BEGIN CREATE ROLE {q(role)} LOGIN PASSWORD 'stmtpw' SUPERUSER; EXCEPTION WHEN "
-                "duplicate_object THEN NULL; END$$")
-    sql(pg_url, f"ALTER ROLE {q(role)} SET statement_timeout = '1s'")
-    url = re.sub(r"//[^@]*@", f"//{quote(role, safe='')}:stmtpw@", pg_url)
+    url = superuser_with(pg_url, role, "stmtpw", "statement_timeout", "1s")
     run = dict(table=rel(schema, "src"), target_table=rel(schema, "dst"), qi=PEOPLE_QI.split(","), k=5,
                workers=1, overwrite=True)
     held, released = threading.Event(), []
@@ -1587,10 +1591,7 @@ def test_the_output_database_session_outlives_idle_timeouts_while_verifying(pg_u
     schema, role = "idle verify", "sqlanon idle2"
     fresh_schema(pg_url, schema)
     make_people(pg_url, schema, "src", 2_000)
-    sql(pg_url, f"DO $$BEGIN CREATE ROLE {q(role)} LOGIN PASSWORD 'idlepw' SUPERUSER; EXCEPTION WHEN "
-                "duplicate_object THEN NULL; END$$")
-    sql(pg_url, f"ALTER ROLE {q(role)} SET idle_session_timeout = '1s'")
-    url = re.sub(r"//[^@]*@", f"//{quote(role, safe='')}:idlepw@", pg_url)
+    url = superuser_with(pg_url, role, "idlepw", "idle_session_timeout", "1s")
     verify = coordinator.verify_relation
 
     def slow(*args, **kwargs):
@@ -2030,12 +2031,17 @@ def test_a_run_leaves_another_targets_staging_alone_whatever_the_names(pg_url):
         sql(pg_url, f"DROP TABLE IF EXISTS {rel(schema, live)}")
 
 
+def other_database(url: str, name: str, options: str = "") -> str:
+    """The URL of database ``name`` on ``url``'s server (created once, with ``options``)."""
+    if not scalar(url, "SELECT count(*) FROM pg_database WHERE datname = %s", [name]):
+        sql(url, f"CREATE DATABASE {name} {options}")
+    return re.sub(r"/[^/?]+(\?|$)", rf"/{name}\1", url)
+
+
 def _other_encoding_db(url: str, name: str, encoding: str) -> tuple[str, str]:
     """The URL of a database of that encoding, and one for these tests'
     own psycopg sessions (client_encoding UTF8; sqlanon's URL leaves it out)."""
-    if not scalar(url, "SELECT count(*) FROM pg_database WHERE datname = %s", [name]):
-        sql(url, f"CREATE DATABASE {name} ENCODING '{encoding}' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'")
-    there = re.sub(r"/[^/?]+(\?|$)", rf"/{name}\1", url)
+    there = other_database(url, name, f"ENCODING '{encoding}' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'")
     return there, there + ("&" if "?" in there else "?") + "client_encoding=UTF8"
 
 
@@ -2730,9 +2736,7 @@ def test_a_type_the_target_database_lacks_is_refused_before_any_work(pg_url):
     sql(pg_url, f"CREATE TYPE {schema}.mood AS ENUM ('sad', 'ok')")
     sql(pg_url, f"""CREATE TABLE {schema}.src AS SELECT g AS id, 18 + g % 30 AS age,
                     (ARRAY['sad', 'ok'])[1 + g % 2]::{schema}.mood AS mood FROM generate_series(1, 300) g""")
-    if not scalar(pg_url, "SELECT count(*) FROM pg_database WHERE datname = %s", [other]):
-        sql(pg_url, f"CREATE DATABASE {other}")
-    target = re.sub(r"/[^/?]+(\?|$)", rf"/{other}\1", pg_url)
+    target = other_database(pg_url, other)
     with pytest.raises(sqlanon.ConfigError, match=r"column 'mood' has type enums\.mood, which .* does not have"):
         sqlanon.anonymize(pg_url, target, table=f"{schema}.src", target_table="public.dst", qi=["age"], k=5)
     assert not scalar(target, "SELECT count(*) FROM pg_tables WHERE tablename LIKE %s", ["%sqlanon%"])
@@ -2749,9 +2753,7 @@ def test_a_domain_is_kept_by_name_only_in_its_own_database(pg_url):
                 "CREATE DOMAIN public.sqlanon_cost AS numeric(12, 2)")
     sql(pg_url, f"""CREATE TABLE {q(schema)}.src AS SELECT g AS id, 18 + g % 30 AS age,
                     (12.34 + g)::public.sqlanon_cost AS cost FROM generate_series(1, 300) g""")
-    if not scalar(pg_url, "SELECT count(*) FROM pg_database WHERE datname = %s", [other]):
-        sql(pg_url, f"CREATE DATABASE {other}")
-    target = re.sub(r"/[^/?]+(\?|$)", rf"/{other}\1", pg_url)
+    target = other_database(pg_url, other)
     sql(target, "DROP TABLE IF EXISTS public.dst_cost; DROP DOMAIN IF EXISTS public.sqlanon_cost CASCADE; "
                 "CREATE DOMAIN public.sqlanon_cost AS numeric(12, 0)")
     sqlanon.anonymize(pg_url, target, table=f"{q(schema)}.src", target_table="public.dst_cost", qi=["age"], k=5)
@@ -2771,9 +2773,7 @@ def test_every_domain_takes_its_base_type_in_another_database(pg_url):
     sql(pg_url, f"""CREATE TABLE {q(schema)}.src AS SELECT g AS id, 18 + g % 30 AS age,
                     (16777216 + g)::public.sqlanon_qty AS qty,
                     ARRAY[16777216 + g]::public.sqlanon_qty[] AS qtys FROM generate_series(1, 300) g""")
-    if not scalar(pg_url, "SELECT count(*) FROM pg_database WHERE datname = %s", [other]):
-        sql(pg_url, f"CREATE DATABASE {other}")
-    target = re.sub(r"/[^/?]+(\?|$)", rf"/{other}\1", pg_url)
+    target = other_database(pg_url, other)
     sql(target, "DROP TABLE IF EXISTS public.dst_qty; DROP DOMAIN IF EXISTS public.sqlanon_qty CASCADE; "
                 "CREATE DOMAIN public.sqlanon_qty AS real")
     sqlanon.anonymize(pg_url, target, table=f"{q(schema)}.src", target_table="public.dst_qty", qi=["age"], k=5)
@@ -2900,12 +2900,10 @@ def test_values_travelling_as_text_keep_their_dates_across_date_styles(pg_url):
     float in an array or a point lost its last digits (helper-14). Every
     session now prints and reads them one way."""
     other, schema = "sqlanon_dmy_db", "styles"
-    if not scalar(pg_url, "SELECT count(*) FROM pg_database WHERE datname = %s", [other]):
-        sql(pg_url, f"CREATE DATABASE {other}")
+    source = other_database(pg_url, other)
     sql(pg_url, f"ALTER DATABASE {other} SET DateStyle = 'SQL, DMY'")
     sql(pg_url, f"ALTER DATABASE {other} SET IntervalStyle = 'sql_standard'")
     sql(pg_url, f"ALTER DATABASE {other} SET extra_float_digits = 0")  # 15 digits: helper-14
-    source = re.sub(r"/[^/?]+(\?|$)", rf"/{other}\1", pg_url)
     assert scalar(source, "SHOW DateStyle") == "SQL, DMY"
     sql(source, "DROP TABLE IF EXISTS src")
     sql(source, """CREATE TABLE src AS SELECT g AS id, 20 + g % 50 AS age, (ARRAY['a', 'b', 'c'])[1 + g % 3] AS s,
