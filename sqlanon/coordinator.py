@@ -1905,7 +1905,9 @@ def _absolute(shown: str | None, *paths) -> str | None:
     for path in paths:
         if isinstance(path, str) and path and "://" not in path and shown and shown.startswith(path):
             return os.path.abspath(path) + shown[len(path):]
-    if shown and "://" not in shown and not os.path.isabs(shown) and os.path.exists(shown):
+    if shown and "://" not in shown and os.path.exists(shown):
+        # Normalized, as the output is ('jobs/../pub/o__metrics.parquet' beside 'pub/o.parquet':
+        # helper-64); a '..' after a link was taken as the kernel takes it (io.physical_path).
         return os.path.abspath(shown)
     return shown
 

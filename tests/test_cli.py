@@ -3238,6 +3238,20 @@ def test_a_published_run_whose_summary_cannot_be_written_exits_0(tmp_path, stdou
     assert len(p.stderr.splitlines()) == 1 and pq.read_metadata(out).num_rows == ADULT_ROWS
 
 
+def test_json_shows_an_output_through_dot_dot_and_its_metrics_alike(tmp_path):
+    """A job file's output '../pub/o.parquet' is absolute through its
+    directory: --json showed the output as '/…/pub/o.parquet' and its
+    metrics as '/…/jobs/../pub/o__metrics.parquet' (helper-64)."""
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "pub").mkdir()
+    (tmp_path / "jobs" / "j.yml").write_text(f"input: {ADULTS}\noutput: ../pub/o.parquet\nqi: [age]\nk: 10\n")
+    r = cli("anonymize", "--config", tmp_path / "jobs" / "j.yml", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["output"], doc["metrics_table"]) == (str(tmp_path / "pub" / "o.parquet"),
+                                                     str(tmp_path / "pub" / "o__metrics.parquet"))
+
+
 @pytest.mark.parametrize("output, extra, shown", [
     ("o.parquet", ("--metrics", "m.csv"), ("o.parquet", "m.csv")),
     ("o.csv", (), ("o.csv", "o__metrics.parquet")),
