@@ -1037,6 +1037,8 @@ def run(
                 target.base_types = dict(columns) if same_database else {}
                 target.text_columns = pulled
                 target.check_types()
+                if not same_database:
+                    target.check_definitions(snapshot_holder)
         out_schema = _empty_schema(schema, spec, drop)
         staging = target.new_staging(shared=getattr(pool, "remote", False))
         # A remote cluster's workers must see the input's files as they are here (not a host's own copy).

@@ -732,6 +732,18 @@ _COLUMNS = ("WITH RECURSIVE c AS (SELECT attnum, attname, atttypid AS typ, attty
 """A table's columns and their types (a domain's base type), by its quoted
 name (none: no such table)."""
 
+TYPE_DEFINITIONS = (
+    "SELECT n, t.typtype, CASE t.typtype "
+    "WHEN 'c' THEN (SELECT string_agg(quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod), ', ' "
+    "ORDER BY a.attnum) FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped) "
+    "WHEN 'e' THEN (SELECT string_agg(quote_literal(e.enumlabel), ', ' ORDER BY e.enumsortorder) FROM pg_enum e "
+    "WHERE e.enumtypid = t.oid) "
+    "WHEN 'r' THEN (SELECT format_type(r.rngsubtype, NULL) FROM pg_range r WHERE r.rngtypid = t.oid) END "
+    "FROM unnest(%s::text[]) AS n JOIN pg_type t ON t.oid = to_regtype(n) WHERE t.typtype IN ('c', 'e', 'r')")
+"""``(type name, kind, definition)`` of the composite, enum and range types
+among the names (a composite's fields, an enum's labels, a range's
+subtype), to compare one database's with another's."""
+
 _DECLARED_COLUMNS = ("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
                      "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped")
 """A table's columns and their own types (a domain's name), by its quoted name."""
@@ -857,6 +869,49 @@ class PostgresTarget:
                 raise ConfigError(
                     f"column {name!r} has type {typ}, which {self.conn.safe()} does not have: create it there, "
                     "or cast the column to a built-in type in a view"
+                )
+
+    def check_definitions(self, source) -> None:
+        """Refuse, before any work, a pass-through column whose composite,
+        enum or range type the target's (other) database defines otherwise
+        than the source's database (``source``, a session there: the run's
+        snapshot): only the type's existence was checked, and a composite of
+        the same fields in another order took each row's values in the
+        wrong fields, exit 0; an enum without a label failed at publish,
+        after all the work."""
+        import psycopg
+
+        names = sorted({t.split(" COLLATE ", 1)[0].removesuffix("[]") for t in self.column_types.values()})
+        try:
+            theirs_all = {n: (kind, d) for n, kind, d in source.execute(TYPE_DEFINITIONS, (names,)).fetchall()}
+        except psycopg.Error as exc:
+            raise InputError(f"cannot read the column types of the input: {self.conn.redact(_first_line(exc))}"
+                             ) from None
+        if not theirs_all:
+            return
+        with self._connect() as c:
+            try:
+                here = {n: (kind, d) for n, kind, d in c.execute(TYPE_DEFINITIONS, (sorted(theirs_all),)).fetchall()}
+            except psycopg.Error as exc:
+                raise InputError(f"cannot check the column types in {self.describe()}: "
+                                 f"{self.conn.redact(_first_line(exc))}") from None
+        source_defs = theirs_all
+        for name, (kind, theirs) in sorted(source_defs.items()):
+            ours = here.get(name, (kind, None))[1]
+            if ours is None:
+                continue  # a type the target lacks: check_types says so
+            if kind == "e":  # more labels there are fine; one missing fails the load
+                missing = set(_labels(theirs)) - set(_labels(ours))
+                differs = bool(missing)
+            else:
+                differs = ours != theirs
+            if differs:
+                columns = [c for c, t in self.column_types.items() if t.split(" COLLATE ", 1)[0].removesuffix("[]")
+                           == name]
+                raise ConfigError(
+                    f"column {columns[0] if columns else name!r} has type {name}, which {self.conn.safe()} defines "
+                    f"otherwise ({ours} there, {theirs} in the source): align the two, or cast the column to text "
+                    "in a view"
                 )
 
     def exists(self) -> bool:
@@ -1454,6 +1509,11 @@ class PostgresTarget:
             except InputError:
                 pass  # the server is gone; the next run drops what is left
         self.unlock()
+
+
+def _labels(definition: str | None) -> list[str]:
+    """An enum's labels from :data:`TYPE_DEFINITIONS`' quoted list (``'a', 'b''c'``)."""
+    return re.findall(r"'((?:[^']|'')*)'", definition or "")
 
 
 def _schema_publications(c, schema: str) -> list[str]:

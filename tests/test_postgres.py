@@ -2742,6 +2742,40 @@ def test_a_type_the_target_database_lacks_is_refused_before_any_work(pg_url):
     assert not scalar(target, "SELECT count(*) FROM pg_tables WHERE tablename LIKE %s", ["%sqlanon%"])
 
 
+def test_a_type_another_database_defines_otherwise_is_refused_before_any_work(pg_url):
+    """PG -> PG across databases only the type's existence was checked: a
+    composite of the same fields in another order there took each row's
+    values in the wrong fields, exit 0; an enum lacking a label failed at
+    publish, after all the work. A range of another subtype too."""
+    schema, other = "types apart", "sqlanon_other_db"
+    fresh_schema(pg_url, schema)
+    target = other_database(pg_url, other)
+    sql(target, f"DROP SCHEMA IF EXISTS {q(schema)} CASCADE; CREATE SCHEMA {q(schema)}")
+    for their, ours, column in (
+            ("(a text, b text)", "(b text, a text)", "ROW('x' || g, 'y' || g)::{t}"),
+            ("ENUM ('sad', 'ok')", "ENUM ('sad', 'happy')", "(ARRAY['sad', 'ok'])[1 + g % 2]::{t}"),
+            ("RANGE (subtype = int4)", "RANGE (subtype = int8)", "{t}(g, g + 1)")):
+        sql(pg_url, f"DROP TABLE IF EXISTS {q(schema)}.src; DROP TYPE IF EXISTS {q(schema)}.t CASCADE; "
+                    f"CREATE TYPE {q(schema)}.t AS {their}")
+        sql(target, f"DROP TYPE IF EXISTS {q(schema)}.t CASCADE; CREATE TYPE {q(schema)}.t AS {ours}")
+        value = column.format(t=f"{q(schema)}.t")
+        sql(pg_url, f"CREATE TABLE {q(schema)}.src AS SELECT g AS id, 18 + g % 30 AS age, {value} AS v "
+                    "FROM generate_series(1, 300) g")
+        with pytest.raises(sqlanon.ConfigError, match=rf"^column 'v' has type {re.escape(q(schema))}\.t, which .* "
+                                                      r"defines otherwise \(.* there, .* in the source\)"):
+            sqlanon.anonymize(pg_url, target, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst",
+                              qi=["age"], k=5, workers=1)
+        assert not scalar(target, "SELECT count(*) FROM pg_tables WHERE tablename LIKE %s", ["%sqlanon%"])
+    # the same definition (an enum with more labels there) is taken
+    sql(target, f"DROP TYPE IF EXISTS {q(schema)}.t CASCADE; CREATE TYPE {q(schema)}.t AS ENUM ('sad', 'ok', 'x')")
+    sql(pg_url, f"DROP TABLE IF EXISTS {q(schema)}.src; DROP TYPE IF EXISTS {q(schema)}.t CASCADE; "
+                f"CREATE TYPE {q(schema)}.t AS ENUM ('sad', 'ok'); CREATE TABLE {q(schema)}.src AS SELECT g AS id, "
+                f"18 + g % 30 AS age, (ARRAY['sad', 'ok'])[1 + g % 2]::{q(schema)}.t AS v "
+                "FROM generate_series(1, 300) g")
+    assert sqlanon.anonymize(pg_url, target, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst", qi=["age"],
+                             k=5, workers=1, overwrite=True).metrics.rows == 300
+
+
 def test_a_domain_is_kept_by_name_only_in_its_own_database(pg_url):
     """Into another database a pass-through column was created with the
     source's domain name, which there named another type (numeric(12,0)
