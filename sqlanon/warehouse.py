@@ -883,34 +883,34 @@ class PostgresTarget:
 
         names = sorted({t.split(" COLLATE ", 1)[0].removesuffix("[]") for t in self.column_types.values()})
         try:
-            theirs_all = {n: (kind, d) for n, kind, d in source.execute(TYPE_DEFINITIONS, (names,)).fetchall()}
+            in_source = {n: (kind, d) for n, kind, d in source.execute(TYPE_DEFINITIONS, (names,)).fetchall()}
         except psycopg.Error as exc:
             raise InputError(f"cannot read the column types of the input: {self.conn.redact(_first_line(exc))}"
                              ) from None
-        if not theirs_all:
+        if not in_source:
             return
         with self._connect() as c:
             try:
-                here = {n: (kind, d) for n, kind, d in c.execute(TYPE_DEFINITIONS, (sorted(theirs_all),)).fetchall()}
+                rows = c.execute(TYPE_DEFINITIONS, (sorted(in_source),)).fetchall()
             except psycopg.Error as exc:
                 raise InputError(f"cannot check the column types in {self.describe()}: "
                                  f"{self.conn.redact(_first_line(exc))}") from None
-        source_defs = theirs_all
-        for name, (kind, theirs) in sorted(source_defs.items()):
-            ours = here.get(name, (kind, None))[1]
-            if ours is None:
+        in_target = {n: (kind, d) for n, kind, d in rows}
+        for name, (kind, wanted) in sorted(in_source.items()):
+            have = in_target.get(name, (kind, None))[1]
+            if have is None:
                 continue  # a type the target lacks: check_types says so
             if kind == "e":  # more labels there are fine; one missing fails the load
-                missing = set(_labels(theirs)) - set(_labels(ours))
+                missing = set(_labels(wanted)) - set(_labels(have))
                 differs = bool(missing)
             else:
-                differs = ours != theirs
+                differs = have != wanted
             if differs:
                 columns = [c for c, t in self.column_types.items() if t.split(" COLLATE ", 1)[0].removesuffix("[]")
                            == name]
                 raise ConfigError(
                     f"column {columns[0] if columns else name!r} has type {name}, which {self.conn.safe()} defines "
-                    f"otherwise ({ours} there, {theirs} in the source): align the two, or cast the column to text "
+                    f"otherwise ({have} there, {wanted} in the source): align the two, or cast the column to text "
                     "in a view"
                 )
 
