@@ -1,6 +1,7 @@
 {# Does a DuckDB table, and its schema, exist? Is it a view? Which other
    table's foreign key references it (one, which stops DROP TABLE; its own
-   does not)? DuckDB matches identifiers case-insensitively, quoted or not
+   does not)? Its columns' names (a metrics table is never replaced by
+   data)? DuckDB matches identifiers case-insensitively, quoted or not
    ("REPORT" names the table report), for ASCII letters only ('Émile' and
    'émile' are two tables), so this check does too: translate() with
    `upper` and `lower`, the ASCII letters, not the Unicode lower(). #}
@@ -26,4 +27,9 @@ SELECT
        AND constraint_type = 'FOREIGN KEY'
        AND translate(schema_name, {{ p(upper) }}, {{ p(lower) }}) = translate({{ p(schema) }}, {{ p(upper) }}, {{ p(lower) }})
        AND translate(referenced_table, {{ p(upper) }}, {{ p(lower) }}) = translate({{ p(table) }}, {{ p(upper) }}, {{ p(lower) }})
-       AND translate(table_name, {{ p(upper) }}, {{ p(lower) }}) <> translate({{ p(table) }}, {{ p(upper) }}, {{ p(lower) }})) AS referenced_by
+       AND translate(table_name, {{ p(upper) }}, {{ p(lower) }}) <> translate({{ p(table) }}, {{ p(upper) }}, {{ p(lower) }})) AS referenced_by,
+    (SELECT coalesce(list(column_name), [])
+     FROM duckdb_columns()
+     WHERE database_name = {{ p(catalog) }}
+       AND translate(schema_name, {{ p(upper) }}, {{ p(lower) }}) = translate({{ p(schema) }}, {{ p(upper) }}, {{ p(lower) }})
+       AND translate(table_name, {{ p(upper) }}, {{ p(lower) }}) = translate({{ p(table) }}, {{ p(upper) }}, {{ p(lower) }})) AS columns

@@ -1036,9 +1036,7 @@ def run(
                                                     declared if same_database else bases)
                 target.base_types = dict(columns) if same_database else {}
                 target.text_columns = pulled
-                target.check_types()
-                if not same_database:
-                    target.check_definitions(snapshot_holder)
+                target.check_types(None if same_database else snapshot_holder)
         out_schema = _empty_schema(schema, spec, drop)
         staging = target.new_staging(shared=getattr(pool, "remote", False))
         # A remote cluster's workers must see the input's files as they are here (not a host's own copy).
@@ -1901,9 +1899,8 @@ def _recorded(place) -> str:
 
 def _absolute(shown: str | None, *paths) -> str | None:
     """``shown`` with the first of ``paths`` it starts with, a local path,
-    made absolute ('o.duckdb table t' → '/work/o.duckdb table t'), or
-    ``shown`` itself when it is the relative path of a file written
-    ('o__metrics.parquet')."""
+    made absolute ('o.duckdb table t' → '/work/o.duckdb table t'); a file
+    written ('o__metrics.parquet') absolute and normalized; else ``shown``."""
     for path in paths:
         if isinstance(path, str) and path and "://" not in path and shown and shown.startswith(path):
             return os.path.abspath(path) + shown[len(path):]

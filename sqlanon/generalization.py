@@ -239,8 +239,8 @@ def _prefix(e, stats, dstr, lo, hi, col, bounds):
     # A class of several values: its prefix less any '*' it ends with, which a
     # reader cannot tell from the mask ('*a' and '*b' publish '**', read as no
     # prefix): NCP as read, the same for every class of that text (helper-59).
-    prefixes = [os.path.commonprefix((strs[a], strs[b])) if a == b else
-                os.path.commonprefix((strs[a], strs[b])).rstrip("*") for a, b in zip(lo.tolist(), hi.tolist())]
+    prefixes = [os.path.commonprefix((strs[a], strs[b])) for a, b in zip(lo.tolist(), hi.tolist())]
+    prefixes = [p if a == b else p.rstrip("*") for p, a, b in zip(prefixes, lo.tolist(), hi.tolist())]
     text = pa.array(
         [p + "*" * max(int(m) - len(p), 0) for p, m in zip(prefixes, maxlen.tolist())], pa.string()
     )

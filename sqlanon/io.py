@@ -2347,7 +2347,7 @@ class DuckDBTarget(LocalStagingTarget):
             return False
         q = render("table_exists.sql", catalog="__sqlanon_chk", schema=schema, table=self.table[-1],
                    upper=ASCII_UPPER, lower=ASCII_LOWER)
-        ((schemas, tables, views, referenced_by),) = self._catalog(q.sql, q.params)
+        ((schemas, tables, views, referenced_by, columns),) = self._catalog(q.sql, q.params)
         if tables and referenced_by is not None and replacing:  # DROP TABLE failed at publish (helper-17)
             raise ConfigError(f"table {table_text(self.table)!r} in {self.path!r} is referenced by a foreign key of "
                               f"table {referenced_by!r}, so it cannot be replaced: drop that constraint, or name "
@@ -2359,9 +2359,7 @@ class DuckDBTarget(LocalStagingTarget):
             raise ConfigError(f"{table_text(self.table)!r} in {self.path!r} is a view: sqlanon writes tables; "
                               "name another")
         if tables and replacing:
-            columns = self._catalog(f"SELECT column_name FROM duckdb_columns() WHERE database_name = '__sqlanon_chk' "
-                                    f"AND {_NAMED}", duckdb_table_key(self.table))
-            refuse_metrics_as_output({fold_name(c) for (c,) in columns},
+            refuse_metrics_as_output({fold_name(c) for c in columns},
                                      f"table {table_text(self.table)!r} in {self.path!r}")
         return tables > 0
 
@@ -2705,11 +2703,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
                 _check_duckdb_file(spec, "--target-table", output=True)  # a SQLite hr.db: not written (helper-25)
             what = "is a DuckDB database" if os.path.exists(spec) else "names a DuckDB database (by its suffix)"
             raise ConfigError(f"{spec!r} {what}: name the output table with --target-table")
-        if not Path(spec).parent.is_dir():
-            raise ConfigError(f"output directory {str(Path(spec).parent)!r} "
-                              + ("is a file" if Path(spec).parent.exists() else "does not exist"))
-        if not os.access(Path(spec).parent, os.W_OK):  # the database file, its WAL and the run's staging go there
-            raise ConfigError(f"output directory {str(Path(spec).parent)!r} is not writable")
+        _check_output_directory(Path(spec).parent)  # the database file, its WAL and the run's staging go there
         check_replaceable(spec, "DuckDB file", renamed=False)
         if os.path.isfile(spec) and os.path.getsize(spec) == 0:  # DuckDB refuses it, after every fragment (helper-17)
             raise ConfigError(f"{spec!r} is an empty file, which DuckDB does not open as a database: remove it "
@@ -2741,12 +2735,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
     if is_dir and fmt == "csv":  # a directory of Parquet parts named as a CSV file (helper-62); x.parquet/ is Spark's
         raise ConfigError(f"output {spec!r} names a CSV file and a directory of Parquet parts ('/'): drop the '/' "
                           "for the file, or the extension for the directory")
-    parent = Path(spec.rstrip("/")).parent
-    if not parent.is_dir():
-        raise ConfigError(f"output directory {str(parent)!r} "
-                          + ("is a file" if parent.exists() else "does not exist"))
-    if not os.access(parent, os.W_OK):
-        raise ConfigError(f"output directory {str(parent)!r} is not writable")
+    _check_output_directory(Path(spec.rstrip("/")).parent)
     check_replaceable(spec, "output")
     if is_dir:
         if os.path.isfile(spec.rstrip("/")):
@@ -2779,6 +2768,14 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
         return FileTarget(spec, fmt, lock=lock)
 
     return _locked(spec, check_file)
+
+
+def _check_output_directory(parent: Path) -> None:
+    """The output's directory must be a writable directory: sqlanon does not create directories."""
+    if not parent.is_dir():
+        raise ConfigError(f"output directory {str(parent)!r} " + ("is a file" if parent.exists() else "does not exist"))
+    if not os.access(parent, os.W_OK):
+        raise ConfigError(f"output directory {str(parent)!r} is not writable")
 
 
 def _file_columns(path: str, fmt: str) -> list[str]:

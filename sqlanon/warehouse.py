@@ -777,8 +777,8 @@ class PostgresTarget:
     _lock = None
     _owns: bool | None = None
     """Whether the role owns the existing target (None: no target, or not asked)."""
-    _old_columns: tuple[str, ...] = ()
-    """The existing target's columns, when it is to be replaced."""
+    _old_types: dict[str, str] = field(default_factory=dict, repr=False)
+    """The existing target's columns and their own types (a domain's name), when it is to be replaced."""
     _server_version = 0
     """The server's version number (150004), known once the run's lock is taken."""
 
@@ -826,10 +826,10 @@ class PostgresTarget:
         and the run failed after all its work with the server's 'must be
         member of role …' (helper-61). By name: columns of another type or
         order are found when publishing (the run fails then, the old table kept)."""
-        if self._owns is not False or not self._old_columns or set(names) == set(self._old_columns):
+        if self._owns is not False or not self._old_types or set(names) == set(self._old_types):
             return
-        gone = [c for c in self._old_columns if c not in names]
-        new = [c for c in names if c not in self._old_columns]
+        gone = [c for c in self._old_types if c not in names]
+        new = [c for c in names if c not in self._old_types]
         change = "; ".join(x for x in (gone and f"without {', '.join(map(repr, gone[:5]))}",
                                        new and f"with {', '.join(map(repr, new[:5]))}") if x)
         raise InputError(f"cannot replace {self.describe()}: its columns change ({change}), so the new table must "
@@ -841,26 +841,39 @@ class PostgresTarget:
             return _table(where, "--metrics", self.conn)
         return (self.table[0], f"{self.table[1]}__metrics")
 
-    def check_types(self) -> None:
+    def check_types(self, source=None) -> None:
         """Refuse, before any work, a column whose server type the target's
         database lacks (an enum or a domain of another database): the run
         failed after all its work, creating the staging table, without
-        naming the column."""
+        naming the column. ``source``, a session in the source's database
+        when the target is in another one (the run's snapshot): a composite,
+        enum or range type there must be defined alike here. Only the type's
+        existence was checked: a composite of the same fields in another
+        order took each row's values in the wrong fields, exit 0; an enum
+        without a label failed at publish, after all the work."""
         import psycopg
 
+        # An existing target whose column has the domain's base type keeps
+        # it: before, such a column was published with the base type, and
+        # the domain would change its columns (a view over the target then
+        # stops a nightly replace; without one, the swap drops its indexes).
+        for name, base in self.base_types.items():
+            if name in self.column_types and self._old_types.get(name) == base.split(" COLLATE ", 1)[0]:
+                self.column_types[name] = base
+        types = {name: typ.split(" COLLATE ", 1)[0] for name, typ in self.column_types.items()}
+        names = sorted({t.removesuffix("[]") for t in types.values()})
+        try:
+            in_source = {} if source is None else {
+                n: (kind, d) for n, kind, d in source.execute(TYPE_DEFINITIONS, (names,)).fetchall()}
+        except psycopg.Error as exc:
+            raise InputError(f"cannot read the column types of the input: {self.conn.redact(_first_line(exc))}"
+                             ) from None
         with self._connect() as c:
             try:
-                # An existing target whose column has the domain's base type keeps
-                # it: before, such a column was published with the base type, and
-                # the domain would change its columns (a view over the target then
-                # stops a nightly replace; without one, the swap drops its indexes).
-                existing = dict(c.execute(_DECLARED_COLUMNS, (ident(list(self.table)),)).fetchall())
-                for name, base in self.base_types.items():
-                    if name in self.column_types and existing.get(name) == base.split(" COLLATE ", 1)[0]:
-                        self.column_types[name] = base
-                types = {name: typ.split(" COLLATE ", 1)[0] for name, typ in self.column_types.items()}
                 found = dict(c.execute("SELECT t, to_regtype(t) IS NOT NULL FROM unnest(%s::text[]) AS t",
                                        (sorted(set(types.values())),)).fetchall())
+                in_target = {n: (kind, d) for n, kind, d in c.execute(
+                    TYPE_DEFINITIONS, (sorted(in_source),)).fetchall()} if in_source else {}
             except psycopg.Error as exc:
                 raise InputError(f"cannot check the column types in {self.describe()}: "
                                  f"{self.conn.redact(_first_line(exc))}") from None
@@ -870,48 +883,17 @@ class PostgresTarget:
                     f"column {name!r} has type {typ}, which {self.conn.safe()} does not have: create it there, "
                     "or cast the column to a built-in type in a view"
                 )
-
-    def check_definitions(self, source) -> None:
-        """Refuse, before any work, a pass-through column whose composite,
-        enum or range type the target's (other) database defines otherwise
-        than the source's database (``source``, a session there: the run's
-        snapshot): only the type's existence was checked, and a composite of
-        the same fields in another order took each row's values in the
-        wrong fields, exit 0; an enum without a label failed at publish,
-        after all the work."""
-        import psycopg
-
-        names = sorted({t.split(" COLLATE ", 1)[0].removesuffix("[]") for t in self.column_types.values()})
-        try:
-            in_source = {n: (kind, d) for n, kind, d in source.execute(TYPE_DEFINITIONS, (names,)).fetchall()}
-        except psycopg.Error as exc:
-            raise InputError(f"cannot read the column types of the input: {self.conn.redact(_first_line(exc))}"
-                             ) from None
-        if not in_source:
-            return
-        with self._connect() as c:
-            try:
-                rows = c.execute(TYPE_DEFINITIONS, (sorted(in_source),)).fetchall()
-            except psycopg.Error as exc:
-                raise InputError(f"cannot check the column types in {self.describe()}: "
-                                 f"{self.conn.redact(_first_line(exc))}") from None
-        in_target = {n: (kind, d) for n, kind, d in rows}
         for name, (kind, wanted) in sorted(in_source.items()):
             have = in_target.get(name, (kind, None))[1]
-            if have is None:
-                continue  # a type the target lacks: check_types says so
-            if kind == "e":  # more labels there are fine; one missing fails the load
-                missing = set(_labels(wanted)) - set(_labels(have))
-                differs = bool(missing)
+            if kind == "e":  # more labels here are fine; one missing fails the load
+                differs = bool(set(_labels(wanted)) - set(_labels(have)))
             else:
                 differs = have != wanted
             if differs:
-                columns = [c for c, t in self.column_types.items() if t.split(" COLLATE ", 1)[0].removesuffix("[]")
-                           == name]
+                column = next(c for c, t in types.items() if t.removesuffix("[]") == name)
                 raise ConfigError(
-                    f"column {columns[0] if columns else name!r} has type {name}, which {self.conn.safe()} defines "
-                    f"otherwise ({have} there, {wanted} in the source): align the two, or cast the column to text "
-                    "in a view"
+                    f"column {column!r} has type {name}, which {self.conn.safe()} defines otherwise ({have} there, "
+                    f"{wanted} in the source): align the two, or cast the column to text in a view"
                 )
 
     def exists(self) -> bool:
@@ -969,8 +951,8 @@ class PostgresTarget:
                                      "nor may TRUNCATE and INSERT into it (to refill it); GRANT TRUNCATE, INSERT ON "
                                      "it first")
                 self._owns = owns
-                self._old_columns = tuple(n for n, _ in c.execute(_DECLARED_COLUMNS, (ident(list(self.table)),)))
-                refuse_metrics_as_output(self._old_columns, self.describe())
+                self._old_types = dict(c.execute(_DECLARED_COLUMNS, (ident(list(self.table)),)).fetchall())
+                refuse_metrics_as_output(self._old_types, self.describe())
                 self._refuse_rewriters(c, ident(list(self.table)))
             except psycopg.Error as exc:
                 raise InputError(f"cannot look up {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
