@@ -868,18 +868,18 @@ def lake_files(pattern: str, root: str) -> list[str]:
     unread = next((f for f in matched if _COMPRESSED_CSV.search(f) and not _format_of(f) and not hidden(f)), None)
     if unread is not None:  # it was left out, without a word
         if _COMPRESSED_CSV.search(unread)[2].lower() in ("gz", "zst"):
-            raise InputError(f"{unread!r} would not be read: DuckDB tells a compressed CSV file by a lower-case "
-                             "suffix (.gz, .zst); rename it")
-        raise InputError(f"{unread!r} would not be read: DuckDB reads compressed CSV files as .gz or .zst only; "
-                         "decompress it, or compress it with gzip or zstd")
+            raise ConfigError(f"{unread!r} would not be read: DuckDB tells a compressed CSV file by a lower-case "
+                              "suffix (.gz, .zst); rename it")
+        raise ConfigError(f"{unread!r} would not be read: DuckDB reads compressed CSV files as .gz or .zst only; "
+                          "decompress it, or compress it with gzip or zstd")
     _refuse_tables_below(kept, root)
     seen: dict[tuple[int, int], str] = {}
     for f in kept:
         st = os.stat(f)
         first = seen.setdefault((st.st_dev, st.st_ino), f)
         if first != f:  # a 'latest' symlink, a hard link, a symlink loop
-            raise InputError(f"{first!r} and {f!r} are one file (a link): its rows would be read twice (every "
-                             "person in two rows of a class); leave the link out of the input")
+            raise ConfigError(f"{first!r} and {f!r} are one file (a link): its rows would be read twice (every "
+                              "person in two rows of a class); leave the link out of the input")
     return kept
 
 

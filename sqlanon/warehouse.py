@@ -80,6 +80,11 @@ def _conninfo(parts: dict) -> str:
     return " ".join(f"{k}={_conninfo_value(v)}" for k, v in parts.items() if v not in (None, ""))
 
 
+_BAD_OPTION = re.compile(r'invalid connection option|invalid \w+ value: |bad value for \w+: |invalid integer value '
+                         r'.* for connection option')
+"""libpq's refusals of a connection string's option (an unknown key, a value)."""
+
+
 def is_url(spec: str) -> bool:
     return "://" in spec
 
@@ -283,6 +288,15 @@ class Conn:
             parts["fallback_application_name"] = name
         return _conninfo(parts)
 
+    def unreachable(self, exc: Exception) -> InputError | ConfigError:
+        """The error of a failed connection: a URL's connection option libpq
+        does not know or whose value it refuses (``?sslmode=bogus``) is the
+        URL's fault, exit 2 (1 was said of a retry's to fail the same way);
+        a server down or a database not there is the run's (1)."""
+        why = self.redact(_first_line(exc))
+        error = ConfigError if _BAD_OPTION.search(why) else InputError
+        return error(f"cannot connect to {self.safe()}: {why}")
+
     def connect(self):
         """A psycopg connection for control statements (locks, DDL, checks).
 
@@ -297,7 +311,7 @@ class Conn:
         try:
             c = psycopg.connect(self.libpq(name=interrupts.session_name()))
         except psycopg.Error as exc:
-            raise InputError(f"cannot connect to {self.safe()}: {self.redact(_first_line(exc))}") from None
+            raise self.unreachable(exc) from None
         interrupts.on_stop(cancel_queries, self, interrupts.session_name())  # as attach()'s
         return c
 
@@ -369,7 +383,7 @@ def attach(con: duckdb.DuckDBPyConnection, conn: Conn, alias: str, read_only: bo
         dsn = conn.libpq(options, interrupts.session_name())
         con.execute(f"ATTACH {literal(dsn)} AS {ident(alias)} (TYPE postgres{mode})")
     except duckdb.Error as exc:
-        raise InputError(f"cannot connect to {conn.safe()}: {conn.redact(_first_line(exc))}") from None
+        raise conn.unreachable(exc) from None
     # A stop (Ctrl-C, SIGTERM, a host's timeout) interrupts DuckDB, which
     # does not reach a query waiting on the server (on a lock another session
     # holds, or a long aggregate): the run could not be stopped (helper-38).
