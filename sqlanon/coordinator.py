@@ -410,6 +410,7 @@ def domain_stats(
             )
     total = row.column("n_rows")[0].as_py()
     stats: dict[str, ColumnStats] = {}
+    unmatched: list[str] = []
     for i, qi in enumerate(spec.quasi_identifiers):
         kind = kinds[qi.name]
         has_null = 1 if row.column(f"nulls{i}")[0].as_py() else 0
@@ -426,11 +427,21 @@ def domain_stats(
         if kind in ("prefix", "hierarchy"):
             values = _distinct_values(con, source, qi.name, schema.field(qi.name))
             if kind == "hierarchy":  # as the engine matches them: by text
-                _check_leaves(qi, values)
+                try:
+                    _check_leaves(qi, values)
+                except HierarchyError as exc:  # every column's, in one error (one at a time: helper-66)
+                    unmatched.append(str(exc))
+                    continue
                 present = frozenset(as_text(values).to_pylist())
+                if qi.hierarchy.leaves[0] == qi.name and qi.name not in present:  # ARX's format has none
+                    log.warning("hierarchy %s starts with a leaf named as its column, %r, no value of the data: a "
+                                "header row? It is read as a leaf (NCP counts it); remove it", qi.hierarchy.source,
+                                qi.name)
             else:
                 domain = tuple(sorted(set(as_text(values).to_pylist())))
         stats[qi.name] = ColumnStats(distinct, domain=domain, present=present)
+    if unmatched:
+        raise HierarchyError("; and ".join(unmatched))
     sens = {s: (row.column(f"s{j}")[0].as_py(), row.column(f"e{j}")[0].as_py()) if s in loose
             else row.column(f"s{j}")[0].as_py() for j, s in enumerate(spec.sensitive)}
     # Only the checksum columns as Python values: a min/max of a date column

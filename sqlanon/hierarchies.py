@@ -31,6 +31,7 @@ import hashlib
 import itertools
 import json
 import os
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -201,12 +202,31 @@ class Hierarchy:
         return np.asarray(found.to_numpy(), dtype=np.int32)
 
     def _raise_missing(self, bad: list[Any], column: str | None) -> None:
-        """Raise the "no leaf for value(s)" error for the distinct ``bad`` values."""
+        """Raise the "no leaf for value(s)" error for the distinct ``bad``
+        values, naming a leaf that differs from one only by blanks around
+        it, its case or its Unicode form: a value and a leaf that print
+        alike ('café' composed and decomposed) baffled (helper-66)."""
         where = f" of column {column}" if column is not None else ""
         raise HierarchyError(
             f"hierarchy {self.source} has no leaf for value(s) "
-            f"{_list_values(bad)}{where}"
+            f"{_list_values(bad)}{where}{self._near_leaves(bad)}"
         )
+
+    def _near_leaves(self, bad: list[Any]) -> str:
+        """``; 'a' differs from the leaf 'a ' only by …`` for the values of
+        ``bad`` the error lists, or ''."""
+        ways = {"blanks around it": str.strip, "case": str.casefold,
+                "its Unicode form (composed or decomposed)": lambda v: unicodedata.normalize("NFC", v)}
+        listed = sorted((v for v in bad if isinstance(v, str)), key=str)[:_MAX_LISTED]
+        found: dict[str, str] = {}
+        for how, loose in ways.items():
+            index: dict[str, str] = {}
+            for leaf in self.leaves:
+                index.setdefault(loose(leaf), leaf)
+            for v in listed:
+                if v not in found and loose(v) in index:
+                    found[v] = f"{v!r} differs from the leaf {index[loose(v)]!r} only by {how}"
+        return f"; {', '.join(found[v] for v in listed if v in found)}" if found else ""
 
     def lca(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Lowest common ancestors of leaf ranges, vectorized.
@@ -402,17 +422,12 @@ def _build(source: str, labels: list[str], children: list[list[int]]) -> Hierarc
         if last_leaf[node] > last_leaf[p]:
             last_leaf[p] = last_leaf[node]
 
-    seen: set[str] = set()
-    dups: set[str] = set()
-    for leaf in leaves:
-        if leaf in seen:
-            dups.add(leaf)
-        seen.add(leaf)
-    if dups:
-        raise HierarchyError(
-            f"hierarchy file {source!r} has duplicate leaf value(s) "
-            f"{_list_values(sorted(dups))}"
-        )
+    seen: dict[str, int] = {}
+    for leaf, node in zip(leaves, leaf_node):
+        first = seen.setdefault(leaf, node)
+        if first != node:  # where, as a CSV file's error says its lines (helper-66)
+            where = " and ".join(" > ".join(_path(names, parent, x)) for x in (first, node))
+            raise HierarchyError(f"hierarchy file {source!r} has duplicate leaf value {leaf!r} ({where})")
     _refuse_reused_names(source, names, parent)
     return Hierarchy(
         source=source,

@@ -2912,6 +2912,35 @@ def test_a_hierarchy_missing_values_of_a_typed_csv_column_says_how_they_were_rea
     assert_one_line_error(r.stderr, r"no leaf for value\(s\) '2020-02-01', .* \(the column is read as date32\[day\]")
 
 
+def test_every_hierarchy_missing_values_is_named_in_one_error(tmp_path, out_dir):
+    """ARX's occupation and workclass hierarchies both lack Adult's '?': the
+    run named the first column only, a second run the next (helper-66)."""
+    arx = REPO / "hierarchies" / "adult"
+    r = cli("anonymize", ADULTS, "-o", out_dir / "o.parquet", "--qi", "age,occupation,workclass", "-k", "5",
+            "--hierarchy", f"occupation={arx / 'occupation.csv'}", "--hierarchy", f"workclass={arx / 'workclass.csv'}")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"occupation.csv has no leaf for value\(s\) '\?' of column occupation; and "
+                                    r"hierarchy .*workclass.csv has no leaf for value\(s\) '\?' of column workclass$")
+    assert snapshot(out_dir) == {}
+
+
+def test_a_hierarchy_file_with_a_header_row_is_warned_about(tmp_path, out_dir, caplog):
+    """ARX's levels have no header row: 'age;band;*' first was read as a leaf
+    'age', silently, one leaf more in every NCP (helper-66)."""
+    src = _small(tmp_path / "s.parquet")
+    rows = "".join(f"{a};{a // 10 * 10}s;*\n" for a in range(20, 60))
+    h = tmp_path / "age.csv"
+    for text, warned in ((rows, False), ("age;band;*\n" + rows, True)):
+        h.write_text(text)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="sqlanon"):
+            r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "--hierarchy", f"age={h}", "-k",
+                    "5", "--overwrite")
+        assert r.exit_code == 0, r.stderr
+        assert ("starts with a leaf named as its column, 'age', no value of the data: a header row?" in caplog.text
+                ) is warned, caplog.text
+
+
 def test_csv_dates_that_read_both_ways_need_a_date_order(tmp_path, out_dir):
     """DuckDB reads '01/02/2020' day first when no value tells: a US file of
     the 1st to the 12th of a month published every date as another one,

@@ -263,9 +263,24 @@ def test_leaf_codes_missing_values_few_and_no_column(fig1: Hierarchy) -> None:
     with pytest.raises(HierarchyError) as info:
         fig1.leaf_codes(np.array(["italy", "France", None], dtype=object))
     msg = str(info.value)
-    # sorted by text, nulls last
-    assert msg == f"hierarchy {fig1.source} has no leaf for value(s) 'italy', None"
+    # sorted by text, nulls last; a value differing from a leaf only by its case is told so (helper-66)
+    assert msg == (f"hierarchy {fig1.source} has no leaf for value(s) 'italy', None; 'italy' differs from the "
+                   "leaf 'Italy' only by case")
     assert "more" not in msg and "column" not in msg
+
+
+def test_a_missing_value_near_a_leaf_names_the_leaf(tmp_path: Path) -> None:
+    """Blanks around a leaf, its case, its Unicode form: 'café' decomposed and
+    the file's composed 'café' print alike, and the error baffled (helper-66)."""
+    import unicodedata
+
+    h = load_hierarchy(write(tmp_path, "h.csv", "a ;X;*\ncafé;X;*\nmale;Y;*\nfemale;Y;*\n"))
+    nfd = unicodedata.normalize("NFD", "café")
+    with pytest.raises(HierarchyError) as info:
+        h.leaf_codes(["a", nfd, "Male", "other"], column="c")
+    assert str(info.value).endswith(
+        f"of column c; 'Male' differs from the leaf 'male' only by case, 'a' differs from the leaf 'a ' only by "
+        f"blanks around it, {nfd!r} differs from the leaf 'café' only by its Unicode form (composed or decomposed)")
 
 
 # ---------------------------------------------------------------- CSV format
@@ -441,6 +456,8 @@ def test_json_duplicate_leaf(tmp_path: Path) -> None:
         load_hierarchy(path)
     msg = str(info.value)
     assert str(path) in msg and "duplicate leaf" in msg and "'Spain'" in msg
+    # where, as a CSV file's says its lines (it said neither: helper-66)
+    assert msg.endswith("'Spain' (Europe > Spain and Asia > Spain)"), msg
 
 
 @pytest.mark.parametrize(("tree", "message"), [
