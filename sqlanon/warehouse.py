@@ -291,8 +291,8 @@ class Conn:
     def unreachable(self, exc: Exception) -> InputError | ConfigError:
         """The error of a failed connection: a URL's connection option libpq
         does not know or whose value it refuses (``?sslmode=bogus``) is the
-        URL's fault, exit 2 (1 was said of a retry's to fail the same way);
-        a server down or a database not there is the run's (1)."""
+        URL's fault, exit 2, as a retry fails the same way (it was 1); a
+        server down or a database not there is the run's (1)."""
         why = self.redact(_first_line(exc))
         error = ConfigError if _BAD_OPTION.search(why) else InputError
         return error(f"cannot connect to {self.safe()}: {why}")
