@@ -17,11 +17,15 @@
    named ``hive_null`` (``city=__HIVE_DEFAULT_PARTITION__``, Spark's and
    Hive's NULL), read as NULL there, and cast to ``type`` (what DuckDB
    types the key's other values as: a simple type's name, which DuckDB
-   takes quoted) unless none. #}
+   takes quoted) unless none.
+   ``can_have_nan``: a float column's min/max statistics leave NaN out (as
+   the Parquet format asks, and pyarrow writes them); DuckDB trusting them
+   folded NULLIF(x, 'NaN') and x != 1 to drop the NaN rows (duckdb#25521):
+   a class of NaN, NULL and 5 counted 3 sensitive values (helper-68). #}
 {% set files %}[{% for p in paths %}{{ p | lit }}{{ ", " if not loop.last }}{% endfor %}]{% endset %}
 {% if hive_nulls %}(SELECT * REPLACE ({% for k, t in hive_nulls %}{% if t %}CAST({% endif %}nullif({{ k | ident }}, {{ hive_null | lit }}){% if t %} AS {{ t | ident }}){% endif %} AS {{ k | ident }}{{ ", " if not loop.last }}{% endfor %}) FROM {% endif %}
 {% if fmt == "parquet" %}
-read_parquet({{ files }}, hive_partitioning = {{ hive | lit }}, union_by_name = true)
+read_parquet({{ files }}, hive_partitioning = {{ hive | lit }}, union_by_name = true, can_have_nan = true)
 {% else %}
 read_csv({{ files }}, header = {{ header | lit }}, hive_partitioning = {{ hive | lit }}, union_by_name = true{% if as_text %}, all_varchar = true{% endif %}{% if delim %}, delim = {{ delim | lit }}{% endif %}{% if dateformat %}, dateformat = {{ dateformat | lit }}{% endif %}{% if timestampformat %}, timestampformat = {{ timestampformat | lit }}{% endif %}{% if ours %}, escape = '"'{% endif %}{% if max_line_size is defined and max_line_size %}, max_line_size = {{ max_line_size | lit }}{% endif %}, quote = '"', comment = ''{% if filename %}, filename = {{ filename | lit }}{% endif %}{% if text_columns %}, types = { {% for c in text_columns %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %}{% if hive_text %}, hive_types = { {% for c in hive_text %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %})
 {% endif %}

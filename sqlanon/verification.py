@@ -129,6 +129,13 @@ def float_columns(con: duckdb.DuckDBPyConnection, relation: str, columns: list[s
     return [c for c in columns if c in floats]
 
 
+def _float_columns_on_server(con, relation: str, columns: list[str]) -> list[str]:
+    """Those of ``columns`` of ``relation`` on a PostgreSQL server that hold
+    floats (``real``, ``double precision``: by their type's OID)."""
+    floats = {d.name for d in con.execute(f"SELECT * FROM {relation} LIMIT 0").description if d.type_code in (700, 701)}
+    return [c for c in columns if c in floats]
+
+
 def verify_as_typed(
     con: duckdb.DuckDBPyConnection, relation: str, qi: list[str], k: int, l: int,  # noqa: E741
     sensitive: list[str] | tuple[str, ...], text: set[str],
@@ -244,14 +251,16 @@ def verify_relation(
     sensitive = list(sensitive)
     refuse_reserved([*qi, *sensitive])
     server = not isinstance(con, duckdb.DuckDBPyConnection)
+    signed: list[str] = []
 
     def fetch(template: str, **context) -> tuple[list[str], list[tuple]]:
         return _fetch(con, template, dialect, relation=relation, qi=qi, sensitive=sensitive, nan_null=nan_null,
-                      **context)
+                      signed=signed, **context)
 
     with _one_line_errors("verify", server):
         if nan_null is None:
             nan_null = float_columns(con, relation, sensitive) if sensitive and not server else []
+        signed = _float_columns_on_server(con, relation, qi) if server else float_columns(con, relation, qi)
         _, rows_ = fetch("verify_summary.sql", k=k, l=l)
         row = rows_[0]
         violations: list[dict] = []

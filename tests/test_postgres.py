@@ -619,6 +619,20 @@ def test_verify_groups_a_case_insensitive_qi_as_its_readers_do(pg_url):
         assert v.violations == [{"city": "PARIS", "__rows": 1}]  # a number, as from DuckDB (it was "1")
 
 
+def test_verify_on_the_server_tells_a_float_qis_signed_zeros_apart(pg_url):
+    """'-0'::float8 = 0 on the server, while psql and pandas print -0 apart:
+    a class of one was verified inside a class of zeros (helper-68)."""
+    schema = "verify_zero"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE TABLE {rel(schema, 't')} AS SELECT w::float8 AS w, w::real AS w4, w::numeric AS n "
+                "FROM unnest(ARRAY['-0', '0', '0', '2', '2']::float8[]) AS w")
+    for qi in ("w", "w4"):
+        v = sqlanon.verify(pg_url, table=f"{schema}.t", qi=[qi], k=2)
+        assert not v.ok and v.classes == 3 and v.violations == [{qi: -0.0, "__rows": 1}], (qi, v)
+        assert str(v.violations[0][qi]) == "-0.0"
+    assert sqlanon.verify(pg_url, table=f"{schema}.t", qi=["n"], k=2).ok  # numeric has no -0
+
+
 def test_verify_lists_the_violations_of_a_qi_the_driver_cannot_hold(pg_url):
     """A date QI before year 1 (a published table's bounds, say): the check
     that failed said 'cannot verify on the server: date too small' instead
