@@ -2229,7 +2229,7 @@ class DuckDBTarget(LocalStagingTarget):
                 con.register("__sqlanon_empty", empty.empty_table())
                 con.execute(f'CREATE TABLE {name} AS SELECT * FROM "__sqlanon_empty"')
         except duckdb.Error as exc:
-            raise InputError(f"cannot write {self.describe()!r}: {first_line(exc)}") from exc
+            raise self.unwritable(exc) from exc
         return name
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
@@ -2317,6 +2317,31 @@ class DuckDBTarget(LocalStagingTarget):
                 con.execute(stmt)
             except duckdb.Error:
                 pass  # no transaction was open / nothing attached
+
+    def check_writable(self) -> None:
+        """Refuse, before any work, a file another process holds open (a
+        dashboard's or a notebook's read-only connection too): DuckDB lets
+        no process write a file others read, and the run failed when it
+        came to write, after all its work (helper-67)."""
+        if not os.path.isfile(self.path) or os.path.getsize(self.path) == 0:
+            return
+        con = connect()
+        try:
+            con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\"")
+        except duckdb.Error as exc:
+            raise self.unwritable(exc) from None
+        finally:
+            con.close()
+
+    def unwritable(self, exc: duckdb.Error) -> InputError:
+        """The error of a write into the file that failed, said plainly when
+        another process holds it."""
+        held = re.search(r"Conflicting lock is held in .*?(\(PID \d+\))", str(exc))
+        if held is None:
+            return InputError(f"cannot write {self.describe()!r}: {first_line(exc)}")
+        return InputError(f"cannot write {self.path!r}: another process {held[1]} has it open, and DuckDB writes no "
+                          "file another process reads (a dashboard's or a notebook's connection, even a read-only "
+                          "one); close that connection, or publish to another file")
 
     def _catalog(self, sql: str, params: Sequence) -> list[tuple]:
         """The rows of ``sql`` over the file attached read-only as
@@ -2720,6 +2745,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             if target.exists(replacing=overwrite) and not overwrite:  # its schema checked either way
                 raise ConfigError(
                     f"table {table_text(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
+            target.check_writable()
             return target
 
         # Written in place, through a symlink too: locked as the file it is

@@ -3392,6 +3392,29 @@ def test_a_csv_name_with_a_trailing_slash_is_refused(tmp_path, out_dir):
     assert (out_dir / "y.parquet").is_dir()
 
 
+def test_a_duckdb_target_another_process_holds_is_refused_before_any_work(tmp_path):
+    """A dashboard's read-only connection to the target file: the run did all
+    its work, then failed on DuckDB's 'Could not set lock' (helper-67)."""
+    db = tmp_path / "pub.duckdb"
+    args = ["anonymize", ADULTS, "-o", db, "--target-table", "people", "--qi", "age", "-k", "5", "--overwrite"]
+    assert cli(*args).exit_code == 0
+    before = duckdb.connect(str(db)).execute("SELECT count(*) FROM people").fetchone()
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time\n"
+                               f"c = duckdb.connect({str(db)!r}, read_only=True); print('open', flush=True)\n"
+                               "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "open\n"
+        for extra in ((), ("--explain",)):
+            r = cli(*args, *extra)
+            assert r.exit_code == 1
+            assert_one_line_error(r.stderr, rf"cannot write '.*pub.duckdb': another process \(PID {holder.pid}\) has "
+                                            r"it open, .* close that connection, or publish to another file")
+    finally:
+        holder.communicate("", timeout=30)
+    assert duckdb.connect(str(db), read_only=True).execute("SELECT count(*) FROM people").fetchone() == before
+    assert cli(*args).exit_code == 0  # and once it is closed, the run goes ahead
+
+
 def test_a_dotted_duckdb_table_names_its_metrics_table_quoted(tmp_path):
     """--target-table '"x.y"' reported its metrics table as 'x.y__metrics',
     which --table reads as table y__metrics of schema x (helper-62)."""
