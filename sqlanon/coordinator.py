@@ -1264,7 +1264,10 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
       separators (ZIP code 02134 published as 2134, 0x10 as 16: helper-58),
       a time of day in a column it guessed to hold dates, a UTC
       offset in one it guessed to hold timestamps without a time zone, or
-      times (``10:00:00+05:00`` published as 10:00).
+      times (``10:00:00+05:00`` published as 10:00); and a value that is no
+      number at all in a column it guessed to hold numbers ('n/a' at row
+      25,000), on which its reading failed with exit 1, as if a retry
+      could succeed (helper-67).
 
     Of ``columns`` (QI, sensitive and pass-through ones; a pass-through
     column read as text is not in ``schema`` as a number or time).
@@ -1295,10 +1298,16 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
         ("t", times, "times finer than microseconds, which DuckDB reads from CSV cut to microseconds",
          ": convert the file with that column as VARCHAR or TIMESTAMP_NS (e.g. to Parquet), drop it (--drop), or, "
          "as a pass-through column, write CSV (its text passes through)"),
+        ("u", integers + doubles, "{value!r}, which is no number, where DuckDB reads numbers from CSV (it guesses "
+                                  "a column's type from the first 20,480 rows)",
+         ": make such values empty (NULL) or numbers, convert the file with that column typed (e.g. to Parquet), "
+         "or drop it (--drop)"),
     ):
         for i, c in enumerate(found):
-            if not row.column(f"{key}{i}")[0].as_py():
+            value = row.column(f"{key}{i}")[0].as_py()
+            if not value:
                 continue
+            what = what.format(value=value) if key == "u" else what
             if fold_name(c) in keys:  # the names of its directories: no file to convert
                 raise ConfigError(f"partition key {c!r} of {source.describe()!r} holds, in its directory names, "
                                  f"{what}: rename those directories, or drop the key (--drop)")
