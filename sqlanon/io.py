@@ -1282,7 +1282,20 @@ def _partitions(file: str, root: str) -> list[tuple[str, str]]:
 
 
 def _hive_keys(files: list[str], root: str) -> tuple[str, ...]:
-    """The hive partition keys (``key=value`` directories below ``root``) of ``files``."""
+    """The hive partition keys (``key=value`` directories below ``root``) of
+    ``files``, which every file must have (DuckDB reads a lake only so: a new
+    night's ``day=…/region=eu/`` failed the run with its raw 'Hive partition
+    mismatch', exit 1, helper-67)."""
+    by_file = {f: {key for key, _ in _partitions(f, root)} for f in files}
+    first = files[0] if files else None
+    other = next((f for f in files if by_file[f] != by_file[first]), None)
+    if other is not None:
+        def named(f: str) -> str:
+            return f"{f!r} by {', '.join(sorted(by_file[f]))}" if by_file[f] else f"{f!r} by none"
+
+        raise ConfigError(f"the files of {root!r} are partitioned by different keys ({named(first)}, {named(other)}): "
+                          "DuckDB reads a hive-partitioned lake whose files have the same keys only; give them one "
+                          "layout, or name the files of one layout (a glob)")
     return tuple({key: None for f in files for key, _ in _partitions(f, root)})
 
 

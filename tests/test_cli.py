@@ -2319,6 +2319,29 @@ def test_a_csv_lake_key_finer_than_microseconds_names_its_directories(tmp_path, 
     assert r.exit_code == 0, r.stderr
 
 
+def test_a_lake_whose_files_have_other_partition_keys_is_refused_by_name(tmp_path, out_dir):
+    """A new night's day=…/region=eu/ beside day=…/ failed the run with
+    DuckDB's raw 'Hive partition mismatch', exit 1 (helper-67): the lake's
+    layout, which a retry meets again. Keys in another order are one layout."""
+    lake = tmp_path / "lake"
+    for d in ("day=1", "day=2/region=eu"):
+        (lake / d).mkdir(parents=True)
+        _small(lake / d / "p.parquet")
+    for src in (lake, lake / "**" / "*.parquet"):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+        assert r.exit_code == 2
+        assert_one_line_error(r.stderr, r"the files of '.*lake' are partitioned by different keys \('.*day=1/p.parquet' "
+                                        r"by day, '.*day=2/region=eu/p.parquet' by day, region\)")
+    assert snapshot(out_dir) == {}
+    (lake / "day=1").rename(lake / "region=us")
+    (lake / "region=us" / "p.parquet").rename(lake / "region=us" / "x")
+    (lake / "region=us" / "day=1").mkdir()
+    (lake / "region=us" / "x").rename(lake / "region=us" / "day=1" / "p.parquet")
+    r = cli("anonymize", lake, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 0, r.stderr
+    assert set(pq.read_table(out_dir / "o.parquet").column("region").to_pylist()) == {"us", "eu"}
+
+
 @pytest.mark.parametrize("how", ["directory", "glob"])
 def test_a_key_value_directory_above_a_hive_lake_is_refused(tmp_path, out_dir, how):
     """DuckDB reads every key=value directory of a file's absolute path as
