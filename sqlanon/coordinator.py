@@ -31,7 +31,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from . import executors, fragmentation, interrupts, io
+from . import __version__, executors, fragmentation, interrupts, io
 from .config import AnonymizationSpec, missing_column, plain, strict_json, suggest
 from .domain import ColumnStats, as_text, check_type, interval_stats, is_text, resolve_generalization
 from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
@@ -1956,6 +1956,7 @@ def _metrics_rows(
         "workers": workers,
         "sample": options.sample,
         "date_order": options.date_order,  # it reads the input's dates: another order, other rows (helper-31)
+        "sqlanon_version": __version__,  # which code published it, beside what it was asked (helper-67)
     }
     common = dict(
         run_id=run_id, started_at=started, k=spec.k, l=spec.l, source=_recorded(source), target=_recorded(target),

@@ -1837,6 +1837,7 @@ def test_a_job_files_column_mapping_takes_a_column_named_with_an_equals_sign(tmp
     params = json.loads(duckdb.execute("SELECT parameters FROM read_parquet(?) WHERE kind = 'total'",
                                        [str(tmp_path / "o__metrics.parquet")]).fetchall()[-1][0])
     assert params["generalization"] == {"grp=code": "prefix", "age": "set"}
+    assert params["sqlanon_version"] == sqlanon.__version__  # which code published it (helper-67)
 
 
 def test_keep_on_the_command_line_against_a_job_files_drop_names_the_file(tmp_path):
