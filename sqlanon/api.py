@@ -33,7 +33,7 @@ from .domain import resolve_generalization
 from .errors import ConfigError, InputError, in_library_terms
 from .hierarchies import load_hierarchy
 from .sql import render
-from .verification import Verification, relation_types, verify_as_typed, verify_relation
+from .verification import Verification, relation_types, verify_as_typed, verify_relation, warn_spellings
 
 log = logging.getLogger("sqlanon")
 
@@ -615,7 +615,11 @@ def verify(
             server.execute("SET work_mem = '256MB'")
             # As a run counts them: a float's NaN as its NULL (a domain's travels as text: apart).
             floats = [s for s in sensitive if types[s] in ("real", "double precision")]
-            return verify_relation(server, relation, list(qi), k, l, sensitive, dialect="postgres", nan_null=floats)
+            check = verify_relation(server, relation, list(qi), k, l, sensitive, dialect="postgres", nan_null=floats)
+            if check.ok:
+                text = [s for s in sensitive if types[s].startswith(("text", "character", "citext"))]
+                warn_spellings(server, relation, list(qi), l, text, dialect="postgres")
+            return check
     if os.path.isfile(spec_in) and io.is_sqlite(spec_in):  # its advice, a sqlite:/// URL, is refused below (helper-60)
         raise ConfigError(f"{spec_in!r} is a SQLite database, which sqlanon verify does not read: it checks what "
                           "sqlanon publishes (Parquet, CSV, DuckDB and PostgreSQL tables)")
@@ -663,6 +667,9 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
         if csv and check.ok and l > 1:  # ... and as its readers type it, as the publishing check counts too
             typed_check = verify_as_typed(con, typed.relation, list(qi), k, l, sensitive, set(sensitive))
             check = check if typed_check is None or typed_check.ok else typed_check
+        if check.ok:
+            text = [c for c, t in zip(*relation_types(con, relation)) if c in sensitive and str(t) == "VARCHAR"]
+            warn_spellings(con, relation, list(qi), l, text)
         return check
     except duckdb.Error as exc:
         raise InputError(f"cannot read {source.describe()!r}: {io.first_line(exc)}") from exc

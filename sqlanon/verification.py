@@ -136,6 +136,30 @@ def _float_columns_on_server(con, relation: str, columns: list[str]) -> list[str
     return [c for c in columns if c in floats]
 
 
+def warn_spellings(con, relation: str, qi: list[str], l: int, text: list[str],  # noqa: E741
+                   dialect: str = "duckdb") -> None:
+    """Warn when ℓ holds only as the values are written: classes whose text
+    sensitive columns (``text``) hold fewer than ``l`` values once case,
+    blanks around them, zero-width characters and the Unicode form are
+    ignored ('HIV' and 'HIV ', a composed and a decomposed 'é': one value
+    to a reader). A check of what a table says, not a verdict: the values
+    are counted as written (helper-68). Not run by a publishing check."""
+    if l < 2 or not text:
+        return
+    try:
+        names, rows = _fetch(con, "verify_spellings.sql", dialect, relation=relation, qi=qi, loose=text, l=l)
+    except Exception as exc:  # noqa: BLE001 - a hint only (a server without normalize(), a type it cannot lower)
+        log.debug("the spellings of the sensitive values were not compared: %s", first_line(exc))
+        return
+    got = dict(zip(names, rows[0]))
+    for i, s in enumerate(text):
+        if got[f"c{i}"]:
+            lo, hi = got[f"e{i}"]
+            log.warning("l=%d holds as the values are written, but %d class(es) hold fewer than %d values of %r once "
+                        "case, blanks around them, zero-width characters and the Unicode form are ignored (one "
+                        "holds %r and %r): one value written two ways?", l, got[f"c{i}"], l, s, lo, hi)
+
+
 def verify_as_typed(
     con: duckdb.DuckDBPyConnection, relation: str, qi: list[str], k: int, l: int,  # noqa: E741
     sensitive: list[str] | tuple[str, ...], text: set[str],

@@ -1403,6 +1403,29 @@ def test_verify_tells_a_float_qis_signed_zeros_apart(tmp_path):
     assert sqlanon.verify(src, qi=["dx"], k=2).ok  # a float elsewhere is no key
 
 
+def test_verify_warns_of_sensitive_values_written_two_ways(tmp_path, caplog):
+    """'HIV' and 'HIV ', a composed and a decomposed 'Hépatite C', 'HIV' and
+    'HIV' with a zero-width space: two values as written, one diagnosis to
+    a reader; verify passed such a table at l=2 without a word (helper-68)."""
+    import unicodedata
+
+    nfc, nfd = (unicodedata.normalize(f, "Hépatite C") for f in ("NFC", "NFD"))
+    src = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"zip": ["1**"] * 3 + ["2**"] * 3 + ["3**"] * 3 + ["4**"] * 3,
+                             "dx": ["HIV", "HIV ", "HIV", nfc, nfd, nfc, "hiv", "HIV\u200b", "HIV", "HIV", "Flu", None]}),
+             src)
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        assert sqlanon.verify(src, qi=["zip"], k=3, l=2, sensitive=["dx"]).ok  # as written: a warning, not a verdict
+    assert "l=2 holds as the values are written, but 3 class(es) hold fewer than 2 values of 'dx' once case" in (
+        caplog.text), caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        assert sqlanon.verify(src, qi=["zip"], k=3, l=1, sensitive=["dx"]).ok
+        pq.write_table(pa.table({"zip": ["1**"] * 3, "dx": ["HIV", "Flu", None]}), src)
+        assert sqlanon.verify(src, qi=["zip"], k=3, l=3, sensitive=["dx"]).ok
+    assert "written two ways" not in caplog.text
+
+
 def test_nans_above_a_cut_are_read_from_parquet(tmp_path):
     """DuckDB skips the Parquet row groups whose statistics (which leave NaN
     out) have nothing above a cut: the fragment "x > 1.0 OR x IS NULL" lost

@@ -633,6 +633,18 @@ def test_verify_on_the_server_tells_a_float_qis_signed_zeros_apart(pg_url):
     assert sqlanon.verify(pg_url, table=f"{schema}.t", qi=["n"], k=2).ok  # numeric has no -0
 
 
+def test_verify_on_the_server_warns_of_sensitive_values_written_two_ways(pg_url, caplog):
+    """'HIV' and 'hiv ': two values as written, one to a reader (helper-68)."""
+    schema = "verify_spell"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE TABLE {rel(schema, 't')} AS SELECT z, dx FROM (VALUES ('1', 'HIV'), ('1', 'hiv '), "
+                "('2', 'Flu'), ('2', 'Cold')) AS v(z, dx)")
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        assert sqlanon.verify(pg_url, table=f"{schema}.t", qi=["z"], k=2, l=2, sensitive=["dx"]).ok
+    assert "1 class(es) hold fewer than 2 values of 'dx' once case" in caplog.text
+    assert "holds 'HIV' and 'hiv '" in caplog.text
+
+
 def test_verify_lists_the_violations_of_a_qi_the_driver_cannot_hold(pg_url):
     """A date QI before year 1 (a published table's bounds, say): the check
     that failed said 'cannot verify on the server: date too small' instead
