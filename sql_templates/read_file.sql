@@ -25,7 +25,7 @@
 {% set files %}[{% for p in paths %}{{ p | lit }}{{ ", " if not loop.last }}{% endfor %}]{% endset %}
 {% if hive_nulls %}(SELECT * REPLACE ({% for k, t in hive_nulls %}{% if t %}CAST({% endif %}nullif({{ k | ident }}, {{ hive_null | lit }}){% if t %} AS {{ t | ident }}){% endif %} AS {{ k | ident }}{{ ", " if not loop.last }}{% endfor %}) FROM {% endif %}
 {% if fmt == "parquet" %}
-read_parquet({{ files }}, hive_partitioning = {{ hive | lit }}, union_by_name = true, can_have_nan = true)
+read_parquet({{ files }}, hive_partitioning = {{ hive | lit }}, union_by_name = true, can_have_nan = true{% if filename %}, filename = {{ filename | lit }}{% endif %})
 {% else %}
 read_csv({{ files }}, header = {{ header | lit }}, hive_partitioning = {{ hive | lit }}, union_by_name = true{% if as_text %}, all_varchar = true{% endif %}{% if delim %}, delim = {{ delim | lit }}{% endif %}{% if dateformat %}, dateformat = {{ dateformat | lit }}{% endif %}{% if timestampformat %}, timestampformat = {{ timestampformat | lit }}{% endif %}{% if ours %}, escape = '"'{% endif %}{% if max_line_size is defined and max_line_size %}, max_line_size = {{ max_line_size | lit }}{% endif %}, quote = '"', comment = ''{% if filename %}, filename = {{ filename | lit }}{% endif %}{% if text_columns %}, types = { {% for c in text_columns %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %}{% if hive_text %}, hive_types = { {% for c in hive_text %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %})
 {% endif %}

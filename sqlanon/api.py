@@ -33,7 +33,8 @@ from .domain import resolve_generalization
 from .errors import ConfigError, InputError, in_library_terms
 from .hierarchies import load_hierarchy
 from .sql import render
-from .verification import Verification, relation_types, verify_as_typed, verify_relation, warn_spellings
+from .verification import (Verification, relation_types, verify_as_typed, verify_relation, warn_spellings,
+                           warn_split_classes)
 
 log = logging.getLogger("sqlanon")
 
@@ -670,6 +671,9 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
         if check.ok:
             text = [c for c, t in zip(*relation_types(con, relation)) if c in sensitive and str(t) == "VARCHAR"]
             warn_spellings(con, relation, list(qi), l, text)
+            if isinstance(source, io.FileSource) and len(source.files()) > 1:
+                split = dataclasses.replace(source, file_column=io.FILE_COLUMN)
+                warn_split_classes(con, split.relation, list(qi), k, l, sensitive, io.FILE_COLUMN)
         return check
     except duckdb.Error as exc:
         raise InputError(f"cannot read {source.describe()!r}: {io.first_line(exc)}") from exc

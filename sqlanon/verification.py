@@ -160,6 +160,25 @@ def warn_spellings(con, relation: str, qi: list[str], l: int, text: list[str],  
                         "holds %r and %r): one value written two ways?", l, got[f"c{i}"], l, s, lo, hi)
 
 
+def warn_split_classes(con, relation: str, qi: list[str], k: int, l: int,  # noqa: E741
+                       sensitive: list[str], file_column: str) -> None:
+    """Warn of classes that hold k rows and l values only across the files
+    of a lake (``relation``, with each row's file in ``file_column``): to a
+    reader of one file, or of what the files are split by (a colleague's
+    export per age band, a tool's part per fragment), each part is a class
+    of its own, and it breaks k or l (helper-68). Checked after a passing
+    check of the whole."""
+    parts = verify_relation(con, relation, qi, k, l, sensitive, limit=1, file_column=file_column)
+    if parts.ok:
+        return
+    first = dict(parts.violations[0])
+    file = first.pop(file_column)
+    shown = ", ".join(f"{c}={first[c]!r}" for c in qi)
+    log.warning("k=%d/l=%d hold across the files, but %d part(s) of classes in one file break them (%s: %d row(s) "
+                "in %r): a reader of one file, or of what the files are split by, sees such a part as a class", k, l,
+                parts.n_violations, shown, first["__rows"], file)
+
+
 def verify_as_typed(
     con: duckdb.DuckDBPyConnection, relation: str, qi: list[str], k: int, l: int,  # noqa: E741
     sensitive: list[str] | tuple[str, ...], text: set[str],
@@ -253,6 +272,7 @@ def verify_relation(
     limit: int = 20,
     dialect: str = "duckdb",
     nan_null: list[str] | None = None,
+    file_column: str | None = None,
 ) -> Verification:
     """Verify ``relation`` (an SQL relation expression) on ``con``.
 
@@ -271,9 +291,12 @@ def verify_relation(
             say "no value", and pandas reads both as NaN: helper-21), as the
             engine counts them (those it held as floats); by default those
             that hold floats in ``relation`` (on DuckDB; none on a server).
+        file_column: a column of ``relation`` naming each row's file, to
+            group by as one more QI (each file's part of a class).
     """
     sensitive = list(sensitive)
     refuse_reserved([*qi, *sensitive])
+    qi = [*qi, file_column] if file_column else qi
     server = not isinstance(con, duckdb.DuckDBPyConnection)
     signed: list[str] = []
 

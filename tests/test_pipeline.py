@@ -1426,6 +1426,30 @@ def test_verify_warns_of_sensitive_values_written_two_ways(tmp_path, caplog):
     assert "written two ways" not in caplog.text
 
 
+def test_verify_warns_of_a_class_that_holds_k_and_l_only_across_files(tmp_path, caplog):
+    """Two files, both [30, 39] / 123**, one of them all 'hiv': one class of
+    6 rows to SQL, two of 3 to a reader who knows what the files are split
+    by; verify passed it without a word (helper-68). A run's own directory
+    of parts (one class never split across them) draws no warning."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    pq.write_table(pa.table({"age": ["[30, 39]"] * 3, "dx": ["hiv", "flu", "cold"]}), lake / "part-0.parquet")
+    pq.write_table(pa.table({"age": ["[30, 39]"] * 3, "dx": ["hiv"] * 3}), lake / "part-1.parquet")
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        assert sqlanon.verify(lake, qi=["age"], k=6, l=2, sensitive=["dx"]).ok
+    assert re.search(r"k=6/l=2 hold across the files, but 2 part\(s\) of classes in one file break them \(age='\[30, "
+                     r"39\]': 3 row\(s\) in '.*part-[01].parquet'\)", caplog.text), caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        assert sqlanon.verify(lake, qi=["age"], k=3, l=1, sensitive=["dx"]).ok  # each part holds k and l itself
+        out = tmp_path / "out"
+        sqlanon.anonymize(ROOT / "examples" / "adults.csv", f"{out}/", qi=["age", "race"], k=10, l=2,
+                          sensitive=["income"], workers=2, fragments=4)
+        assert len(list(out.glob("*.parquet"))) == 4
+        assert sqlanon.verify(out, qi=["age", "race"], k=10, l=2, sensitive=["income"]).ok
+    assert "across the files" not in caplog.text, caplog.text
+
+
 def test_nans_above_a_cut_are_read_from_parquet(tmp_path):
     """DuckDB skips the Parquet row groups whose statistics (which leave NaN
     out) have nothing above a cut: the fragment "x > 1.0 OR x IS NULL" lost

@@ -141,7 +141,8 @@ def test_render_strict_undefined():
 
 
 def test_render_binds_values_as_parameters():
-    r = render("verify_violations.sql", relation='"t"', qi=["a"], sensitive=["s"], k=7, l=3, limit=11, as_text=[], nan_null=[])
+    r = render("verify_violations.sql", relation='"t"', qi=["a"], sensitive=["s"], k=7, l=3, limit=11, as_text=[],
+               nan_null=[], signed=[])
     assert r.params == [7, 3, 11]
     assert "7" not in r.sql and "11" not in r.sql
     assert r.sql.count("?") == 3
@@ -155,7 +156,8 @@ def test_compiled_templates_are_cached_and_a_cache_that_cannot_be_written_is_onl
 
     def rendered():
         module._env.cache_clear()  # as in a new process
-        r = render("verify_violations.sql", relation='"t"', qi=["a"], sensitive=["s"], k=7, l=3, limit=11, as_text=[], nan_null=[])
+        r = render("verify_violations.sql", relation='"t"', qi=["a"], sensitive=["s"], k=7, l=3, limit=11, as_text=[],
+               nan_null=[], signed=[])
         return r.sql, r.params
 
     expected = rendered()
