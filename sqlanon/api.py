@@ -649,6 +649,10 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
         source.attach(con)
         cols = io.relation_columns(con, source.relation)
         qi = _published_qi(qi, cols)
+        if csv and len(cols) == 1 and io.looks_delimited(cols[0]) and cols[0] not in (*qi, *sensitive):
+            # A ragged row: the sniffer's one column, not the user's --qi (exit 2), as anonymize says (helper-68).
+            raise InputError(io.read_as_one_column(repr(source.describe()), cols[0])
+                             + io.csv_break(source.files(), cols[0]))
         for option, c in [*(("--qi", c) for c in qi), *(("--sensitive", c) for c in sensitive)]:
             if c not in cols:
                 raise ConfigError(missing_column(c, repr(source.describe()), cols, option))

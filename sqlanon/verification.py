@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import unicodedata
 from dataclasses import dataclass, field
 
 import duckdb
@@ -53,10 +54,7 @@ class Verification:
         one class per indented line (``sqlanon verify``'s report: 20 classes
         on one line made a line of 2,400 characters, helper-42)."""
         sep = "\n  " if lines else "; "
-        shown = sep.join(
-            ", ".join(f"{key}={val!r}" if isinstance(val, str) else f"{key}={val}" for key, val in v.items())
-            for v in self.violations[:limit]
-        )
+        shown = sep.join(", ".join(f"{key}={_shown(val)}" for key, val in v.items()) for v in self.violations[:limit])
         shown_n = min(limit, len(self.violations))
         more = ""
         if self.n_violations > shown_n:
@@ -78,6 +76,17 @@ class Verification:
             "n_violations": self.n_violations,
             "violations": self.violations,
         })
+
+
+def _shown(value) -> str:
+    """A QI's value as a failed check shows it: NULL as NULL (not None), a
+    text in another Unicode form than NFC escaped ('Zoe\\u0301'), which
+    printed as 'Zoé', one more class of 'Zoé' beside it (helper-68)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return ascii(value) if unicodedata.normalize("NFC", value) != value else repr(value)
+    return str(value)
 
 
 @contextlib.contextmanager
@@ -316,8 +325,9 @@ def verify_relation(
         log.info("k=%d l=%d checked by SQL: %s rows in %s classes (smallest %s); %s break it",
                  k, l, rows or 0, classes, min_size or 0, n_bad or "none")
         if n_bad:
-            zoned = [] if server else [
-                c for c, t in zip(*relation_types(con, relation)) if c in qi and "TIME ZONE" in str(t)]
+            # ... and nanoseconds, which Python's datetime would cut (helper-68)
+            zoned = [] if server else [c for c, t in zip(*relation_types(con, relation))
+                                       if c in qi and ("TIME ZONE" in str(t) or str(t) == "TIMESTAMP_NS")]
             try:
                 names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit, as_text=zoned)
             except Exception as exc:  # noqa: BLE001 - re-raised unless it is the driver's

@@ -1562,6 +1562,34 @@ def test_verify_lists_timestamptz_classes(tmp_path):
     assert doc["n_violations"] == 20 and {"ts": "2020-01-01 00:00:00+00", "s": 0, "__rows": 1} in doc["violations"]
 
 
+def test_verify_shows_the_values_of_a_failed_check_as_they_are(tmp_path):
+    """A decomposed 'Zoé' printed as the composed one beside it (two lines
+    alike), nanoseconds were cut, a NULL was 'None' (helper-68)."""
+    import unicodedata
+
+    src = tmp_path / "v.parquet"
+    nfd = unicodedata.normalize("NFD", "Zoé")
+    pq.write_table(pa.table({"city": [nfd, "Zoé", "Zoé", None],
+                             "t": pa.array([1_000_000_001, 1_000_000_002, 1_000_000_002, 5], pa.timestamp("ns"))}), src)
+    r = cli("verify", src, "--qi", "city", "-k", "3")
+    assert r.exit_code == 1
+    assert "city='Zoe\\u0301', __rows=1" in r.stdout and "city='Zoé', __rows=2" in r.stdout, r.stdout
+    assert "city=NULL, __rows=1" in r.stdout, r.stdout
+    r = cli("verify", src, "--qi", "t", "-k", "3", "--json")
+    assert {"t": "1970-01-01 00:00:01.000000001", "__rows": 1} in json.loads(r.stdout)["violations"], r.stdout
+
+
+def test_verify_of_a_ragged_csv_says_where_it_breaks(tmp_path):
+    """A row with one field more: verify blamed --qi (exit 2: 'names column
+    'zip', which is not in …'), anonymize the file's line 3 (helper-68)."""
+    src = tmp_path / "r.csv"
+    src.write_text("zip,dx\n123**,flu\n123**,flu,extra\n123**,cold\n")
+    r = cli("verify", src, "--qi", "zip", "-k", "2")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, r"'.*r.csv' reads as one column, 'zip,dx': DuckDB could not tell its delimiter .*"
+                                    r"\(line 3 of '.*r.csv': Expected Number of Columns: 2 Found: 3\)")
+
+
 def test_verify_l_diversity_failure_and_success(tmp_path):
     out = tmp_path / "k_only.parquet"
     r = cli("anonymize", ADULTS, "-o", out, "--qi", "age,education-num,race", "-k", "10")
