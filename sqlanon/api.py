@@ -657,6 +657,11 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
             if c not in cols:
                 raise ConfigError(missing_column(c, repr(source.describe()), cols, option))
         _refuse_qi_also_sensitive(qi, sensitive)
+        index = next((c for c in cols if coordinator.PANDAS_INDEX.fullmatch(c) and c not in (*qi, *sensitive)), None)
+        if index is not None:  # anonymize refuses it; verify checks k and l of the columns named (helper-68)
+            log.warning("column %r of %r is the index pandas wrote with the rows, their positions in a frame: rows "
+                        "in an order that follows a raw value (a frame sorted by age) tell it to a reader, which no "
+                        "check of k and l sees", index, source.describe())
         for c in getattr(source, "coarse", ()):  # as anonymize refuses them (helper-11)
             where = io.finer_than_microseconds(source.files(), c) if c in (*qi, *sensitive) else None
             if where:

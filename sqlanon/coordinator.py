@@ -302,7 +302,7 @@ def _render(source, template: str, **context):
     return render(template, dialect=source.dialect, inline=source.dialect == "postgres", **context)
 
 
-_PANDAS_INDEX = re.compile(r"__index_level_\d+__")
+PANDAS_INDEX = re.compile(r"__index_level_\d+__")
 """The column pandas writes an unnamed index to (``DataFrame.to_parquet``
 of a frame whose index is not 0..n-1: a filtered or sorted one)."""
 
@@ -343,7 +343,7 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
                 f"neither a quasi-identifier nor sensitive: list {it} in --keep to publish {it} unchanged, or in "
                 f"--drop to leave {it} out"
             )
-    index = next((c for c in names if _PANDAS_INDEX.fullmatch(c)
+    index = next((c for c in names if PANDAS_INDEX.fullmatch(c)
                   and c not in (*spec.qi_names, *spec.sensitive, *drop, *(keep or ()))), None)
     if index is not None:
         raise ConfigError(

@@ -1579,6 +1579,22 @@ def test_verify_shows_the_values_of_a_failed_check_as_they_are(tmp_path):
     assert {"t": "1970-01-01 00:00:01.000000001", "__rows": 1} in json.loads(r.stdout)["violations"], r.stdout
 
 
+def test_verify_warns_of_a_pandas_index_beside_the_rows(tmp_path, caplog):
+    """A frame sorted by the true age, written with its index: verify passed
+    it without a word, while anonymize refuses it as input (helper-68)."""
+    src = tmp_path / "sorted.parquet"
+    frame = pd.DataFrame({"age": ["[20, 29]"] * 5, "dx": ["flu", "hiv", "flu", "cold", "hiv"]}, index=[4, 0, 3, 1, 2])
+    frame.to_parquet(src)
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        assert sqlanon.verify(src, qi=["age"], k=5, l=2, sensitive=["dx"]).ok
+    assert "column '__index_level_0__' of " in caplog.text and "is the index pandas wrote" in caplog.text, caplog.text
+    caplog.clear()
+    frame.to_parquet(src, index=False)
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        assert sqlanon.verify(src, qi=["age"], k=5, l=2, sensitive=["dx"]).ok
+    assert "pandas" not in caplog.text
+
+
 def test_verify_of_a_ragged_csv_says_where_it_breaks(tmp_path):
     """A row with one field more: verify blamed --qi (exit 2: 'names column
     'zip', which is not in …'), anonymize the file's line 3 (helper-68)."""
