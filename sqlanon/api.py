@@ -556,6 +556,7 @@ def verify(
     l: int = 1,  # noqa: E741
     sensitive: Sequence[str] = (),
     table: str | None = None,
+    show: int = 20,
 ) -> Verification:
     """Check that a published table is k-anonymous and l-diverse, with SQL.
 
@@ -568,6 +569,8 @@ def verify(
             :func:`anonymize` reads them), a DuckDB file with ``table``, or a
             ``postgresql://`` URL with ``table``.
         qi, k, l, sensitive, table: as :func:`anonymize` takes them.
+        show: how many violating classes ``violations`` lists at most
+            (smallest first; ``n_violations`` counts them all).
 
     Returns:
         A :class:`Verification`: ``ok`` is False when some class breaks k or
@@ -590,6 +593,9 @@ def verify(
         raise ConfigError(f"l must be a positive integer, got {l!r}")
     if l > 1 and not sensitive:
         raise ConfigError(f"l = {l} needs at least one sensitive column (--sensitive)")
+    show = _whole(show)
+    if isinstance(show, bool) or not isinstance(show, int) or show < 0:
+        raise ConfigError(f"show must be a whole number >= 0, got {show!r}")
     if not qi:
         raise ConfigError("name the quasi-identifier columns (--qi)")
     _refuse_qi_also_sensitive(qi, sensitive)
@@ -616,7 +622,8 @@ def verify(
             server.execute("SET work_mem = '256MB'")
             # As a run counts them: a float's NaN as its NULL (a domain's travels as text: apart).
             floats = [s for s in sensitive if types[s] in ("real", "double precision")]
-            check = verify_relation(server, relation, list(qi), k, l, sensitive, dialect="postgres", nan_null=floats)
+            check = verify_relation(server, relation, list(qi), k, l, sensitive, dialect="postgres", nan_null=floats,
+                                    limit=show)
             if check.ok:
                 text = [s for s in sensitive if types[s].startswith(("text", "character", "citext"))]
                 warn_spellings(server, relation, list(qi), l, text, dialect="postgres")
@@ -627,7 +634,7 @@ def verify(
     line_size = None
     while True:
         try:
-            return _verify_lake(spec_in, table, qi, k, l, sensitive, line_size)
+            return _verify_lake(spec_in, table, qi, k, l, sensitive, line_size, show)
         except InputError as exc:
             # A CSV line past DuckDB's 2 MB (a long text value passing through a run's CSV output).
             line_size = io.longer_lines(exc.__cause__ or exc, line_size)
@@ -636,7 +643,7 @@ def verify(
 
 
 def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l: int,  # noqa: E741
-                 sensitive: tuple[str, ...], line_size: int | None) -> Verification:
+                 sensitive: tuple[str, ...], line_size: int | None, show: int = 20) -> Verification:
     """:func:`verify` of a lake or DuckDB file (``line_size``: a CSV's longest line, when past 2 MB)."""
     source = typed = io.open_source(spec_in, table, max_line_size=line_size)
     csv = isinstance(source, io.FileSource) and source.fmt == "csv"
@@ -673,7 +680,7 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
             # sensitive column's merges values: fewer, a stricter count, as a person reads them.)
             text = [c for c, t in zip(*relation_types(con, relation)) if c in qi and str(t) == "VARCHAR"]
             relation = render("binary_text.sql", relation=relation, columns=text).sql if text else relation
-        check = verify_relation(con, relation, list(qi), k, l, sensitive)
+        check = verify_relation(con, relation, list(qi), k, l, sensitive, limit=show)
         if csv and check.ok and l > 1:  # ... and as its readers type it, as the publishing check counts too
             typed_check = verify_as_typed(con, typed.relation, list(qi), k, l, sensitive, set(sensitive))
             check = check if typed_check is None or typed_check.ok else typed_check

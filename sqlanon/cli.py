@@ -1130,16 +1130,19 @@ def _report(text: str) -> None:
 @click.option("-l", "l_", type=int, default=1, show_default=True, help="Minimum distinct sensitive values per class.")
 @click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated.")
 @click.option("--table", help="The table, when TABLE_OR_FILE is a DuckDB file or a database URL ([schema.]table).")
+@click.option("--show", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many violating groups a failed check lists (smallest first).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @debug_option
 @verbose_option("Log the checks' steps to stderr (-vv for debug).")
 @handle_errors
-def verify(input, qi, k, l_, sensitive, table, as_json):
+def verify(input, qi, k, l_, sensitive, table, show, as_json):
     """Check that TABLE_OR_FILE is k-anonymous and l-diverse.
 
     Groups the rows by the QI columns; exits 0 when every group has at least
     k rows and l distinct values of each sensitive column, 1 otherwise (and
-    lists the first 20 violating groups and their count), 2 on a usage error.
+    lists the first --show violating groups, their count and the rows in
+    them), 2 on a usage error.
     """
     from . import api
 
@@ -1159,7 +1162,7 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
     qi = _covering(ctx, "qi", qi, "whose classes the check would then not see")
     sensitive = _covering(ctx, "sensitive", sensitive, "which would then go unchecked for l")
     k, l_ = _not_below_file(ctx, "k", "-k", k, least=1), _not_below_file(ctx, "l_", "-l", l_, least=1)
-    check = api.verify.with_flags(input, qi=qi, k=k, l=l_, sensitive=sensitive, table=table)
+    check = api.verify.with_flags(input, qi=qi, k=k, l=l_, sensitive=sensitive, table=table, show=show)
     if as_json:
         click.echo(strict_json(check.to_dict()))
     elif check.ok:
@@ -1168,7 +1171,7 @@ def verify(input, qi, k, l_, sensitive, table, as_json):
             + (f", min distinct sensitive {check.achieved_l}" if check.min_distinct else "")
         )
     else:
-        click.echo(f"FAILED: {check.describe_failure(limit=20, lines=True)}")  # the check's result, as OK is: stdout
+        click.echo(f"FAILED: {check.describe_failure(limit=show, lines=True)}")  # the check's result, as OK is: stdout
     sys.exit(0 if check.ok else 1)
 
 

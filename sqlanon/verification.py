@@ -40,6 +40,8 @@ class Verification:
     """The first violating classes (at most ``limit``: 20 by default)."""
     n_violations: int = 0
     """How many classes break k or l in all."""
+    violating_rows: int = 0
+    """How many rows those classes hold."""
 
     @property
     def ok(self) -> bool:
@@ -59,7 +61,7 @@ class Verification:
         more = ""
         if self.n_violations > shown_n:
             more = f"{sep if lines else ' '}(and {self.n_violations - shown_n} more)"
-        head = f"{self.n_violations} class(es) break k={self.k}/l={self.l}:"
+        head = f"{self.n_violations} class(es) of {self.violating_rows} row(s) break k={self.k}/l={self.l}:"
         return f"{head}{sep if lines else ' '}{shown}{more}"
 
     def to_dict(self) -> dict:
@@ -74,6 +76,7 @@ class Verification:
             "dp": self.dp,
             "min_distinct": self.min_distinct,
             "n_violations": self.n_violations,
+            "violating_rows": self.violating_rows,
             "violations": self.violations,
         })
 
@@ -320,8 +323,8 @@ def verify_relation(
         _, rows_ = fetch("verify_summary.sql", k=k, l=l)
         row = rows_[0]
         violations: list[dict] = []
-        classes, rows, min_size, max_size, dp, n_bad = row[:6]
-        mins = dict(zip(sensitive, row[6:]))
+        classes, rows, min_size, max_size, dp, n_bad, bad_rows = row[:7]
+        mins = dict(zip(sensitive, row[7:]))
         log.info("k=%d l=%d checked by SQL: %s rows in %s classes (smallest %s); %s break it",
                  k, l, rows or 0, classes, min_size or 0, n_bad or "none")
         if n_bad:
@@ -344,5 +347,5 @@ def verify_relation(
         k=k, l=l, rows=int(rows or 0), classes=int(classes), min_class_size=int(min_size or 0), dp=int(dp or 0),
         max_class_size=int(max_size or 0),
         min_distinct={s: int(v) for s, v in mins.items() if v is not None}, violations=violations,
-        n_violations=int(n_bad or 0),
+        n_violations=int(n_bad or 0), violating_rows=int(bad_rows or 0),
     )

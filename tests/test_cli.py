@@ -657,6 +657,16 @@ def test_verify_takes_the_anonymize_job_file(tmp_path):
     report = r.stdout.splitlines()
     assert len(report) == 22 and report[0].endswith("break k=5000/l=2:") and report[-1].startswith("  (and ")
     assert all(x.startswith("  age=") for x in report[1:21])
+    # as many as asked, and the rows they hold, which an auditor acts on (helper-68)
+    r = cli("verify", "--config", job, "-k", "5000", "--show", "3", "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and len(doc["violations"]) == 3 and doc["n_violations"] > 3
+    assert doc["violating_rows"] == sum(v["__rows"] for v in sqlanon.verify(
+        tmp_path / "out.parquet", qi=["age", "education-num"], k=5000, l=2, sensitive=["income"],
+        show=10_000).violations)
+    report = cli("verify", "--config", job, "-k", "5000", "--show", "3").stdout.splitlines()
+    assert len(report) == 5 and re.fullmatch(rf"FAILED: {doc['n_violations']} class\(es\) of "
+                                             rf"{doc['violating_rows']} row\(s\) break k=5000/l=2:", report[0])
     no_output = tmp_path / "jobs" / "no_output.yml"  # the job passes -o on its command line (helper-45)
     no_output.write_text("qi: [age]\nk: 10\n")
     r = cli("verify", "--config", no_output)
@@ -1376,7 +1386,7 @@ def test_a_csv_output_is_l_diverse_as_its_readers_type_it(tmp_path, src_fmt):
     r = cli("anonymize", src, "-o", tmp_path / "out.csv", *args)
     assert r.exit_code == 1
     assert_one_line_error(r.stderr, r"refusing to publish '.*out.csv': read back with its types, as DuckDB and pandas "
-                                    r"read a CSV file, 2 class\(es\) break k=2/l=2.*'5' and '5.0'")
+                                    r"read a CSV file, 2 class\(es\) of \d+ row\(s\) break k=2/l=2.*'5' and '5.0'")
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
     if src_fmt == "csv":
         r = cli("anonymize", src, "-o", tmp_path / "out.parquet", *args)
@@ -1622,17 +1632,17 @@ def test_verify_l_diversity_failure_and_success(tmp_path):
 
 def test_verify_reports_true_number_of_violating_classes():
     with duckdb.connect() as con:
-        n_bad = con.execute(
-            'SELECT count(*) FROM (SELECT count(*) AS n FROM read_csv(?) GROUP BY age, "education-num") '
+        n_bad, bad_rows = con.execute(
+            'SELECT count(*), sum(n) FROM (SELECT count(*) AS n FROM read_csv(?) GROUP BY age, "education-num") '
             "WHERE n < 10",
             [str(ADULTS)],
-        ).fetchone()[0]
+        ).fetchone()
     assert n_bad > 20
     r = cli("verify", ADULTS, "--qi", "age,education-num", "-k", "10")
     assert r.exit_code == 1
-    m = re.search(r"(\d+) class\(es\) break", r.stdout)
+    m = re.search(r"(\d+) class\(es\) of (\d+) row\(s\) break", r.stdout)
     assert m, r.stdout
-    assert int(m.group(1)) == n_bad
+    assert (int(m.group(1)), int(m.group(2))) == (n_bad, bad_rows)
 
 
 @pytest.mark.parametrize(
