@@ -1298,16 +1298,19 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
         ("t", times, "times finer than microseconds, which DuckDB reads from CSV cut to microseconds",
          ": convert the file with that column as VARCHAR or TIMESTAMP_NS (e.g. to Parquet), drop it (--drop), or, "
          "as a pass-through column, write CSV (its text passes through)"),
-        ("u", integers + doubles, "{value!r}, which is no number, where DuckDB reads numbers from CSV (it guesses "
-                                  "a column's type from the first 20,480 rows)",
-         ": make such values empty (NULL) or numbers, convert the file with that column typed (e.g. to Parquet), "
-         "or drop it (--drop)"),
+        ("u", integers + doubles, "{n} value(s) that DuckDB, reading numbers there (it guesses a column's type "
+                                  "from the first 20,480 rows), cannot read{where}",
+         ": make them numbers or empty (NULL), convert the file with that column typed (e.g. to Parquet), or drop "
+         "it (--drop)"),
     ):
         for i, c in enumerate(found):
-            value = row.column(f"{key}{i}")[0].as_py()
-            if not value:
+            n = row.column(f"{key}{i}")[0].as_py()
+            if not n:
                 continue
-            what = what.format(value=value) if key == "u" else what
+            if key == "u":  # where, not the value (the data): a value's row, as DuckDB's error said it
+                first = text.fetch(con, render("csv_unread_row.sql", relation=text.relation, c=c,
+                                               integers=[c] if c in integers else [])).column(0)[0].as_py()
+                what = what.format(n=n, where=f" (the first in data row {first:,})" if first else "")
             if fold_name(c) in keys:  # the names of its directories: no file to convert
                 raise ConfigError(f"partition key {c!r} of {source.describe()!r} holds, in its directory names, "
                                  f"{what}: rename those directories, or drop the key (--drop)")
