@@ -625,7 +625,8 @@ def verify(
             check = verify_relation(server, relation, list(qi), k, l, sensitive, dialect="postgres", nan_null=floats,
                                     limit=show)
             if check.ok:
-                text = [s for s in sensitive if types[s].startswith(("text", "character", "citext"))]
+                text = [s for s in sensitive if types[s].removesuffix("[]").split(".")[-1].startswith(
+                    ("text", "character", "citext"))]
                 warn_spellings(server, relation, list(qi), l, text, dialect="postgres")
             return check
     if os.path.isfile(spec_in) and io.is_sqlite(spec_in):  # its advice, a sqlite:/// URL, is refused below (helper-60)
@@ -682,7 +683,7 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
             relation = render("binary_text.sql", relation=relation, columns=text).sql if text else relation
         check = verify_relation(con, relation, list(qi), k, l, sensitive, limit=show)
         if csv and check.ok and l > 1:  # ... and as its readers type it, as the publishing check counts too
-            typed_check = verify_as_typed(con, typed.relation, list(qi), k, l, sensitive, set(sensitive))
+            typed_check = verify_as_typed(con, typed.relation, list(qi), k, l, sensitive, set(sensitive), show)
             check = check if typed_check is None or typed_check.ok else typed_check
         if check.ok:
             text = [c for c, t in zip(*relation_types(con, relation)) if c in sensitive and str(t) == "VARCHAR"]

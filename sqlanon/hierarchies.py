@@ -218,6 +218,8 @@ class Hierarchy:
         ways = {"blanks around it": str.strip, "case": str.casefold,
                 "its Unicode form (composed or decomposed)": lambda v: unicodedata.normalize("NFC", v)}
         listed = sorted((v for v in bad if isinstance(v, str)), key=str)[:_MAX_LISTED]
+        if not listed:
+            return ""
         found: dict[str, str] = {}
         for how, loose in ways.items():
             index: dict[str, str] = {}

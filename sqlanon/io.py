@@ -1278,7 +1278,9 @@ def _top_level(elements: list[tuple]) -> list[tuple]:
 
 def _partitions(file: str, root: str) -> list[tuple[str, str]]:
     """The ``(key, value)`` of each hive partition directory (``key=value``) of ``file`` below ``root``."""
-    return [tuple(part.split("=", 1)) for part in Path(os.path.relpath(file, root)).parts[:-1] if "=" in part]
+    # '=x' is none: DuckDB reads a key only with a name (helper-69)
+    return [tuple(part.split("=", 1)) for part in Path(os.path.relpath(file, root)).parts[:-1]
+            if "=" in part and not part.startswith("=")]
 
 
 def _hive_keys(files: list[str], root: str) -> tuple[str, ...]:
@@ -2336,8 +2338,8 @@ class DuckDBTarget(LocalStagingTarget):
         dashboard's or a notebook's read-only connection too): DuckDB lets
         no process write a file others read, and the run failed when it
         came to write, after all its work (helper-67)."""
-        if not os.path.isfile(self.path) or os.path.getsize(self.path) == 0:
-            return
+        if not os.path.isfile(self.path) or os.path.getsize(self.path) == 0 or os.path.exists(self.path + ".wal"):
+            return  # (a writer's log left behind would be replayed into the file: --explain changes nothing)
         con = connect()
         try:
             con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\"")
@@ -2352,7 +2354,7 @@ class DuckDBTarget(LocalStagingTarget):
         held = re.search(r"Conflicting lock is held in .*?(\(PID \d+\))", str(exc))
         if held is None:
             return InputError(f"cannot write {self.describe()!r}: {first_line(exc)}")
-        return InputError(f"cannot write {self.path!r}: another process {held[1]} has it open, and DuckDB writes no "
+        return InputError(f"cannot write {self.describe()!r}: another process {held[1]} has its file open, and DuckDB writes no "
                           "file another process reads (a dashboard's or a notebook's connection, even a read-only "
                           "one); close that connection, or publish to another file")
 

@@ -60,7 +60,7 @@ class Verification:
         shown_n = min(limit, len(self.violations))
         more = ""
         if self.n_violations > shown_n:
-            more = f"{sep if lines else ' '}(and {self.n_violations - shown_n} more)"
+            more = f"{sep if lines and shown else ' ' if shown else ''}(and {self.n_violations - shown_n} more)"
         head = f"{self.n_violations} class(es) of {self.violating_rows} row(s) break k={self.k}/l={self.l}:"
         return f"{head}{sep if lines else ' '}{shown}{more}"
 
@@ -156,20 +156,17 @@ def warn_spellings(con, relation: str, qi: list[str], l: int, text: list[str],  
     ignored ('HIV' and 'HIV ', a composed and a decomposed 'é': one value
     to a reader). A check of what a table says, not a verdict: the values
     are counted as written (helper-68). Not run by a publishing check."""
-    if l < 2 or not text:
-        return
-    try:
-        names, rows = _fetch(con, "verify_spellings.sql", dialect, relation=relation, qi=qi, loose=text, l=l)
-    except Exception as exc:  # noqa: BLE001 - a hint only (a server without normalize(), a type it cannot lower)
-        log.debug("the spellings of the sensitive values were not compared: %s", first_line(exc))
-        return
-    got = dict(zip(names, rows[0]))
-    for i, s in enumerate(text):
-        if got[f"c{i}"]:
-            lo, hi = got[f"e{i}"]
+    for s in text if l > 1 else ():
+        try:
+            _, rows = _fetch(con, "verify_spellings.sql", dialect, relation=relation, qi=qi, s=s, l=l)
+            n, (lo, hi) = rows[0] if rows[0][0] else (0, (None, None))
+        except Exception as exc:  # noqa: BLE001 - a hint only (a type it cannot lower, a driver's array)
+            log.debug("the spellings of %r were not compared: %s", s, first_line(exc))
+            continue
+        if n:
             log.warning("l=%d holds as the values are written, but %d class(es) hold fewer than %d values of %r once "
                         "case, blanks around them, zero-width characters and the Unicode form are ignored (one "
-                        "holds %r and %r): one value written two ways?", l, got[f"c{i}"], l, s, lo, hi)
+                        "holds %s and %s): one value written two ways?", l, n, l, s, _shown(lo), _shown(hi))
 
 
 def warn_split_classes(con, relation: str, qi: list[str], k: int, l: int,  # noqa: E741
@@ -185,7 +182,7 @@ def warn_split_classes(con, relation: str, qi: list[str], k: int, l: int,  # noq
         return
     first = dict(parts.violations[0])
     file = first.pop(file_column)
-    shown = ", ".join(f"{c}={first[c]!r}" for c in qi)
+    shown = ", ".join(f"{c}={_shown(first[c])}" for c in qi)
     log.warning("k=%d/l=%d hold across the files, but %d part(s) of classes in one file break them (%s: %d row(s) "
                 "in %r): a reader of one file, or of what the files are split by, sees such a part as a class", k, l,
                 parts.n_violations, shown, first["__rows"], file)
@@ -193,7 +190,7 @@ def warn_split_classes(con, relation: str, qi: list[str], k: int, l: int,  # noq
 
 def verify_as_typed(
     con: duckdb.DuckDBPyConnection, relation: str, qi: list[str], k: int, l: int,  # noqa: E741
-    sensitive: list[str] | tuple[str, ...], text: set[str],
+    sensitive: list[str] | tuple[str, ...], text: set[str], limit: int = 20,
 ) -> Verification | None:
     """ℓ of a CSV file as its readers count it: ``relation`` reads it with
     the types DuckDB guesses (pandas' are alike), where a sensitive value
@@ -208,7 +205,7 @@ def verify_as_typed(
     try:
         if not any(str(t) != "VARCHAR" for c, t in zip(*relation_types(con, relation)) if c in text):
             return None
-        return verify_relation(con, relation, qi, k, l, sensitive)
+        return verify_relation(con, relation, qi, k, l, sensitive, limit=limit)
     except (InputError, duckdb.Error) as exc:
         log.debug("the CSV file does not read back typed (%s): its l is the text's", exc)
         return None

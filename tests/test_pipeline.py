@@ -1419,6 +1419,11 @@ def test_verify_warns_of_sensitive_values_written_two_ways(tmp_path, caplog):
     assert "l=2 holds as the values are written, but 3 class(es) hold fewer than 2 values of 'dx' once case" in (
         caplog.text), caplog.text
     caplog.clear()
+    pq.write_table(pa.table({"zip": ["1**"] * 3, "dx": ["Flu", "HIV", "hiv"]}), src)
+    with caplog.at_level("WARNING", logger="sqlanon"):  # the two that are one, not the class's first and last
+        assert sqlanon.verify(src, qi=["zip"], k=3, l=3, sensitive=["dx"]).ok
+    assert "(one holds 'HIV' and 'hiv')" in caplog.text, caplog.text
+    caplog.clear()
     with caplog.at_level("WARNING", logger="sqlanon"):
         assert sqlanon.verify(src, qi=["zip"], k=3, l=1, sensitive=["dx"]).ok
         pq.write_table(pa.table({"zip": ["1**"] * 3, "dx": ["HIV", "Flu", None]}), src)

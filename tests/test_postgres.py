@@ -643,6 +643,14 @@ def test_verify_on_the_server_warns_of_sensitive_values_written_two_ways(pg_url,
         assert sqlanon.verify(pg_url, table=f"{schema}.t", qi=["z"], k=2, l=2, sensitive=["dx"]).ok
     assert "1 class(es) hold fewer than 2 values of 'dx' once case" in caplog.text
     assert "holds 'HIV' and 'hiv '" in caplog.text
+    # a citext column (named public.citext by the server): checked too, its values compared as text (helper-69)
+    sql(pg_url, f"ALTER TABLE {rel(schema, 't')} ADD COLUMN c {citext(pg_url)}")
+    sql(pg_url, f"UPDATE {rel(schema, 't')} SET c = CASE dx WHEN 'hiv ' THEN 'HIV ' ELSE dx END")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        assert sqlanon.verify(pg_url, table=f"{schema}.t", qi=["z"], k=2, l=2, sensitive=["c"]).ok
+    assert "1 class(es) hold fewer than 2 values of 'c' once case" in caplog.text, caplog.text
+    assert "holds 'HIV' and 'HIV '" in caplog.text
 
 
 def test_verify_lists_the_violations_of_a_qi_the_driver_cannot_hold(pg_url):
