@@ -1766,7 +1766,9 @@ def test_csv_values_past_the_sniffed_rows_that_the_guessed_type_would_change_are
             assert not (tmp_path / out).exists()
     # No number at all where DuckDB reads numbers: its reading failed (exit 1), as if a retry could
     # succeed; the same file fails the same way every night (helper-67).
-    for (amount, age), column in ((("n/a", "30"), "amount"), (("112", "unknown"), "age")):
+    # So are blanks, and in integers 'inf' or a number past BIGINT (helper-69).
+    for (amount, age), column in ((("n/a", "30"), "amount"), (("112", "unknown"), "age"), (('" "', "30"), "amount"),
+                                  (("inf", "30"), "amount"), (("99999999999999999999", "30"), "amount")):
         write(amount, age, "2021-03-13")
         with pytest.raises(sqlanon.ConfigError, match=rf"column '{column}' of .* holds 1 value\(s\) that DuckDB, "
                                                       r"reading numbers there .* cannot read \(the first in data row "
