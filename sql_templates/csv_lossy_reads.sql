@@ -20,9 +20,6 @@
    - per column of `dates` (text DuckDB guessed to be dates), the ISO
      timestamps with a time of day other than midnight, whose time that
      reading drops (`a<i>`);
-   - per column of `integers` and `doubles`, the values DuckDB's typed
-     reading fails on ('n/a' past the rows it sniffed: _csv_unread.sql)
-     (`u<i>`, integers first);
    - per column of `naive` (text DuckDB guessed to be timestamps without a
      time zone, or times, from the rows it sniffed), the values with a
      non-zero UTC offset after their time of day, which that reading drops
@@ -42,9 +39,6 @@ SELECT count(*) AS "n"
 {% for c in integers %}
     , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS DOUBLE) <> trunc(TRY_CAST(trim({{ c | ident }}) AS DOUBLE))) AS {{ ("i" ~ loop.index0) | ident }}
     , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '^[+-]?(0[0-9]|0[xXbBoO]|[0-9]+_)')) AS {{ ("l" ~ loop.index0) | ident }}
-{% endfor %}
-{% for c in integers + doubles %}
-    , count(*) FILTER (WHERE {% include "_csv_unread.sql" %}) AS {{ ("u" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in dates %}
     , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) <> CAST(TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) AS DATE)) AS {{ ("a" ~ loop.index0) | ident }}

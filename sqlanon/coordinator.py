@@ -1264,10 +1264,8 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
       separators (ZIP code 02134 published as 2134, 0x10 as 16: helper-58),
       a time of day in a column it guessed to hold dates, a UTC
       offset in one it guessed to hold timestamps without a time zone, or
-      times (``10:00:00+05:00`` published as 10:00); and a value that is no
-      number at all in a column it guessed to hold numbers ('n/a' at row
-      25,000), on which its reading failed with exit 1, as if a retry
-      could succeed (helper-67).
+      times (``10:00:00+05:00`` published as 10:00). (A value that reading
+      cannot take at all, 'n/a' among numbers, fails it: :meth:`io.DuckDBReadable.unreadable`.)
 
     Of ``columns`` (QI, sensitive and pass-through ones; a pass-through
     column read as text is not in ``schema`` as a number or time).
@@ -1298,19 +1296,10 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
         ("t", times, "times finer than microseconds, which DuckDB reads from CSV cut to microseconds",
          ": convert the file with that column as VARCHAR or TIMESTAMP_NS (e.g. to Parquet), drop it (--drop), or, "
          "as a pass-through column, write CSV (its text passes through)"),
-        ("u", integers + doubles, "{n} value(s) that DuckDB, reading numbers there (it guesses a column's type "
-                                  "from the first 20,480 rows), cannot read{where}",
-         ": make them numbers or empty (NULL), convert the file with that column typed (e.g. to Parquet), or drop "
-         "it (--drop)"),
     ):
         for i, c in enumerate(found):
-            n = row.column(f"{key}{i}")[0].as_py()
-            if not n:
+            if not row.column(f"{key}{i}")[0].as_py():
                 continue
-            if key == "u":  # where, not the value (the data): a value's row, as DuckDB's error said it
-                first = text.fetch(con, render("csv_unread_row.sql", relation=text.relation, c=c,
-                                               integers=[c] if c in integers else [])).column(0)[0].as_py()
-                what = what.format(n=n, where=f" (the first in data row {first:,})" if first else "")
             if fold_name(c) in keys:  # the names of its directories: no file to convert
                 raise ConfigError(f"partition key {c!r} of {source.describe()!r} holds, in its directory names, "
                                  f"{what}: rename those directories, or drop the key (--drop)")

@@ -147,6 +147,11 @@ def longer_lines(exc: BaseException, current: int | None) -> int | None:
     return min(size, LONGEST_LINE) if int(found[2]) < LONGEST_LINE and size > (current or 0) else None
 
 
+_CSV_UNCONVERTED = re.compile(r"CSV Error on Line: (?P<line>\d+)\b.*?Error when converting column \"(?P<column>.*?)\"\. "
+                              r"Could not convert string .* to '(?P<type>[A-Z_ ]+)'", re.S)
+"""DuckDB's error of a CSV value its column's guessed type cannot take."""
+
+
 def first_line(exc: BaseException) -> str:
     """An error as one line: its first. DuckDB's CSV errors put their cause
     further down: it is added, with the file. Data stays out: never the
@@ -226,7 +231,23 @@ class DuckDBReadable:
         try:
             return con.execute(stmt.sql, stmt.params).fetch_arrow_table()
         except duckdb.Error as exc:
-            raise InputError(f"cannot read {self.describe()!r}: {first_line(exc)}") from exc
+            raise self.unreadable(exc) from exc
+
+    def unreadable(self, exc: duckdb.Error) -> InputError | ConfigError:
+        """The error of a read that failed: a CSV value the type DuckDB
+        guessed for its column cannot take ('n/a' at line 25,002 among
+        numbers, past the rows it guesses from) is the file's, which every
+        retry meets: exit 2, by line and column, never the value (it was
+        exit 1, read by a scheduler as 'retry later': helper-67)."""
+        m = _CSV_UNCONVERTED.search(str(exc)) if isinstance(exc, duckdb.ConversionException) else None
+        if m is None:
+            return InputError(f"cannot read {self.describe()!r}: {first_line(exc)}")
+        file = re.search(r"^\s*file = (.*)$", str(exc), re.M)  # which of a lake's files
+        where = file[1].strip() if file and file[1].strip() else self.describe()
+        return ConfigError(f"column {m['column']!r} of {where!r} holds, on line {int(m['line']):,}, a "
+                           f"value that DuckDB, reading the column as {m['type']} (it guesses a column's type from "
+                           "its first 20,480 rows), cannot read: correct the value or make it empty (NULL), convert "
+                           "the file with that column typed (e.g. to Parquet), or drop it (--drop)")
 
     def select(self, con: duckdb.DuckDBPyConnection, where: str | None = None, params=()) -> pa.Table:
         """The rows satisfying ``where`` (a fragment's clause), as Arrow."""
@@ -237,7 +258,7 @@ class DuckDBReadable:
             raise InputError(f"a fragment of {self.describe()!r} did not fit in a worker's memory ({first_line(exc)}): "
                              "raise --worker-memory, or cut more --fragments") from exc
         except duckdb.Error as exc:
-            raise InputError(f"cannot read {self.describe()!r}: {first_line(exc)}") from exc
+            raise self.unreadable(exc) from exc
 
 
 @dataclass(frozen=True)

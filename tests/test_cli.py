@@ -2743,7 +2743,7 @@ def test_csv_read_errors_say_why_without_the_row(tmp_path, out_dir):
                                for i in range(100)))
     # A value past the sniffed rows that its guessed type cannot read: refused up front by its row, not
     # DuckDB's raw conversion error, exit 2 (the file fails every retry: helper-67)
-    unread = r"column 'age' of .* holds 1 value\(s\) that DuckDB, .* cannot read \(the first in data row 30,001\)"
+    unread = r"column 'age' of .* holds, on line 30,002, a value that DuckDB, reading the column as BIGINT .* cannot read"
     for src, pattern, code in ((latin, "not utf-8", 1), (typed, unread, 2), (crlf, unread, 2),
                                (latin_crlf, "not utf-8", 1), (quoted, unread, 2),
                                (mixed, r"sniffing .*not possible to automatically detect the CSV parsing dialect", 1)):
