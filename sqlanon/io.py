@@ -147,8 +147,8 @@ def longer_lines(exc: BaseException, current: int | None) -> int | None:
     return min(size, LONGEST_LINE) if int(found[2]) < LONGEST_LINE and size > (current or 0) else None
 
 
-_CSV_UNCONVERTED = re.compile(r"CSV Error on Line: (?P<line>\d+)\b.*?Error when converting column \"(?P<column>.*?)\"\. "
-                              r"Could not convert string .* to '(?P<type>[A-Z_ ]+)'", re.S)
+_CSV_UNCONVERTED = re.compile(r"CSV Error on Line: (?P<line>\d+)\b.*?Error when converting column "
+                              r"\"(?P<column>.*?)\"\. Could not convert string .* to '(?P<type>[A-Z_ ]+)'", re.S)
 """DuckDB's error of a CSV value its column's guessed type cannot take."""
 
 
@@ -2375,9 +2375,9 @@ class DuckDBTarget(LocalStagingTarget):
         held = re.search(r"Conflicting lock is held in .*?(\(PID \d+\))", str(exc))
         if held is None:
             return InputError(f"cannot write {self.describe()!r}: {first_line(exc)}")
-        return InputError(f"cannot write {self.describe()!r}: another process {held[1]} has its file open, and DuckDB writes no "
-                          "file another process reads (a dashboard's or a notebook's connection, even a read-only "
-                          "one); close that connection, or publish to another file")
+        return InputError(f"cannot write {self.describe()!r}: another process {held[1]} has its file open, and "
+                          "DuckDB writes no file another process reads (a dashboard's or a notebook's connection, "
+                          "even a read-only one); close that connection, or publish to another file")
 
     def _catalog(self, sql: str, params: Sequence) -> list[tuple]:
         """The rows of ``sql`` over the file attached read-only as

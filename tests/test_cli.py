@@ -2387,8 +2387,8 @@ def test_a_lake_whose_files_have_other_partition_keys_is_refused_by_name(tmp_pat
     for src in (lake, lake / "**" / "*.parquet"):
         r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
         assert r.exit_code == 2
-        assert_one_line_error(r.stderr, r"the files of '.*lake' are partitioned by different keys \('.*day=1/p.parquet' "
-                                        r"by day, '.*day=2/region=eu/p.parquet' by day, region\)")
+        assert_one_line_error(r.stderr, r"the files of '.*lake' are partitioned by different keys "
+                                        r"\('.*day=1/p.parquet' by day, '.*day=2/region=eu/p.parquet' by day, region\)")
     assert snapshot(out_dir) == {}
     (lake / "day=1").rename(lake / "region=us")
     (lake / "region=us" / "p.parquet").rename(lake / "region=us" / "x")
@@ -2743,7 +2743,8 @@ def test_csv_read_errors_say_why_without_the_row(tmp_path, out_dir):
                                for i in range(100)))
     # A value past the sniffed rows that its guessed type cannot read: refused up front by its row, not
     # DuckDB's raw conversion error, exit 2 (the file fails every retry: helper-67)
-    unread = r"column 'age' of .* holds, on line 30,002, a value that DuckDB, reading the column as BIGINT .* cannot read"
+    unread = (r"column 'age' of .* holds, on line 30,002, a value that DuckDB, reading the column as BIGINT .* "
+              r"cannot read")
     for src, pattern, code in ((latin, "not utf-8", 1), (typed, unread, 2), (crlf, unread, 2),
                                (latin_crlf, "not utf-8", 1), (quoted, unread, 2),
                                (mixed, r"sniffing .*not possible to automatically detect the CSV parsing dialect", 1)):
