@@ -23,7 +23,9 @@
    - per column of `naive` (text DuckDB guessed to be timestamps without a
      time zone, or times, from the rows it sniffed), the values with a
      non-zero UTC offset after their time of day, which that reading drops
-     (`2020-01-05 10:00:00+05:00` becomes 10:00, not 05:00) (`z<i>`). #}
+     (`2020-01-05 10:00:00+05:00` becomes 10:00, not 05:00) (`z<i>`);
+   - per column of `worded` (text QIs), the values that are numbers
+     (`w<i>`) and all its values (`v<i>`): an 'n/a' among numbers. #}
 SELECT count(*) AS "n"
 {% for c in doubles %}
     , count(*) FILTER (WHERE length(ltrim(regexp_replace(regexp_replace(regexp_replace(trim({{ c | ident }}),
@@ -46,5 +48,9 @@ SELECT count(*) AS "n"
 {% for c in naive %}
     , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '[0-9]:[0-9]{2}(:[0-9]{2}(\.[0-9]*)?)?[+-][0-9]{1,2}(:?[0-9]{2})?$')
       AND NOT regexp_matches(trim({{ c | ident }}), '[+-]0{1,2}(:?00)?$')) AS {{ ("z" ~ loop.index0) | ident }}
+{% endfor %}
+{% for c in worded %}
+    , count(*) FILTER (WHERE TRY_CAST({{ c | ident }} AS DOUBLE) IS NOT NULL) AS {{ ("w" ~ loop.index0) | ident }}
+    , count({{ c | ident }}) AS {{ ("v" ~ loop.index0) | ident }}
 {% endfor %}
 FROM {{ relation }}

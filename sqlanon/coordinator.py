@@ -967,7 +967,10 @@ def run(
         if isinstance(source, io.FileSource):
             io.refuse_altered_hive_values(source, schema, drop)
         if isinstance(source, io.FileSource) and source.fmt == "csv":  # CSV to CSV: its pass-through is text now
-            _refuse_lossy_csv_reads(con, source, schema, passthrough, [c for c in schema.names if c not in drop])
+            worded = [q.name for q in spec.quasi_identifiers if q.generalization is None and q.hierarchy is None
+                      and resolve_generalization(q, schema.field(q.name).type) == "set"]
+            _refuse_lossy_csv_reads(con, source, schema, passthrough, [c for c in schema.names if c not in drop],
+                                    worded)
             typed = [c for c in schema.names if c not in drop and c not in source.text_columns]
             source = replace(source, date_formats=io.csv_date_formats(con, source, schema, typed, options.date_order))
         elif options.date_order:
@@ -1246,7 +1249,7 @@ def run(
 
 
 def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSource, schema: pa.Schema,
-                            passthrough: list[str], columns: list[str]) -> None:
+                            passthrough: list[str], columns: list[str], worded: list[str] = ()) -> None:
     """Values DuckDB's typed reading of a CSV file would change, refused by
     column after one pass over the file's text (``csv_lossy_reads.sql``); the
     checksums, which read both sides typed, agreed with both:
@@ -1269,6 +1272,13 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
 
     Of ``columns`` (QI, sensitive and pass-through ones; a pass-through
     column read as text is not in ``schema`` as a number or time).
+
+    And, in the same pass, a warning for each QI of ``worded`` (text, its
+    generalization left to its type: a set) whose values are numbers but
+    for a few (at least 90 %): an 'n/a' among the rows DuckDB guesses the
+    type from made a nightly job's ages text, published as sets instead of
+    intervals, exit 0 (helper-67). Only where the pass runs anyway (a column
+    typed as numbers or times beside it).
     """
     doubles = [c for c in columns if pa.types.is_floating(schema.field(c).type)]
     times = [c for c in columns if pa.types.is_timestamp(schema.field(c).type) or pa.types.is_time(schema.field(c).type)]
@@ -1276,10 +1286,18 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     dates = [c for c in columns if pa.types.is_date(schema.field(c).type)]
     naive = [c for c in times if getattr(schema.field(c).type, "tz", None) is None]
     if not doubles and not times and not integers and not dates:
-        return
+        return  # (no pass of its own for the warning)
+    worded = [c for c in worded if pa.types.is_string(schema.field(c).type)]
     text = io.csv_text(source)
     row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times,
-                                 integers=integers, dates=dates, naive=naive))
+                                 integers=integers, dates=dates, naive=naive, worded=worded))
+    for i, c in enumerate(worded):
+        numbers, values = row.column(f"w{i}")[0].as_py(), row.column(f"v{i}")[0].as_py()
+        if values and numbers < values <= numbers * 10 / 9:
+            log.warning("quasi-identifier %r of %r reads as text, so it is generalized as a set, not by intervals: %s "
+                        "of its %s values are numbers, %s are not (an 'n/a'?); make those empty (NULL), or pin its "
+                        "generalization (--generalization %s=interval refuses such a file)", c, source.describe(),
+                        f"{numbers:,}", f"{values:,}", f"{values - numbers:,}", c)
     past = (" (it guesses a column's type from the first 20,480 rows): convert the file with that column typed (e.g. "
             "to Parquet), drop it (--drop), or, as a pass-through column, write CSV (its text passes through)")
     keys = {fold_name(k) for k in source.hive_keys}

@@ -1781,6 +1781,29 @@ def test_csv_values_past_the_sniffed_rows_that_the_guessed_type_would_change_are
     assert sqlanon.anonymize(src, tmp_path / "o.parquet", **run).metrics.rows == 25_001
 
 
+def test_a_csv_qi_of_numbers_read_as_text_for_a_few_words_is_warned_about(tmp_path, caplog):
+    """An 'n/a' among the rows DuckDB guesses a type from made a nightly
+    job's ages text: published as sets instead of intervals, exit 0, the
+    published format changed under its readers (helper-67)."""
+    src = tmp_path / "ages.csv"
+    rows = [f"{i},{20 + i % 50},{('Flu', 'Cold')[i % 2]}" for i in range(400)]
+    rows[3] = "3,n/a,Flu"
+    src.write_text("id,age,dx\n" + "\n".join(rows) + "\n")
+    run = dict(qi=["age"], k=5, l=2, sensitive=["dx"], workers=1)
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        sqlanon.anonymize(src, tmp_path / "o.parquet", **run)
+    assert re.search(r"quasi-identifier 'age' of '.*ages.csv' reads as text, so it is generalized as a set, not by "
+                     r"intervals: 399 of its 400 values are numbers, 1 are not", caplog.text), caplog.text
+    with pytest.raises(sqlanon.ConfigError, match="'interval' needs numbers"):  # pinned, such a file is refused
+        sqlanon.anonymize(src, tmp_path / "p.parquet", generalization={"age": "interval"}, **run)
+    caplog.clear()
+    rows[3] = "3,,Flu"  # an empty field: numbers, no warning
+    src.write_text("id,age,dx\n" + "\n".join(rows) + "\n")
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        sqlanon.anonymize(src, tmp_path / "o.parquet", overwrite=True, **run)
+    assert "reads as text" not in caplog.text
+
+
 def test_a_duckdb_target_schema_that_is_missing_is_refused_before_any_work(tmp_path):
     """It failed after all the fragments ('Catalog Error: Schema with name hr
     does not exist', exit 1); --explain did not notice."""
