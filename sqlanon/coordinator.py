@@ -968,7 +968,7 @@ def run(
             io.refuse_altered_hive_values(source, schema, drop)
         if isinstance(source, io.FileSource) and source.fmt == "csv":  # CSV to CSV: its pass-through is text now
             worded = [q.name for q in spec.quasi_identifiers if q.generalization is None and q.hierarchy is None
-                      and resolve_generalization(q, schema.field(q.name).type) == "set"]
+                      and pa.types.is_string(schema.field(q.name).type)]  # text, a set by default
             _refuse_lossy_csv_reads(con, source, schema, passthrough, [c for c in schema.names if c not in drop],
                                     worded)
             typed = [c for c in schema.names if c not in drop and c not in source.text_columns]
@@ -1287,7 +1287,6 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     naive = [c for c in times if getattr(schema.field(c).type, "tz", None) is None]
     if not doubles and not times and not integers and not dates:
         return  # (no pass of its own for the warning)
-    worded = [c for c in worded if pa.types.is_string(schema.field(c).type)]
     text = io.csv_text(source)
     row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times,
                                  integers=integers, dates=dates, naive=naive, worded=worded))

@@ -1309,7 +1309,8 @@ def _hive_keys(files: list[str], root: str) -> tuple[str, ...]:
     ``files``, which every file must have (DuckDB reads a lake only so: a new
     night's ``day=…/region=eu/`` failed the run with its raw 'Hive partition
     mismatch', exit 1, helper-67)."""
-    by_file = {f: {key for key, _ in _partitions(f, root)} for f in files}
+    parts = {f: [key for key, _ in _partitions(f, root)] for f in files}
+    by_file = {f: set(keys) for f, keys in parts.items()}
     first = files[0] if files else None
     other = next((f for f in files if by_file[f] != by_file[first]), None)
     if other is not None:
@@ -1319,7 +1320,7 @@ def _hive_keys(files: list[str], root: str) -> tuple[str, ...]:
         raise ConfigError(f"the files of {root!r} are partitioned by different keys ({named(first)}, {named(other)}): "
                           "DuckDB reads a hive-partitioned lake whose files have the same keys only; give them one "
                           "layout, or name the files of one layout (a glob)")
-    return tuple({key: None for f in files for key, _ in _partitions(f, root)})
+    return tuple({key: None for keys in parts.values() for key in keys})
 
 
 def _refuse_keys_above(root: str, keys: tuple[str, ...]) -> None:
@@ -2354,21 +2355,6 @@ class DuckDBTarget(LocalStagingTarget):
             except duckdb.Error:
                 pass  # no transaction was open / nothing attached
 
-    def check_writable(self) -> None:
-        """Refuse, before any work, a file another process holds open (a
-        dashboard's or a notebook's read-only connection too): DuckDB lets
-        no process write a file others read, and the run failed when it
-        came to write, after all its work (helper-67)."""
-        if not os.path.isfile(self.path) or os.path.getsize(self.path) == 0 or os.path.exists(self.path + ".wal"):
-            return  # (a writer's log left behind would be replayed into the file: --explain changes nothing)
-        con = connect()
-        try:
-            con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\"")
-        except duckdb.Error as exc:
-            raise self.unwritable(exc) from None
-        finally:
-            con.close()
-
     def unwritable(self, exc: duckdb.Error) -> InputError:
         """The error of a write into the file that failed, said plainly when
         another process holds it."""
@@ -2380,14 +2366,22 @@ class DuckDBTarget(LocalStagingTarget):
                           "even a read-only one); close that connection, or publish to another file")
 
     def _catalog(self, sql: str, params: Sequence) -> list[tuple]:
-        """The rows of ``sql`` over the file attached read-only as
-        ``__sqlanon_chk``: the checks before a run's work."""
+        """The rows of ``sql`` over the file attached as ``__sqlanon_chk``:
+        the checks before a run's work. Attached for writing, as the run will
+        write it, so that a file another process holds open (a dashboard's
+        or a notebook's read-only connection too) is refused here, not after
+        all the work (helper-67); it changes nothing in the file. Read-only
+        beside a writer's log left behind, which a write attach would replay
+        into the file (under --explain too: helper-69)."""
+        mode = " (READ_ONLY)" if os.path.exists(self.path + ".wal") else ""
         con = connect()
         try:
-            con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\" "
-                        "(READ_ONLY)")
+            con.execute(f"ATTACH {render('attach.sql', path=os.path.abspath(self.path)).sql} AS \"__sqlanon_chk\""
+                        + mode)
             return con.execute(sql, params).fetchall()
         except duckdb.Error as exc:
+            if "Conflicting lock" in str(exc):
+                raise self.unwritable(exc) from None
             raise InputError(f"cannot open DuckDB file {self.path!r}: {first_line(exc)}") from exc
         finally:
             con.close()
@@ -2781,7 +2775,6 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             if target.exists(replacing=overwrite) and not overwrite:  # its schema checked either way
                 raise ConfigError(
                     f"table {table_text(target.table)!r} already exists in {spec!r}; pass --overwrite to replace it")
-            target.check_writable()
             return target
 
         # Written in place, through a symlink too: locked as the file it is

@@ -314,9 +314,11 @@ def verify_relation(
                       signed=signed, **context)
 
     with _one_line_errors("verify", server):
+        # One look at the relation's types (on DuckDB a CSV relation's is a sniff of the file).
+        floats = (_float_columns_on_server if server else float_columns)(con, relation, [*qi, *sensitive])
         if nan_null is None:
-            nan_null = float_columns(con, relation, sensitive) if sensitive and not server else []
-        signed = _float_columns_on_server(con, relation, qi) if server else float_columns(con, relation, qi)
+            nan_null = [] if server else [s for s in sensitive if s in floats]
+        signed = [c for c in qi if c in floats]
         _, rows_ = fetch("verify_summary.sql", k=k, l=l)
         row = rows_[0]
         violations: list[dict] = []
