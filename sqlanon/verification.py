@@ -185,7 +185,7 @@ def warn_split_classes(con, relation: str, qi: list[str], k: int, l: int,  # noq
     shown = ", ".join(f"{c}={_shown(first[c])}" for c in qi)
     log.warning("k=%d/l=%d hold across the files, but %d part(s) of classes in one file break them (%s: %d row(s) "
                 "in %r): a reader of one file, or of what the files are split by, sees such a part as a class", k, l,
-                parts.n_violations, shown, first["__rows"], file)
+                parts.n_violations, shown, first[count_keys([*qi, file_column], sensitive)[0]], file)
 
 
 def verify_as_typed(
@@ -261,6 +261,20 @@ RESERVED_PREFIX = "__sqlanon_"
 column it groups or counts must not start with it."""
 
 
+def count_keys(qi: list[str], sensitive: list[str]) -> list[str]:
+    """The keys of a violation's counts, ``__rows`` and ``__distinct_<s>`` per
+    sensitive column, each with one more leading ``_`` while a QI has its
+    name: a QI named ``__rows`` lost its values to the count (helper-68)."""
+    taken = set(qi)
+    keys = []
+    for key in ["__rows", *(f"__distinct_{s}" for s in sensitive)]:
+        while key in taken:
+            key = "_" + key
+        taken.add(key)
+        keys.append(key)
+    return keys
+
+
 def refuse_reserved(names) -> None:
     """Refuse QI and sensitive columns named like sqlanon's helper columns,
     in any case (DuckDB's names are case-insensitive): the SQL would take
@@ -331,17 +345,17 @@ def verify_relation(
             zoned = [] if server else [c for c, t in zip(*relation_types(con, relation))
                                        if c in qi and ("TIME ZONE" in str(t) or str(t) == "TIMESTAMP_NS")]
             try:
-                names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit, as_text=zoned)
+                _, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit, as_text=zoned)
             except Exception as exc:  # noqa: BLE001 - re-raised unless it is the driver's
                 if not server or not _unloadable(exc):
                     raise
                 # A value the driver cannot hold (a date before year 1, after
                 # 9999): the check failed with that error, not its violations
                 # (helper-32). They are shown as the server prints them.
-                names, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit, as_text=list(qi))
+                _, bad = fetch("verify_violations.sql", k=k, l=l, limit=limit, as_text=list(qi))
             # The counts as numbers on every server (PostgreSQL's sum() is a numeric: "2" in --json).
-            violations = [{n: v if i < len(qi) else int(v) for i, (n, v) in enumerate(zip(names, r))}
-                          for r in bad]
+            keys = [*qi, *count_keys(qi, sensitive)]
+            violations = [{n: v if i < len(qi) else int(v) for i, (n, v) in enumerate(zip(keys, r))} for r in bad]
     return Verification(
         k=k, l=l, rows=int(rows or 0), classes=int(classes), min_class_size=int(min_size or 0), dp=int(dp or 0),
         max_class_size=int(max_size or 0),

@@ -1591,6 +1591,20 @@ def test_verify_shows_the_values_of_a_failed_check_as_they_are(tmp_path):
     assert {"t": "1970-01-01 00:00:01.000000001", "__rows": 1} in json.loads(r.stdout)["violations"], r.stdout
 
 
+def test_verify_names_its_counts_apart_from_a_qi_so_named(tmp_path):
+    """A QI named __rows lost its values to the class's size, one named
+    __distinct_dx its to the count of dx (helper-68)."""
+    src = tmp_path / "v.parquet"
+    pq.write_table(pa.table({"__rows": ["a", "a", "b"], "__distinct_dx": ["x", "x", "y"],
+                             "dx": ["flu", "flu", "hiv"]}), src)
+    r = cli("verify", src, "--qi", "__rows,__distinct_dx", "-k", "2", "-l", "2", "--sensitive", "dx", "--json")
+    assert r.exit_code == 1, r.stderr
+    assert json.loads(r.stdout)["violations"] == [
+        {"__rows": "b", "__distinct_dx": "y", "___rows": 1, "___distinct_dx": 1},
+        {"__rows": "a", "__distinct_dx": "x", "___rows": 2, "___distinct_dx": 1},
+    ], r.stdout
+
+
 def test_verify_warns_of_a_pandas_index_beside_the_rows(tmp_path, caplog):
     """A frame sorted by the true age, written with its index: verify passed
     it without a word, while anonymize refuses it as input (helper-68)."""
