@@ -290,8 +290,8 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv
     """Revision ``rev`` against this tree, end to end, runs alternating in one session.
 
     The machine's speed drifts by ~30 % over minutes; alternating the two
-    versions run by run and taking medians keeps that drift out of the
-    difference. ``--url``: PostgreSQL table to table (poker loaded there);
+    versions run by run (each first in every other round) and taking
+    medians keeps that drift out of the difference. ``--url``: PostgreSQL table to table (poker loaded there);
     ``--csv``: poker as a CSV file into Parquet; otherwise Parquet to Parquet.
     """
     import statistics
@@ -318,8 +318,11 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv
         for tree in trees.values():
             run_cli(base, tree)  # warm: each tree compiles and caches its own kernel
         runs: dict[str, list[dict]] = {name: [] for name in trees}
-        for _ in range(repeat):
-            for name, tree in trees.items():
+        for round_ in range(repeat):
+            # Each version first in every other round: with REV always first,
+            # the CSV read's medians differed by 0.33 s, and not with the
+            # order swapped (BENCHMARKS.md, thirtieth session).
+            for name, tree in (list if round_ % 2 == 0 else reversed)(list(trees.items())):
                 if dsn:
                     settle(dsn)
                 doc, wall, _ = run_cli(base, tree)

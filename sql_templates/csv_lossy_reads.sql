@@ -25,8 +25,18 @@
      non-zero UTC offset after their time of day, which that reading drops
      (`2020-01-05 10:00:00+05:00` becomes 10:00, not 05:00) (`z<i>`);
    - per column of `worded` (text QIs), the values that are numbers
-     (`w<i>`) and all its values (`v<i>`): an 'n/a' among numbers. #}
-SELECT count(*) AS "n"
+     (`w<i>`) and all its values (`v<i>`): an 'n/a' among numbers.
+   The integers' counts are taken over the rows where one of them is not
+   written as its number reads back (`CAST(TRY_CAST(x AS BIGINT) AS
+   VARCHAR)`, '-12' as '-12'): a row of a fraction, a leading zero, a base
+   prefix, a separator (or a blank, an exponent, a sign) is such a row.
+   DuckDB evaluates an aggregate's FILTER on every row, and the two checks
+   per column cost 1.3 s over 1M rows of 11 integer columns; the rows'
+   filter ~0.1 s (BENCHMARKS.md, section 2). #}
+SELECT *
+FROM
+{% if doubles or times or dates or naive or worded or not integers %}
+(SELECT count(*) AS "n"
 {% for c in doubles %}
     , count(*) FILTER (WHERE length(ltrim(regexp_replace(regexp_replace(regexp_replace(trim({{ c | ident }}),
         '[eE].*$', ''), '\.?0*$', ''), '[^0-9]', '', 'g'), '0')) > 15
@@ -37,10 +47,6 @@ SELECT count(*) AS "n"
 {% endfor %}
 {% for c in times %}
     , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '[0-9]:[0-9]{2}\.[0-9]{6}[0-9]*[1-9]')) AS {{ ("t" ~ loop.index0) | ident }}
-{% endfor %}
-{% for c in integers %}
-    , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS DOUBLE) <> trunc(TRY_CAST(trim({{ c | ident }}) AS DOUBLE))) AS {{ ("i" ~ loop.index0) | ident }}
-    , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '^[+-]?(0[0-9]|0[xXbBoO]|[0-9]+_)')) AS {{ ("l" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in dates %}
     , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) <> CAST(TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) AS DATE)) AS {{ ("a" ~ loop.index0) | ident }}
@@ -53,4 +59,17 @@ SELECT count(*) AS "n"
     , count(*) FILTER (WHERE TRY_CAST({{ c | ident }} AS DOUBLE) IS NOT NULL) AS {{ ("w" ~ loop.index0) | ident }}
     , count({{ c | ident }}) AS {{ ("v" ~ loop.index0) | ident }}
 {% endfor %}
+FROM {{ relation }}) AS "__sqlanon_all_rows"
+{% if integers %}
+CROSS JOIN
+{% endif %}
+{% endif %}
+{% if integers %}
+(SELECT
+{% for c in integers %}
+    {% if not loop.first %}, {% endif %}count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS DOUBLE) <> trunc(TRY_CAST(trim({{ c | ident }}) AS DOUBLE))) AS {{ ("i" ~ loop.index0) | ident }}
+    , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '^[+-]?(0[0-9]|0[xXbBoO]|[0-9]+_)')) AS {{ ("l" ~ loop.index0) | ident }}
+{% endfor %}
 FROM {{ relation }}
+WHERE {% for c in integers %}{% if not loop.first %} OR {% endif %}CAST(TRY_CAST({{ c | ident }} AS BIGINT) AS VARCHAR) IS DISTINCT FROM {{ c | ident }}{% endfor %}) AS "__sqlanon_integers"
+{% endif %}

@@ -7,6 +7,7 @@ import decimal
 import json
 import math
 import os
+import random
 import re
 import signal
 import stat
@@ -1779,6 +1780,34 @@ def test_csv_values_past_the_sniffed_rows_that_the_guessed_type_would_change_are
     # a zero offset.
     write("1e3", "+42", "2021-03-13 00:00:00", "2021-03-13T10:00:00.5+00:00", "10:00:00-00")
     assert sqlanon.anonymize(src, tmp_path / "o.parquet", **run).metrics.rows == 25_001
+
+
+def test_the_csv_integer_checks_over_the_rows_they_could_flag_count_as_over_every_row():
+    """csv_lossy_reads.sql counts the integers' fractions and written forms
+    only over the rows where a value does not read back as written: the
+    counts must be those of the same conditions over every row."""
+    from sqlanon.sql import ident, render
+
+    texts = ["12", "-12", "0", "-0", "00", "0123", " 0123", "+0123", "-0123", "0x10", "0X1f", "0b101", "0o17",
+             "1_000", "+1_000", "112.03", "112.0", "1.50", " 7 ", "+42", "1e3", "1.5e1", "1e-1", "9" * 20,
+             "-" + "9" * 19, "", None, "n/a", "1 000", "٣", "0.", ".5"]
+    rng = random.Random(7)
+    names = ["n", 'a"; DROP TABLE x; --']
+    rows = [[rng.choice(texts) for _ in names] for _ in range(2_000)]
+    con = duckdb.connect()
+    con.execute(f'CREATE TABLE t ({", ".join(ident(c) + " VARCHAR" for c in names)})')
+    con.executemany(f"INSERT INTO t VALUES ({', '.join('?' for _ in names)})", rows)
+    stmt = render("csv_lossy_reads.sql", relation='"t"', doubles=[], times=[], integers=names, dates=[], naive=[],
+                  worded=[])
+    got = dict(zip([d[0] for d in con.execute(stmt.sql, stmt.params).description],
+                   con.execute(stmt.sql, stmt.params).fetchone()))
+    for i, c in enumerate(names):
+        q = ident(c)
+        want = con.execute(
+            f"SELECT count(*) FILTER (WHERE TRY_CAST(trim({q}) AS DOUBLE) <> trunc(TRY_CAST(trim({q}) AS DOUBLE))), "
+            f"count(*) FILTER (WHERE regexp_matches(trim({q}), '^[+-]?(0[0-9]|0[xXbBoO]|[0-9]+_)')) FROM t"
+        ).fetchone()
+        assert (got[f"i{i}"], got[f"l{i}"]) == want and min(want) > 0, (c, got, want)
 
 
 def test_a_csv_qi_of_numbers_read_as_text_for_a_few_words_is_warned_about(tmp_path, caplog):
