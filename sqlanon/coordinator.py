@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import logging
 import math
 import os
@@ -895,6 +896,7 @@ def run(
             target.check_swappable(out_names)
         if isinstance(target, io.FileTarget) and target.fmt == "csv":
             _refuse_trimmed_csv_names(out_names, target)
+        _warn_of_changed_generalizations(target, options.metrics, spec, schema)
         if cluster:
             step(f"starting {'Spark' if options.executor == 'spark' else 'the Dask cluster'}")
             t_cluster = time.perf_counter()
@@ -1913,6 +1915,36 @@ METRICS_SCHEMA = pa.schema(
         ("plan", pa.string()),
     ]
 )
+
+
+def _warn_of_changed_generalizations(target, where: str | None, spec: AnonymizationSpec, schema: pa.Schema) -> None:
+    """Warn of a QI generalized, by its type, otherwise than by the last run
+    that published ``target`` (its metrics, ``where``): the published values
+    change form under the output's readers (ages as sets, ``{23, 25}``,
+    where they were intervals), and the run succeeds (helper-67). A column's
+    type can change between nights: a CSV's guessed from its first rows, a
+    lake's file written by another tool. Pinned or given a hierarchy, a QI
+    is the job's to change."""
+    loose = [q for q in spec.quasi_identifiers if q.generalization is None and q.hierarchy is None]
+    earlier = target.earlier_run(where, _recorded(target)) if loose else None
+    if earlier is None:
+        return
+    try:
+        before = json.loads(earlier[0])["generalization"]
+    except (TypeError, ValueError, KeyError):  # not a run's parameters: nothing to compare with
+        return
+    for q in loose:
+        was, now = before.get(q.name) if isinstance(before, dict) else None, resolve_generalization(
+            q, schema.field(q.name).type)
+        if was in ("interval", "set") and was != now:
+            log.warning("quasi-identifier %r is generalized as %s by its type (%s), where the last run publishing "
+                        "%r (%s) generalized it as %s: its published values change form under the output's "
+                        "readers; pin it (--generalization %s=%s, or generalization: in a job file)", q.name,
+                        _KINDS[now], schema.field(q.name).type, target.describe(), earlier[1], _KINDS[was],
+                        q.name, was)
+
+
+_KINDS = {"interval": "intervals", "set": "sets"}
 
 
 def _json(value) -> str:

@@ -2051,6 +2051,11 @@ class LocalStagingTarget:
         if self.lock is not None:
             self.lock.release()
 
+    def earlier_run(self, where: str | None, target: str) -> tuple[str, str] | None:
+        """The parameters and start of the last run that published this
+        output (``target``, as recorded) in its metrics file (``where``)."""
+        return earlier_run_in_file(where or default_metrics_path(self.path), target)
+
     def _swap_with_metrics(self, con, metrics: pa.Table, where: str | None, swap_in: Callable[[], None],
                            staged_output: str) -> str:
         """Stage the metrics file, ``swap_in()`` the output (``staged_output``
@@ -2251,6 +2256,20 @@ class DuckDBTarget(LocalStagingTarget):
                              f"'__sqlanon_chk' AND {_NAMED} ORDER BY column_index", duckdb_table_key(table))
         if have:
             refuse_unfit_metrics(schema, have, f"table {table_text(table)!r} in {self.path!r}", fold_name)
+
+    def earlier_run(self, where: str | None, target: str) -> tuple[str, str] | None:
+        """The parameters and start of the last run that published this
+        table (``target``, as recorded) in its metrics file or table."""
+        if where and _format_of(where):
+            return earlier_run_in_file(where, target)
+        if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
+            return None
+        stmt = render("earlier_run.sql", relation=ident(["__sqlanon_chk", *self.metrics_table(where)]), target=target)
+        try:
+            rows = self._catalog(stmt.sql, stmt.params)
+        except InputError:  # no such table yet, or one that is not sqlanon's (its own check says so)
+            return None
+        return rows[0] if rows else None
 
     def assemble(self, con: duckdb.DuckDBPyConnection, staging: Staging, empty: pa.Schema | None) -> str:
         """Load the parts into a staging table inside an open transaction."""
@@ -2588,6 +2607,23 @@ def check_metrics_file(path: str, schema: pa.Schema | None = None) -> None:
             raise ConfigError(why + ": name another file with --metrics")
         if schema is not None:
             _check_metrics_types(con, relation, schema, f"metrics file {path!r}")
+    finally:
+        con.close()
+
+
+def earlier_run_in_file(path: str, target: str) -> tuple[str, str] | None:
+    """The parameters (JSON) and start of the last run that the metrics file
+    ``path`` records as publishing ``target``; ``None`` when there is none,
+    or it cannot be read (the run's own check of the file says why)."""
+    fmt = _format_of(path)
+    if fmt is None or not os.path.exists(path):
+        return None
+    con = connect()
+    try:
+        stmt = render("earlier_run.sql", relation=_earlier_metrics(path, fmt), target=target)
+        return con.execute(stmt.sql, stmt.params).fetchone()
+    except duckdb.Error:
+        return None
     finally:
         con.close()
 

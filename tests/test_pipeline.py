@@ -1810,6 +1810,39 @@ def test_the_csv_integer_checks_over_the_rows_they_could_flag_count_as_over_ever
         assert (got[f"i{i}"], got[f"l{i}"]) == want and min(want) > 0, (c, got, want)
 
 
+def test_a_qi_generalized_otherwise_than_by_the_last_run_is_warned_about(tmp_path, caplog):
+    """A lake's file written by another tool made a nightly job's ages text:
+    published as sets where the night before had intervals, exit 0, the
+    output's readers left to find out (helper-67). The last run publishing
+    the same output, from its metrics (a file, or a DuckDB table)."""
+    ages = pa.array([20 + i % 50 for i in range(400)])
+    src = tmp_path / "in.parquet"
+    run = dict(qi=["age"], k=5, l=2, sensitive=["dx"], workers=1, overwrite=True)
+    dx = pa.array([("Flu", "Cold")[i % 2] for i in range(400)])
+    for out, other, more in ((tmp_path / "o.parquet", tmp_path / "x.parquet", {}),
+                             (tmp_path / "o.duckdb", tmp_path / "o.duckdb", {"target_table": "t"}),
+                             (tmp_path / "p.parquet", tmp_path / "x.parquet", {"metrics": str(tmp_path / "m.csv")})):
+        caplog.clear()
+        pq.write_table(pa.table({"age": ages, "dx": dx}), src)
+        with caplog.at_level("WARNING", logger="sqlanon"):
+            sqlanon.anonymize(src, out, **run, **more)
+            sqlanon.anonymize(src, out, **run, **more)
+            assert "generalized" not in caplog.text, caplog.text  # the same type: no word
+            pq.write_table(pa.table({"age": pc.cast(ages, pa.string()), "dx": dx}), src)
+            sqlanon.anonymize(src, other, **run, **{**more, "target_table": "u"} if "target_table" in more else more)
+            assert "generalized" not in caplog.text, caplog.text  # another output: not compared
+            sqlanon.anonymize(src, out, **run, **more)
+        assert re.search(r"quasi-identifier 'age' is generalized as sets by its type \(string\), where the last run "
+                         r"publishing '.*' \(20\d\d-.*\) generalized it as intervals: .* pin it "
+                         r"\(generalization=\{'age': 'interval'\}", caplog.text), caplog.text
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="sqlanon"):  # the job's own change: no word
+            sqlanon.anonymize(src, out, **run, **more)  # (last night's sets, now compared with)
+            pq.write_table(pa.table({"age": ages, "dx": dx}), src)
+            sqlanon.anonymize(src, out, **{**run, "generalization": {"age": "interval"}}, **more)
+        assert "generalized" not in caplog.text, caplog.text
+
+
 def test_a_csv_qi_of_numbers_read_as_text_for_a_few_words_is_warned_about(tmp_path, caplog):
     """An 'n/a' among the rows DuckDB guesses a type from made a nightly
     job's ages text: published as sets instead of intervals, exit 0, the

@@ -934,6 +934,26 @@ def test_metrics_table_of_an_older_shape_takes_new_columns(pg_url):
     assert got == [(2, 1, 2)]
 
 
+def test_a_qi_generalized_otherwise_than_by_the_last_run_is_warned_about(pg_url):
+    """A column's type changed upstream between nights (ages became text):
+    published as sets where the last run had intervals, exit 0, without a
+    word (helper-67). The last run publishing the table, from its metrics table."""
+    schema = "drift"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 300)
+    args = ["anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table", f"{schema}.dst",
+            "--qi", "age", "-k", 5, "-l", 2, "--sensitive", "disease", "--workers", 1, "--overwrite"]
+    assert _cli(*args).returncode == 0
+    p = _cli(*args)
+    assert p.returncode == 0 and "generalized" not in p.stderr, p.stderr
+    sql(pg_url, f"ALTER TABLE {rel(schema, 'src')} ALTER COLUMN age TYPE text")
+    p = _cli(*args)
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"quasi-identifier 'age' is generalized as sets by its type \(string\), where the last run "
+                     r"publishing '.*drift\.dst' \(20\d\d-.*\) generalized it as intervals: .* pin it "
+                     r"\(--generalization age=interval", p.stderr), p.stderr
+
+
 def test_hostile_identifiers_and_values(pg_url):
     schema, table = "we ird", 'pe"ople'
     fresh_schema(pg_url, schema)
