@@ -1933,10 +1933,11 @@ def _warn_of_changed_generalizations(target, where: str | None, spec: Anonymizat
         before = json.loads(earlier[0])["generalization"]
     except (TypeError, ValueError, KeyError):  # not a run's parameters: nothing to compare with
         return
+    if not isinstance(before, dict):
+        return
     for q in loose:
-        was, now = before.get(q.name) if isinstance(before, dict) else None, resolve_generalization(
-            q, schema.field(q.name).type)
-        if was in ("interval", "set") and was != now:
+        was, now = before.get(q.name), resolve_generalization(q, schema.field(q.name).type)
+        if was in _KINDS and was != now:
             log.warning("quasi-identifier %r is generalized as %s by its type (%s), where the last run publishing "
                         "%r (%s) generalized it as %s: its published values change form under the output's "
                         "readers; pin it (--generalization %s=%s, or generalization: in a job file)", q.name,
