@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -745,3 +747,173 @@ def test_fingerprint_follows_the_tree_not_the_file(tmp_path: Path, fig1: Hierarc
     changed.write_text(text.replace(f'"{leaf}"', f'"{leaf}x"', 1) if fig1.source.endswith(".json")
                        else text.replace(leaf, leaf + "x", 1))
     assert load_hierarchy(changed).fingerprint != fig1.fingerprint
+
+
+# ---------------------------------------------------------------- fast readers against the row-by-row ones
+
+# Labels that repeat across levels, need quotes (the delimiters, a quote, line
+# breaks), are blanks, or differ only by their Unicode form.
+LABELS = ["a", "b", "c", "*", "Male", "x;y", "x,y", 'q"q', "l\nm", "r\r\ns", " ", "\t", "\u2028", "\x0c", "é",
+          "e\u0301", "日本", "18", "-"]
+
+
+def loaded(path: Path) -> Hierarchy | str:
+    """The hierarchy, or the message of the error loading it."""
+    try:
+        return load_hierarchy(path)
+    except HierarchyError as exc:
+        return f"HierarchyError: {exc}"
+
+
+def assert_same(fast: Hierarchy | str, slow: Hierarchy | str) -> None:
+    """The same arrays, or the same error."""
+    if isinstance(slow, str) or isinstance(fast, str):
+        assert fast == slow
+        return
+    assert fast.names == slow.names and fast.leaves == slow.leaves
+    for arr in ("parent", "depth", "first_leaf", "last_leaf", "leaf_node"):
+        got, want = getattr(fast, arr), getattr(slow, arr)
+        assert got.dtype == want.dtype == np.int32 and got.tolist() == want.tolist(), arr
+        assert not got.flags.writeable
+    assert fast.fingerprint == slow.fingerprint
+
+
+def load_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Hierarchy | str, Hierarchy | str]:
+    """Load with the column-at-a-time readers, then with the row-by-row (node-by-node) ones only."""
+    import sqlanon.hierarchies as hierarchies
+
+    fast = loaded(path)
+    with monkeypatch.context() as m:
+        m.setattr(hierarchies, "_csv_levels", lambda source, text: None)
+        m.setattr(hierarchies, "_json_preorder", lambda source, doc: None)
+        slow = loaded(path)
+    return fast, slow
+
+
+def random_csv(rng: np.random.Generator) -> str:
+    """A CSV levels file, most often valid: random quoting, separators, line
+    ends, blank lines and a BOM; sometimes a duplicate leaf, a node with two
+    parents, a reused name, a ragged row or an empty cell."""
+    width = int(rng.integers(1, 5))
+    sep = str(rng.choice([";", ","]))
+    quoting = rng.random() < 0.6  # else no quote at all (Arrow's reader)
+    labels = LABELS if quoting else [v for v in LABELS if not any(ch in v for ch in ';,"\r\n')]
+    pools = [labels[: int(rng.integers(2, len(labels) + 1))] for _ in range(width)]
+    leaves = [f"v{i}" for i in range(40)] + labels
+    rows = []
+    for i in range(int(rng.integers(1, 25))):
+        leaf = str(rng.choice(leaves)) if rng.random() < 0.4 else f"u{i}"
+        top = [str(rng.choice(pools[level])) for level in range(1, width)]
+        rows.append([leaf, *top])
+    if rng.random() < 0.5:  # groups whose parents agree: most such files are valid
+        groups: dict[tuple[int, str], str] = {}
+        for row in rows:
+            for level in range(1, width - 1):
+                row[level + 1] = groups.setdefault((level, row[level]), row[level + 1])
+    if rng.random() < 0.1 and rows:
+        rows[int(rng.integers(len(rows)))][int(rng.integers(width))] = ""
+    if rng.random() < 0.1 and rows:
+        rows[int(rng.integers(len(rows)))].pop()
+
+    def cell(value: str) -> str:
+        must = any(ch in value for ch in (sep, '"', "\n", "\r")) or (value.strip() == "" and value != "")
+        if must or (quoting and rng.random() < 0.2):
+            return '"' + value.replace('"', '""') + '"'
+        return value
+
+    ends = ["\n", "\r\n", "\r"]
+    text = "\ufeff" if rng.random() < 0.2 else ""
+    for row in rows:
+        if rng.random() < 0.05:
+            text += str(rng.choice(["", "  ", "\t", "\x0c"])) + str(rng.choice(ends))
+        text += sep.join(cell(v) for v in row) + str(rng.choice(ends))
+    return text if rng.random() < 0.8 else text.rstrip("\r\n")
+
+
+def test_csv_fast_reader_matches_the_row_by_row_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The column-at-a-time reader gives the same arrays, or the same error,
+    as the row-by-row one on random files; and it reads every valid one
+    itself (quoted cells included), but for a file with a quoted cell of
+    blanks alone and a row that is one cell of blanks: the csv module's row
+    does not say whether that cell was quoted (a leaf) or not (a blank line)."""
+    import sqlanon.hierarchies as hierarchies
+
+    rng = np.random.default_rng(20261129)
+    read_fast = valid = 0
+    for i in range(400):
+        path = tmp_path / f"h{i}.csv"
+        path.write_text(random_csv(rng), encoding="utf-8", newline="")
+        fast, slow = load_both(path, monkeypatch)
+        assert_same(fast, slow)
+        if isinstance(slow, Hierarchy):
+            valid += 1
+            text = hierarchies._read_text(str(path))
+            got = hierarchies._csv_levels(str(path), text)
+            read_fast += got is not None
+            assert got is not None or re.search(f'"[{hierarchies._BLANKS}]+"', text), text
+    assert valid > 100 and read_fast > 0.7 * valid, (valid, read_fast)
+
+
+def test_csv_fast_reader_on_a_large_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/bench.py's 4-level hierarchy, larger than Arrow's 1 MB block
+    (the columns come in chunks), with its rows shuffled; and with \\r\\n and
+    quoted cells (the csv module's reader)."""
+    rng = np.random.default_rng(7)
+    rows = [f"c{i:06d};m{i // 50:05d};t{i // 2500:03d};*" for i in rng.permutation(60_000)]
+    for name, text in (("plain.csv", "\n".join(rows) + "\n"),
+                       ("quoted.csv", "\r\n".join('"' + row.replace(";", '";"') + '"' for row in rows))):
+        path = write(tmp_path, name, text)
+        fast, slow = load_both(path, monkeypatch)
+        assert isinstance(fast, Hierarchy) and fast.n_leaves == 60_000
+        assert_same(fast, slow)
+
+
+def random_tree(rng: np.random.Generator) -> Any:
+    """A JSON hierarchy, most often valid, with labels that repeat (a
+    duplicate leaf, a reused name), numbers, and sometimes a node that
+    breaks a rule."""
+    def node(depth: int) -> Any:
+        r = rng.random()
+        if r < 0.01:
+            return str(rng.choice(LABELS))  # not an object
+        cat: Any = str(rng.choice(LABELS)) if rng.random() < 0.3 else f"n{rng.integers(10**6)}"
+        if rng.random() < 0.05:
+            cat = [int(rng.integers(100)), 1.5, 18.0, True, None][int(rng.integers(5))]
+        out: dict[str, Any] = {"cat": cat}
+        if rng.random() < 0.02:
+            out["extra"] = 1
+        if rng.random() < 0.02:
+            del out["cat"]
+        if depth < 4 and rng.random() < 0.6:
+            out["subcats"] = [node(depth + 1) for _ in range(int(rng.integers(0, 4)))]
+        elif rng.random() < 0.3:
+            out["subcats"] = [None, [], {}, "x"][int(rng.integers(4))] if rng.random() < 0.2 else None
+        return out
+
+    return node(0)
+
+
+def test_json_fast_reader_matches_the_node_by_node_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(20261130)
+    valid = 0
+    for i in range(400):
+        path = tmp_path / f"h{i}.json"
+        tree = random_tree(rng)
+        text = json.dumps(tree, ensure_ascii=bool(rng.random() < 0.5))
+        if rng.random() < 0.05:  # a key twice
+            text = text.replace('"cat":', '"cat": 1, "cat":', 1)
+        path.write_text(text, encoding="utf-8")
+        fast, slow = load_both(path, monkeypatch)
+        assert_same(fast, slow)
+        valid += isinstance(slow, Hierarchy)
+    assert valid > 100
+
+
+def test_blanks_are_str_isspace() -> None:
+    """Arrow's regex finds a one-column file's lines of blanks as the csv
+    module's reader (``str.strip()``) does."""
+    from sqlanon.hierarchies import _BLANK_CELL
+
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    found = pc.match_substring_regex(pa.array(chars), _BLANK_CELL).to_pylist()
+    assert [c for c, hit in zip(chars, found) if hit] == [c for c in chars if c.isspace()]
