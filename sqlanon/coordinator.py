@@ -610,10 +610,12 @@ def draw_sample(
 # ----------------------------------------------------------------------- the run
 
 
-def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, target, inputs=()) -> FragmentTask:
+def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, target, inputs=(),
+          shared=None) -> FragmentTask:
     where, params = fragmentation.where_sql(plan_fragment.predicates, source.dialect)
     return FragmentTask(
-        fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source, spec=spec, stats=stats,
+        fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source,
+        spec=None if shared else spec, stats=None if shared else stats, shared=shared,
         part_path=staging.part_path(plan_fragment.id), drop=drop, memory_limit=memory, threads=threads,
         temp_directory=staging.spill_dir(str(plan_fragment.id)),
         part_compression=target.part_compression, part_is_output=target.parts_are_output,
@@ -1083,9 +1085,11 @@ def run(
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
             _check_hugeint_bounds(con, source, spec, schema, described)
         memory, threads = _task_resources(options, pool)
+        # Workers in other processes load the spec and statistics once, not with each task.
+        shared = None if pool is None else staging.share(spec, stats)
 
         def make_task(frag):
-            return _task(frag, source, spec, stats, staging, drop, memory, threads, target, seen)
+            return _task(frag, source, spec, stats, staging, drop, memory, threads, target, seen, shared)
 
         make_task.part_path = staging.part_path
         while warm.is_alive():  # a stop signal must not wait for a worker start that may never end

@@ -15,7 +15,9 @@ same in every fragment), writes one Parquet part file and returns a
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import pickle
 import resource
 import socket
 import tempfile
@@ -40,8 +42,10 @@ class FragmentTask:
     where: str
     params: tuple[Any, ...]
     source: Any  # a FileSource or DuckDBSource
-    spec: AnonymizationSpec
-    stats: dict[str, ColumnStats]
+    spec: AnonymizationSpec | None
+    """``None`` with :attr:`shared`."""
+    stats: dict[str, ColumnStats] | None
+    """``None`` with :attr:`shared`."""
     part_path: str
     drop: tuple[str, ...] = ()
     memory_limit: str | None = None
@@ -60,6 +64,9 @@ class FragmentTask:
     inputs: tuple[tuple[str, int, int], ...] = ()
     """A remote cluster's task: the input's files as the coordinator saw them
     (path, size, modification time), which the worker must see too."""
+    shared: str | None = None
+    """The run's spec and statistics, written once for every task
+    (:meth:`sqlanon.io.Staging.share`): the file to load them from."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,14 @@ def probe(paths: tuple[tuple[tuple[str, int, int], ...], str]) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=1)
+def shared(path: str) -> tuple:
+    """What :meth:`sqlanon.io.Staging.share` wrote, loaded once per process
+    and run (the path is the run's own): a worker's next task takes it from memory."""
+    with open(path, "rb") as fh:
+        return pickle.load(fh)
+
+
 def run_fragment(task: FragmentTask) -> FragmentResult:
     """Anonymize one fragment and write it to ``task.part_path``.
 
@@ -177,7 +192,8 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
         t0 = time.perf_counter()
         _maybe_crash(task.crash_once)
         try:
-            result = anonymize_fragment(table, task.spec, task.stats)
+            spec, stats = (task.spec, task.stats) if task.shared is None else shared(task.shared)
+            result = anonymize_fragment(table, spec, stats)
         except PrivacyError as exc:
             return FragmentResult(
                 task.fragment_id, "too_small", table.num_rows, reason=str(exc),
