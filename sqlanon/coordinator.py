@@ -1085,8 +1085,9 @@ def run(
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
             _check_hugeint_bounds(con, source, spec, schema, described)
         memory, threads = _task_resources(options, pool)
-        # Workers in other processes load the spec and statistics once, not with each task.
-        shared = None if pool is None else staging.share(spec, stats)
+        # Workers in other processes load the spec and statistics once, not with each task (a
+        # remote cluster's staging area is its group's to write: its tasks carry them).
+        shared = None if pool is None or getattr(pool, "remote", False) else staging.share(spec, stats)
 
         def make_task(frag):
             return _task(frag, source, spec, stats, staging, drop, memory, threads, target, seen, shared)

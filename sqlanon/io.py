@@ -2007,10 +2007,14 @@ class Staging:
         path (:func:`sqlanon.worker.shared`): with each task, a 500,000-leaf
         hierarchy or a million-value prefix domain was pickled once per
         fragment by the coordinator (0.46 s each, 26 MB) and sent through
-        the pool. Pickled, as the tasks themselves are, in the staging area
-        that only this user may write (0700), which every worker reaches."""
+        the pool. Pickled, as the tasks themselves are, into a new file only
+        this user may read or write, in a staging area only this user may
+        write (0700): never a shared one (a remote cluster's, whose workers
+        may write as others of the group: helper-71), whose tasks carry
+        their spec and statistics."""
         path = self.root / "shared.pickle"
-        with open(path, "wb") as fh:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as fh:
             pickle.dump(objects, fh, protocol=pickle.HIGHEST_PROTOCOL)
         return str(path)
 

@@ -205,7 +205,7 @@ def test_a_scheduler_without_workers_or_unreachable_fails_with_exit_1(source, tm
     though a retry once the cluster is back works."""
     from distributed import LocalCluster
 
-    from sqlanon import executors
+    from sqlanon import coordinator, executors
 
     monkeypatch.setattr(executors, "WAIT_FOR_WORKERS", 2.0)
     monkeypatch.setattr(executors, "CONNECT_TIMEOUT", 2.0)
@@ -218,9 +218,14 @@ def test_a_scheduler_without_workers_or_unreachable_fails_with_exit_1(source, tm
         run(source, out, "dask", scheduler="tcp://127.0.0.1:1")
     assert err.value.exit_code == 1
     # The cluster's task slots are the run's workers (it said --workers', or this host's CPUs).
+    made = []
+    real = coordinator._task
+    monkeypatch.setattr(coordinator, "_task", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address="127.0.0.1:0") as cluster:
         r = sqlanon.anonymize(source, out, qi=QI, k=5, l=2, sensitive=["disease"], workers=7, executor="dask",
                               scheduler=cluster.scheduler_address)
+        # A remote cluster's staging area is its group's to write: nothing there is loaded as code (helper-71).
+        assert made and all(t.shared is None and t.spec is not None for t in made)
         # and so are the plan's, --explain'd (it planned --workers' fragments: helper-23)
         plan = sqlanon.anonymize(source, out, qi=QI, k=5, l=2, sensitive=["disease"], workers=7, executor="dask",
                                  scheduler=cluster.scheduler_address, explain=True, overwrite=True)
