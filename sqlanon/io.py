@@ -1696,7 +1696,8 @@ def _keep_access(new: str, old: str) -> None:
         return  # nothing replaced
     with contextlib.suppress(OSError):  # a group this user is not in
         os.chown(new, -1, st.st_gid)
-    mode = stat.S_IMODE(st.st_mode)
+    # Never set-user/group-ID on a file (a directory keeps its group's inheritance).
+    mode = stat.S_IMODE(st.st_mode) & (0o2777 if stat.S_ISDIR(st.st_mode) else 0o777)
     if stat.S_ISDIR(st.st_mode) and not os.path.isdir(new):
         mode &= 0o666  # a file beside a directory output: no x bits
     with contextlib.suppress(OSError):  # a part a cluster's worker wrote as another user
@@ -1862,21 +1863,36 @@ def remove_stale_staging(path: str | os.PathLike, locked: bool = False) -> None:
         return bool(m) and int(m.group(1)) != os.getpid() and alive(int(m.group(1)))
 
     for backup in p.parent.glob(f".{glob.escape(p.name)}{BACKUP_MARK}*"):
-        if live(backup.name, re.escape(BACKUP_MARK) + r"(\d+)$"):
+        if not _ours(backup) or live(backup.name, re.escape(BACKUP_MARK) + r"(\d+)$"):
             continue
         if p.exists():
             _remove(backup)  # the swap finished; only the clean-up was lost
         else:
             os.rename(backup, p)
     for stale in p.parent.glob(f".{glob.escape(p.name)}{STAGING_MARK}*"):
-        if live(stale.name, re.escape(STAGING_MARK) + r"(\d+)-") or stale.name.endswith(CLAIM_SUFFIX):
+        if (not _ours(stale) or live(stale.name, re.escape(STAGING_MARK) + r"(\d+)-")
+                or stale.name.endswith(CLAIM_SUFFIX)):
             continue
         if not _finish_metrics(stale, p):
             _remove(stale)
         _remove(str(stale) + CLAIM_SUFFIX)
     for claim in p.parent.glob(f".{glob.escape(p.name)}{STAGING_MARK}*{CLAIM_SUFFIX}"):
-        if not os.path.exists(str(claim)[: -len(CLAIM_SUFFIX)]):
+        if _ours(claim) and not os.path.exists(str(claim)[: -len(CLAIM_SUFFIX)]):
             _remove(claim)
+
+
+def _ours(path: Path | str) -> bool:
+    """Whether ``path`` is this user's own and not a link. Another user's
+    entry named as a dead run's staging, backup or claim (planted in a
+    shared directory, /tmp) is not this run's to finish, move back or
+    remove: a staged "metrics file" linked to someone's private file, with a
+    claim naming a file of mode 6777, had the run give that file the mode
+    and the planter's group, and move the link over the output (helper-71)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not stat.S_ISLNK(st.st_mode)
 
 
 CLAIM_SUFFIX = ".publishes"
@@ -1888,8 +1904,11 @@ def _finish_metrics(staged: Path, path: Path) -> bool:
     was published (it holds the staged output's inode) and their swap was all
     that was lost. Whether it did. With the access of the file it replaces,
     or else of that output (a 0600 file became 0644: helper-22)."""
+    claim_path = str(staged) + CLAIM_SUFFIX
+    if not _ours(claim_path):
+        return False
     try:
-        with open(str(staged) + CLAIM_SUFFIX, encoding="utf-8") as fh:
+        with open(claim_path, encoding="utf-8") as fh:
             claim = json.load(fh)
         st = os.stat(claim["output"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -1897,7 +1916,7 @@ def _finish_metrics(staged: Path, path: Path) -> bool:
     if (st.st_dev, st.st_ino) != (claim["dev"], claim["ino"]):
         return False
     file = staged / path.name if staged.is_dir() else staged  # (a file of its own before 2026-11-28)
-    if not file.is_file():
+    if not _ours(file) or not file.is_file():
         return False
     _keep_access(str(file), str(path) if path.exists() else claim["output"])
     os.replace(file, path)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 import logging
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -216,6 +218,56 @@ def test_a_dead_runs_backup_is_back_before_the_output_is_looked_for(tmp_path):
     with pytest.raises(ConfigError, match="already exists"):
         sqlanon.anonymize(REPO / "examples" / "adults.csv", old, qi=["age"], k=5)
     assert pq.read_table(old).column("x").to_pylist() == [1, 2] and not backup.exists()
+
+
+def test_a_planted_staging_entry_is_neither_finished_nor_followed(tmp_path):
+    """In a directory others may write (/tmp, a team's), a planted "dead
+    run's staged metrics" (a link to someone's private file, with a claim
+    naming a file of mode 6777 as the published output) had the next run
+    give that private file the mode and the planter's group, and move the
+    link over the output (helper-71). Only this user's own entries, never a
+    link, are finished, moved back or removed."""
+    victim = tmp_path / "private"
+    victim.write_text("secret")
+    victim.chmod(0o600)
+    donor = tmp_path / "donor"
+    donor.write_text("")
+    donor.chmod(0o6777 if os.geteuid() == 0 else 0o777)
+    out = tmp_path / "out.parquet"
+
+    def plant(name: str, owner: int | None = None) -> Path:
+        staged = tmp_path / f".{name}{STAGING_MARK}1-deadbeef"
+        staged.mkdir()
+        if owner is None:
+            (staged / name).symlink_to(victim)
+        else:
+            (staged / name).write_text("planted")
+        st = donor.stat()
+        claim = Path(f"{staged}.publishes")
+        claim.write_text(json.dumps({"output": str(donor), "dev": st.st_dev, "ino": st.st_ino}))
+        if owner is not None:
+            for entry in (staged, staged / name, claim):
+                os.chown(entry, owner, owner)
+        return staged
+
+    plant("out.parquet")
+    plant("out__metrics.parquet")
+    sqlanon.anonymize(REPO / "examples" / "adults.csv", out, qi=["age"], k=5)
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o600 and victim.read_text() == "secret"
+    assert not out.is_symlink() and pq.read_metadata(out).num_rows == 32_561
+    assert not (tmp_path / "out__metrics.parquet").is_symlink()
+    if os.geteuid() != 0:
+        return
+    # Another user's entries (a real file this time) are left as they are.
+    for f in tmp_path.glob(".*"):
+        if f.is_dir():
+            shutil.rmtree(f)
+        else:
+            f.unlink()
+    planted = [plant("out.parquet", 65534), plant("out__metrics.parquet", 65534)]
+    sqlanon.anonymize(REPO / "examples" / "adults.csv", out, qi=["age"], k=5, overwrite=True)
+    assert all((p / p.name.split(STAGING_MARK)[0][1:]).read_text() == "planted" for p in planted)
+    assert pq.read_metadata(out).num_rows == 32_561
 
 
 def test_json_takes_a_violations_map_keyed_by_dates():
