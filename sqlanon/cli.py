@@ -27,7 +27,7 @@ import yaml
 from . import executors, interrupts
 from .config import (GENERALIZATIONS, INTERVAL_FORMATS, MIN_K, MIN_L, STRATEGIES, file_format, quoted_name, split_names,
                      strict_json, suggest)
-from .errors import ConfigError, InputError, SqlanonError, plain_log_line, redact_urls
+from .errors import ConfigError, InputError, SqlanonError, plain_log_line, redact_chain, redact_urls
 from .executors import EXECUTORS
 
 # sqlanon.api (DuckDB, Arrow, numpy) is imported inside the commands, after
@@ -268,6 +268,7 @@ def handle_errors(fn):
                     click.echo(f"{word}; nothing was published.", err=True)
                 sys.exit(128 + signum)
             if debug:
+                redact_chain(exc)
                 raise
             if isinstance(exc, SqlanonError):
                 message = _config_keys_named(str(exc)) if exc.exit_code == 2 else str(exc)

@@ -10,6 +10,7 @@ or unreadable, privacy constraints, I/O).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import logging
@@ -137,6 +138,10 @@ def in_library_terms(function: Callable) -> Callable:
             return function(*args, **kwargs)
         except SqlanonError as exc:
             exc.args = tuple(redact_urls(_FLAG.sub(_argument, a)) if isinstance(a, str) else a for a in exc.args)
+            redact_chain(exc)
+            raise
+        except BaseException as exc:
+            redact_chain(exc)
             raise
         finally:
             _LIBRARY_CALL.reset(token)
@@ -167,6 +172,21 @@ def redact_urls(text: str) -> str:
     where a path was expected."""
     text = _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
     return _KEYWORD_PASSWORD.sub(r"\1***", text)
+
+
+def redact_chain(exc: BaseException | None) -> None:
+    """Mask URLs' passwords in the text of ``exc`` and of each exception a
+    traceback shows with it (raised from, or during): a driver's error may
+    quote the whole connection string ('Unable to connect to Postgres at
+    "… password='…'"'), and a one-line message masked did not mask the
+    error chained to it, shown by --debug and by a library host's logged
+    traceback (helper-71)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        with contextlib.suppress(Exception):  # an exception whose args cannot be set
+            exc.args = tuple(redact_urls(a) if isinstance(a, str) else a for a in exc.args)
+        exc = exc.__cause__ if exc.__cause__ is not None else None if exc.__suppress_context__ else exc.__context__
 
 
 def plain_log_line(level: str, message: str) -> str:

@@ -30,7 +30,7 @@ import pyarrow as pa
 from . import io
 from .config import AnonymizationSpec
 from .domain import ColumnStats
-from .errors import InputError, PrivacyError
+from .errors import InputError, PrivacyError, redact_chain
 from .metrics import Metrics
 
 
@@ -159,8 +159,18 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
     """Anonymize one fragment and write it to ``task.part_path``.
 
     Safe to retry: a rerun overwrites its own part file, so a task that a
-    cluster reruns after losing its worker never duplicates rows.
+    cluster reruns after losing its worker never duplicates rows. A failure
+    leaves with URLs' passwords masked, in its chain too: a cluster keeps
+    and shows a task's error (Dask's dashboard, Spark's UI; helper-71).
     """
+    try:
+        return _run_fragment(task)
+    except BaseException as exc:
+        redact_chain(exc)
+        raise
+
+
+def _run_fragment(task: FragmentTask) -> FragmentResult:
     from .engine import anonymize_fragment  # the kernel loads in the worker, not the coordinator
 
     t_start = time.perf_counter()

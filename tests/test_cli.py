@@ -1591,6 +1591,32 @@ def test_verify_shows_the_values_of_a_failed_check_as_they_are(tmp_path):
     assert {"t": "1970-01-01 00:00:01.000000001", "__rows": 1} in json.loads(r.stdout)["violations"], r.stdout
 
 
+def test_a_password_in_an_error_chained_to_the_one_shown_is_masked_too(tmp_path, monkeypatch):
+    """DuckDB's postgres extension quotes its whole connection string when a
+    session it reopens fails: the one-line message was masked, the error it
+    was raised from was not, and a traceback (--debug, a library host's
+    log) showed the password (helper-71)."""
+    import traceback
+
+    from sqlanon import verification
+
+    src = tmp_path / "v.parquet"
+    pq.write_table(pa.table({"age": ["[20, 29]"] * 5}), src)
+    secret = "Sup3r-s3cret"
+
+    def fetch(*args, **kwargs):
+        raise duckdb.IOException(f"Unable to connect to Postgres at \"host='db' user='anon' password='{secret}'\"")
+
+    monkeypatch.setattr(verification, "_fetch", fetch)
+    with pytest.raises(sqlanon.InputError) as caught:
+        sqlanon.verify(src, qi=["age"], k=5)
+    shown = "".join(traceback.format_exception(caught.value))
+    assert "Unable to connect" in shown and "password=***" in shown and secret not in shown, shown
+    r = CliRunner().invoke(main, ["verify", str(src), "--qi", "age", "-k", "5", "--debug"])
+    shown = "".join(traceback.format_exception(r.exception))
+    assert isinstance(r.exception, sqlanon.InputError) and secret not in shown, shown
+
+
 def test_verify_names_its_counts_apart_from_a_qi_so_named(tmp_path):
     """A QI named __rows lost its values to the class's size, one named
     __distinct_dx its to the count of dx (helper-68)."""
