@@ -2049,10 +2049,14 @@ class Staging:
         return str(self.root / f"spill-{name}")
 
     def parts_relation(self) -> str:
-        # The directory escaped: it is named after the output, whose name may hold glob characters ('a[x].parquet').
-        pattern = os.path.join(glob.escape(str(self.parts_dir)), "*.parquet")
-        relation = FileSource(pattern, "parquet", globs=(pattern,)).relation
-        return cast_columns(relation, {**self.as_text, **self.cast_back})
+        return cast_columns(self._raw_parts(), {**self.as_text, **self.cast_back})
+
+    def _raw_parts(self) -> str:
+        """The parts as written, by their names: DuckDB's glob finds no file
+        below a directory whose name holds a backslash (helper-71); each name
+        escaped, as the output's may hold glob characters ('a[x].parquet')."""
+        files = tuple(glob.escape(str(f)) for f in sorted(self.parts_dir.glob("*.parquet")))
+        return FileSource(files[0], "parquet", globs=files).relation
 
     def has_parts(self) -> bool:
         return any(self.parts_dir.glob("*.parquet"))
@@ -2061,8 +2065,7 @@ class Staging:
         """Rewrite the parts as one, each published class's rows (the same
         ``qi`` values) together in a fresh random order, whichever fragments
         they came from."""
-        pattern = os.path.join(glob.escape(str(self.parts_dir)), "*.parquet")
-        raw = FileSource(pattern, "parquet", globs=(pattern,)).relation  # as written: no casts back
+        raw = self._raw_parts()  # as written: no casts back
         keys = ", ".join(ident(c) for c in qi)
         aside = str(self.root / "regrouped.parquet")
         copy_relation(con, f"(SELECT * FROM {raw} ORDER BY hash({keys}), random())", aside, "parquet",
