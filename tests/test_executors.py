@@ -439,6 +439,37 @@ def test_the_probe_names_what_a_cluster_worker_cannot_reach(tmp_path):
     assert probe((((str(present), st.st_size, st.st_mtime_ns),), str(tmp_path))) == ""
 
 
+def test_a_workers_spill_directory_is_its_users_only_and_gone_with_the_task(source, tmp_path, monkeypatch):
+    """A remote cluster's staging area takes the umask's mode (its group's
+    workers write parts there), and DuckDB made each worker's spill
+    directory so too: spilled input rows readable by others (helper-71)."""
+    import stat
+
+    from sqlanon import io as sio
+    from sqlanon.engine import column_stats
+    from sqlanon.worker import FragmentTask, run_fragment
+
+    spec = sqlanon.build_spec(QI, k=5)
+    table = pq.read_table(source)
+
+    staging = tmp_path / "staging"
+    staging.mkdir(mode=0o777)
+    spill = staging / "spill-0"
+    modes = []
+    real = sio.connect
+
+    def connect(*args, **kwargs):
+        if kwargs.get("temp_directory"):
+            modes.append(stat.S_IMODE(os.stat(kwargs["temp_directory"]).st_mode))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sio, "connect", connect)
+    task = FragmentTask(0, "", (), sio.open_source(str(source)), spec, column_stats(table, spec),
+                        str(staging / "p.parquet"), temp_directory=str(spill))
+    assert run_fragment(task).rows == table.num_rows
+    assert modes == [0o700] and not spill.exists()
+
+
 @pytest.mark.parametrize(("executor", "option", "value"), [
     ("dask", "scheduler", "notaurl"),
     pytest.param("spark", "spark_master", "no-such-master", marks=pytest.mark.spark),
