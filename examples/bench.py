@@ -9,6 +9,7 @@
     python -m examples.bench lake [--files 3000] [--rows-per-file 100]
     python -m examples.bench compare REV [--workers 2] [--repeat 8] [--url postgresql://…] [--csv]
     python -m examples.bench hierarchy [--rows 1000000] [--leaves 50000] [--rev REV]
+    python -m examples.bench prefix REV [--rows 1000000] [--fragments 8] [--repeat 3]
     python -m examples.bench wide [--rows 1000000] [--rev REV]
     python -m examples.bench bytecode [--rows 1000000] [--repeat 8]
 
@@ -37,7 +38,8 @@ from pathlib import Path
 
 from examples.poker import write_poker
 
-DATA = Path(os.environ.get("SQLANON_BENCH_DATA", Path(__file__).resolve().parent.parent / "bench-data"))
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("SQLANON_BENCH_DATA", REPO / "bench-data"))
 QI = "s1,r1,s2,r2,s3,r3,s4,r4,s5,r5"
 
 
@@ -273,30 +275,24 @@ def settle(dsn: str) -> None:
 @contextlib.contextmanager
 def _checkout(rev: str):
     """A temporary git worktree of revision ``rev`` (its path), removed after."""
-    repo = Path(__file__).resolve().parent.parent
     old = Path(tempfile.mkdtemp(prefix="sqlanon-compare-")) / "tree"
-    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-q", str(old), rev], check=True)
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(old), rev], check=True)
     # The editable install maps sqlanon.sql_templates to this tree's
     # sql_templates/; inside the checkout, a link makes it find its own.
     (old / "sqlanon" / "sql_templates").symlink_to(Path("..") / "sql_templates")
     try:
         yield old
     finally:
-        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(old)], check=False)
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)], check=False)
         shutil.rmtree(old.parent, ignore_errors=True)
 
 
 def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv: bool = False) -> None:
-    """Revision ``rev`` against this tree, end to end, runs alternating in one session.
-
-    The machine's speed drifts by ~30 % over minutes; alternating the two
-    versions run by run (each first in every other round) and taking
-    medians keeps that drift out of the difference. ``--url``: PostgreSQL table to table (poker loaded there);
-    ``--csv``: poker as a CSV file into Parquet; otherwise Parquet to Parquet.
+    """Revision ``rev`` against this tree, end to end, runs alternating in one
+    session (:func:`_alternate`). ``--url``: PostgreSQL table to table (poker
+    loaded there); ``--csv``: poker as a CSV file into Parquet; otherwise
+    Parquet to Parquet.
     """
-    import statistics
-
-    repo = Path(__file__).resolve().parent.parent
     with _checkout(rev) as old, tempfile.TemporaryDirectory(prefix="sqlanon-bench-") as scratch:
         out_dir = Path(scratch)
         if url is None:
@@ -314,28 +310,61 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv
             base = ["anonymize", url, "--table", "public.poker", "-o", url, "--target-table", "public.poker_anon"]
         base += ["--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2", "--json", "--overwrite",
                  "--workers", str(workers)]
-        trees = {rev: str(old), "this tree": str(repo)}
-        for tree in trees.values():
-            run_cli(base, tree)  # warm: each tree compiles and caches its own kernel
-        runs: dict[str, list[dict]] = {name: [] for name in trees}
-        for round_ in range(repeat):
-            # Each version first in every other round: with REV always first,
-            # the CSV read's medians differed by 0.33 s, and not with the
-            # order swapped (BENCHMARKS.md, thirtieth session).
-            for name, tree in (list if round_ % 2 == 0 else reversed)(list(trees.items())):
-                if dsn:
-                    settle(dsn)
-                doc, wall, _ = run_cli(base, tree)
-                runs[name].append({"wall": wall, **doc["timings"], "after output": doc["bench_after_output_s"]})
-        phases = ["wall", "read", "fragmentation", "anonymize", "write", "verify", "after output"]
         where = "PostgreSQL → PostgreSQL" if dsn else "CSV → Parquet" if csv else "Parquet → Parquet"
         print(f"poker {rows:,} rows, {where}, {workers} worker(s), k = 10, l = 2; median of {repeat} "
               f"alternating runs; {machine()}\n")
-        print("| version | " + " | ".join(f"{p} s" for p in phases) + " | min wall s |")
-        print("|---|" + "---|" * (len(phases) + 1))
-        for name, rs in runs.items():
-            cells = " | ".join(f"{statistics.median(r[p] for r in rs):.2f}" for p in phases)
-            print(f"| {name} | {cells} | {min(r['wall'] for r in rs):.2f} |")
+        _alternate({rev: str(old), "this tree": str(REPO)}, base, repeat, (lambda: settle(dsn)) if dsn else None)
+
+
+def _alternate(trees: dict[str, str], base: list[str], repeat: int, before=None) -> None:
+    """Run ``base`` in each of ``trees`` (name: source tree) ``repeat`` times,
+    alternating, and print the medians of each phase.
+
+    The machine's speed drifts by ~30 % over minutes; alternating the
+    versions run by run and taking medians keeps that drift out of the
+    difference. Each version goes first in every other round: with REV
+    always first, the CSV read's medians differed by 0.33 s, and not with
+    the order swapped (BENCHMARKS.md, thirtieth session). ``before``: called
+    before each run (a server's settling).
+    """
+    import statistics
+
+    for tree in trees.values():
+        run_cli(base, tree)  # warm: each tree compiles and caches its own kernel
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    for round_ in range(repeat):
+        for name, tree in (list if round_ % 2 == 0 else reversed)(list(trees.items())):
+            if before:
+                before()
+            doc, wall, _ = run_cli(base, tree)
+            runs[name].append({"wall": wall, **doc["timings"], "after output": doc["bench_after_output_s"]})
+    phases = ["wall", "read", "fragmentation", "anonymize", "write", "verify", "after output"]
+    print("| version | " + " | ".join(f"{p} s" for p in phases) + " | min wall s |")
+    print("|---|" + "---|" * (len(phases) + 1))
+    for name, rs in runs.items():
+        cells = " | ".join(f"{statistics.median(r[p] for r in rs):.2f}" for p in phases)
+        print(f"| {name} | {cells} | {min(r['wall'] for r in rs):.2f} |")
+
+
+def prefix(rev: str, rows: int, fragments: int, repeat: int) -> None:
+    """A text QI generalized by its common prefix (e-mail addresses, nearly
+    one distinct value per row), whose domain (every distinct value) each
+    worker needs: ``rev`` against this tree, runs alternating (:func:`_alternate`)."""
+    DATA.mkdir(exist_ok=True)
+    src = DATA / f"emails-{rows}.parquet"
+    if not src.exists():
+        import duckdb
+
+        duckdb.sql(f"""COPY (SELECT i AS id, 'user' || (hash(i) % 100000000)::VARCHAR || '@'
+            || ['gmail.com', 'yahoo.com', 'corp.example'][1 + i % 3] AS email, 20 + i % 50 AS age,
+            'dx' || (i % 7)::VARCHAR AS dx FROM range({rows}) t(i)) TO '{src}' (FORMAT parquet)""")
+    with _checkout(rev) as old, tempfile.TemporaryDirectory(prefix="sqlanon-bench-") as scratch:
+        base = ["anonymize", str(src), "-o", str(Path(scratch) / "out.parquet"), "--qi", "email,age",
+                "--generalization", "email=prefix", "--sensitive", "dx", "-k", "10", "-l", "2", "--workers", "2",
+                "--fragments", str(fragments), "--json", "--overwrite"]
+        print(f"{rows:,} e-mail addresses, QIs email (prefix) and age, k = 10, l = 2, 2 workers, {fragments} "
+              f"fragments; median of {repeat} alternating runs; {machine()}\n")
+        _alternate({rev: str(old), "this tree": str(REPO)}, base, repeat)
 
 
 def hierarchy(rows: int, leaves: int, rev: str | None) -> None:
@@ -711,6 +740,11 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--leaves", type=int, default=50_000)
     p.add_argument("--rev", help="also run this git revision (e.g. HEAD~1), once")
+    p = sub.add_parser("prefix", help="a prefix-generalized text QI of ~1M distinct values, against a revision")
+    p.add_argument("rev", help="the revision to compare with, e.g. HEAD~3 or a commit")
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--fragments", type=int, default=8)
+    p.add_argument("--repeat", type=int, default=3)
     p = sub.add_parser("wide", help="wide rows: the process tree's memory, at its peak and after the fragments")
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--rev", help="also run this git revision (e.g. HEAD~1), once")
@@ -733,6 +767,9 @@ def main() -> None:
         return
     if args.what == "hierarchy":
         hierarchy(args.rows, args.leaves, args.rev)
+        return
+    if args.what == "prefix":
+        prefix(args.rev, args.rows, args.fragments, args.repeat)
         return
     if args.what == "wide":
         wide(args.rows, args.rev)
