@@ -898,7 +898,7 @@ def run(
             target.check_swappable(out_names)
         if isinstance(target, io.FileTarget) and target.fmt == "csv":
             _refuse_trimmed_csv_names(out_names, target)
-        _warn_of_changed_generalizations(target, options.metrics, spec, schema)
+        _warn_of_changed_generalizations(con, target, options.metrics, spec, schema)
         if cluster:
             step(f"starting {'Spark' if options.executor == 'spark' else 'the Dask cluster'}")
             t_cluster = time.perf_counter()
@@ -1922,7 +1922,8 @@ METRICS_SCHEMA = pa.schema(
 )
 
 
-def _warn_of_changed_generalizations(target, where: str | None, spec: AnonymizationSpec, schema: pa.Schema) -> None:
+def _warn_of_changed_generalizations(con, target, where: str | None, spec: AnonymizationSpec,
+                                     schema: pa.Schema) -> None:
     """Warn of a QI generalized, by its type, otherwise than by the last run
     that published ``target`` (its metrics, ``where``): the published values
     change form under the output's readers (ages as sets, ``{23, 25}``,
@@ -1931,7 +1932,7 @@ def _warn_of_changed_generalizations(target, where: str | None, spec: Anonymizat
     lake's file written by another tool. Pinned or given a hierarchy, a QI
     is the job's to change."""
     loose = [q for q in spec.quasi_identifiers if q.generalization is None and q.hierarchy is None]
-    earlier = target.earlier_run(where, _recorded(target)) if loose else None
+    earlier = target.earlier_run(con, where, _recorded(target)) if loose else None
     if earlier is None:
         return
     try:

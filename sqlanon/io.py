@@ -2090,10 +2090,11 @@ class LocalStagingTarget:
         if self.lock is not None:
             self.lock.release()
 
-    def earlier_run(self, where: str | None, target: str) -> tuple[str, str] | None:
+    def earlier_run(self, con: duckdb.DuckDBPyConnection, where: str | None, target: str) -> tuple[str, str] | None:
         """The parameters and start of the last run that published this
-        output (``target``, as recorded) in its metrics file (``where``)."""
-        return earlier_run_in_file(where or default_metrics_path(self.path), target)
+        output (``target``, as recorded) in its metrics file (``where``),
+        read on ``con``."""
+        return earlier_run_in_file(con, where or default_metrics_path(self.path), target)
 
     def _swap_with_metrics(self, con, metrics: pa.Table, where: str | None, swap_in: Callable[[], None],
                            staged_output: str) -> str:
@@ -2296,11 +2297,12 @@ class DuckDBTarget(LocalStagingTarget):
         if have:
             refuse_unfit_metrics(schema, have, f"table {table_text(table)!r} in {self.path!r}", fold_name)
 
-    def earlier_run(self, where: str | None, target: str) -> tuple[str, str] | None:
+    def earlier_run(self, con: duckdb.DuckDBPyConnection, where: str | None, target: str) -> tuple[str, str] | None:
         """The parameters and start of the last run that published this
-        table (``target``, as recorded) in its metrics file or table."""
+        table (``target``, as recorded) in its metrics file (read on ``con``)
+        or table."""
         if where and _format_of(where):
-            return earlier_run_in_file(where, target)
+            return earlier_run_in_file(con, where, target)
         if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
             return None
         stmt = render("earlier_run.sql", relation=ident(["__sqlanon_chk", *self.metrics_table(where)]), target=target)
@@ -2650,21 +2652,18 @@ def check_metrics_file(path: str, schema: pa.Schema | None = None) -> None:
         con.close()
 
 
-def earlier_run_in_file(path: str, target: str) -> tuple[str, str] | None:
+def earlier_run_in_file(con: duckdb.DuckDBPyConnection, path: str, target: str) -> tuple[str, str] | None:
     """The parameters (JSON) and start of the last run that the metrics file
-    ``path`` records as publishing ``target``; ``None`` when there is none,
-    or it cannot be read (the run's own check of the file says why)."""
+    ``path`` records as publishing ``target``, read on ``con``; ``None`` when
+    there is none, or it cannot be read (the run's own check of the file says why)."""
     fmt = _format_of(path)
     if fmt is None or not os.path.exists(path):
         return None
-    con = connect()
+    stmt = render("earlier_run.sql", relation=_earlier_metrics(path, fmt), target=target)
     try:
-        stmt = render("earlier_run.sql", relation=_earlier_metrics(path, fmt), target=target)
         return con.execute(stmt.sql, stmt.params).fetchone()
     except duckdb.Error:
         return None
-    finally:
-        con.close()
 
 
 def _earlier_metrics(path: str, fmt: str) -> str:

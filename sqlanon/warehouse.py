@@ -1056,15 +1056,16 @@ class PostgresTarget:
             raise InputError(f"cannot write the metrics table {table_text(table)!r} of {self.conn.safe()}: the role "
                              "may not INSERT into it; GRANT INSERT ON it first, or name another with --metrics")
 
-    def earlier_run(self, where: str | None, target: str) -> tuple[str, str] | None:
+    def earlier_run(self, con: duckdb.DuckDBPyConnection, where: str | None, target: str) -> tuple[str, str] | None:
         """The parameters and start of the last run that published this
-        table (``target``, as recorded) in its metrics file or table."""
+        table (``target``, as recorded) in its metrics file (read on ``con``)
+        or table."""
         import psycopg
 
         from .io import earlier_run_in_file, file_format
 
         if where and file_format(where):
-            return earlier_run_in_file(where, target)
+            return earlier_run_in_file(con, where, target)
         stmt = render("earlier_run.sql", dialect="postgres", inline=True,
                       relation=ident(list(self._metrics_name(where))), target=target)
         with self._connect() as c:
