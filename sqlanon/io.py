@@ -1492,7 +1492,7 @@ def write_part(
     except pa.ArrowNotImplementedError:  # values pyarrow cannot write (a dictionary holding a NULL): DuckDB can
         write_parquet(con, table, path, compression, as_text, arrow_fields)
     except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"cannot write {path!r}: {first_line(exc)}") from exc
+        raise InputError(f"cannot write {path!r}: {first_line(exc)}{_no_room_hint(exc)}") from exc
 
 
 def arrow_writes_exactly(t: pa.DataType) -> bool:
@@ -1540,10 +1540,20 @@ def copy_relation(
         con.execute(stmt.sql, stmt.params)
     except (duckdb.Error, OSError) as exc:
         raise InputError(f"cannot write {path!r}: {first_line(exc)}{_negative_interval_hint(con, relation, exc)}"
+                         f"{_no_room_hint(exc)}"
                          ) from exc
     finally:
         if isinstance(data, pa.Table):
             con.unregister("__sqlanon_out")
+
+
+def _no_room_hint(exc: BaseException) -> str:
+    """What a run needs room for, when a write failed for it: the error
+    named a hidden staging file, and not why the disk filled."""
+    if getattr(exc, "errno", None) != errno.ENOSPC and "No space left on device" not in str(exc):
+        return ""
+    return (" (the disk is full: beside the output a run writes its parts, then its new output, while the old "
+            "one stays until the swap; the previous output is intact: free room, then rerun)")
 
 
 def _negative_interval_hint(con: duckdb.DuckDBPyConnection, relation: str, exc: BaseException) -> str:

@@ -270,6 +270,39 @@ def test_a_planted_staging_entry_is_neither_finished_nor_followed(tmp_path):
     assert pq.read_metadata(out).num_rows == 32_561
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MB file system of its own (tmpfs; needs root, as CI runs)."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN)")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_fails_the_run_naming_it_and_keeps_the_old_output(small_disk):
+    """A nightly run on a disk filling up: the error named a hidden staging
+    file's write, not what the run needs room for; the old output and its
+    metrics must stay as they were, and no staging behind."""
+    import hashlib
+
+    out = small_disk / "o.parquet"
+    run = [sys.executable, "-m", "sqlanon", "anonymize", str(REPO / "examples" / "adults.csv"), "-o", str(out),
+           "--qi", "age,education-num,occupation", "-k", "5", "--overwrite", "-q"]
+    assert subprocess.run(run, capture_output=True).returncode == 0
+    digest = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in small_disk.iterdir()}
+    free = os.statvfs(small_disk)
+    (small_disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - 64 * 1024))
+    p = subprocess.run(run, capture_output=True, text=True)
+    assert p.returncode == 1 and "No space left on device" in p.stderr, p.stderr
+    assert "(the disk is full: beside the output a run writes its parts" in p.stderr and len(p.stderr.splitlines()) == 1
+    assert {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in small_disk.iterdir() if f.name != "filler"} \
+        == digest
+
+
 def test_json_takes_a_violations_map_keyed_by_dates():
     """A MAP QI keyed by dates failed --json with 'keys must be str, int…' (helper-11)."""
     import datetime as dt
