@@ -311,11 +311,19 @@ class Hierarchy:
 # --------------------------------------------------------------------------
 
 
-def _frozen(values: list[int]) -> np.ndarray:
+def _frozen(values: list[int] | np.ndarray) -> np.ndarray:
     """Return a read-only int32 array."""
     arr = np.asarray(values, dtype=np.int32)
     arr.setflags(write=False)
     return arr
+
+
+def _frozen_hierarchy(source: str, names: list[str], parent, depth, first_leaf, last_leaf, leaves: list[str],
+                      leaf_node) -> Hierarchy:
+    """The hierarchy of these arrays (lists or numpy arrays), read-only int32."""
+    return Hierarchy(source=source, names=names, parent=_frozen(parent), depth=_frozen(depth),
+                     first_leaf=_frozen(first_leaf), last_leaf=_frozen(last_leaf), leaves=leaves,
+                     leaf_node=_frozen(leaf_node))
 
 
 def _refuse_reused_names(source: str, names: list[str], parent: list[int]) -> None:
@@ -443,16 +451,7 @@ def _build(source: str, labels: list[str], children: list[list[int]]) -> Hierarc
 
     _refuse_duplicate_leaves(source, names, parent, leaves, leaf_node)
     _refuse_reused_names(source, names, parent)
-    return Hierarchy(
-        source=source,
-        names=names,
-        parent=_frozen(parent),
-        depth=_frozen(depth),
-        first_leaf=_frozen(first_leaf),
-        last_leaf=_frozen(last_leaf),
-        leaves=leaves,
-        leaf_node=_frozen(leaf_node),
-    )
+    return _frozen_hierarchy(source, names, parent, depth, first_leaf, last_leaf, leaves, leaf_node)
 
 
 def _from_preorder(
@@ -501,16 +500,7 @@ def _from_preorder(
         codes = pc.dictionary_encode(pa.array(names, pa.string()) if labels is None else labels).indices
         if _may_refuse_reused_names(codes.to_numpy(), is_leaf, first_leaf, last_leaf, leaf_node):
             _refuse_reused_names(source, names, parent.tolist())
-    return Hierarchy(
-        source=source,
-        names=names,
-        parent=_frozen(parent),
-        depth=_frozen(depth),
-        first_leaf=_frozen(first_leaf),
-        last_leaf=_frozen(last_leaf),
-        leaves=leaves,
-        leaf_node=_frozen(leaf_node),
-    )
+    return _frozen_hierarchy(source, names, parent, depth, first_leaf, last_leaf, leaves, leaf_node)
 
 
 def _may_refuse_reused_names(
