@@ -174,18 +174,28 @@ def redact_urls(text: str) -> str:
     return _KEYWORD_PASSWORD.sub(r"\1***", text)
 
 
-def redact_chain(exc: BaseException | None) -> None:
+def redact_chain(exc: BaseException | None, _seen: set[int] | None = None) -> None:
     """Mask URLs' passwords in the text of ``exc`` and of each exception a
-    traceback shows with it (raised from, or during): a driver's error may
-    quote the whole connection string ('Unable to connect to Postgres at
-    "… password='…'"'), and a one-line message masked did not mask the
-    error chained to it, shown by --debug and by a library host's logged
-    traceback (helper-71)."""
-    seen: set[int] = set()
+    traceback shows with it (raised from, or during; an exception group's
+    members): a driver's error may quote the whole connection string
+    ('Unable to connect to Postgres at "… password='…'"'), and a one-line
+    message masked did not mask the error chained to it, shown by --debug
+    and by a library host's logged traceback (helper-71). The text a
+    traceback prints: the arguments, an OSError's file names, notes, and a
+    click error's message."""
+    seen = set() if _seen is None else _seen
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        with contextlib.suppress(Exception):  # an exception whose args cannot be set
+        with contextlib.suppress(Exception):  # an exception whose attributes cannot be set
             exc.args = tuple(redact_urls(a) if isinstance(a, str) else a for a in exc.args)
+            for name in ("filename", "filename2", "message"):
+                if isinstance(getattr(exc, name, None), str):
+                    setattr(exc, name, redact_urls(getattr(exc, name)))
+            if isinstance(getattr(exc, "__notes__", None), list):
+                exc.__notes__ = [redact_urls(n) if isinstance(n, str) else n for n in exc.__notes__]
+        for member in getattr(exc, "exceptions", None) or ():
+            if isinstance(member, BaseException):
+                redact_chain(member, seen)
         exc = exc.__cause__ if exc.__cause__ is not None else None if exc.__suppress_context__ else exc.__context__
 
 

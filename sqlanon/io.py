@@ -1492,7 +1492,7 @@ def write_part(
     except pa.ArrowNotImplementedError:  # values pyarrow cannot write (a dictionary holding a NULL): DuckDB can
         write_parquet(con, table, path, compression, as_text, arrow_fields)
     except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"cannot write {path!r}: {first_line(exc)}{_no_room_hint(exc)}") from exc
+        raise InputError(f"cannot write {path!r}: {first_line(exc)}{no_room_hint(exc)}") from exc
 
 
 def arrow_writes_exactly(t: pa.DataType) -> bool:
@@ -1540,20 +1540,20 @@ def copy_relation(
         con.execute(stmt.sql, stmt.params)
     except (duckdb.Error, OSError) as exc:
         raise InputError(f"cannot write {path!r}: {first_line(exc)}{_negative_interval_hint(con, relation, exc)}"
-                         f"{_no_room_hint(exc)}"
+                         f"{no_room_hint(exc)}"
                          ) from exc
     finally:
         if isinstance(data, pa.Table):
             con.unregister("__sqlanon_out")
 
 
-def _no_room_hint(exc: BaseException) -> str:
+def no_room_hint(exc: BaseException) -> str:
     """What a run needs room for, when a write failed for it: the error
     named a hidden staging file, and not why the disk filled."""
     if getattr(exc, "errno", None) != errno.ENOSPC and "No space left on device" not in str(exc):
         return ""
-    return (" (the disk is full: beside the output a run writes its parts, then its new output, while the old "
-            "one stays until the swap; the previous output is intact: free room, then rerun)")
+    return (" (the disk is full: a run writes its parts, then its new output, while the old one stays until it "
+            "is replaced; the previous output is intact: free room, then rerun)")
 
 
 def _negative_interval_hint(con: duckdb.DuckDBPyConnection, relation: str, exc: BaseException) -> str:
@@ -1873,7 +1873,9 @@ def remove_stale_staging(path: str | os.PathLike, locked: bool = False) -> None:
         return bool(m) and int(m.group(1)) != os.getpid() and alive(int(m.group(1)))
 
     for backup in p.parent.glob(f".{glob.escape(p.name)}{BACKUP_MARK}*"):
-        if not _ours(backup) or live(backup.name, re.escape(BACKUP_MARK) + r"(\d+)$"):
+        # Of any owner: a dead run's backup keeps its output's (a colleague's, published first:
+        # skipped, it left the output hidden for good; helper-72). Never a link.
+        if backup.is_symlink() or live(backup.name, re.escape(BACKUP_MARK) + r"(\d+)$"):
             continue
         if p.exists():
             _remove(backup)  # the swap finished; only the clean-up was lost
@@ -1893,11 +1895,11 @@ def remove_stale_staging(path: str | os.PathLike, locked: bool = False) -> None:
 
 def _ours(path: Path | str) -> bool:
     """Whether ``path`` is this user's own and not a link. Another user's
-    entry named as a dead run's staging, backup or claim (planted in a
-    shared directory, /tmp) is not this run's to finish, move back or
-    remove: a staged "metrics file" linked to someone's private file, with a
-    claim naming a file of mode 6777, had the run give that file the mode
-    and the planter's group, and move the link over the output (helper-71)."""
+    entry named as a dead run's staging or claim (planted in a shared
+    directory, /tmp) is not this run's to finish or remove: a staged
+    "metrics file" linked to someone's private file, with a claim naming a
+    file of mode 6777, had the run give that file the mode and the
+    planter's group, and move the link over the output (helper-71)."""
     try:
         st = os.lstat(path)
     except OSError:
@@ -2042,9 +2044,12 @@ class Staging:
         may write as others of the group: helper-71), whose tasks carry
         their spec and statistics."""
         path = self.root / "shared.pickle"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(objects, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(objects, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        except OSError as exc:  # a full disk (the test fills one)
+            raise InputError(f"cannot write {str(path)!r}: {exc.strerror}{no_room_hint(exc)}") from exc
         return str(path)
 
     def part_path(self, fragment_id: int) -> str:
@@ -2315,10 +2320,14 @@ class DuckDBTarget(LocalStagingTarget):
             return earlier_run_in_file(con, where, target)
         if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
             return None
-        stmt = render("earlier_run.sql", relation=ident(["__sqlanon_chk", *self.metrics_table(where)]), target=target)
+        # The run's input in the same file is attached already, and a second attach fails (helper-72).
+        attached = next((name for name, path in con.execute("SELECT database_name, path FROM duckdb_databases()")
+                         .fetchall() if path and os.path.realpath(path) == os.path.realpath(self.path)), None)
+        stmt = render("earlier_run.sql", relation=ident([attached or "__sqlanon_chk", *self.metrics_table(where)]),
+                      target=target)
         try:
-            rows = self._catalog(stmt.sql, stmt.params)
-        except InputError:  # no such table yet, or one that is not sqlanon's (its own check says so)
+            rows = con.execute(stmt.sql, stmt.params).fetchall() if attached else self._catalog(stmt.sql, stmt.params)
+        except (InputError, duckdb.Error):  # no such table yet, or not sqlanon's (its own check says so)
             return None
         return rows[0] if rows else None
 
@@ -2380,7 +2389,7 @@ class DuckDBTarget(LocalStagingTarget):
                     con.execute(f'INSERT INTO {name} BY NAME SELECT * FROM "__sqlanon_metrics"')
                 con.execute("COMMIT")
             except duckdb.Error as exc:
-                raise InputError(f"cannot publish {self.describe()!r}: {first_line(exc)}") from exc
+                raise InputError(f"cannot publish {self.describe()!r}: {first_line(exc)}{no_room_hint(exc)}") from exc
             on_failure.pop_all()
         if swap is not None:
             swap.after_publishing(self.describe())
@@ -2430,7 +2439,7 @@ class DuckDBTarget(LocalStagingTarget):
         another process holds it."""
         held = re.search(r"Conflicting lock is held in .*?(\(PID \d+\))", str(exc))
         if held is None:
-            return InputError(f"cannot write {self.describe()!r}: {first_line(exc)}")
+            return InputError(f"cannot write {self.describe()!r}: {first_line(exc)}{no_room_hint(exc)}")
         return InputError(f"cannot write {self.describe()!r}: another process {held[1]} has its file open, and "
                           "DuckDB writes no file another process reads (a dashboard's or a notebook's connection, "
                           "even a read-only one); close that connection, or publish to another file")

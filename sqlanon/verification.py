@@ -263,8 +263,8 @@ column it groups or counts must not start with it."""
 
 def count_keys(qi: list[str], sensitive: list[str]) -> list[str]:
     """The keys of a violation's counts, ``__rows`` and ``__distinct_<s>`` per
-    sensitive column, each with one more leading ``_`` while a QI has its
-    name: a QI named ``__rows`` lost its values to the count (helper-68)."""
+    sensitive column, each given leading ``_``s while a QI has its name: a
+    QI named ``__rows`` lost its values to the count (helper-68)."""
     taken = set(qi)
     keys = []
     for key in ["__rows", *(f"__distinct_{s}" for s in sensitive)]:

@@ -181,12 +181,12 @@ def _run_fragment(task: FragmentTask) -> FragmentResult:
         # Its host named: one host of many that lacks the mount was not (helper-56).
         raise InputError(f"the worker on host {socket.gethostname()!r} cannot reach {missing}: a remote cluster needs "
                          "the input on storage that every worker mounts at the same path")
-    if task.temp_directory:
-        # Its spill files hold the input's rows: this user's only, and gone with the task (DuckDB made
-        # the directory under the umask, readable by all in a remote cluster's staging area: helper-71).
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(task.temp_directory, 0o700)
-    con = io.connect(memory_limit=task.memory_limit, threads=task.threads, temp_directory=task.temp_directory)
+    # Its spill files hold the input's rows: a directory of this attempt's own, this user's only, gone
+    # with it (DuckDB made one per fragment under the umask, readable by all in a remote cluster's
+    # staging area, helper-71; and two attempts of one fragment shared it: helper-72).
+    spill = tempfile.mkdtemp(prefix=f"{os.path.basename(task.temp_directory)}-",
+                             dir=os.path.dirname(task.temp_directory)) if task.temp_directory else None
+    con = io.connect(memory_limit=task.memory_limit, threads=task.threads, temp_directory=spill)
     try:
         t0 = time.perf_counter()
         task.source.attach(con)
@@ -222,8 +222,8 @@ def _run_fragment(task: FragmentTask) -> FragmentResult:
         timings["write"] = time.perf_counter() - t0
     finally:
         con.close()
-        if task.temp_directory:
-            shutil.rmtree(task.temp_directory, ignore_errors=True)
+        if spill:
+            shutil.rmtree(spill, ignore_errors=True)
     rows, metrics = table.num_rows, result.metrics
     # The fragment's Arrow buffers go back to the system: a worker waiting
     # for its next task (or for the coordinator to publish) kept ~1 GB of a

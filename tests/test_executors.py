@@ -442,7 +442,9 @@ def test_the_probe_names_what_a_cluster_worker_cannot_reach(tmp_path):
 def test_a_workers_spill_directory_is_its_users_only_and_gone_with_the_task(source, tmp_path, monkeypatch):
     """A remote cluster's staging area takes the umask's mode (its group's
     workers write parts there), and DuckDB made each worker's spill
-    directory so too: spilled input rows readable by others (helper-71)."""
+    directory so too: spilled input rows readable by others (helper-71).
+    Two attempts of one fragment (a cluster's retry, speculation) shared it,
+    the first to finish removing it under the other (helper-72)."""
     import stat
 
     from sqlanon import io as sio
@@ -467,7 +469,12 @@ def test_a_workers_spill_directory_is_its_users_only_and_gone_with_the_task(sour
     task = FragmentTask(0, "", (), sio.open_source(str(source)), spec, column_stats(table, spec),
                         str(staging / "p.parquet"), temp_directory=str(spill))
     assert run_fragment(task).rows == table.num_rows
-    assert modes == [0o700] and not spill.exists()
+    assert modes == [0o700] and not list(staging.glob("spill*"))
+    # One of each attempt: a directory of that name made before (by another attempt of the
+    # fragment, or by a member of the group, 0777) is not used, nor removed.
+    spill.mkdir(mode=0o777)
+    assert run_fragment(task).rows == table.num_rows
+    assert modes == [0o700, 0o700] and spill.exists() and list(staging.glob("spill*")) == [spill]
 
 
 @pytest.mark.parametrize(("executor", "option", "value"), [

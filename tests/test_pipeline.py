@@ -1799,8 +1799,8 @@ def test_the_csv_integer_checks_over_the_rows_they_could_flag_count_as_over_ever
     con.executemany(f"INSERT INTO t VALUES ({', '.join('?' for _ in names)})", rows)
     stmt = render("csv_lossy_reads.sql", relation='"t"', doubles=[], times=[], integers=names, dates=[], naive=[],
                   worded=[])
-    got = dict(zip([d[0] for d in con.execute(stmt.sql, stmt.params).description],
-                   con.execute(stmt.sql, stmt.params).fetchone()))
+    result = con.execute(stmt.sql, stmt.params)
+    got = dict(zip([d[0] for d in result.description], result.fetchone()))
     for i, c in enumerate(names):
         q = ident(c)
         want = con.execute(
@@ -1841,6 +1841,18 @@ def test_a_qi_generalized_otherwise_than_by_the_last_run_is_warned_about(tmp_pat
             pq.write_table(pa.table({"age": ages, "dx": dx}), src)
             sqlanon.anonymize(src, out, **{**run, "generalization": {"age": "interval"}}, **more)
         assert "generalized" not in caplog.text, caplog.text
+    # Input and output in one DuckDB file: the file attached as the input is read (a second attach failed).
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE src AS SELECT 20 + i % 50 AS age, ['Flu', 'Cold'][1 + i % 2] AS dx FROM range(400) "
+                    "t(i)")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        sqlanon.anonymize(db, db, table="src", target_table="t", **run)
+        with duckdb.connect(str(db)) as con:
+            con.execute("ALTER TABLE src ALTER age TYPE VARCHAR")
+        sqlanon.anonymize(db, db, table="src", target_table="t", **run)
+    assert "quasi-identifier 'age' is generalized as sets by its type (string)" in caplog.text, caplog.text
 
 
 def test_a_csv_qi_of_numbers_read_as_text_for_a_few_words_is_warned_about(tmp_path, caplog):

@@ -298,9 +298,50 @@ def test_a_full_disk_fails_the_run_naming_it_and_keeps_the_old_output(small_disk
     (small_disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - 64 * 1024))
     p = subprocess.run(run, capture_output=True, text=True)
     assert p.returncode == 1 and "No space left on device" in p.stderr, p.stderr
-    assert "(the disk is full: beside the output a run writes its parts" in p.stderr and len(p.stderr.splitlines()) == 1
+    assert "(the disk is full: a run writes its parts, then its new output" in p.stderr, p.stderr
+    assert len(p.stderr.splitlines()) == 1
     assert {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in small_disk.iterdir() if f.name != "filler"} \
         == digest
+    # A DuckDB file's table: the file grows by the new table before the old one goes.
+    for f in small_disk.iterdir():
+        f.unlink()
+    db = small_disk / "o.duckdb"
+    run[run.index("-o") + 1:run.index("-o") + 2] = [str(db), "--target-table", "t"]
+    assert subprocess.run(run, capture_output=True).returncode == 0
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        before = con.execute("SELECT count(*), sum(hash(COLUMNS(*))) FROM t").fetchall()
+    free = os.statvfs(small_disk)
+    (small_disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - 64 * 1024))
+    p = subprocess.run(run, capture_output=True, text=True)
+    assert p.returncode == 1 and "(the disk is full: a run writes its parts" in p.stderr, p.stderr
+    (small_disk / "filler").unlink()
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*), sum(hash(COLUMNS(*))) FROM t").fetchall() == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root")
+def test_a_dead_runs_backup_of_a_colleagues_output_is_put_back(tmp_path):
+    """A team's directory: a colleague published the output, a run of
+    ours died between its renames; its backup keeps the colleague's
+    ownership, and was left hidden for good, the next run publishing over
+    the empty place without --overwrite (helper-72)."""
+    old = tmp_path / "out.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), old)
+    os.chown(old, 65534, 65534)
+    backup = tmp_path / f".out.parquet{BACKUP_MARK}999999999"
+    old.rename(backup)
+    with pytest.raises(ConfigError, match="already exists"):
+        sqlanon.anonymize(REPO / "examples" / "adults.csv", old, qi=["age"], k=5)
+    assert pq.read_table(old).column("x").to_pylist() == [1, 2] and not backup.exists()
+    # A link named as a backup is nobody's output: not followed into place.
+    elsewhere = tmp_path / "elsewhere.parquet"
+    pq.write_table(pa.table({"x": [3]}), elsewhere)
+    old.unlink()
+    backup.symlink_to(elsewhere)
+    sqlanon.anonymize(REPO / "examples" / "adults.csv", old, qi=["age"], k=5)
+    assert not old.is_symlink() and pq.read_metadata(old).num_rows == 32_561
 
 
 def test_json_takes_a_violations_map_keyed_by_dates():
