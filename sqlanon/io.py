@@ -2060,7 +2060,8 @@ class Staging:
         return str(self.parts_dir / f"part-{fragment_id:05d}-{self.run}.parquet")
 
     def spill_dir(self, name: str) -> str:
-        """A DuckDB ``temp_directory`` of its own for one worker (:func:`connect`)."""
+        """The name after which each attempt at fragment ``name`` makes its
+        own spill directory, DuckDB's ``temp_directory`` (:func:`sqlanon.worker.run_fragment`)."""
         return str(self.root / f"spill-{name}")
 
     def parts_relation(self) -> str:

@@ -52,7 +52,9 @@ class FragmentTask:
     memory_limit: str | None = None
     threads: int | None = 1
     temp_directory: str | None = None
-    """Where the worker's DuckDB spills (in the run's staging area)."""
+    """Where the worker's DuckDB spills (in the run's staging area): each
+    attempt at the task makes a directory of its own named after it
+    (``<temp_directory>-XXXXXXXX``), and removes it."""
     part_compression: str = "zstd"
     part_is_output: bool = True
     """Whether the part is published as it is (:func:`sqlanon.io.write_part`)."""
@@ -184,8 +186,12 @@ def _run_fragment(task: FragmentTask) -> FragmentResult:
     # Its spill files hold the input's rows: a directory of this attempt's own, this user's only, gone
     # with it (DuckDB made one per fragment under the umask, readable by all in a remote cluster's
     # staging area, helper-71; and two attempts of one fragment shared it: helper-72).
-    spill = tempfile.mkdtemp(prefix=f"{os.path.basename(task.temp_directory)}-",
-                             dir=os.path.dirname(task.temp_directory)) if task.temp_directory else None
+    try:
+        spill = tempfile.mkdtemp(prefix=f"{os.path.basename(task.temp_directory)}-",
+                                 dir=os.path.dirname(task.temp_directory)) if task.temp_directory else None
+    except OSError as exc:  # a full disk
+        raise InputError(f"cannot make a spill directory in {os.path.dirname(task.temp_directory)!r}: "
+                         f"{exc.strerror}{io.no_room_hint(exc)}") from exc
     con = io.connect(memory_limit=task.memory_limit, threads=task.threads, temp_directory=spill)
     try:
         t0 = time.perf_counter()
