@@ -957,6 +957,19 @@ def load_hierarchy(path: str | os.PathLike[str]) -> Hierarchy:
             "expected .json or .csv"
         )
     text = _read_text(source)
-    if ext == ".json":
-        return _parse_json(source, text)
-    return _parse_csv(source, text)
+    hierarchy = _parse_json(source, text) if ext == ".json" else _parse_csv(source, text)
+    try:
+        "".join(hierarchy.names).encode("utf-8")
+    except UnicodeEncodeError:  # JSON's "\ud800": an internal error once the run wrote it (helper-72)
+        bad = next(name for name in hierarchy.names if not _encodes(name))
+        raise HierarchyError(f"hierarchy file {source!r} has the label {bad!r}, which is no Unicode text (a lone "
+                             "surrogate, as JSON's \\ud800 escape makes): correct it") from None
+    return hierarchy
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

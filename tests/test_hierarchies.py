@@ -423,6 +423,14 @@ def test_json_node_with_a_key_twice_is_refused(tmp_path: Path) -> None:
         load_hierarchy(write(tmp_path, "h.json", text))
 
 
+def test_json_label_that_is_no_unicode_text_is_refused(tmp_path: Path) -> None:
+    """JSON's \\ud800 escape makes a lone surrogate, which no file can hold:
+    the run failed as an internal error when it wrote the label (helper-72)."""
+    text = '{"cat": "*", "subcats": [{"cat": "a\\ud800"}, {"cat": "b"}]}'
+    with pytest.raises(HierarchyError, match=r"has the label 'a\\ud800', which is no Unicode text"):
+        load_hierarchy(write(tmp_path, "h.json", text))
+
+
 def test_csv_duplicate_leaf(tmp_path: Path) -> None:
     path = write(tmp_path, "h.csv", "Italy;Europe;*\nFrance;Europe;*\nItaly;Europe;*\n")
     with pytest.raises(HierarchyError) as info:
