@@ -1495,6 +1495,16 @@ def write_part(
         raise InputError(f"cannot write {path!r}: {first_line(exc)}{no_room_hint(exc)}") from exc
 
 
+def _row_groups(files: Sequence[Path], text: list[str]) -> Iterator[pa.Table]:
+    """The row groups of Parquet ``files`` in order, their ``text`` columns as dictionaries."""
+    import pyarrow.parquet as pq
+
+    for file in files:
+        part = pq.ParquetFile(file, read_dictionary=text)
+        for i in range(part.num_row_groups):
+            yield part.read_row_group(i)
+
+
 def _text_bytes_per_row(table: pa.Table) -> float:
     """The mean bytes of text a row of ``table`` (dictionary-encoded text
     columns) holds once decoded, from the dictionaries' lengths."""
@@ -2100,39 +2110,43 @@ class Staging:
         verification, 0.05 s against 0.08 s). Only where the parts need no
         cast back, carry no Arrow types to restore, and every column is of a
         type pyarrow writes as DuckDB does (:func:`arrow_writes_exactly`; it
-        keeps -0.0 and 0.0 apart too); else False, and nothing is written."""
+        keeps -0.0 and 0.0 apart too), timestamps in micro- or nanoseconds
+        (pyarrow keeps seconds and milliseconds as milliseconds, which
+        pandas then reads so, where DuckDB writes microseconds: helper-73);
+        else False, and nothing is written."""
         if self.as_text or self.cast_back or self.arrow_fields:
             return False
         import pyarrow.parquet as pq
 
         files = sorted(self.parts_dir.glob("*.parquet"))
-        schema = pq.read_schema(files[0])
-        if not all(arrow_writes_exactly(f.type) for f in schema):
-            return False
-        text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
-        first = pq.ParquetFile(files[0], read_dictionary=text)
-        if not text or first.num_row_groups == 0 or _text_bytes_per_row(first.read_row_group(0, text)) < 1024:
-            return False
-        writer = None
+        writer, written = None, False
+        ours = not os.path.lexists(path)  # a file it makes is its own to remove, none else
         try:
-            for file in files:
-                part = pq.ParquetFile(file, read_dictionary=text)
-                for i in range(part.num_row_groups):
-                    table = part.read_row_group(i)
+            schema = pq.read_schema(files[0])
+            coarse = [f for f in schema if pa.types.is_timestamp(f.type) and f.type.unit in ("s", "ms")]
+            if coarse or not all(arrow_writes_exactly(f.type) for f in schema):
+                return False
+            text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+            first = pq.ParquetFile(files[0], read_dictionary=text)
+            if not text or first.num_row_groups == 0 or _text_bytes_per_row(first.read_row_group(0, text)) < 1024:
+                return False
+            with contextlib.ExitStack() as open_writer:
+                for table in _row_groups(files, text):
                     if writer is None:
-                        writer = pq.ParquetWriter(path, table.schema, compression="zstd", store_schema=False)
+                        writer = open_writer.enter_context(
+                            pq.ParquetWriter(path, table.schema, compression="zstd", store_schema=False))
                     elif not table.schema.equals(writer.schema):  # parts of other types: DuckDB unifies them
-                        raise pa.ArrowNotImplementedError("parts of different schemas")
+                        break
                     writer.write_table(table, row_group_size=PARQUET_ROW_GROUP_ROWS)
-        except pa.ArrowNotImplementedError:  # (a dictionary holding a NULL, as in write_part)
-            if writer is not None:
-                writer.close()
-            os.remove(path)
-            return False
+                else:
+                    written = True
         except (OSError, pa.ArrowException) as exc:
-            raise InputError(f"cannot write {path!r}: {first_line(exc)}{no_room_hint(exc)}") from exc
-        writer.close()
-        return True
+            if writer is not None and ours:
+                _remove(path)
+            raise InputError(f"cannot write {path!r} from the parts: {first_line(exc)}{no_room_hint(exc)}") from exc
+        if not written and ours:
+            _remove(path)
+        return written
 
     def regroup(self, con: duckdb.DuckDBPyConnection, qi: Sequence[str]) -> None:
         """Rewrite the parts as one, each published class's rows (the same

@@ -191,3 +191,25 @@ def test_an_output_of_long_generalized_texts_is_written_from_the_parts_dictionar
     short = tmp_path / "short.parquet"
     sqlanon.anonymize(src, short, **{**run, "qi": ["id"]})
     assert pq.ParquetFile(short).metadata.created_by.startswith("DuckDB")
+    # A DuckDB table's TIMESTAMP_MS: pyarrow keeps milliseconds, which pandas reads so, where DuckDB
+    # writes microseconds (helper-73): DuckDB's to write.
+    db = tmp_path / "in.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE TABLE t AS SELECT *, make_timestamp(id * 1000)::TIMESTAMP_MS AS at FROM '{src}'")
+    sqlanon.anonymize(db, tmp_path / "ms.parquet", table="t", **run)
+    assert pq.ParquetFile(tmp_path / "ms.parquet").metadata.created_by.startswith("DuckDB")
+    assert pq.read_schema(tmp_path / "ms.parquet").field("at").type == pa.timestamp("us")
+
+
+def test_parts_that_cannot_be_read_fail_in_one_line_and_leave_no_output(tmp_path):
+    """A part pyarrow cannot read (a truncated file): the writer's raw
+    ArrowInvalid escaped, and a partial output stayed (helper-73)."""
+    staging = io.Staging(tmp_path / "staging")
+    staging.parts_dir.mkdir(parents=True)
+    long_text = pa.array(["x" * 2_000] * 10)
+    pq.write_table(pa.table({"s": long_text}), staging.parts_dir / "part-00000.parquet")
+    (staging.parts_dir / "part-00001.parquet").write_bytes(b"PAR1 truncated")
+    out = tmp_path / "out.parquet"
+    with pytest.raises(InputError, match=r"cannot write '.*out.parquet' from the parts: .*magic bytes"):
+        staging.write_with_arrow(str(out))
+    assert not out.exists()
