@@ -655,7 +655,9 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
     con = io.connect()
     try:
         source.attach(con)
-        cols = io.relation_columns(con, source.relation)
+        # One look at the columns' types (a CSV relation's is a sniff of the file).
+        cols, types = relation_types(con, source.relation)
+        typeof = {c: str(t) for c, t in zip(cols, types)}
         qi = _published_qi(qi, cols)
         if csv and len(cols) == 1 and io.looks_delimited(cols[0]) and cols[0] not in (*qi, *sensitive):
             # A ragged row: the sniffer's one column, not the user's --qi (exit 2), as anonymize says (helper-68).
@@ -679,15 +681,14 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
         if isinstance(source, io.DuckDBSource):
             # A QI's collation (NOCASE) made 'PARIS' and 'Paris' one class, two to every reader. (A
             # sensitive column's merges values: fewer, a stricter count, as a person reads them.)
-            text = [c for c, t in zip(*relation_types(con, relation)) if c in qi and str(t) == "VARCHAR"]
+            text = [c for c in qi if typeof[c] == "VARCHAR"]
             relation = render("binary_text.sql", relation=relation, columns=text).sql if text else relation
         check = verify_relation(con, relation, list(qi), k, l, sensitive, limit=show)
         if csv and check.ok and l > 1:  # ... and as its readers type it, as the publishing check counts too
             typed_check = verify_as_typed(con, typed.relation, list(qi), k, l, sensitive, set(sensitive), show)
             check = check if typed_check is None or typed_check.ok else typed_check
         if check.ok:
-            text = [c for c, t in zip(*relation_types(con, relation)) if c in sensitive and str(t) == "VARCHAR"]
-            warn_spellings(con, relation, list(qi), l, text)
+            warn_spellings(con, relation, list(qi), l, [c for c in sensitive if typeof[c] == "VARCHAR"])
             if isinstance(source, io.FileSource) and len(source.files()) > 1:
                 split = dataclasses.replace(source, file_column=io.FILE_COLUMN)
                 warn_split_classes(con, split.relation, list(qi), k, l, sensitive, io.FILE_COLUMN)
