@@ -185,6 +185,12 @@ class QuasiIdentifier:
     generalization: str | None = None
     hierarchy: Hierarchy | None = None
 
+    @property
+    def by_type(self) -> bool:
+        """Whether its generalization is left to its column's type
+        (``interval`` or ``set``), which may change with the input's."""
+        return self.generalization is None and self.hierarchy is None
+
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError("a quasi-identifier needs a non-empty column name")

@@ -971,8 +971,8 @@ def run(
         if isinstance(source, io.FileSource):
             io.refuse_altered_hive_values(source, schema, drop)
         if isinstance(source, io.FileSource) and source.fmt == "csv":  # CSV to CSV: its pass-through is text now
-            worded = [q.name for q in spec.quasi_identifiers if q.generalization is None and q.hierarchy is None
-                      and pa.types.is_string(schema.field(q.name).type)]  # text, a set by default
+            worded = [q.name for q in spec.quasi_identifiers
+                      if q.by_type and pa.types.is_string(schema.field(q.name).type)]  # text, a set by default
             _refuse_lossy_csv_reads(con, source, schema, passthrough, [c for c in schema.names if c not in drop],
                                     worded)
             typed = [c for c in schema.names if c not in drop and c not in source.text_columns]
@@ -1931,7 +1931,7 @@ def _warn_of_changed_generalizations(con, target, where: str | None, spec: Anony
     type can change between nights: a CSV's guessed from its first rows, a
     lake's file written by another tool. Pinned or given a hierarchy, a QI
     is the job's to change."""
-    loose = [q for q in spec.quasi_identifiers if q.generalization is None and q.hierarchy is None]
+    loose = [q for q in spec.quasi_identifiers if q.by_type]
     earlier = target.earlier_run(con, where, _recorded(target)) if loose else None
     if earlier is None:
         return
