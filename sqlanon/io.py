@@ -2127,19 +2127,20 @@ class Staging:
             if coarse or not all(arrow_writes_exactly(f.type) for f in schema):
                 return False
             text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
-            first = pq.ParquetFile(files[0], read_dictionary=text)
-            if not text or first.num_row_groups == 0 or _text_bytes_per_row(first.read_row_group(0, text)) < 1024:
+            if not text:
                 return False
             with contextlib.ExitStack() as open_writer:
                 for table in _row_groups(files, text):
                     if writer is None:
+                        if _text_bytes_per_row(table.select(text)) < 1024:  # the first row group tells
+                            return False
                         writer = open_writer.enter_context(
                             pq.ParquetWriter(path, table.schema, compression="zstd", store_schema=False))
                     elif not table.schema.equals(writer.schema):  # parts of other types: DuckDB unifies them
                         break
                     writer.write_table(table, row_group_size=PARQUET_ROW_GROUP_ROWS)
                 else:
-                    written = True
+                    written = writer is not None  # (parts without a row group: DuckDB's to write)
         except (OSError, pa.ArrowException) as exc:
             if writer is not None and ours:
                 _remove(path)
