@@ -611,11 +611,14 @@ def draw_sample(
 
 
 def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, target, inputs=(),
-          shared=None) -> FragmentTask:
+          shared=None, carried=False) -> FragmentTask:
+    """``shared``: the file the spec and statistics are in; ``carried``: the
+    executor hands them on (:meth:`sqlanon.executors.DaskExecutor.share`)."""
     where, params = fragmentation.where_sql(plan_fragment.predicates, source.dialect)
+    apart = shared is not None or carried
     return FragmentTask(
         fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source,
-        spec=None if shared else spec, stats=None if shared else stats, shared=shared,
+        spec=None if apart else spec, stats=None if apart else stats, shared=shared,
         part_path=staging.part_path(plan_fragment.id), drop=drop, memory_limit=memory, threads=threads,
         temp_directory=staging.spill_dir(str(plan_fragment.id)),
         part_compression=target.part_compression, part_is_output=target.parts_are_output,
@@ -671,7 +674,7 @@ def execute(
             fut.set_result(run_fragment(task))
         else:
             try:
-                fut = pool.submit(run_fragment, task)
+                fut = pool.submit(run_fragment, task, *make_task.shared)
             except BrokenProcessPool as exc:
                 # The pool broke: a worker died (killed, out of memory) running
                 # an earlier task; this one is merely the first refused.
@@ -1085,14 +1088,18 @@ def run(
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
             _check_hugeint_bounds(con, source, spec, schema, described)
         memory, threads = _task_resources(options, pool)
-        # Workers in other processes load the spec and statistics once, not with each task (a
-        # remote cluster's staging area is its group's to write: its tasks carry them).
-        shared = None if pool is None or getattr(pool, "remote", False) else staging.share(spec, stats)
+        # Workers in other processes get the spec and statistics once, not with each task: a cluster
+        # by its own means (never through its staging area, which is its group's to write: helper-71),
+        # a local pool from a file in the run's private staging area.
+        carried = pool.share(spec, stats) if pool is not None else None
+        shared = staging.share(spec, stats) if pool is not None and carried is None else None
 
         def make_task(frag):
-            return _task(frag, source, spec, stats, staging, drop, memory, threads, target, seen, shared)
+            return _task(frag, source, spec, stats, staging, drop, memory, threads, target, seen, shared,
+                         carried is not None)
 
         make_task.part_path = staging.part_path
+        make_task.shared = () if carried is None else (carried,)
         while warm.is_alive():  # a stop signal must not wait for a worker start that may never end
             warm.join(timeout=0.1)
             interrupts.check()

@@ -2063,9 +2063,9 @@ class Staging:
         fragment by the coordinator (0.46 s each, 26 MB) and sent through
         the pool. Pickled, as the tasks themselves are, into a new file only
         this user may read or write, in a staging area only this user may
-        write (0700): never a shared one (a remote cluster's, whose workers
-        may write as others of the group: helper-71), whose tasks carry
-        their spec and statistics."""
+        write (0700), for a local pool: never a cluster's (whose workers may
+        write there as others of the group: helper-71), which gets them by
+        its own means (:meth:`sqlanon.executors.DaskExecutor.share`)."""
         path = self.root / "shared.pickle"
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

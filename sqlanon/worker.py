@@ -44,9 +44,9 @@ class FragmentTask:
     params: tuple[Any, ...]
     source: Any  # a FileSource or DuckDBSource
     spec: AnonymizationSpec | None
-    """``None`` with :attr:`shared`."""
+    """``None`` when they come otherwise: :attr:`shared`, or from the cluster (:func:`run_fragment`)."""
     stats: dict[str, ColumnStats] | None
-    """``None`` with :attr:`shared`."""
+    """``None`` with :attr:`spec`."""
     part_path: str
     drop: tuple[str, ...] = ()
     memory_limit: str | None = None
@@ -158,8 +158,12 @@ def shared(path: str) -> tuple:
         return pickle.load(fh)
 
 
-def run_fragment(task: FragmentTask) -> FragmentResult:
+def run_fragment(task: FragmentTask, spec_and_stats: tuple | None = None) -> FragmentResult:
     """Anonymize one fragment and write it to ``task.part_path``.
+
+    ``spec_and_stats``: the run's spec and statistics when a cluster hands
+    them over (sent to it once, :meth:`sqlanon.executors.DaskExecutor.share`)
+    and the task carries none.
 
     Safe to retry: a rerun overwrites its own part file, so a task that a
     cluster reruns after losing its worker never duplicates rows. A failure
@@ -167,13 +171,13 @@ def run_fragment(task: FragmentTask) -> FragmentResult:
     and shows a task's error (Dask's dashboard, Spark's UI; helper-71).
     """
     try:
-        return _run_fragment(task)
+        return _run_fragment(task, spec_and_stats)
     except BaseException as exc:
         redact_chain(exc)
         raise
 
 
-def _run_fragment(task: FragmentTask) -> FragmentResult:
+def _run_fragment(task: FragmentTask, spec_and_stats: tuple | None) -> FragmentResult:
     from .engine import anonymize_fragment  # the kernel loads in the worker, not the coordinator
 
     t_start = time.perf_counter()
@@ -214,7 +218,9 @@ def _run_fragment(task: FragmentTask) -> FragmentResult:
         t0 = time.perf_counter()
         _maybe_crash(task.crash_once)
         try:
-            spec, stats = (task.spec, task.stats) if task.shared is None else shared(task.shared)
+            if spec_and_stats is None:
+                spec_and_stats = (task.spec, task.stats) if task.shared is None else shared(task.shared)
+            spec, stats = spec_and_stats
             result = anonymize_fragment(table, spec, stats)
         except PrivacyError as exc:
             return FragmentResult(
