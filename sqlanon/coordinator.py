@@ -468,10 +468,29 @@ def _input_files(source) -> list[str]:
 def _probe_cluster(pool, files: tuple[tuple[str, int, int], ...], staging) -> None:
     """A remote cluster's worker must reach the input's files and the staging
     directory (shared storage): otherwise every task read or anonymized its
-    fragment and failed writing it, after its retries too. One probe task,
-    before any fragment, says so."""
+    fragment and failed writing it, after its retries too. Before any
+    fragment, every Dask worker is asked, at once (one host without the
+    mount failed the fragments sent there, and Dask retried them there), and
+    one Spark task (Spark has no call on every executor)."""
     name = pool.name.capitalize()
-    fut = pool.submit(probe, (files, str(staging.parts_dir)))
+    arg = (files, str(staging.parts_dir))
+    if hasattr(pool, "run_on_each"):
+        answers = sorted(pool.run_on_each(probe, arg).items())
+    else:
+        answers = [("", _probe_task(pool, arg))]
+    for worker, missing in answers:
+        who = f"the {name} worker {worker}" if worker else f"a {name} worker"
+        if isinstance(missing, BaseException):
+            raise InputError(f"{who} did not run the probe: {pool.describe_error(missing)}") from missing
+        if missing:
+            raise InputError(f"{who} cannot reach {missing}: a remote cluster needs the input and the output's "
+                             "directory on storage that every worker mounts at the same path")
+
+
+def _probe_task(pool, arg) -> object:
+    """One probe task's answer, or the exception it failed with."""
+    name = pool.name.capitalize()
+    fut = pool.submit(probe, arg)
     deadline = time.monotonic() + PROBE_SECONDS
     while not fut.done():
         if time.monotonic() > deadline:
@@ -481,13 +500,9 @@ def _probe_cluster(pool, files: tuple[tuple[str, int, int], ...], staging) -> No
         if not fut.done() and hasattr(pool, "check_health"):  # its workers all gone: say so, not wait
             pool.check_health()
     try:
-        missing = fut.result()
+        return fut.result()
     except Exception as exc:  # noqa: BLE001 - the cluster's own failure, whatever its kind
-        raise InputError(f"the {name} cluster did not run a first probe task: "
-                         f"{getattr(pool, 'describe_error', io.first_line)(exc)}") from exc
-    if missing:
-        raise InputError(f"a {name} worker cannot reach {missing}: a remote cluster needs the input and the "
-                         "output's directory on storage that every worker mounts at the same path")
+        return exc
 
 
 PROBE_SECONDS = 120.0

@@ -598,6 +598,14 @@ class DaskExecutor:
             raise InputError(f"the connection to the Dask scheduler was lost ({exc}); nothing was published") from exc
         self._vacancy.saw(bool(workers))
 
+    def run_on_each(self, fn, arg) -> dict[str, object]:
+        """``fn(arg)`` on every worker the cluster has now, at once (Dask's
+        ``Client.run``): worker address → its result, or the exception it raised."""
+        try:
+            return self._client.run(fn, arg, on_error="return")
+        except (OSError, TimeoutError) as exc:
+            raise InputError(f"the connection to the Dask scheduler was lost ({exc}); nothing was published") from exc
+
     def describe_error(self, exc: BaseException) -> str:
         """A failed task's reason; a cancelled one's: the scheduler went away
         (the message was 'CancelledError', or nothing at all)."""

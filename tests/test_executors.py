@@ -973,6 +973,46 @@ def test_a_spark_start_cut_short_leaves_no_jvm(source, tmp_path):
     assert not marked()
 
 
+def test_a_dask_worker_without_the_input_is_named_before_any_fragment(source, tmp_path):
+    """One probe task answered for one worker: a host without the shared
+    mount got fragments, failed them, and Dask retried them there, mid-run.
+    Every worker is asked before any fragment; the one that lacks the input
+    is named."""
+    from distributed import LocalCluster
+
+    hide = tmp_path / "hide_input.py"  # this worker's host does not mount the input
+    hide.write_text(textwrap.dedent(f"""
+        import os
+        real = getattr(os, "real_stat", os.stat)  # Dask imports a preload twice
+        def stat(path, *args, **kwargs):
+            if os.fspath(path) == {str(source)!r}:
+                raise FileNotFoundError(2, "No such file or directory", path)
+            return real(path, *args, **kwargs)
+        os.real_stat, os.stat = real, stat
+    """))
+    out = tmp_path / "o.parquet"
+    with LocalCluster(n_workers=1, processes=False, protocol="tcp://", host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0") as cluster:
+        worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address,
+                                   "--nthreads", "1", "--no-nanny", "--preload", str(hide), "--name", "no-mount"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while len(cluster.scheduler.workers) < 2:
+                assert time.monotonic() < deadline, "the second worker did not join"
+                time.sleep(0.2)
+            address = next(a for a, w in cluster.scheduler.workers.items() if w.name == "no-mount")
+            with pytest.raises(sqlanon.InputError) as err:
+                run(source, out, "dask", scheduler=cluster.scheduler_address)
+            assert str(err.value) == (f"the Dask worker {address} cannot reach the input file {str(source)!r}: a "
+                                      "remote cluster needs the input and the output's directory on storage that "
+                                      "every worker mounts at the same path")
+            assert not out.exists()
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+
+
 def test_a_cluster_that_loses_every_worker_fails_the_run(source, tmp_path, monkeypatch):
     """With its only worker killed mid-run the scheduler kept the tasks and
     the run waited for ever, without a word."""
