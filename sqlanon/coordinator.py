@@ -626,11 +626,12 @@ def draw_sample(
 
 
 def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, target, inputs=(),
-          shared=None, carried=False) -> FragmentTask:
-    """``shared``: the file the spec and statistics are in; ``carried``: the
-    executor hands them on (:meth:`sqlanon.executors.DaskExecutor.share`)."""
+          shared=None, handed_on=False) -> FragmentTask:
+    """``shared``: the file the spec and statistics are in; ``handed_on``: the
+    executor hands them to the worker (:meth:`sqlanon.executors.DaskExecutor.share`).
+    Either way the task leaves them out."""
     where, params = fragmentation.where_sql(plan_fragment.predicates, source.dialect)
-    apart = shared is not None or carried
+    apart = shared is not None or handed_on
     return FragmentTask(
         fragment_id=plan_fragment.id, where=where, params=tuple(params), source=source,
         spec=None if apart else spec, stats=None if apart else stats, shared=shared,
@@ -689,7 +690,7 @@ def execute(
             fut.set_result(run_fragment(task))
         else:
             try:
-                fut = pool.submit(run_fragment, task, *make_task.shared)
+                fut = pool.submit(run_fragment, task, *make_task.handles)
             except BrokenProcessPool as exc:
                 # The pool broke: a worker died (killed, out of memory) running
                 # an earlier task; this one is merely the first refused.
@@ -1106,15 +1107,15 @@ def run(
         # Workers in other processes get the spec and statistics once, not with each task: a cluster
         # by its own means (never through its staging area, which is its group's to write: helper-71),
         # a local pool from a file in the run's private staging area.
-        carried = pool.share(spec, stats) if pool is not None else None
-        shared = staging.share(spec, stats) if pool is not None and carried is None else None
+        handle = pool.share(spec, stats) if pool is not None else None
+        shared = staging.share(spec, stats) if pool is not None and handle is None else None
 
         def make_task(frag):
             return _task(frag, source, spec, stats, staging, drop, memory, threads, target, seen, shared,
-                         carried is not None)
+                         handle is not None)
 
         make_task.part_path = staging.part_path
-        make_task.shared = () if carried is None else (carried,)
+        make_task.handles = () if handle is None else (handle,)
         while warm.is_alive():  # a stop signal must not wait for a worker start that may never end
             warm.join(timeout=0.1)
             interrupts.check()

@@ -9,9 +9,9 @@ Parquet part, so the engine only schedules tasks and returns metrics; no data
 is shuffled through it.
 
 An executor has ``submit(fn, task, *shared) -> concurrent.futures.Future``,
-``share(*objects)`` (sends what every task needs once, returning what
-``submit`` hands on to ``fn`` as those objects; ``None`` where the
-coordinator writes them to the staging area instead),
+``share(*objects)`` (sends what every task needs once, returning a handle
+that ``submit`` hands on to ``fn`` as those objects; ``None`` where the
+coordinator writes them to its staging area instead),
 ``shutdown(abort=False)`` (``abort`` kills running tasks after a failure or a
 timeout), and ``slots`` (tasks that run at once), from which the
 coordinator sizes each task's DuckDB ``threads`` and ``memory_limit`` so that
@@ -477,8 +477,8 @@ class LocalExecutor:
     def share(self, *objects) -> None:
         """The coordinator writes them to its private staging area (:meth:`sqlanon.io.Staging.share`)."""
 
-    def submit(self, fn, task) -> Future:
-        return self._pool.submit(fn, task)
+    def submit(self, fn, task, *shared) -> Future:
+        return self._pool.submit(fn, task, *shared)
 
     def shutdown(self, abort: bool = False) -> None:
         """Stop the pool; ``abort`` (after a failure or a timeout) kills running tasks."""
@@ -533,6 +533,8 @@ class DaskExecutor:
     """Tasks on a Dask distributed cluster (or a LocalCluster)."""
 
     name = "dask"
+    _shared: Future | None = None
+    """What :meth:`share` sent (a Dask future)."""
 
     def __init__(self, scheduler: str | None, workers: int, retries: int) -> None:
         try:
@@ -615,23 +617,26 @@ class DaskExecutor:
             if self._client.status != "running":
                 return f"the connection to the Dask scheduler was lost (client {self._client.status})"
             return "Dask cancelled the task (its scheduler or worker went away)"
+        if self._shared is not None and self._shared.status == "error":  # every fragment's, not this one's (helper-74)
+            return f"the run's spec and statistics, sent to the cluster, did not load there: {first_line(exc)}"
         return first_line(exc)
 
     def share(self, *objects) -> Future:
         """Send ``objects`` (the run's spec and statistics) to the cluster
         once for every task, as a task's result that the tasks take as an
-        argument: carried by each task, a million-value prefix domain went
-        through the scheduler once per fragment (25 MiB each; 1M e-mails in 8
-        fragments on 2 remote workers, 13.7 s against 6.5 s locally, and Dask
-        warned of a large graph on stderr). A task rather than a scatter: Dask
-        makes its result again should every worker holding it be lost, where
-        scattered data would be gone. Pickled here: Dask leaves bytes as they
-        are, and would walk the statistics' containers looking for futures."""
+        argument: with each task, a million-value prefix domain went through
+        the scheduler once per fragment (25 MiB each, and Dask warned of a
+        large graph on stderr; BENCHMARKS section 3). A task rather than a
+        scatter: Dask makes its result again should every worker holding it
+        be lost, where scattered data would be gone. Pickled here: Dask
+        leaves bytes as they are, and would walk the statistics' containers
+        looking for futures."""
         import dask
 
         with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1 TiB"}):  # sent once, on purpose
-            return self._client.submit(pickle.loads, pickle.dumps(objects, protocol=pickle.HIGHEST_PROTOCOL),
-                                       pure=False, retries=self._retries)
+            self._shared = self._client.submit(pickle.loads, pickle.dumps(objects, protocol=pickle.HIGHEST_PROTOCOL),
+                                               pure=False, retries=self._retries)
+        return self._shared
 
     def submit(self, fn, task, *shared) -> Future:
         return self._executor.submit(fn, task, *shared)  # Dask hands a future's result to fn
@@ -640,7 +645,11 @@ class DaskExecutor:
         if abort:
             TEARING_DOWN.set()
         try:
-            self._executor.shutdown(wait=False)
+            # A client that lost its scheduler for good has closed itself: cancelling its
+            # futures raised ClosedClientError, an internal error in place of the run's own
+            # ('the connection to the Dask scheduler was lost'; helper-74).
+            with contextlib.suppress(Exception) if abort else contextlib.nullcontext():
+                self._executor.shutdown(wait=False)
             self._client.close()  # cancels what is still running
             if self._cluster is not None:
                 if abort:

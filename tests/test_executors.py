@@ -97,9 +97,9 @@ def test_spark_matches_local(source, tmp_path, local_result, monkeypatch):
 
 def test_a_large_domain_goes_to_a_remote_dask_cluster_once(tmp_path):
     """A prefix QI's domain (every distinct value) went with every task:
-    1M e-mails in 8 fragments sent 8 × 25 MiB through the scheduler (13.7 s
-    against 6.5 s locally) and Dask warned of a large graph on the CLI's
-    stderr. It is sent once; the output is the local run's."""
+    1M e-mails in 8 fragments sent 8 × 25 MiB through the scheduler (a run
+    took 11.4 s, 6.3 s since; BENCHMARKS section 3) and Dask warned of a
+    large graph on the CLI's stderr. It is sent once; the output is the local run's."""
     import warnings
 
     import dask
@@ -159,6 +159,52 @@ def test_remote_cluster_needs_absolute_paths(source, tmp_path, monkeypatch):
         sqlanon.anonymize(source, "o.parquet", qi=QI, k=5, executor="dask", scheduler="tcp://127.0.0.1:1")
 
 
+def _explode():
+    raise RuntimeError("no such class here")
+
+
+class _Unloadable:
+    """Pickled anywhere, loaded nowhere (as a class a worker's host lacks)."""
+
+    def __reduce__(self):
+        return _explode, ()
+
+
+def test_spec_and_statistics_that_do_not_load_on_the_cluster_are_named(source, tmp_path, monkeypatch):
+    """What the tasks take as their spec and statistics failed to load on a
+    worker: the run said only that some fragment failed, with the loader's
+    error (helper-74). One line names what failed."""
+    from sqlanon.executors import DaskExecutor
+
+    share = DaskExecutor.share
+    monkeypatch.setattr(DaskExecutor, "share", lambda self, *objects: share(self, *objects, _Unloadable()))
+    out = tmp_path / "out.parquet"
+    with pytest.raises(sqlanon.InputError, match=r"^fragment \d+ failed on the dask executor: the run's spec and "
+                                                 r"statistics, sent to the cluster, did not load there: no such "
+                                                 r"class here") as err:
+        run(source, out, "dask")
+    assert err.value.exit_code == 1 and not out.exists()
+
+
+def test_an_aborted_dask_run_keeps_its_error_when_its_client_has_closed():
+    """A run whose scheduler went away for good failed with its own line; the
+    abort's cancelling of futures on the client, closed by then, raised
+    ClosedClientError, which replaced it as an internal error (helper-74)."""
+    from types import SimpleNamespace
+
+    from sqlanon.executors import DaskExecutor
+
+    def closed(**kwargs):
+        raise RuntimeError("Client is closed. Can't send cancel-keys message.")
+
+    dask = DaskExecutor.__new__(DaskExecutor)
+    dask._executor, dask._cluster = SimpleNamespace(shutdown=closed), None
+    dask._client = SimpleNamespace(close=lambda: None)
+    dask.shutdown(abort=True)
+    with pytest.raises(RuntimeError, match="Client is closed"):
+        dask.shutdown()  # not an abort: a failure to stop is the run's to report
+
+
 def test_unknown_executor_and_misplaced_options(source, tmp_path):
     with pytest.raises(ConfigError, match="did you mean 'dask'"):
         run(source, tmp_path / "o.parquet", "dusk")
@@ -205,7 +251,7 @@ def test_abort_kills_a_running_task():
 
 @pytest.mark.spark
 @pytest.mark.slow  # Spark runs of their own (test_spark_matches_local is the default run's)
-def test_spark_leaves_a_callers_session_and_the_runs_ctrl_c_handling(source, tmp_path, local_result):
+def test_spark_leaves_a_callers_session_and_the_runs_ctrl_c_handling(source, tmp_path, local_result, monkeypatch):
     """In a notebook the session is the caller's: it is used and left running
     (it used to be stopped under the caller). A session started here is
     stopped, and pyspark's own SIGINT handler does not replace the run's
@@ -219,10 +265,15 @@ def test_spark_leaves_a_callers_session_and_the_runs_ctrl_c_handling(source, tmp
     from sqlanon.executors import SparkExecutor
 
     spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    sent = []
+    share = SparkExecutor.share
+    monkeypatch.setattr(SparkExecutor, "share", lambda self, *objects: sent.append(share(self, *objects)) or sent[-1])
     try:
         out = tmp_path / "out.parquet"
         check_same(run(source, out, "spark"), local_result, out)
         assert spark.range(3).count() == 3  # still running
+        # Its spec and statistics, broadcast to the session's executors, are gone from them.
+        assert len(sent) == 1 and not sent[0]._jbroadcast.isValid()
         # From another thread (Airflow, a web service), where pyspark's
         # active session is not the caller's: it was stopped under them.
         from concurrent.futures import ThreadPoolExecutor
