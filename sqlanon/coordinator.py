@@ -469,40 +469,46 @@ def _probe_cluster(pool, files: tuple[tuple[str, int, int], ...], staging) -> No
     """A remote cluster's worker must reach the input's files and the staging
     directory (shared storage): otherwise every task read or anonymized its
     fragment and failed writing it, after its retries too. Before any
-    fragment, every Dask worker is asked, at once (one host without the
-    mount failed the fragments sent there, and Dask retried them there), and
-    one Spark task (Spark has no call on every executor)."""
+    fragment, a probe task on every Dask worker, at once (one host without
+    the mount failed the fragments sent there, and Dask retried them there),
+    and one Spark task (Spark has no call on every executor), or one Dask
+    task while the cluster has no worker (an adaptive one scaled down while
+    the run sampled: one starts for the task). Tasks, each within
+    :data:`PROBE_SECONDS`: a probe on Dask's ``Client.run`` ran on the
+    worker's event loop, where a hung mount stopped the run (helper-75)."""
     name = pool.name.capitalize()
     arg = (files, str(staging.parts_dir))
-    if hasattr(pool, "run_on_each"):
-        answers = sorted(pool.run_on_each(probe, arg).items())
-    else:
-        answers = [("", _probe_task(pool, arg))]
-    for worker, missing in answers:
-        who = f"the {name} worker {worker}" if worker else f"a {name} worker"
-        if isinstance(missing, BaseException):
-            raise InputError(f"{who} did not run the probe: {pool.describe_error(missing)}") from missing
-        if missing:
-            raise InputError(f"{who} cannot reach {missing}: a remote cluster needs the input and the output's "
-                             "directory on storage that every worker mounts at the same path")
-
-
-def _probe_task(pool, arg) -> object:
-    """One probe task's answer, or the exception it failed with."""
-    name = pool.name.capitalize()
-    fut = pool.submit(probe, arg)
+    asked = pool.submit_to_each(probe, arg) if hasattr(pool, "submit_to_each") else {}
+    worker_of = {fut: worker for worker, fut in (asked or {"": pool.submit(probe, arg)}).items()}
     deadline = time.monotonic() + PROBE_SECONDS
-    while not fut.done():
-        if time.monotonic() > deadline:
-            fut.cancel()
-            raise InputError(f"the {name} cluster did not run a first probe task in {PROBE_SECONDS:g} s")
-        wait([fut], timeout=HEALTH_CHECK_SECONDS)
-        if not fut.done() and hasattr(pool, "check_health"):  # its workers all gone: say so, not wait
-            pool.check_health()
+    pending = set(worker_of)
     try:
-        return fut.result()
+        while pending:
+            if time.monotonic() > deadline:
+                late = sorted(worker_of[fut] for fut in pending)
+                who = (f"the {name} worker{'s' if len(late) > 1 else ''} {', '.join(late)}" if late[0]
+                       else f"the {name} cluster")
+                raise InputError(f"{who} did not run a first probe task in {PROBE_SECONDS:g} s")
+            done, pending = _wait_or_stop(list(pending), HEALTH_CHECK_SECONDS)
+            for fut in sorted(done, key=worker_of.get):
+                _check_probe(pool, worker_of[fut], fut)
+            if pending and hasattr(pool, "check_health"):  # its workers all gone: say so, not wait
+                pool.check_health()
+    finally:
+        for fut in pending:  # one worker's answer fails the run: the others' are not awaited
+            fut.cancel()
+
+
+def _check_probe(pool, worker: str, fut: Future) -> None:
+    """Fail the run on a probe task that failed, or names what its worker cannot reach."""
+    who = f"the {pool.name.capitalize()} worker {worker}" if worker else f"a {pool.name.capitalize()} worker"
+    try:
+        missing = fut.result()
     except Exception as exc:  # noqa: BLE001 - the cluster's own failure, whatever its kind
-        return exc
+        raise InputError(f"{who} did not run the probe: {pool.describe_error(exc)}") from exc
+    if missing:
+        raise InputError(f"{who} cannot reach {missing}: a remote cluster needs the input and the output's "
+                         "directory on storage that every worker mounts at the same path")
 
 
 PROBE_SECONDS = 120.0

@@ -8,10 +8,11 @@ each task opens its own DuckDB connection to the source and writes its own
 Parquet part, so the engine only schedules tasks and returns metrics; no data
 is shuffled through it.
 
-An executor has ``submit(fn, task, *shared) -> concurrent.futures.Future``,
+An executor has ``submit(fn, task, *handles) -> concurrent.futures.Future``,
 ``share(*objects)`` (sends what every task needs once, returning a handle
-that ``submit`` hands on to ``fn`` as those objects; ``None`` where the
-coordinator writes them to its staging area instead),
+whose value ``submit`` hands ``fn`` as one argument, the tuple of those
+objects; ``None`` where the coordinator writes them to its staging area
+instead),
 ``shutdown(abort=False)`` (``abort`` kills running tasks after a failure or a
 timeout), and ``slots`` (tasks that run at once), from which the
 coordinator sizes each task's DuckDB ``threads`` and ``memory_limit`` so that
@@ -477,8 +478,8 @@ class LocalExecutor:
     def share(self, *objects) -> None:
         """The coordinator writes them to its private staging area (:meth:`sqlanon.io.Staging.share`)."""
 
-    def submit(self, fn, task, *shared) -> Future:
-        return self._pool.submit(fn, task, *shared)
+    def submit(self, fn, task, *handles) -> Future:
+        return self._pool.submit(fn, task, *handles)
 
     def shutdown(self, abort: bool = False) -> None:
         """Stop the pool; ``abort`` (after a failure or a timeout) kills running tasks."""
@@ -533,8 +534,8 @@ class DaskExecutor:
     """Tasks on a Dask distributed cluster (or a LocalCluster)."""
 
     name = "dask"
-    _shared: Future | None = None
-    """What :meth:`share` sent (a Dask future)."""
+    _shared = None
+    """What :meth:`share` sent (a ``distributed.Future``)."""
 
     def __init__(self, scheduler: str | None, workers: int, retries: int) -> None:
         try:
@@ -600,13 +601,15 @@ class DaskExecutor:
             raise InputError(f"the connection to the Dask scheduler was lost ({exc}); nothing was published") from exc
         self._vacancy.saw(bool(workers))
 
-    def run_on_each(self, fn, arg) -> dict[str, object]:
-        """``fn(arg)`` on every worker the cluster has now, at once (Dask's
-        ``Client.run``): worker address → its result, or the exception it raised."""
+    def submit_to_each(self, fn, arg) -> dict[str, Future]:
+        """``fn(arg)`` as a task on every worker the cluster has now, each
+        held to its worker: worker address → its future; empty while the
+        cluster has no worker."""
         try:
-            return self._client.run(fn, arg, on_error="return")
+            workers = sorted(self._client.scheduler_info().get("workers", {}))
         except (OSError, TimeoutError) as exc:
             raise InputError(f"the connection to the Dask scheduler was lost ({exc}); nothing was published") from exc
+        return {w: self._executor.submit(fn, arg, workers=[w], allow_other_workers=False) for w in workers}
 
     def describe_error(self, exc: BaseException) -> str:
         """A failed task's reason; a cancelled one's: the scheduler went away
@@ -621,7 +624,7 @@ class DaskExecutor:
             return f"the run's spec and statistics, sent to the cluster, did not load there: {first_line(exc)}"
         return first_line(exc)
 
-    def share(self, *objects) -> Future:
+    def share(self, *objects):
         """Send ``objects`` (the run's spec and statistics) to the cluster
         once for every task, as a task's result that the tasks take as an
         argument: with each task, a million-value prefix domain went through
@@ -638,8 +641,8 @@ class DaskExecutor:
                                                pure=False, retries=self._retries)
         return self._shared
 
-    def submit(self, fn, task, *shared) -> Future:
-        return self._executor.submit(fn, task, *shared)  # Dask hands a future's result to fn
+    def submit(self, fn, task, *handles) -> Future:
+        return self._executor.submit(fn, task, *handles)  # Dask hands a future's result to fn
 
     def shutdown(self, abort: bool = False) -> None:
         if abort:
@@ -648,8 +651,12 @@ class DaskExecutor:
             # A client that lost its scheduler for good has closed itself: cancelling its
             # futures raised ClosedClientError, an internal error in place of the run's own
             # ('the connection to the Dask scheduler was lost'; helper-74).
-            with contextlib.suppress(Exception) if abort else contextlib.nullcontext():
+            try:
                 self._executor.shutdown(wait=False)
+            except Exception as exc:  # noqa: BLE001 - whatever a closed client raises
+                if not abort:
+                    raise
+                log.debug("stopping the Dask executor: %s", exc)
             self._client.close()  # cancels what is still running
             if self._cluster is not None:
                 if abort:
@@ -1032,6 +1039,15 @@ def remote_master(master: str) -> bool:
     return not (master == "local" or master.startswith("local["))
 
 
+@contextlib.contextmanager
+def _driver_calls() -> Iterator[None]:
+    """Calls on the Spark driver's JVM: one that has gone fails the run in one line."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - py4j's errors of a JVM that went away, of every kind
+        raise InputError(f"the Spark driver's JVM went away ({_spark_error(exc)}); nothing was published") from None
+
+
 class SparkExecutor:
     """Tasks as one-element RDDs on a Spark cluster (or ``local[N]``)."""
 
@@ -1134,10 +1150,8 @@ class SparkExecutor:
         has had no executor for :data:`WAIT_FOR_WORKERS` seconds: with its
         only worker lost, a standalone run waited for ever (Spark waits for
         resources; helper-28). A local master's executor is the driver."""
-        try:
+        with _driver_calls():
             executors = self._spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # less the driver
-        except Exception as exc:  # noqa: BLE001 - py4j's errors of a JVM that went away, of every kind
-            raise InputError(f"the Spark driver's JVM went away ({_spark_error(exc)}); nothing was published") from None
         self._vacancy.saw(executors > 0 or not self.remote)
 
     describe_error = staticmethod(_spark_error)
@@ -1147,15 +1161,16 @@ class SparkExecutor:
         once for every task, as a broadcast variable (each executor fetches it
         once, its Python workers load it once): carried by each task, they
         were pickled with every fragment's closure (see :meth:`DaskExecutor.share`)."""
-        shared = self._spark.sparkContext.broadcast(objects)
+        with _driver_calls():
+            shared = self._spark.sparkContext.broadcast(objects)
         self._broadcasts.append(shared)
         return shared
 
-    def submit(self, fn, task, *shared) -> Future:
+    def submit(self, fn, task, *handles) -> Future:
         sc = self._spark.sparkContext
 
         def call(one):  # on the executor: the broadcasts' values
-            return fn(one, *(b.value for b in shared))
+            return fn(one, *(b.value for b in handles))
 
         return self._threads.submit(lambda: sc.parallelize([task], 1).map(call).collect()[0])
 

@@ -159,15 +159,12 @@ def test_remote_cluster_needs_absolute_paths(source, tmp_path, monkeypatch):
         sqlanon.anonymize(source, "o.parquet", qi=QI, k=5, executor="dask", scheduler="tcp://127.0.0.1:1")
 
 
-def _explode():
-    raise RuntimeError("no such class here")
-
-
 class _Unloadable:
-    """Pickled anywhere, loaded nowhere (as a class a worker's host lacks)."""
+    """Pickled anywhere, loaded nowhere (as a class a worker's host lacks); by
+    a builtin, which a worker imports whatever its sys.path (not this module)."""
 
     def __reduce__(self):
-        return _explode, ()
+        return int, ("no such class here",)
 
 
 def test_spec_and_statistics_that_do_not_load_on_the_cluster_are_named(source, tmp_path, monkeypatch):
@@ -180,8 +177,8 @@ def test_spec_and_statistics_that_do_not_load_on_the_cluster_are_named(source, t
     monkeypatch.setattr(DaskExecutor, "share", lambda self, *objects: share(self, *objects, _Unloadable()))
     out = tmp_path / "out.parquet"
     with pytest.raises(sqlanon.InputError, match=r"^fragment \d+ failed on the dask executor: the run's spec and "
-                                                 r"statistics, sent to the cluster, did not load there: no such "
-                                                 r"class here") as err:
+                                                 r"statistics, sent to the cluster, did not load there: invalid "
+                                                 r"literal for int\(\) with base 10: 'no such class here'") as err:
         run(source, out, "dask")
     assert err.value.exit_code == 1 and not out.exists()
 
@@ -691,10 +688,11 @@ def test_spark_health_check_and_shutdown_after_its_jvm_or_executors_are_gone(mon
         spark.check_health()
     spark.remote = False  # a local master's executor is its driver
     spark.check_health()
-    context._jsc = SimpleNamespace(sc=refused)
-    with pytest.raises(InputError, match=r"^the Spark driver's JVM went away \(the connection to Spark's JVM was "
-                                         r"lost \(\[Errno 111\] Connection refused\)\); nothing was published$"):
-        spark.check_health()
+    context._jsc, context.broadcast = SimpleNamespace(sc=refused), refused
+    for call in (spark.check_health, lambda: spark.share("spec", "stats")):
+        with pytest.raises(InputError, match=r"^the Spark driver's JVM went away \(the connection to Spark's JVM was "
+                                             r"lost \(\[Errno 111\] Connection refused\)\); nothing was published$"):
+            call()
     spark._owned, spark._broadcasts = True, [SimpleNamespace(destroy=refused)]
     spark.shutdown(abort=True)  # cancelAllJobs, the broadcast's destroy, stop: refused, and no error of its own
     with pytest.raises(ConnectionRefusedError):
@@ -1061,7 +1059,11 @@ def test_a_dask_worker_without_the_input_is_named_before_any_fragment(source, tm
             assert not out.exists()
         finally:
             worker.terminate()
-            worker.wait(timeout=30)
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # not left running, nor hiding the test's own failure
+                worker.kill()
+                worker.wait()
 
 
 def test_a_cluster_that_loses_every_worker_fails_the_run(source, tmp_path, monkeypatch):
@@ -1276,3 +1278,48 @@ def test_a_long_spark_error_keeps_its_end_which_says_why():
     # A long word is cut inside, not dropped whole (it became 'Py4JJavaError: … end': helper-57).
     cut = executors._cut("Py4JJavaError: " + "x" * 400 + " end")
     assert cut.startswith("Py4JJavaError: xxx") and cut.endswith("xxx end") and 290 <= len(cut) <= 310
+
+
+def test_a_dask_cluster_without_workers_at_the_probe_is_probed_by_a_task():
+    """Every worker gone (an adaptive cluster scaled down while the run
+    sampled): asked on each of none, the probe passed, and fragments went to
+    workers no one had probed (helper-75). One task asks the worker that starts for it."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from sqlanon import coordinator
+
+    answer = Future()
+    answer.set_result("the input file '/in.parquet'")
+    pool = SimpleNamespace(name="dask", submit_to_each=lambda fn, arg: {}, submit=lambda fn, arg: answer,
+                           describe_error=str)
+    with pytest.raises(sqlanon.InputError, match=r"^a Dask worker cannot reach the input file '/in.parquet'"):
+        coordinator._probe_cluster(pool, (("/in.parquet", 1, 1),), SimpleNamespace(parts_dir="/staging"))
+
+
+def test_a_probe_that_hangs_on_a_dask_worker_fails_the_run_in_time(tmp_path, monkeypatch):
+    """A probe on Dask's Client.run ran on the worker's event loop, with no
+    time limit: a hung mount's stat held the run (and the worker's heartbeats)
+    for as long as it hung (helper-75). Probe tasks are held to the deadline,
+    and the late worker is named."""
+    from types import SimpleNamespace
+
+    from distributed import LocalCluster
+
+    from sqlanon import coordinator, executors, worker
+
+    monkeypatch.setattr(coordinator, "PROBE_SECONDS", 1.0)
+    monkeypatch.setattr(coordinator, "HEALTH_CHECK_SECONDS", 0.2)
+    monkeypatch.setattr(worker, "other_version", lambda inputs: time.sleep(5) or "")  # a hung mount, for a while
+    with LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as cluster:
+        pool = executors.DaskExecutor(cluster.scheduler_address, 1, 0)
+        try:
+            address = next(iter(cluster.scheduler.workers))
+            t0 = time.monotonic()
+            with pytest.raises(sqlanon.InputError, match=f"^the Dask worker {re.escape(address)} did not run a "
+                                                         "first probe task in 1 s$"):
+                coordinator._probe_cluster(pool, ((str(tmp_path / "in.parquet"), 1, 1),),
+                                           SimpleNamespace(parts_dir=str(tmp_path)))
+            assert time.monotonic() - t0 < 10
+        finally:
+            pool.shutdown(abort=True)
