@@ -1003,19 +1003,35 @@ def _check_standalone_master(master: str) -> None:
             return  # not host:port: Spark will say what it makes of it
         try:
             with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT / 6) as conn:
-                http = int(port) != 7077 and _answers_http(conn)
+                first = _speaks_first(conn)
+                http = not first and int(port) != 7077 and _answers_http(conn)
         except UnicodeError:
             return  # a host name IDNA cannot encode ('a..b'): Spark will say what it makes of it
         except OSError as exc:
             why = why or (exc.strerror or type(exc).__name__)
             continue
-        if http:  # the job names the wrong port: exit 2
-            raise ConfigError(
-                f"{'spark://' + address!r} answers HTTP: it is a Spark master's web UI or REST port, not the port "
-                "its driver connects to (the spark://host:port its web UI shows, 7077 by default)"
-            )
+        # The job names the wrong port: exit 2.
+        where = "the port its driver connects to (the spark://host:port its web UI shows, 7077 by default)"
+        if first:
+            raise ConfigError(f"the server at {'spark://' + address!r} speaks first, which a Spark master never "
+                              f"does: it is another service's port (a Dask scheduler's?), not {where}")
+        if http:
+            raise ConfigError(f"{'spark://' + address!r} answers HTTP: it is a Spark master's web UI or REST port, "
+                              f"not {where}")
         return
     raise InputError(f"cannot reach the Spark master {master!r}: {why}")
+
+
+def _speaks_first(conn: socket.socket, wait: float = 0.5) -> bool:
+    """Whether the server at ``conn`` sends something before it is asked: a
+    Spark master's RPC port waits for its driver, where a Dask scheduler
+    (its handshake), SSH or SMTP speak at once; given for a master, the
+    driver tried for ~80 s and printed Java stack traces (helper-56)."""
+    try:
+        readable, _, _ = select.select([conn], [], [], wait)
+        return bool(readable) and bool(conn.recv(1))
+    except OSError:
+        return False
 
 
 def _answers_http(conn: socket.socket) -> bool:

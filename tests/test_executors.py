@@ -650,6 +650,37 @@ def test_a_spark_masters_web_ui_port_is_refused_at_once(source, tmp_path):
     assert not out.exists()
 
 
+def test_a_port_whose_server_speaks_first_is_no_spark_master(source, tmp_path):
+    """A Dask scheduler's port given for a Spark master's: the driver tried
+    for ~80 s and printed Java stack traces (helper-56). A Spark master's RPC
+    port waits to be asked; one that speaks first (Dask's handshake, SSH's
+    banner) is another service's, told before a JVM starts."""
+    import socketserver
+    import threading
+
+    class Banner(socketserver.BaseRequestHandler):
+        def handle(self):
+            self.request.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+
+    server = socketserver.TCPServer(("127.0.0.1", 0), Banner)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        master = f"spark://127.0.0.1:{server.server_address[1]}"
+        out = tmp_path / "out.parquet"
+        args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(source), "-o", str(out), "--qi", ",".join(QI),
+                "-k", "5", "--executor", "spark", "--spark-master", master]
+        t0 = time.monotonic()
+        p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert p.returncode == 2 and time.monotonic() - t0 < 30
+    assert p.stderr == (f"Error: the server at {master!r} speaks first, which a Spark master never does: it is "
+                        "another service's port (a Dask scheduler's?), not the port its driver connects to (the "
+                        "spark://host:port its web UI shows, 7077 by default)\n")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(("flag", "url"), [("--scheduler", "tcp://[::1]:99999"),
                                            ("--spark-master", "spark://a:7077,b:70770")])
 def test_a_cluster_address_with_a_port_out_of_range_is_a_usage_error(source, tmp_path, flag, url):
