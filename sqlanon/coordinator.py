@@ -482,6 +482,7 @@ def _probe_cluster(pool, files: tuple[tuple[str, int, int], ...], staging) -> No
     worker_of = {fut: worker for worker, fut in (asked or {"": pool.submit(probe, arg)}).items()}
     deadline = time.monotonic() + PROBE_SECONDS
     pending = set(worker_of)
+    gone = 0  # asked workers that left the cluster unasked
     try:
         while pending:
             if time.monotonic() > deadline:
@@ -494,6 +495,16 @@ def _probe_cluster(pool, files: tuple[tuple[str, int, int], ...], staging) -> No
                 _check_probe(pool, worker_of[fut], fut)
             if pending and hasattr(pool, "check_health"):  # its workers all gone: say so, not wait
                 pool.check_health()
+            if pending and asked:  # a worker that left (scaled down, restarted) runs no fragment: its probe
+                here = pool.workers_now()  # waited, held to it, for ever, then named it as late
+                for fut in [f for f in pending if worker_of[f] and worker_of[f] not in here]:
+                    log.info("the %s worker %s left the cluster before its probe ran", name, worker_of[fut])
+                    fut.cancel()
+                    pending.discard(fut)
+                    gone += 1
+                if gone == len(asked):  # every one left: one task asks the worker that starts for it
+                    fut = pool.submit(probe, arg)
+                    worker_of[fut], pending, gone = "", {fut}, 0
     finally:
         for fut in pending:  # one worker's answer fails the run: the others' are not awaited
             fut.cancel()

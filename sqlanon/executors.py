@@ -577,12 +577,14 @@ class DaskExecutor:
                 raise InputError(f"the Dask scheduler at {scheduler!r} has no workers (waited "
                                  f"{WAIT_FOR_WORKERS:g} s); start some, then rerun") from exc
             _refuse_workers_without_sqlanon(self._client, scheduler)
-        info = self._client.scheduler_info().get("workers", {})
-        threads = [w.get("nthreads", 1) for w in info.values()] or [1]
-        memory = [w.get("memory_limit") or total_memory() for w in info.values()] or [total_memory()]
+        # Every worker's threads (scheduler_info listed five workers in distributed 2025.4-2026.6:
+        # helper-76); the memory per thread of those it lists.
+        threads = list(self._client.nthreads().values()) or [1]
+        info = self._client.scheduler_info().get("workers", {}).values()
         self.slots = max(1, sum(threads))
         self.host_slots = max(threads)
-        self.memory_per_slot = int(min(m / t for m, t in zip(memory, threads)))
+        self.memory_per_slot = int(min([(w.get("memory_limit") or total_memory()) / max(1, w.get("nthreads", 1))
+                                        for w in info] or [total_memory()]))
         self._retries = retries
         self._vacancy = _Vacancy("the Dask cluster", "workers")
         # A concurrent.futures view of the client: Dask schedules and retries.
@@ -596,7 +598,7 @@ class DaskExecutor:
         :data:`WAIT_FOR_WORKERS` seconds (every worker killed: the tasks
         waited for ever), or the scheduler cannot be reached."""
         try:
-            workers = self._client.scheduler_info().get("workers", {})
+            workers = self._client.nthreads()
         except (OSError, TimeoutError) as exc:
             raise InputError(f"the connection to the Dask scheduler was lost ({exc}); nothing was published") from exc
         self._vacancy.saw(bool(workers))
@@ -605,11 +607,17 @@ class DaskExecutor:
         """``fn(arg)`` as a task on every worker the cluster has now, each
         held to its worker: worker address → its future; empty while the
         cluster has no worker."""
+        return {w: self._executor.submit(fn, arg, workers=[w], allow_other_workers=False)
+                for w in sorted(self.workers_now())}
+
+    def workers_now(self) -> set[str]:
+        """The addresses of every worker the cluster has now. ``Client.nthreads``,
+        not ``scheduler_info()``: from distributed 2025.4 to 2026.6 that listed
+        the first five workers only (dask/distributed#9045, #9308)."""
         try:
-            workers = sorted(self._client.scheduler_info().get("workers", {}))
+            return set(self._client.nthreads())
         except (OSError, TimeoutError) as exc:
             raise InputError(f"the connection to the Dask scheduler was lost ({exc}); nothing was published") from exc
-        return {w: self._executor.submit(fn, arg, workers=[w], allow_other_workers=False) for w in workers}
 
     def describe_error(self, exc: BaseException) -> str:
         """A failed task's reason; a cancelled one's: the scheduler went away
@@ -1027,10 +1035,10 @@ def _speaks_first(conn: socket.socket, wait: float = 0.5) -> bool:
     Spark master's RPC port waits for its driver, where a Dask scheduler
     (its handshake), SSH or SMTP speak at once; given for a master, the
     driver tried for ~80 s and printed Java stack traces (helper-56)."""
-    try:
-        readable, _, _ = select.select([conn], [], [], wait)
-        return bool(readable) and bool(conn.recv(1))
-    except OSError:
+    try:  # not select(): a process with more than 1023 files open raised ValueError
+        conn.settimeout(wait)
+        return bool(conn.recv(1))  # b'': it closed the connection, which says nothing
+    except OSError:  # socket.timeout among them: it waits to be asked
         return False
 
 
@@ -1060,6 +1068,8 @@ def _driver_calls() -> Iterator[None]:
     """Calls on the Spark driver's JVM: one that has gone fails the run in one line."""
     try:
         yield
+    except InputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - py4j's errors of a JVM that went away, of every kind
         raise InputError(f"the Spark driver's JVM went away ({_spark_error(exc)}); nothing was published") from None
 
@@ -1178,7 +1188,12 @@ class SparkExecutor:
         once, its Python workers load it once): carried by each task, they
         were pickled with every fragment's closure (see :meth:`DaskExecutor.share`)."""
         with _driver_calls():
-            shared = self._spark.sparkContext.broadcast(objects)
+            try:
+                shared = self._spark.sparkContext.broadcast(objects)
+            except pickle.PicklingError as exc:  # pyspark's own: it writes them to the driver's temp directory
+                # first ('Could not serialize broadcast: OSError: [Errno 28] …'; helper-76)
+                raise InputError(f"the run's spec and statistics could not be sent to the Spark cluster ({exc}); "
+                                 "nothing was published") from None
         self._broadcasts.append(shared)
         return shared
 

@@ -6,6 +6,7 @@ import contextlib
 import gc
 import json
 import os
+import pickle
 import re
 import socket
 import subprocess
@@ -724,6 +725,15 @@ def test_spark_health_check_and_shutdown_after_its_jvm_or_executors_are_gone(mon
         with pytest.raises(InputError, match=r"^the Spark driver's JVM went away \(the connection to Spark's JVM was "
                                              r"lost \(\[Errno 111\] Connection refused\)\); nothing was published$"):
             call()
+
+    def full(*args):  # pyspark pickles a broadcast to the driver's temp directory first (helper-76)
+        raise pickle.PicklingError("Could not serialize broadcast: OSError: [Errno 28] No space left on device")
+
+    context.broadcast = full
+    with pytest.raises(InputError, match=r"^the run's spec and statistics could not be sent to the Spark cluster "
+                                         r"\(Could not serialize broadcast: OSError: \[Errno 28\] No space left on "
+                                         r"device\); nothing was published$"):
+        spark.share("spec", "stats")
     spark._owned, spark._broadcasts = True, [SimpleNamespace(destroy=refused)]
     spark.shutdown(abort=True)  # cancelAllJobs, the broadcast's destroy, stop: refused, and no error of its own
     with pytest.raises(ConnectionRefusedError):
@@ -1354,3 +1364,56 @@ def test_a_probe_that_hangs_on_a_dask_worker_fails_the_run_in_time(tmp_path, mon
             assert time.monotonic() - t0 < 10
         finally:
             pool.shutdown(abort=True)
+
+
+def test_a_dask_worker_that_leaves_during_the_probe_is_not_waited_for(tmp_path, monkeypatch):
+    """A probe held to a worker that left (scaled down, restarted) waited for
+    ever, then the run failed naming it as late though the others had
+    answered; the worker gone runs no fragment. With none left, the worker
+    that starts is asked."""
+    import threading
+    from types import SimpleNamespace
+
+    from distributed import LocalCluster
+
+    from sqlanon import coordinator, executors, worker
+
+    monkeypatch.setattr(coordinator, "PROBE_SECONDS", 30.0)
+    monkeypatch.setattr(coordinator, "HEALTH_CHECK_SECONDS", 0.2)
+    monkeypatch.setattr(worker, "other_version", lambda inputs: time.sleep(2) or "")
+    with LocalCluster(n_workers=2, processes=False, dashboard_address="127.0.0.1:0") as cluster:
+        pool = executors.DaskExecutor(cluster.scheduler_address, 2, 0)
+        try:
+            threading.Timer(0.5, lambda: cluster.scale(1)).start()
+            t0 = time.monotonic()
+            coordinator._probe_cluster(pool, ((str(tmp_path / "in.parquet"), 1, 1),),
+                                       SimpleNamespace(parts_dir=str(tmp_path)))
+            assert time.monotonic() - t0 < 15
+        finally:
+            pool.shutdown(abort=True)
+
+
+def test_every_dask_worker_counts_where_scheduler_info_lists_five(monkeypatch):
+    """distributed 2025.4-2026.6's scheduler_info() listed the first five
+    workers only (dask/distributed#9045): a cluster of seven was taken for
+    five task slots, and the last two got fragments unprobed (helper-76)."""
+    from distributed import Client, LocalCluster
+
+    from sqlanon import executors
+
+    listed = Client.scheduler_info
+
+    def five(self, *args, **kwargs):
+        info = listed(self, *args, **kwargs)
+        return {**info, "workers": dict(list(info["workers"].items())[:5])}
+
+    monkeypatch.setattr(Client, "scheduler_info", five)
+    with LocalCluster(n_workers=7, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0") as cluster:
+        pool = executors.DaskExecutor(cluster.scheduler_address, 7, 0)
+        try:
+            assert pool.slots == 7
+            probes = pool.submit_to_each(abs, -1)
+            assert sorted(probes) == sorted(cluster.scheduler.workers)
+            assert [f.result(timeout=30) for f in probes.values()] == [1] * 7
+        finally:
+            pool.shutdown()
