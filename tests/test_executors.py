@@ -9,6 +9,7 @@ import os
 import pickle
 import re
 import socket
+import socketserver
 import subprocess
 import sys
 import textwrap
@@ -628,57 +629,44 @@ def test_spark_submits_master_is_the_runs(source, tmp_path):
     assert "Spark master local[1,5]: 1 task slot(s)" in p.stdout
 
 
-def test_a_spark_masters_web_ui_port_is_refused_at_once(source, tmp_path):
-    """The web UI's (8080) or REST port (6066) given for the master's: the
-    driver tried for ~80 s and printed ~170 lines of Java stack traces
-    (helper-28). An HTTP answer tells at once, before a JVM starts."""
+class _Banner(socketserver.BaseRequestHandler):
+    """A server that speaks first, as SSH does."""
+
+    def handle(self):
+        self.request.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+
+
+@pytest.mark.parametrize("server", ["http", "banner"])
+def test_a_port_that_is_no_spark_masters_rpc_port_is_refused_at_once(source, tmp_path, server):
+    """Given for the master's, the web UI's (8080) or REST port (6066), or
+    another service's (a Dask scheduler's): the driver tried for ~80 s and
+    printed ~170 lines of Java stack traces (helper-28, helper-56). An HTTP
+    answer tells at once, and so does a server that speaks first (Dask's
+    handshake, SSH's banner), which a master's RPC port never does: before a JVM starts."""
     import http.server
     import threading
 
-    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    if server == "http":
+        serving = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    else:
+        serving = socketserver.TCPServer(("127.0.0.1", 0), _Banner)
+    threading.Thread(target=serving.serve_forever, daemon=True).start()
     try:
-        master = f"spark://127.0.0.1:{server.server_address[1]}"
-        out = tmp_path / "out.parquet"
-        args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(source), "-o", str(out), "--qi", ",".join(QI),
-                "-k", "5", "--executor", "spark", "--spark-master", master]
-        p = subprocess.run(args, capture_output=True, text=True, timeout=60)
-    finally:
-        server.shutdown()
-    assert p.returncode == 2
-    assert p.stderr == (f"Error: {master!r} answers HTTP: it is a Spark master's web UI or REST port, not the port "
-                        "its driver connects to (the spark://host:port its web UI shows, 7077 by default)\n")
-    assert not out.exists()
-
-
-def test_a_port_whose_server_speaks_first_is_no_spark_master(source, tmp_path):
-    """A Dask scheduler's port given for a Spark master's: the driver tried
-    for ~80 s and printed Java stack traces (helper-56). A Spark master's RPC
-    port waits to be asked; one that speaks first (Dask's handshake, SSH's
-    banner) is another service's, told before a JVM starts."""
-    import socketserver
-    import threading
-
-    class Banner(socketserver.BaseRequestHandler):
-        def handle(self):
-            self.request.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
-
-    server = socketserver.TCPServer(("127.0.0.1", 0), Banner)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        master = f"spark://127.0.0.1:{server.server_address[1]}"
+        master = f"spark://127.0.0.1:{serving.server_address[1]}"
         out = tmp_path / "out.parquet"
         args = [sys.executable, "-m", "sqlanon.cli", "anonymize", str(source), "-o", str(out), "--qi", ",".join(QI),
                 "-k", "5", "--executor", "spark", "--spark-master", master]
         t0 = time.monotonic()
         p = subprocess.run(args, capture_output=True, text=True, timeout=60)
     finally:
-        server.shutdown()
-        server.server_close()
+        serving.shutdown()
+        serving.server_close()
     assert p.returncode == 2 and time.monotonic() - t0 < 30
-    assert p.stderr == (f"Error: the server at {master!r} speaks first, which a Spark master never does: it is "
-                        "another service's port (a Dask scheduler's?), not the port its driver connects to (the "
-                        "spark://host:port its web UI shows, 7077 by default)\n")
+    why = (f"{master!r} answers HTTP: it is a Spark master's web UI or REST port" if server == "http" else
+           f"the server at {master!r} speaks first, which a Spark master never does: it is another service's port "
+           "(a Dask scheduler's?)")
+    assert p.stderr == (f"Error: {why}, not the port its driver connects to (the spark://host:port its web UI "
+                        "shows, 7077 by default)\n")
     assert not out.exists()
 
 
