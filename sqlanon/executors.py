@@ -607,7 +607,8 @@ class DaskExecutor:
         """``fn(arg)`` as a task on every worker the cluster has now, each
         held to its worker: worker address → its future; empty while the
         cluster has no worker."""
-        return {w: self._executor.submit(fn, arg, workers=[w], allow_other_workers=False)
+        # Before the tasks queued there (a shared cluster's), once: a probe that fails fails alike again.
+        return {w: self._executor.submit(fn, arg, workers=[w], allow_other_workers=False, priority=1, retries=0)
                 for w in sorted(self.workers_now())}
 
     def workers_now(self) -> set[str]:
