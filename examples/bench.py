@@ -7,7 +7,7 @@
     python -m examples.bench executors [--rows 1000000] [--fragments 8]
     python -m examples.bench checksums [--rows 1000000] [--url postgresql://…]
     python -m examples.bench lake [--files 3000] [--rows-per-file 100]
-    python -m examples.bench compare REV [--workers 2] [--repeat 8] [--url postgresql://…] [--csv]
+    python -m examples.bench compare REV [--workers 2] [--repeat 8] [--url postgresql://…] [--csv] [--fragments N]
     python -m examples.bench hierarchy [--rows 1000000] [--leaves 50000] [--rev REV]
     python -m examples.bench prefix REV [--rows 1000000] [--fragments 8] [--repeat 3]
     python -m examples.bench wide [--rows 1000000] [--rev REV]
@@ -287,7 +287,8 @@ def _checkout(rev: str):
         shutil.rmtree(old.parent, ignore_errors=True)
 
 
-def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv: bool = False) -> None:
+def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv: bool = False,
+            fragments: int | None = None) -> None:
     """Revision ``rev`` against this tree, end to end, runs alternating in one
     session (:func:`_alternate`). ``--url``: PostgreSQL table to table (poker
     loaded there); ``--csv``: poker as a CSV file into Parquet; otherwise
@@ -309,9 +310,10 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv
             dsn = load_poker(url, rows)
             base = ["anonymize", url, "--table", "public.poker", "-o", url, "--target-table", "public.poker_anon"]
         base += ["--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2", "--json", "--overwrite",
-                 "--workers", str(workers)]
+                 "--workers", str(workers), *(["--fragments", str(fragments)] if fragments else [])]
         where = "PostgreSQL → PostgreSQL" if dsn else "CSV → Parquet" if csv else "Parquet → Parquet"
-        print(f"poker {rows:,} rows, {where}, {workers} worker(s), k = 10, l = 2; median of {repeat} "
+        frags = f"{fragments} fragments, " if fragments else ""
+        print(f"poker {rows:,} rows, {where}, {workers} worker(s), {frags}k = 10, l = 2; median of {repeat} "
               f"alternating runs; {machine()}\n")
         _alternate({rev: str(old), "this tree": str(REPO)}, base, repeat, (lambda: settle(dsn)) if dsn else None)
 
@@ -758,9 +760,10 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=8)
     p.add_argument("--url", help="PostgreSQL table to table on this server (default: Parquet files)")
     p.add_argument("--csv", action="store_true", help="poker as a CSV file into Parquet (default: Parquet files)")
+    p.add_argument("--fragments", type=int, help="--fragments of every run (default: sqlanon's, one per worker)")
     args = parser.parse_args()
     if args.what == "compare":
-        compare(args.rev, args.rows, args.workers, args.repeat, args.url, args.csv)
+        compare(args.rev, args.rows, args.workers, args.repeat, args.url, args.csv, args.fragments)
         return
     if args.what == "bytecode":
         bytecode(args.rows, args.repeat)

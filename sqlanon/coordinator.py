@@ -660,6 +660,17 @@ def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, ta
     )
 
 
+def _parse_once(source, pool, fragments: int) -> bool:
+    """Whether the fragments read a CSV source from one copy of it parsed
+    into the staging area (:meth:`sqlanon.io.Staging.parsed_copy`): where
+    some task slot would parse the file more than once (more fragments than
+    slots; with as many, each parses it once at the same time, as fast as
+    the copy), and on this host only (a remote cluster's staging area is its
+    group's to read, and the copy holds the input's rows)."""
+    return (isinstance(source, io.FileSource) and source.fmt == "csv"
+            and fragments > getattr(pool, "slots", 1) and not getattr(pool, "remote", False))
+
+
 def _task_resources(options: RunOptions, pool) -> tuple[str, int]:
     """DuckDB ``memory_limit`` and ``threads`` of one task, from the executor's
     slots, so that the tasks running at once on a host never oversubscribe it."""
@@ -1120,6 +1131,10 @@ def run(
             _check_nested_hugeints(con, source, described, passthrough)
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
             _check_hugeint_bounds(con, source, spec, schema, described)
+        pulled_from = source
+        if _parse_once(source, pool, len(plan.fragments)):
+            step("parsing the CSV input once for the fragments")
+            pulled_from = staging.parsed_copy(con, source)
         memory, threads = _task_resources(options, pool)
         # Workers in other processes get the spec and statistics once, not with each task: a cluster
         # by its own means (never through its staging area, which is its group's to write: helper-71),
@@ -1128,7 +1143,7 @@ def run(
         shared = staging.share(spec, stats) if pool is not None and handle is None else None
 
         def make_task(frag):
-            return _task(frag, source, spec, stats, staging, drop, memory, threads, target, seen, shared,
+            return _task(frag, pulled_from, spec, stats, staging, drop, memory, threads, target, seen, shared,
                          handle is not None)
 
         make_task.part_path = staging.part_path

@@ -298,7 +298,7 @@ def test_a_full_disk_fails_the_run_naming_it_and_keeps_the_old_output(small_disk
     (small_disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - 64 * 1024))
     p = subprocess.run(run, capture_output=True, text=True)
     assert p.returncode == 1 and "No space left on device" in p.stderr, p.stderr
-    assert "(the disk is full: a run writes its parts, then its new output" in p.stderr, p.stderr
+    assert "(the disk is full: a run writes its parts (and first" in p.stderr, p.stderr
     assert len(p.stderr.splitlines()) == 1
     assert {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in small_disk.iterdir() if f.name != "filler"} \
         == digest
@@ -319,6 +319,29 @@ def test_a_full_disk_fails_the_run_naming_it_and_keeps_the_old_output(small_disk
     (small_disk / "filler").unlink()
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*), sum(hash(COLUMNS(*))) FROM t").fetchall() == before
+
+
+def test_a_full_disk_while_a_csv_input_is_copied_for_its_fragments_fails_the_run_naming_it(small_disk):
+    """More fragments than workers read a Parquet copy of a CSV input, made
+    in the staging area next to the output: a disk too full for it names
+    the input and what the run needs room for; the old output stays."""
+    import hashlib
+
+    out = small_disk / "o.parquet"
+    run = [sys.executable, "-m", "sqlanon", "anonymize", str(REPO / "examples" / "adults.csv"), "-o", str(out),
+           "--qi", "age,education-num,occupation", "-k", "5", "--workers", "1", "--fragments", "3",
+           "--overwrite", "-q"]
+    assert subprocess.run(run, capture_output=True).returncode == 0
+    digest = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in small_disk.iterdir()}
+    free = os.statvfs(small_disk)
+    (small_disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - 64 * 1024))
+    p = subprocess.run(run, capture_output=True, text=True)
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1, p.stderr
+    assert p.stderr.startswith(f"Error: cannot copy the CSV input {str(REPO / 'examples' / 'adults.csv')!r} for its "
+                               "fragments: cannot write "), p.stderr
+    assert "No space left on device (the disk is full: a run writes its parts (and first" in p.stderr, p.stderr
+    assert {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in small_disk.iterdir() if f.name != "filler"} \
+        == digest
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root")
