@@ -1085,7 +1085,7 @@ def run(
             )
 
         t0 = time.perf_counter()
-        if drop and is_generic(source.dialect):
+        if drop and (is_generic(source.dialect) or source.dialect == "duckdb"):
             source = source.leave_out(drop)
         pulled: tuple[str, ...] = ()
         if source.dialect == "postgres":

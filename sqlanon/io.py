@@ -250,9 +250,24 @@ class DuckDBReadable:
                            "its first 20,480 rows), cannot read: correct the value or make it empty (NULL), convert "
                            "the file with that column typed (e.g. to Parquet), or drop it (--drop)")
 
+    left_out: tuple[str, ...] = ()
+    """Columns the fragments never read (:meth:`leave_out`)."""
+
+    def leave_out(self, drop: Sequence[str]):
+        """The source whose fragments never read the ``drop`` columns: a
+        dropped column of a CSV file holding a value its guessed type cannot
+        take ('n/a' among numbers past the sniffed rows) failed every
+        fragment, whose error said to drop it (--drop)."""
+        return replace(self, left_out=tuple(drop))
+
+    @property
+    def kept_columns(self) -> str:
+        """The select list of a fragment's pull: every column but :attr:`left_out`."""
+        return f"* EXCLUDE ({', '.join(ident(c) for c in self.left_out)})" if self.left_out else "*"
+
     def select(self, con: duckdb.DuckDBPyConnection, where: str | None = None, params=()) -> pa.Table:
         """The rows satisfying ``where`` (a fragment's clause), as Arrow."""
-        sql = f"SELECT * FROM {self.relation}" + (f" WHERE {where}" if where else "")
+        sql = f"SELECT {self.kept_columns} FROM {self.relation}" + (f" WHERE {where}" if where else "")
         try:
             return con.execute(sql, list(params)).fetch_arrow_table()
         except duckdb.OutOfMemoryException as exc:  # not the input's fault, as "cannot read" said (helper-26)
@@ -309,6 +324,8 @@ class FileSource(DuckDBReadable):
     max_line_size: int | None = None
     """CSV: the longest line the reader takes, in bytes (None: DuckDB's
     2,000,000; see :func:`longer_lines`)."""
+    left_out: tuple[str, ...] = ()
+    """Columns the fragments never read (:meth:`DuckDBReadable.leave_out`)."""
 
     def files(self) -> list[str]:
         """The files the run reads (listed once, :attr:`globs`)."""
@@ -512,6 +529,8 @@ class DuckDBSource(DuckDBReadable):
 
     path: str
     table: tuple[str, ...]
+    left_out: tuple[str, ...] = ()
+    """Columns the fragments never read (:meth:`DuckDBReadable.leave_out`)."""
 
     @property
     def root(self) -> str:
@@ -2099,9 +2118,15 @@ class Staging:
         input's rows), and removed with it."""
         path = str(self.root / "input.parquet")
         try:
-            copy_relation(con, source.relation, path, "parquet")
-        except InputError as exc:  # it named a hidden file only
-            raise InputError(f"cannot copy the CSV input {source.describe()!r} for its fragments: {exc}") from exc
+            copy_relation(con, f"(SELECT {source.kept_columns} FROM {source.relation})", path, "parquet")
+            os.chmod(path, 0o600)  # as the area's other files of the input's rows
+        except (InputError, OSError) as exc:
+            cause = exc.__cause__ if isinstance(exc, InputError) else exc
+            if isinstance(cause, duckdb.Error) and path not in str(cause):  # the CSV's reading failed
+                raise source.unreadable(cause) from cause
+            # The write failed: its error named a hidden file only.
+            raise InputError(f"cannot copy the CSV input {source.describe()!r} for its fragments: "
+                             f"{exc if isinstance(exc, InputError) else exc.strerror}") from exc
         return ParsedCopy(path, "parquet", of=source.describe())
 
     def part_path(self, fragment_id: int) -> str:

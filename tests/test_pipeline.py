@@ -306,6 +306,42 @@ def _cli(*args, **kw):
 PARSED_ONCE = "parsing the CSV input once for the fragments"
 
 
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_dropped_csv_column_that_its_guessed_type_cannot_read_is_never_read(tmp_path, workers):
+    """'n/a' among numbers past the rows DuckDB guesses a column's type
+    from: the run said to drop the column (--drop), and then failed the same
+    way, each fragment reading every column (exit 2), or its one copy of
+    the file (exit 1, naming a hidden file). A dropped column is not read."""
+    t = people(30_000, seed=2).append_column("badge", pa.array([str(i) for i in range(30_000)]))
+    src = tmp_path / "in.csv"
+    duckdb.sql("SELECT * REPLACE (CASE WHEN id = 25000 THEN 'n/a' ELSE badge END AS badge) FROM t").write_csv(str(src))
+    out = tmp_path / "out.parquet"
+    result = run(src, out, workers=workers, fragments=3, drop=["badge"])
+    assert result.metrics.rows == 30_000 and "badge" not in pq.read_schema(out).names
+
+
+def test_a_csv_input_that_breaks_while_it_is_copied_is_named_as_unreadable(tmp_path):
+    """A CSV file rewritten as the run copies it for its fragments: its
+    error is the file's (a value its guessed type cannot take: exit 2, by
+    line and column), not 'cannot write' a hidden staging file."""
+    t = people(30_000, seed=4)
+    src = tmp_path / "in.csv"
+    duckdb.sql("SELECT * FROM t").write_csv(str(src))
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"previous")
+
+    def status(text):
+        if text == PARSED_ONCE:
+            rows = t  # noqa: F841 (read by DuckDB by its name)
+            duckdb.sql("SELECT * REPLACE (CASE WHEN id = 29000 THEN 'n/a' ELSE CAST(age AS VARCHAR) END AS age) "
+                       "FROM rows").write_csv(str(src))
+
+    with pytest.raises(sqlanon.ConfigError) as err:
+        run(src, out, workers=1, fragments=3, status=status, overwrite=True)
+    assert str(err.value).startswith(f"column 'age' of {str(src)!r} holds, on line 29,002, a value that DuckDB"), err
+    assert out.read_bytes() == b"previous" and sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.parquet"]
+
+
 @pytest.mark.parametrize("lake", [False, True])
 @pytest.mark.parametrize("output", ["out.parquet", "out.csv"])
 @pytest.mark.parametrize("workers, fragments", [(2, 4), (1, 3)])
@@ -316,7 +352,9 @@ def test_a_csv_source_of_more_fragments_than_workers_is_parsed_once_and_publishe
     than one fragment (and in-process, where one takes them all), the
     fragments read one Parquet copy of the parsed file instead: the same
     output, every column, as fragments that each parse it (as many workers as
-    fragments), a -0.0 passing through too, and no copy left behind."""
+    fragments), a -0.0 passing through too, and no copy left behind. The
+    copy holds no dropped column (direct identifiers never reach the disk)
+    and is this user's only to read."""
     t = people(4_000, seed=11)
     t = t.append_column("score", pa.array(np.where(np.arange(4_000) % 7 == 0, -0.0, np.arange(4_000) / 8)))
     t = t.append_column("seen", pa.array(np.datetime64("2021-03-04T05:06:07.123456") + np.arange(4_000) * 10**6,
@@ -334,9 +372,20 @@ def test_a_csv_source_of_more_fragments_than_workers_is_parsed_once_and_publishe
         steps: list[str] = []
         out = tmp_path / name / output
         out.parent.mkdir()
-        result = run(src, out, workers=w, fragments=fragments, seed=3, status=steps.append)
+        copies = []
+
+        def status(text):
+            steps.append(text)
+            if text == "anonymizing":  # the copy is made; the fragments are to read it
+                copies.extend((pq.read_schema(f).names, stat.S_IMODE(f.stat().st_mode))
+                              for f in out.parent.glob(".*sqlanon-staging-*/input.parquet"))
+
+        result = run(src, out, workers=w, fragments=fragments, seed=3, status=status, drop=["note"])
         assert len(result.plan.fragments) == fragments
         assert (PARSED_ONCE in steps) == (name == "once"), steps
+        assert len(copies) == (name == "once")
+        for names, mode in copies:
+            assert "note" not in names and "disease" in names and mode == 0o600
         assert sorted(p.name for p in out.parent.iterdir()) == sorted([output, "out__metrics.parquet"])
         outputs[name] = duckdb.sql(f"SELECT * FROM '{out}' ORDER BY id").fetch_arrow_table()
     assert outputs["once"].num_rows == 4_000 and outputs["once"].equals(outputs["each"])
