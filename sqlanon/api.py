@@ -327,7 +327,9 @@ def anonymize(
         date_order=date_order.upper() if isinstance(date_order, str) else date_order,  # as --date-order takes it
     )
     _check_reachable(options, src, out, table)
-    source = warehouse.open_source(src, table) if warehouse.is_url(src) else io.open_source(src, table)
+    # A CSV line past DuckDB's 2 MB (a text value of 3 MB): read with a larger limit.
+    source = warehouse.open_source(src, table) if warehouse.is_url(src) else io.with_longer_lines(
+        lambda line_size: io.open_source(src, table, max_line_size=line_size), what=repr(src))
     _refuse_same(source, out, target_table)
     if metrics is not None:
         _check_metrics(metrics, source, out, target_table)
@@ -632,15 +634,9 @@ def verify(
     if os.path.isfile(spec_in) and io.is_sqlite(spec_in):  # its advice, a sqlite:/// URL, is refused below (helper-60)
         raise ConfigError(f"{spec_in!r} is a SQLite database, which sqlanon verify does not read: it checks what "
                           "sqlanon publishes (Parquet, CSV, DuckDB and PostgreSQL tables)")
-    line_size = None
-    while True:
-        try:
-            return _verify_lake(spec_in, table, qi, k, l, sensitive, line_size, show)
-        except InputError as exc:
-            # A CSV line past DuckDB's 2 MB (a long text value passing through a run's CSV output).
-            line_size = io.longer_lines(exc.__cause__ or exc, line_size)
-            if line_size is None:
-                raise
+    # A CSV line past DuckDB's 2 MB (a long text value passing through a run's CSV output).
+    return io.with_longer_lines(lambda line_size: _verify_lake(spec_in, table, qi, k, l, sensitive, line_size, show),
+                                what=repr(spec_in))
 
 
 def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l: int,  # noqa: E741

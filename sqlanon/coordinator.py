@@ -1228,18 +1228,14 @@ def run(
             """:func:`check_output`; a CSV output's line past DuckDB's 2 MB
             (a long text value passing through) read with a larger limit:
             it failed after all the work, with DuckDB's words."""
-            while True:
-                try:
+            def read(line_size: int | None):
+                if line_size == staging.line_size:
                     return check_output(relation)
-                except InputError as exc:
-                    size = io.longer_lines(exc.__cause__ or exc, staging.line_size) if isinstance(
-                        target, io.FileTarget) and target.fmt == "csv" else None
-                    if size is None:
-                        raise
-                    log.info("the output has lines past %d bytes: reading it back with a limit of %d",
-                             staging.line_size or 2_000_000, size)
-                    staging.line_size = size
-                    relation = target.staged_relation(staging)
+                staging.line_size = line_size
+                return check_output(target.staged_relation(staging))
+
+            csv = isinstance(target, io.FileTarget) and target.fmt == "csv"
+            return io.with_longer_lines(read, staging.line_size, "the output", whose=lambda exc: csv)
 
         t0 = time.perf_counter()
         check = check_read_back(relation)

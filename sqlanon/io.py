@@ -47,6 +47,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -58,6 +59,7 @@ from .sql import fold_name, ident, literal, render
 from .sql.render import ASCII_LOWER, ASCII_UPPER
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 DUCKDB_SUFFIXES = (".duckdb", ".ddb", ".db")
 STAGING_MARK = ".sqlanon-staging-"
@@ -146,6 +148,23 @@ def longer_lines(exc: BaseException, current: int | None) -> int | None:
         return None
     size = max(2 * int(found[2]), 4 * (current or int(found[1])))
     return min(size, LONGEST_LINE) if int(found[2]) < LONGEST_LINE and size > (current or 0) else None
+
+
+def with_longer_lines(read: Callable[[int | None], _T], line_size: int | None = None, what: str = "the input",
+                      whose: Callable[[InputError], bool] = lambda exc: True) -> _T:
+    """``read(line_size)``, and while it fails on a CSV line past that
+    limit (``whose`` the error is: the file's being read), again with a
+    larger one (:func:`longer_lines`): a text value of 3 MB in a row of
+    ``what`` failed the run, DuckDB's CSV reader taking lines of 2 MB."""
+    while True:
+        try:
+            return read(line_size)
+        except InputError as exc:
+            size = longer_lines(exc.__cause__ or exc, line_size) if whose(exc) else None
+            if size is None:
+                raise
+            log.info("%s has lines past %d bytes: reading it with a limit of %d", what, line_size or 2_000_000, size)
+            line_size = size
 
 
 _CSV_UNCONVERTED = re.compile(r"CSV Error on Line: (?P<line>\d+)\b.*?Error when converting column "

@@ -2355,7 +2355,8 @@ def test_a_csv_output_with_a_line_past_2_mb_is_checked_and_published(tmp_path):
     past DuckDB's CSV reader's 2,000,000 bytes: the run failed at its check,
     after all its work ("cannot verify: … Maximum line size"), and `verify`
     could not read the file. Both read it with a larger limit now; as an
-    input it is refused with the way out (helper-58)."""
+    input it was refused with the way out (helper-58), and is read so too,
+    by the fragments and by the copy that many fragments read."""
     n = 60
     pq.write_table(pa.table({"id": list(range(n)), "age": [20 + i % 12 for i in range(n)],
                              "dx": ["a" if i % 2 else "b" for i in range(n)],
@@ -2367,8 +2368,11 @@ def test_a_csv_output_with_a_line_past_2_mb_is_checked_and_published(tmp_path):
                          [str(out)]).fetchall()
     assert got == [(7, 3 << 20)]
     assert sqlanon.verify(out, **run).ok
-    with pytest.raises(sqlanon.InputError, match=r"Maximum line size .* write the file as Parquet\)$"):
-        sqlanon.anonymize(out, tmp_path / "again.parquet", workers=1, **run)
+    for workers, fragments in ((2, 2), (1, 3)):  # each fragment reading the file; one copy of it
+        again = tmp_path / f"again-{workers}.parquet"
+        sqlanon.anonymize(out, again, workers=workers, fragments=fragments, **run)
+        assert duckdb.execute("SELECT length(doc) FROM read_parquet(?) WHERE id = 7", [str(again)]).fetchall() \
+            == [(3 << 20,)]
 
 
 def test_a_csv_outputs_qi_named_with_blanks_around_is_refused_before_any_work(tmp_path):
