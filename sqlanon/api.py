@@ -357,11 +357,20 @@ def anonymize(
         try:
             if not explain:
                 _check_metrics_target(target, source, out, metrics, target_table)
-            return coordinator.run(
-                source, target, spec, _names(drop, "drop", unique=True), options,
-                output_qi=lambda schema: output_qi_columns(spec, schema),
-                keep=None if keep is None else _names(keep, "keep", unique=True),
-            )
+            def run(line_size: int | None) -> coordinator.RunResult:
+                return coordinator.run(
+                    source if line_size is None else dataclasses.replace(source, max_line_size=line_size), target,
+                    spec, _names(drop, "drop", unique=True), options,
+                    output_qi=lambda schema: output_qi_columns(spec, schema),
+                    keep=None if keep is None else _names(keep, "keep", unique=True),
+                )
+
+            if not (isinstance(source, io.FileSource) and source.fmt == "csv"):
+                return run(None)
+            # A long line past the rows that opening the source read fails the
+            # run's first full read (nothing published): it runs again.
+            return io.with_longer_lines(run, source.max_line_size, repr(src),
+                                        whose=lambda exc: str(exc).startswith(f"cannot read {source.describe()!r}"))
         finally:
             if isinstance(target, io.LocalStagingTarget):
                 target.release()  # another run may write the output now

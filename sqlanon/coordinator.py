@@ -1041,10 +1041,16 @@ def run(
         floats = [f.name for f in schema if f.name in passthrough and pa.types.is_floating(f.type)] if isinstance(
             target, io.DuckDBTarget) else []
         zeros, late_zeros = (floats, []) if source.dialect in ("duckdb", "postgres") else ([], floats)
+        # A CSV source's Parquet copy for its fragments (Staging.parsed_copy) needs to know too, of every column.
+        copied_zeros = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in drop] if isinstance(
+            source, io.FileSource) and source.fmt == "csv" else []
         step("reading statistics")
         loose = _loose_sensitive(columns, spec)
         total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
-            con, source, spec, schema, passthrough if compare_on == "duckdb" else (), zeros, loose)
+            con, source, spec, schema, passthrough if compare_on == "duckdb" else (),
+            list(dict.fromkeys([*zeros, *copied_zeros])), loose)
+        copy_plain = any(c in mixed_zeros for c in copied_zeros)
+        mixed_zeros = [c for c in mixed_zeros if c in zeros]
         _refuse_equal_values_written_apart(sens_distinct, target)
         sens_distinct = {s: d[1] if s in loose else d for s, d in sens_distinct.items()}
         _refuse_signed_zeros(mixed_zeros, target)
@@ -1134,7 +1140,7 @@ def run(
         pulled_from = source
         if _parse_once(source, pool, len(plan.fragments)):
             step("parsing the CSV input once for the fragments")
-            pulled_from = staging.parsed_copy(con, source)
+            pulled_from = staging.parsed_copy(con, source, copy_plain)
         memory, threads = _task_resources(options, pool)
         # Workers in other processes get the spec and statistics once, not with each task: a cluster
         # by its own means (never through its staging area, which is its group's to write: helper-71),
@@ -1153,6 +1159,8 @@ def run(
             interrupts.check()
         step("anonymizing")
         plan, results, repaired = execute(plan, make_task, options, pool)
+        if pulled_from is not source:
+            staging.drop_parsed_copy()
         interrupts.check()
         if snapshot_holder is not None:  # its locks and snapshot would hold the server up while publishing
             snapshot_holder.close()

@@ -152,15 +152,18 @@ def longer_lines(exc: BaseException, current: int | None) -> int | None:
 
 def with_longer_lines(read: Callable[[int | None], _T], line_size: int | None = None, what: str = "the input",
                       whose: Callable[[InputError], bool] = lambda exc: True) -> _T:
-    """``read(line_size)``, and while it fails on a CSV line past that
-    limit (``whose`` the error is: the file's being read), again with a
-    larger one (:func:`longer_lines`): a text value of 3 MB in a row of
-    ``what`` failed the run, DuckDB's CSV reader taking lines of 2 MB."""
+    """``read(line_size)``, and while it fails on a CSV line of ``what``
+    past that limit, again with a larger one (:func:`longer_lines`): a text
+    value of 3 MB failed the run, DuckDB's CSV reader taking lines of 2 MB.
+    ``whose(error)``: whether the error is of the file ``read`` reads (and
+    not of another it reads too)."""
     while True:
         try:
             return read(line_size)
         except InputError as exc:
-            size = longer_lines(exc.__cause__ or exc, line_size) if whose(exc) else None
+            # The size is in DuckDB's error, or (a line among those its sniffer reads) in our hint only.
+            size = (longer_lines(exc.__cause__ or exc, line_size) or longer_lines(exc, line_size)) if whose(exc) \
+                else None
             if size is None:
                 raise
             log.info("%s has lines past %d bytes: reading it with a limit of %d", what, line_size or 2_000_000, size)
@@ -273,10 +276,12 @@ class DuckDBReadable:
     """Columns the fragments never read (:meth:`leave_out`)."""
 
     def leave_out(self, drop: Sequence[str]):
-        """The source whose fragments never read the ``drop`` columns: a
-        dropped column of a CSV file holding a value its guessed type cannot
-        take ('n/a' among numbers past the sniffed rows) failed every
-        fragment, whose error said to drop it (--drop)."""
+        """The source whose fragments never read the ``drop`` columns (nor
+        its CSV copy, :meth:`Staging.parsed_copy`): a dropped column that
+        cannot be read failed every fragment, such as a CSV file's holding a
+        value its guessed type cannot take ('n/a' among numbers past the
+        sniffed rows), whose error said to drop it (--drop), or a view's
+        whose expression fails."""
         return replace(self, left_out=tuple(drop))
 
     @property
@@ -408,12 +413,17 @@ class FileSource(DuckDBReadable):
             return False
 
 
+PARSED_COPY = "input.parquet"
+"""The name of a CSV source's copy in a run's staging area (:meth:`Staging.parsed_copy`)."""
+
+
 @dataclass(frozen=True)
 class ParsedCopy(FileSource):
     """A CSV source parsed once for a run's fragments (:meth:`Staging.parsed_copy`):
     named after the source it holds, in a fragment's errors too."""
 
     of: str = ""
+    """The CSV source's own name (:meth:`FileSource.describe`)."""
 
     def describe(self) -> str:
         return self.of
@@ -1585,11 +1595,14 @@ def arrow_writes_exactly(t: pa.DataType) -> bool:
 def copy_relation(
     con: duckdb.DuckDBPyConnection, data: pa.Table | str, path: str, fmt: str, compression: str = "zstd",
     as_text: tuple[str, ...] = (), like: str | None = None, arrow_fields: Mapping[str, pa.Field] | None = None,
+    plain: bool | None = None,
 ) -> None:
     """``COPY`` an Arrow table or an SQL relation to a file. CSV: delimited and
     compressed as ``like`` (default ``path``) is named: a staging file's name
     does not end as its destination's. Parquet: ``arrow_fields`` (see
-    :func:`restorable_fields`) are written into the file's ``ARROW:schema``."""
+    :func:`restorable_fields`) are written into the file's ``ARROW:schema``;
+    ``plain``: without dictionaries, as a -0.0 among 0.0 needs (None: a
+    pass over the relation finds out, :func:`_negative_zero`)."""
     relation = data
     if isinstance(data, pa.Table):
         con.register("__sqlanon_out", data)
@@ -1599,10 +1612,11 @@ def copy_relation(
             delim, compression = csv_dialect(like or path)
         else:
             delim = None
-        plain = arrow_schema = None
+        arrow_schema = None
         if fmt == "parquet":
             described = con.sql(f"SELECT * FROM {relation}")
-            plain = _negative_zero(con, relation, described, skip=as_text)
+            if plain is None:
+                plain = _negative_zero(con, relation, described, skip=as_text)
             if arrow_fields and any(c in arrow_fields for c in described.columns):
                 written = described.limit(0).fetch_arrow_table().schema  # as DuckDB hands the columns to Arrow
                 written = pa.schema([pa.field(f.name, pa.string()) if f.name in as_text else f for f in written])
@@ -2125,7 +2139,7 @@ class Staging:
             raise InputError(f"cannot write {str(path)!r}: {exc.strerror}{no_room_hint(exc)}") from exc
         return str(path)
 
-    def parsed_copy(self, con: duckdb.DuckDBPyConnection, source: FileSource) -> FileSource:
+    def parsed_copy(self, con: duckdb.DuckDBPyConnection, source: FileSource, signed_zeros: bool) -> FileSource:
         """The CSV ``source`` parsed once, into a Parquet file of the staging
         area, for the run's fragments to read: each fragment's ``WHERE`` over
         the CSV file parsed all of it (DuckDB cannot skip a CSV file's lines),
@@ -2134,19 +2148,30 @@ class Staging:
         source's as the run reads it (the statistics and checksums were
         read from the CSV file itself, so the output is still compared with
         it); only for a staging area this user alone may read (it holds the
-        input's rows), and removed with it."""
-        path = str(self.root / "input.parquet")
+        input's rows), and removed once the fragments are done
+        (:meth:`drop_parsed_copy`). ``signed_zeros``: whether a FLOAT or
+        DOUBLE column holds both -0.0 and 0.0 (the statistics' pass tells),
+        which Parquet's dictionaries would make one (:func:`copy_relation`
+        would parse the file once more to find out)."""
+        path = str(self.root / PARSED_COPY)
         try:
-            copy_relation(con, f"(SELECT {source.kept_columns} FROM {source.relation})", path, "parquet")
+            copy_relation(con, f"(SELECT {source.kept_columns} FROM {source.relation})", path, "parquet",
+                          plain=signed_zeros)
             os.chmod(path, 0o600)  # as the area's other files of the input's rows
         except (InputError, OSError) as exc:
             cause = exc.__cause__ if isinstance(exc, InputError) else exc
-            if isinstance(cause, duckdb.Error) and path not in str(cause):  # the CSV's reading failed
+            if isinstance(cause, duckdb.Error) and path not in str(cause) and not isinstance(
+                    cause, duckdb.OutOfMemoryException):  # the CSV's reading failed
                 raise source.unreadable(cause) from cause
             # The write failed: its error named a hidden file only.
             raise InputError(f"cannot copy the CSV input {source.describe()!r} for its fragments: "
                              f"{exc if isinstance(exc, InputError) else exc.strerror}") from exc
         return ParsedCopy(path, "parquet", of=source.describe())
+
+    def drop_parsed_copy(self) -> None:
+        """Remove :meth:`parsed_copy`'s file, if made: the output is written
+        next, and the copy's room may be what it needs."""
+        _remove(self.root / PARSED_COPY)
 
     def part_path(self, fragment_id: int) -> str:
         # Named after the run too: a directory output is swapped whole, but a
