@@ -320,6 +320,22 @@ def test_a_dropped_csv_column_that_its_guessed_type_cannot_read_is_never_read(tm
     assert result.metrics.rows == 30_000 and "badge" not in pq.read_schema(out).names
 
 
+def test_a_dropped_column_of_a_duckdb_view_that_fails_to_compute_is_never_read(tmp_path):
+    """A view's column whose expression fails on a row ('n/a' cast to an
+    integer), left out with --drop: every fragment read it (SELECT *) and
+    failed the run."""
+    db = tmp_path / "src.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS id, 20 + i % 40 AS age, CASE WHEN i = 2500 THEN 'n/a' "
+                    "ELSE i::VARCHAR END AS w FROM range(3000) t(i)")
+        con.execute('CREATE VIEW v AS SELECT id, age, CAST(w AS INTEGER) AS "b""ad" FROM t')
+    for workers, fragments in ((1, 1), (2, 2)):
+        out = tmp_path / f"o{workers}.parquet"
+        result = sqlanon.anonymize(db, out, table="v", qi=["age"], k=5, drop=['b"ad'], workers=workers,
+                                   fragments=fragments)
+        assert result.metrics.rows == 3_000 and pq.read_schema(out).names == ["id", "age"]
+
+
 def test_a_csv_input_that_breaks_while_it_is_copied_is_named_as_unreadable(tmp_path):
     """A CSV file rewritten as the run copies it for its fragments: its
     error is the file's (a value its guessed type cannot take: exit 2, by
