@@ -576,7 +576,8 @@ def _as_type(values: pa.Array, field: pa.Field) -> pa.Array:
     try:
         return values.cast(field.type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-        raise InputError(f"column {field.name!r}: cannot read its values as {field.type}: {io.first_line(exc)}") from None
+        raise ConfigError(f"column {field.name!r}: cannot read its values as {field.type}: {io.first_line(exc)}"
+                          ) from None  # the data's, every retry's: exit 2 (as sqla._column's)
 
 
 def _portable_sample_hash(seed: int, rows: int, total: int) -> dict[str, int]:

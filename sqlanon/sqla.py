@@ -174,7 +174,7 @@ def _unify(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
         schema = pa.unify_schemas([b.schema for b in batches], promote_options="permissive")
         return [b.cast(schema) if b.schema != schema else b for b in batches]
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-        raise InputError(f"the database returned values of mixed types: {first_line(exc)}") from None
+        raise ConfigError(f"the database returned values of mixed types: {first_line(exc)}") from None
 
 
 def _cause(exc: Exception) -> BaseException:
@@ -204,7 +204,7 @@ def _column(name: str, values: tuple, arrow_type: pa.DataType | pa.Field | None)
             return pa.array(values).cast(arrow_type)  # SQLite keeps dates as text; 0/1 as booleans
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError) as exc:
         want = f" as {arrow_type}" if arrow_type is not None else ""
-        raise InputError(f"column {name!r}: cannot read its values{want}: {first_line(exc)}") from None
+        raise ConfigError(f"column {name!r}: cannot read its values{want}: {first_line(exc)}") from None
 
 
 def _times_of_day(name: str, values: tuple, t: pa.DataType) -> pa.Array:
@@ -214,7 +214,7 @@ def _times_of_day(name: str, values: tuple, t: pa.DataType) -> pa.Array:
     micros = pa.array(values, pa.duration("us")).cast(pa.int64())
     outside = pc.or_(pc.less(micros, 0), pc.greater_equal(micros, 86_400_000_000))
     if pc.any(outside).as_py():
-        raise InputError(
+        raise ConfigError(
             f"column {name!r} is a TIME holding durations outside one day, which a time of day cannot hold: "
             "read it as text in a view (CAST(… AS CHAR)), or drop it (--drop)"
         )
@@ -266,7 +266,7 @@ def _exact(name: str, values: tuple, t: pa.DataType) -> None:
     example = min(examples, key=lambda v: type(v).__name__, default=None)
     if example is not None:
         kind = type(example)
-        raise InputError(
+        raise ConfigError(
             f"column {name!r} is declared {t} but holds {kind.__name__} values such as {example!r}, which would "
             "change on the way; read the table through a view that gives the column one type, or drop it (--drop)"
         )

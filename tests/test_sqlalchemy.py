@@ -246,7 +246,9 @@ def test_loose_sqlite_types_and_clashing_names(tmp_path):
 def test_values_that_would_change_are_refused_by_name(tmp_path, decl, value, shown):
     """SQLite lets a column hold any value. One that its declared type would
     change on the way (a silent truncation or reinterpretation, as a QI or
-    passing through) fails the run naming the column; nothing is written."""
+    passing through) fails the run naming the column; nothing is written.
+    Exit 2, as a CSV value its column's type cannot take: every retry
+    meets it (it was exit 1, read by a scheduler as 'retry later')."""
     path = tmp_path / "loose.db"
     with sqlite3.connect(path) as c:
         c.execute(f"CREATE TABLE t (id INTEGER, age INTEGER, odd {decl})")
@@ -255,7 +257,7 @@ def test_values_that_would_change_are_refused_by_name(tmp_path, decl, value, sho
     out = tmp_path / "o.parquet"
     for qi in ("age", "age,odd"):
         p = _cli("anonymize", f"sqlite:///{path}", "--table", "t", "-o", out, "--qi", qi, "-k", 5, "--workers", 2)
-        assert p.returncode == 1, p.stderr
+        assert p.returncode == 2, p.stderr
         assert p.stderr.startswith("Error: column 'odd'") and len(p.stderr.splitlines()) == 1, p.stderr
         if qi == "age":  # passing through: read by the workers
             assert shown in p.stderr, p.stderr
@@ -271,7 +273,7 @@ def test_the_value_named_is_one_that_would_change():
     for 'float values such as 3.0' (helper-13)."""
     import pyarrow as pa
 
-    with pytest.raises(sqlanon.InputError, match=r"declared int64 but holds str values such as 'oops'"):
+    with pytest.raises(sqlanon.ConfigError, match=r"declared int64 but holds str values such as 'oops'"):
         sqla._exact("c", (1, 3.0, None, "oops"), pa.int64())
     sqla._exact("c", (1, 3.0, None), pa.int64())
 
@@ -295,7 +297,7 @@ def test_untyped_sqlite_columns_are_typed_by_every_value(tmp_path):
     assert sorted(v for v in t.column("late").to_pylist() if v is not None) == list(range(1500, 2000))
     with sqlite3.connect(db) as c:
         c.execute("UPDATE t SET note = CAST('blob' AS BLOB) WHERE id = 7")
-    with pytest.raises(sqlanon.InputError, match=r"column 'note' is declared string but holds bytes values"):
+    with pytest.raises(sqlanon.ConfigError, match=r"column 'note' is declared string but holds bytes values"):
         sqlanon.anonymize(f"sqlite:///{db}", out, table="t", qi=["age"], k=5, workers=1, overwrite=True)
 
 
@@ -474,7 +476,7 @@ def test_mysql_counts_text_by_its_bytes_and_reads_time_as_a_time_of_day():
         dt.time(1)]
     assert sqla._column("max0", (2**64 - 1,), pa.field("uq", pa.uint64())).to_pylist() == [2**64 - 1]
     for outside in (dt.timedelta(hours=24), dt.timedelta(seconds=-1)):  # MySQL's TIME holds -838:59:59..838:59:59
-        with pytest.raises(sqlanon.InputError, match="column 'tm' is a TIME holding durations outside one day"):
+        with pytest.raises(sqlanon.ConfigError, match="column 'tm' is a TIME holding durations outside one day"):
             sqla._column("tm", (outside,), pa.time64("us"))
 
 
@@ -537,7 +539,7 @@ def test_drop_spares_an_untyped_column_of_mixed_values(tmp_path):
     url = f"sqlite:///{db}"
     r = sqlanon.anonymize(url, tmp_path / "o.parquet", table="p", qi=["age"], k=5, drop=["mixed"], workers=1)
     assert r.metrics.rows == 400
-    with pytest.raises(sqlanon.InputError, match="column 'mixed': cannot read its values"):
+    with pytest.raises(sqlanon.ConfigError, match="column 'mixed': cannot read its values"):
         sqlanon.anonymize(url, tmp_path / "o2.parquet", table="p", qi=["age"], k=5, workers=1)
 
 
