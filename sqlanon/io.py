@@ -2165,7 +2165,7 @@ class Staging:
                 raise source.unreadable(cause) from cause
             # The write failed: its error named a hidden file only.
             raise InputError(f"cannot copy the CSV input {source.describe()!r} for its fragments: "
-                             f"{exc if isinstance(exc, InputError) else exc.strerror}") from exc
+                             f"{exc if isinstance(exc, InputError) else exc.strerror or exc}") from exc
         return ParsedCopy(path, "parquet", of=source.describe())
 
     def drop_parsed_copy(self) -> None:
