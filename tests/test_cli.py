@@ -93,7 +93,8 @@ def read_any(path: Path) -> pd.DataFrame:
     """Read a .csv or .parquet file with DuckDB (as sqlanon reads it)."""
     fn = "read_parquet" if path.suffix == ".parquet" else "read_csv"
     with duckdb.connect() as con:
-        return con.execute(f"SELECT * FROM {fn}(?)", [str(path)]).df()
+        # Through Arrow: DuckDB 1.4's own .df() uses an argument pandas 3.1 deprecates (a Pandas4Warning).
+        return con.execute(f"SELECT * FROM {fn}(?)", [str(path)]).fetch_arrow_table().to_pandas()
 
 
 def read_arrow(path: Path) -> pa.Table:
