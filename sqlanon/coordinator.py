@@ -493,10 +493,10 @@ def _probe_cluster(pool, files: tuple[tuple[str, int, int], ...], staging) -> No
             done, pending = _wait_or_stop(list(pending), HEALTH_CHECK_SECONDS)
             for fut in sorted(done, key=worker_of.get):
                 _check_probe(pool, worker_of[fut], fut)
-            if pending and hasattr(pool, "check_health"):  # its workers all gone: say so, not wait
-                pool.check_health()
-            if pending and asked:  # a worker that left (scaled down, restarted) runs no fragment: its probe
-                here = pool.workers_now()  # waited, held to it, for ever, then named it as late
+            # Its workers all gone: say so, not wait (Dask's check returns the workers it has now).
+            here = pool.check_health() if pending and hasattr(pool, "check_health") else None
+            # A worker that left (scaled down, restarted) runs no probe: held to it, it waited for ever, named late.
+            if pending and asked:
                 for fut in [f for f in pending if worker_of[f] and worker_of[f] not in here]:
                     log.info("the %s worker %s left the cluster before its probe ran", name, worker_of[fut])
                     fut.cancel()

@@ -593,15 +593,14 @@ class DaskExecutor:
     def warm(self) -> None:
         """Dask workers are already running."""
 
-    def check_health(self) -> None:
+    def check_health(self) -> set[str]:
         """Fail the run when the cluster has had no worker for
         :data:`WAIT_FOR_WORKERS` seconds (every worker killed: the tasks
-        waited for ever), or the scheduler cannot be reached."""
-        try:
-            workers = self._client.nthreads()
-        except (OSError, TimeoutError) as exc:
-            raise InputError(f"the connection to the Dask scheduler was lost ({exc}); nothing was published") from exc
+        waited for ever), or the scheduler cannot be reached. Returns the
+        workers it has now (:meth:`workers_now`), which the probe asks too."""
+        workers = self.workers_now()
         self._vacancy.saw(bool(workers))
+        return workers
 
     def submit_to_each(self, fn, arg) -> dict[str, Future]:
         """``fn(arg)`` as a task on every worker the cluster has now, each
