@@ -227,6 +227,9 @@ class RunResult:
     """When the run started (UTC, ISO 8601), as its metrics rows record it."""
     source: str = ""
     """The input, as the metrics record it (a local path absolute, a URL without its password)."""
+    csv_copy: bool = False
+    """Whether the fragments read a Parquet copy of a CSV input, parsed once
+    (:meth:`sqlanon.io.Staging.parsed_copy`), not the file itself."""
 
     def explain(self) -> dict:
         """The plan as ``--explain`` prints it: fragments, WHERE clauses, sizes."""
@@ -239,7 +242,7 @@ class RunResult:
             )
         return plain(dict(
             source_rows=self.source_rows, sample_rows=self.sample_rows, seed=self.seed,
-            strategy=self.plan.strategy, workers=self.workers, fragments=frags,
+            strategy=self.plan.strategy, workers=self.workers, csv_copy=self.csv_copy, fragments=frags,
         ))
 
     def to_dict(self) -> dict:
@@ -661,15 +664,15 @@ def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, ta
     )
 
 
-def _parse_once(source, pool, fragments: int) -> bool:
+def _parse_once(source, slots: int, remote: bool, fragments: int) -> bool:
     """Whether the fragments read a CSV source from one copy of it parsed
     into the staging area (:meth:`sqlanon.io.Staging.parsed_copy`): where
-    some task slot would parse the file more than once (more fragments than
-    slots; with as many, each parses it once at the same time, as fast as
-    the copy), and on this host only (a remote cluster's staging area is its
-    group's to read, and the copy holds the input's rows)."""
-    return (isinstance(source, io.FileSource) and source.fmt == "csv"
-            and fragments > getattr(pool, "slots", 1) and not getattr(pool, "remote", False))
+    some of the executor's task ``slots`` would parse the file more than once
+    (more fragments than slots; with as many, each parses it once at the
+    same time, as fast as the copy), and on this host only (not for a
+    ``remote`` cluster: its staging area is its group's to read, and the
+    copy holds the input's rows)."""
+    return isinstance(source, io.FileSource) and source.fmt == "csv" and fragments > slots and not remote
 
 
 def _task_resources(options: RunOptions, pool) -> tuple[str, int]:
@@ -1086,9 +1089,13 @@ def run(
         log.info("plan: %d fragments from a sample of %d rows", len(plan.fragments), sample.num_rows)
         if options.explain:
             timings["total"] = time.perf_counter() - t_start
+            # What the run would do: its executor's slots are --workers (a remote cluster's, asked above).
+            slots = 1 if executors.in_process(options.executor, workers) else workers
+            remote = executors.remote_cluster(options.executor, options.scheduler, options.spark_master)
             return RunResult(
                 target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
                 source_rows=total, dialect=source.dialect,
+                csv_copy=_parse_once(source, slots, remote, len(plan.fragments)),
             )
 
         t0 = time.perf_counter()
@@ -1139,7 +1146,7 @@ def run(
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
             _check_hugeint_bounds(con, source, spec, schema, described)
         pulled_from = source
-        if _parse_once(source, pool, len(plan.fragments)):
+        if _parse_once(source, getattr(pool, "slots", 1), getattr(pool, "remote", False), len(plan.fragments)):
             step("parsing the CSV input once for the fragments")
             pulled_from = staging.parsed_copy(con, source, copy_plain)
         memory, threads = _task_resources(options, pool)
@@ -1311,7 +1318,7 @@ def run(
         _recorded(target), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
         tuple(repaired), _absolute(location, options.metrics, getattr(target, "path", None)), total, rss,
         source.dialect, options.executor, compare_on is not None,
-        started_at=started.isoformat(), source=_recorded(source),
+        started_at=started.isoformat(), source=_recorded(source), csv_copy=pulled_from is not source,
     )
 
 

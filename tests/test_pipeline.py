@@ -157,6 +157,7 @@ def test_explain_prints_the_plan_without_writing(source, tmp_path):
     assert not out.exists()
     plan = r.explain()
     assert plan["sample_rows"] == 500 and plan["seed"] == 1 and len(plan["fragments"]) == 3
+    assert plan["csv_copy"] is False  # a Parquet source
     assert sum(f["estimated_rows"] for f in plan["fragments"]) == pytest.approx(20_000, rel=0.01)
     # Same seed, same plan.
     again = run(source, out, workers=2, fragments=3, explain=True, sample=500, seed=1).explain()
@@ -399,8 +400,11 @@ def test_a_csv_source_of_more_fragments_than_workers_is_parsed_once_and_publishe
             if text == "writing the output":  # its room is the output's now
                 left.extend(out.parent.glob(".*sqlanon-staging-*/input.parquet"))
 
+        # --explain says which the run does (and writes nothing, a copy neither)
+        plan = run(src, out, workers=w, fragments=fragments, seed=3, drop=["note"], explain=True).explain()
+        assert plan["csv_copy"] == (name == "once") and not list(out.parent.glob(".*sqlanon-staging-*"))
         result = run(src, out, workers=w, fragments=fragments, seed=3, status=status, drop=["note"])
-        assert len(result.plan.fragments) == fragments
+        assert len(result.plan.fragments) == fragments and result.csv_copy == (name == "once")
         assert (PARSED_ONCE in steps) == (name == "once"), steps
         assert len(copies) == (name == "once") and not left
         for names, mode in copies:
