@@ -911,6 +911,7 @@ def run(
     staging = None
     succeeded = False
     snapshot_holder = None
+    unchanged: dict = {}
     try:
         t0 = time.perf_counter()
         # One consistent view of a live table for every reader of this run.
@@ -1176,12 +1177,7 @@ def run(
         # The input is read no more. A file of it that changed meanwhile may
         # have given fragments rows of two versions (whose row count and
         # checksums agree when the new version only moved QI values).
-        changed = [f for f, seen in io.fingerprint(inputs).items() if seen != unchanged[f]]
-        if changed:
-            raise InputError(
-                f"refusing to publish {target.describe()!r}: the input file {changed[0]!r} changed during the run "
-                "(replaced, rewritten or removed); rerun once it is complete"
-            )
+        _refuse_changed_input(unchanged, target)
         timings["anonymize"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -1296,6 +1292,13 @@ def run(
             interrupts.published()  # a signal from now on stops nothing, and is told as after publishing
         timings["write"] += time.perf_counter() - t0
         succeeded = True
+    except InputError as exc:
+        # A file replaced, rewritten or removed while DuckDB read it fails
+        # the read ("TProtocolException: Invalid data", "No such file"),
+        # naming the input's directory only: say what happened (helper-80).
+        if not isinstance(exc, _InputChanged):
+            _refuse_changed_input(unchanged, target, exc)
+        raise
     finally:
         # Any failure, Ctrl-C included, before publication: drop what was staged.
         if staging is not None:
@@ -1320,6 +1323,23 @@ def run(
         source.dialect, options.executor, compare_on is not None,
         started_at=started.isoformat(), source=_recorded(source), csv_copy=pulled_from is not source,
     )
+
+
+class _InputChanged(InputError):
+    """:func:`_refuse_changed_input`'s."""
+
+
+def _refuse_changed_input(unchanged: dict, target, failure: InputError | None = None) -> None:
+    """Refuse to publish after an input file changed since the run fingerprinted
+    it (``unchanged``, :func:`sqlanon.io.fingerprint`): fragments may hold rows of
+    two versions (whose row count and checksums agree when the new version
+    only moved QI values), and a read may have failed on it (``failure``)."""
+    changed = [f for f, seen in io.fingerprint(list(unchanged)).items() if seen != unchanged[f]]
+    if changed:
+        raise _InputChanged(
+            f"refusing to publish {target.describe()!r}: the input file {changed[0]!r} changed during the run "
+            "(replaced, rewritten or removed); rerun once it is complete"
+        ) from failure
 
 
 def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSource, schema: pa.Schema,

@@ -2119,6 +2119,34 @@ def test_an_input_file_replaced_during_the_run_is_not_published(tmp_path):
     assert not list(tmp_path.glob(".out.parquet.sqlanon-staging-*"))
 
 
+@pytest.mark.parametrize("change", ["rewritten", "removed"])
+def test_an_input_file_changed_while_read_fails_the_run_saying_so(tmp_path, change):
+    """A file of a directory input rewritten in place (or removed) while the
+    statistics read it failed the run with DuckDB's words about the
+    directory ("cannot read 'lake': TProtocolException: Invalid data", "No
+    such file"), which read as a corrupt input; now as a file replaced
+    later in the run, naming the file (helper-80)."""
+    src = tmp_path / "lake"
+    src.mkdir()
+    t = people(6_000, seed=2)
+    pq.write_table(t.slice(0, 3_000), src / "a.parquet")
+    pq.write_table(t.slice(3_000), src / "b.parquet")
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"previous")
+
+    def status(text):
+        if text == "reading statistics":
+            if change == "removed":
+                (src / "b.parquet").unlink()
+            else:
+                (src / "b.parquet").write_bytes(b"PAR1" + b"\0" * 100)
+
+    with pytest.raises(sqlanon.InputError, match=f"the input file {re.escape(repr(str(src / 'b.parquet')))} "
+                       "changed during the run"):
+        run(src, out, workers=1, overwrite=True, status=status)
+    assert out.read_bytes() == b"previous"
+
+
 def test_a_low_open_file_limit_is_raised_or_refused_before_any_work(tmp_path):
     """With ``ulimit -n 16`` a run failed half-way ('internal error
     (OSError: [Errno 24] Too many open files)'), the fork server printing
