@@ -943,6 +943,13 @@ def run(
                     and "reads as one column" in str(exc)):
                 raise
             raise InputError(f"{exc}{io.csv_break(source.files(), schema.names[0])}") from None
+        except ConfigError:
+            # A CSV file of a header only reads as text in every column, which
+            # a pinned interval (or bounds) refused as a job's mistake, exit 2:
+            # an empty night's input is a run's failure, as it is from Parquet (helper-80).
+            if isinstance(source, io.FileSource) and source.fmt == "csv" and _has_no_rows(con, source):
+                raise _no_rows(source) from None
+            raise
         out_names = [*(output_qi(schema) if output_qi else spec.qi_names),
                      *(c for c in schema.names if c not in spec.qi_names and c not in drop)]
         if getattr(target, "dialect", None) == "postgres":  # it would cut a longer name (a QI's _lo/_hi too)
@@ -1062,7 +1069,7 @@ def run(
         if compare_on == "postgres":  # in the run's snapshot, on the server
             in_sums = column_checksums(snapshot_holder, source.relation, passthrough, "postgres")
         if total == 0:
-            raise InputError(f"the input {source.describe()!r} has no rows")
+            raise _no_rows(source)
         if total < spec.k:
             raise PrivacyError(f"cannot reach k={spec.k}: the input has only {total} row{'' if total == 1 else 's'}")
         for s, d in sens_distinct.items():
@@ -1323,6 +1330,18 @@ def run(
         source.dialect, options.executor, compare_on is not None,
         started_at=started.isoformat(), source=_recorded(source), csv_copy=pulled_from is not source,
     )
+
+
+def _no_rows(source) -> InputError:
+    return InputError(f"the input {source.describe()!r} has no rows")
+
+
+def _has_no_rows(con: duckdb.DuckDBPyConnection, source) -> bool:
+    """Whether ``source`` has no row (False when that cannot be read: the caller's error stands)."""
+    try:
+        return con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {source.relation} LIMIT 1)").fetchone()[0] == 0
+    except duckdb.Error:
+        return False
 
 
 class _InputChanged(InputError):

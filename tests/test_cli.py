@@ -1117,6 +1117,9 @@ ERROR_CASES = [
     ("l-larger-than-distinct", ["--qi", "age", "-k", "10", "-l", "3", "--sensitive", "income"], None, 1,
      [r"'income'", r"l=3|\b3\b"]),
     ("empty-csv", ["--qi", "age", "-k", "2"], "header_only", 1, [r"no rows|empty"]),
+    # its columns read as text: not "'interval' needs numbers", exit 2 (helper-80)
+    ("empty-csv-pinned", ["--qi", "age", "-k", "2", "--generalization", "age=interval"], "header_only", 1,
+     [r"has no rows"]),
     ("empty-parquet", ["--qi", "age", "-k", "2"], "empty_parquet", 1, [r"no rows|empty"]),
     ("corrupt-parquet", ["--qi", "age", "-k", "2"], "corrupt", 1, [r"corrupt\.parquet"]),
     ("nonexistent-input", ["--qi", "age", "-k", "2"], "/no/such/file.csv", 1, [re.escape("/no/such/file.csv")]),
