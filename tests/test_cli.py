@@ -3030,6 +3030,23 @@ def test_generalization_on_the_command_line_switches_a_job_files_hierarchy_off(t
     assert_one_line_error(r.stderr, "column 'sex' has a hierarchy but generalization 'set'")
 
 
+def test_generalization_takes_a_comma_separated_list_as_qi_does(tmp_path):
+    """'--generalization age=interval,education-num=set' failed with 'the
+    unknown kind 'interval,education-num=set'', where --qi takes a list
+    (helper-80). A piece without '=' keeps the old reading (and its error)."""
+    out = tmp_path / "o.parquet"
+    r = cli("anonymize", ADULTS, "-o", out, "--qi", "age,education-num,race", "-k", "10",
+            "--generalization", "age=interval,education-num=set", "--generalization", "race=prefix")
+    assert r.exit_code == 0, r.stderr
+    params = json.loads(duckdb.execute("SELECT parameters FROM read_parquet(?) WHERE kind = 'total'",
+                                       [str(tmp_path / "o__metrics.parquet")]).fetchone()[0])
+    assert params["generalization"] == {"age": "interval", "education-num": "set", "race": "prefix"}
+    r = cli("anonymize", ADULTS, "-o", out, "--overwrite", "--qi", "age,education-num", "-k", "10",
+            "--generalization", "age=interval,education-num")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, "the unknown kind 'interval,education-num'")
+
+
 def test_a_hierarchy_missing_values_of_a_typed_csv_column_says_how_they_were_read(tmp_path):
     """DuckDB reads '01/02/2020' in a CSV file as the date 2020-02-01: the
     error listed values found in neither file (helper-43)."""
