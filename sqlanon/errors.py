@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import functools
+import inspect
 import logging
 import re
 from collections.abc import Callable
@@ -131,8 +133,16 @@ def in_library_terms(function: Callable) -> Callable:
     library share the checks and their messages. ``function.with_flags`` is
     the function itself, for the CLI."""
 
+    params = inspect.signature(function).parameters
+    named = None if any(p.kind is p.VAR_KEYWORD for p in params.values()) else list(params)
+
     @functools.wraps(function)
     def library(*args, **kwargs):
+        unknown = [k for k in kwargs if named is not None and k not in named]
+        if unknown:  # Python's error, with the argument meant: a job file's 'hierarchy' is 'hierarchies' here
+            close = difflib.get_close_matches(unknown[0], named, n=1, cutoff=0.6)
+            raise TypeError(f"{function.__name__}() got an unexpected keyword argument {unknown[0]!r}"
+                            + (f" (did you mean {close[0]!r}?)" if close else ""))
         token = _LIBRARY_CALL.set(True)
         try:
             return function(*args, **kwargs)

@@ -1330,6 +1330,20 @@ def test_library_takes_paths_and_numpy_numbers(lake, tmp_path):
         sqlanon.verify(tmp_path / "o.parquet", qi=["x"], sensitive=["x"], k=5)
 
 
+def test_a_job_files_key_as_a_library_argument_is_told_its_name(lake, tmp_path):
+    """A job file's 'hierarchy:' is 'hierarchies=' in Python: Python's bare
+    TypeError did not say so (helper-80)."""
+    with pytest.raises(TypeError, match=r"anonymize\(\) got an unexpected keyword argument 'hierarchy' "
+                                        r"\(did you mean 'hierarchies'\?\)$"):
+        sqlanon.anonymize(lake, tmp_path / "o.parquet", qi=["x"], k=5, hierarchy={"x": "h.json"})
+    with pytest.raises(TypeError, match=r"verify\(\) got an unexpected keyword argument 'sensitiv' "
+                                        r"\(did you mean 'sensitive'\?\)$"):
+        sqlanon.verify(tmp_path / "o.parquet", qi=["x"], k=5, sensitiv=["y"])
+    with pytest.raises(TypeError, match=r"build_spec\(\) got an unexpected keyword argument 'zzz'$"):
+        sqlanon.build_spec(["x"], k=5, zzz=1)
+    assert not (tmp_path / "o.parquet").exists()
+
+
 def test_a_quasi_identifier_object_and_a_mapping_naming_it(tmp_path):
     """The mapping's hierarchy or generalization was dropped without a word."""
     from sqlanon import QuasiIdentifier
