@@ -1734,7 +1734,8 @@ def _check_csv_as_typed(con, relation: str, qi: list[str], spec: AnonymizationSp
         raise VerificationError(
             f"refusing to publish {target.describe()!r}: read back with its types, as DuckDB and pandas read a CSV "
             f"file, {check.describe_failure()}; a sensitive value written two ways ('5' and '5.0', 'true' and "
-            "'TRUE') is one value to them: write each value one way (a view), or write Parquet"
+            "'TRUE') is one value to them, as are 'nan' and an empty field of a column of numbers (NaN and NULL, "
+            "one value to the run too): write each value one way (a view), or write Parquet"
         )
 
 

@@ -2922,6 +2922,21 @@ def test_csv_quoted_only_after_the_sniffers_rows(tmp_path):
     assert r.exit_code == 0, r.stderr + r.stdout
 
 
+def test_a_csv_output_whose_readers_merge_nan_and_null_says_so(tmp_path):
+    """CSV to CSV, a sensitive column of numbers with 'nan' and empty fields
+    travels as text: two values to the run, one (NaN and NULL) to readers
+    who type the file. The run is refused; its hint named '5' and '5.0' only,
+    which this file does not hold (helper-79)."""
+    src = tmp_path / "lab.csv"
+    src.write_text("age,result\n" + "".join(f"{a},{r}\n" for a, r in [(1, "nan"), (1, ""), (2, "nan"), (2, ""),
+                                                                          (3, "1.5"), (3, "2.5")] * 2))
+    r = cli("anonymize", src, "-o", tmp_path / "out.csv", "--qi", "age", "--sensitive", "result", "-k", "2", "-l", "2",
+            "--workers", "1")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, r"read back with its types.*'nan' and an empty field of a column of numbers")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
+
+
 def test_csv_output_cannot_tell_empty_from_null(tmp_path):
     """'' and NULL are two sensitive values in Parquet, one in a CSV file
     (DuckDB reads the quoted "" it writes for '' as NULL, as most readers
