@@ -1057,7 +1057,7 @@ def run(
         copied_zeros = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in drop] if isinstance(
             source, io.FileSource) and source.fmt == "csv" else []
         step("reading statistics")
-        loose = _loose_sensitive(columns, spec)
+        loose = _loose_sensitive(columns, spec, lambda c: _groupable(snapshot_holder, source.relation, c))
         total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
             con, source, spec, schema, passthrough if compare_on == "duckdb" else (),
             list(dict.fromkeys([*zeros, *copied_zeros])), loose)
@@ -1646,15 +1646,52 @@ def _compared_bytewise(source, spec: AnonymizationSpec, columns: list[tuple[str,
     return {}
 
 
-def _loose_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> list[str]:
+_WRITTEN_AS_COMPARED = re.compile(
+    r"smallint|integer|bigint|boolean|text|character varying(\(\d+\))?|character(\(\d+\))?|date|uuid|bytea"
+    r"|timestamp(\(\d\))? with(out)? time zone|time(\(\d\))? without time zone|numeric\(\d+,\d+\)|real"
+    r"|double precision")
+"""Server types (as :meth:`sqlanon.warehouse.PostgresSource.server_columns`
+writes them, without a collation) whose values the server holds equal only
+when they are written alike: a numeric(p,s) is always written with s digits,
+a character(n) padded to n; a float's -0 and 0, one value to the server, are
+one to the run too (:func:`sqlanon.domain.normalize_floats`)."""
+
+
+def _loose_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec,
+                     groupable: Callable[[str], bool] | None = None) -> list[str]:
     """The sensitive columns of a PostgreSQL source whose server equality may
     make values of different text equal: an unconstrained numeric ('1.0' =
-    '1.00'; a numeric(p,s) is always written with s digits), a citext, a
-    column with a collation (a nondeterministic one: 'Flu' = 'flu')."""
+    '1.00'), a citext, a column with a collation (a nondeterministic one:
+    'Flu' = 'flu'), and every type not known to be written as it compares
+    (:data:`_WRITTEN_AS_COMPARED`): a jsonb ('{"c": 1.5}' = '{"c": 1.50}'), a
+    composite holding a numeric, a domain over citext, an interval ('1 day'
+    = '24 hours'), an array of any of them (helper-81: only the first three
+    were known, and a Parquet output of one value written two ways in every
+    class was published as l=2). ``groupable``: whether the server can group
+    a column (:func:`_groupable`); one it cannot (json, xml, point: no
+    equality to count by) is left out."""
     from .warehouse import equal_apart
 
-    return [name for name, typ in columns
-            if name in spec.sensitive and (equal_apart(typ) or typ.removesuffix("[]") == "numeric")]
+    types = dict(columns)
+    known = [name for name in spec.sensitive if name in types and (
+        equal_apart(types[name]) or types[name].replace("[]", "") == "numeric")]
+    other = [name for name in spec.sensitive if name in types and name not in known
+             and not _WRITTEN_AS_COMPARED.fullmatch(types[name].replace("[]", ""))]
+    return [name for name in spec.sensitive if name in known or name in other and (groupable is None or groupable(name))]
+
+
+def _groupable(server, relation: str, name: str) -> bool:
+    """Whether the server can group ``relation`` (a PostgreSQL source) by its
+    column ``name``: a probe that reads no row, in a savepoint of the run's
+    snapshot transaction ``server``, which goes on."""
+    import psycopg
+
+    try:
+        with server.transaction():
+            server.execute(f"SELECT 1 FROM {relation} WHERE false GROUP BY {ident(name)}")
+    except psycopg.Error:
+        return False
+    return True
 
 
 def _refuse_trimmed_csv_names(names: list[str], target) -> None:
@@ -1686,7 +1723,8 @@ def _refuse_equal_values_written_apart(sens_distinct: dict, target) -> None:
             written, equal = counts
             raise ConfigError(
                 f"sensitive column {s!r} holds {equal} distinct values written {written} ways (such as 1.0 and "
-                "1.00, or 'Flu' and 'flu' under citext or a collation): l would be counted on the text "
+                "1.00, alone or in a jsonb or composite value, or 'Flu' and 'flu' under citext or a collation): l "
+                "would be counted on the text "
                 f"{target.describe()!r} publishes; write each value one way in a view (trim_scale({ident(s)}), "
                 f"lower({ident(s)}::text)), or publish into PostgreSQL, which counts values as the server does"
             )
@@ -1759,19 +1797,13 @@ def _refuse_ungroupable_sensitive(source, spec: AnonymizationSpec, columns: list
     json, xml or point one (no equality) failed at that check, after all the
     work, naming the type only. Refused by column up front (a probe that
     reads no row)."""
-    import psycopg
-
     types = dict(columns)
     for name in spec.sensitive:
-        c = ident(name)
-        try:
-            with server.transaction():  # a savepoint: the run's snapshot transaction goes on
-                server.execute(f"SELECT 1 FROM {source.relation} WHERE false GROUP BY {c}")
-        except psycopg.Error:
+        if not _groupable(server, source.relation, name):
             raise ConfigError(
                 f"sensitive column {name!r} is {types.get(name, 'of a type')} on the server, which has no equality "
                 "to count its distinct values by: cast it in a view (e.g. to text or jsonb)"
-            ) from None
+            )
 
 
 def _refuse_uncuttable_qis(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], server) -> None:

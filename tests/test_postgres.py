@@ -555,6 +555,41 @@ def test_sensitive_values_equal_on_the_server_but_written_apart_are_refused_into
     assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0] == 400
 
 
+@pytest.mark.parametrize("kind", ["jsonb", "composite", "citext_domain"])
+def test_sensitive_values_equal_on_the_server_within_other_types_are_refused_into_a_file(pg_url, tmp_path, kind):
+    """Only an unconstrained numeric, a citext and a collation were known to
+    hold equal values written apart: a jsonb ('{"c": 1.0}' = '{"c": 1.00}'),
+    a composite holding a numeric and a domain over citext were published
+    into Parquet as 2-diverse, each class one value to the server (helper-81).
+    A jsonb of values written one way, and a json (no equality to count by),
+    are published."""
+    schema = f"loose_{kind}"
+    fresh_schema(pg_url, schema)
+    if kind == "composite":
+        sql(pg_url, f"CREATE TYPE {rel(schema, 'pair')} AS (code numeric, note text)")
+        typ, pairs = rel(schema, "pair"), "['(1.0,x)', '(1.00,x)'], ['(2.0,x)', '(2.00,x)']"
+    elif kind == "citext_domain":
+        sql(pg_url, f"CREATE DOMAIN {rel(schema, 'ci')} AS {citext(pg_url)}")
+        typ, pairs = rel(schema, "ci"), "['Flu', 'flu'], ['HIV', 'hiv']"
+    else:
+        typ, pairs = "jsonb", """['{"c": 1.0}', '{"c": 1.00}'], ['{"c": 2.0}', '{"c": 2.00}']"""
+    sql(pg_url, f"""CREATE TABLE {rel(schema, 'src')} AS SELECT g AS id, 20 + g % 50 AS age,
+        (ARRAY[{pairs}])[CASE WHEN g % 50 < 25 THEN 1 ELSE 2 END][1 + g % 2]::{typ} AS sens,
+        (ARRAY['{{"c": 1}}', '{{"c": 2}}'])[1 + g % 2]::jsonb AS apart,
+        (ARRAY['{{"c": 1}}', '{{"c": 2}}'])[1 + g % 2]::json AS plain
+        FROM generate_series(1, 400) g""")
+    out = tmp_path / "out.parquet"
+    args = ["anonymize", pg_url, "--table", f"{schema}.src", "-o", out, "--qi", "age", "-k", 5, "-l", 2,
+            "--workers", 1]
+    p = _cli(*args, "--sensitive", "sens")
+    assert p.returncode == 2, p.stderr
+    assert "'sens' holds 2 distinct values written 4 ways" in one_error_line(p.stderr)
+    assert not out.exists()
+    for other in ("apart", "plain"):
+        p = _cli(*args, "--sensitive", other, "--overwrite")
+        assert p.returncode == 0, p.stderr
+
+
 def test_quantile_fragments_of_a_qi_under_a_case_insensitive_collation_hold_each_row_once(pg_url):
     """Under a nondeterministic collation a fragment's bounds ('name' <= 'bob')
     also took 'Bob' from the other side: the run failed '560 rows written,
