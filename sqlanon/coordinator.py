@@ -242,7 +242,8 @@ class RunResult:
             )
         return plain(dict(
             source_rows=self.source_rows, sample_rows=self.sample_rows, seed=self.seed,
-            strategy=self.plan.strategy, workers=self.workers, csv_copy=self.csv_copy, fragments=frags,
+            strategy=self.plan.strategy, executor=self.executor, workers=self.workers, csv_copy=self.csv_copy,
+            fragments=frags,
         ))
 
     def to_dict(self) -> dict:
@@ -1102,7 +1103,7 @@ def run(
             remote = executors.remote_cluster(options.executor, options.scheduler, options.spark_master)
             return RunResult(
                 target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
-                source_rows=total, dialect=source.dialect,
+                source_rows=total, dialect=source.dialect, executor=options.executor,
                 csv_copy=_parse_once(source, slots, remote, len(plan.fragments)),
             )
 

@@ -338,6 +338,7 @@ def test_a_scheduler_without_workers_or_unreachable_fails_with_exit_1(source, tm
         plan = sqlanon.anonymize(source, out, qi=QI, k=5, l=2, sensitive=["disease"], workers=7, executor="dask",
                                  scheduler=cluster.scheduler_address, explain=True, overwrite=True)
         assert plan.workers == 2 and plan.explain()["fragments"] == r.explain()["fragments"]
+        assert plan.explain()["executor"] == "dask" and not plan.explain()["csv_copy"]  # a remote cluster copies none
         assert len(cluster.scheduler.clients) == 1  # its own: the plan's connection closed
     assert r.workers == 2 and len(r.plan.fragments) == 2
     # Connecting to the cluster is timed apart from the statistics' read (a JVM's start read as 'read': helper-56).

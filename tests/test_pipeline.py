@@ -157,7 +157,7 @@ def test_explain_prints_the_plan_without_writing(source, tmp_path):
     assert not out.exists()
     plan = r.explain()
     assert plan["sample_rows"] == 500 and plan["seed"] == 1 and len(plan["fragments"]) == 3
-    assert plan["csv_copy"] is False  # a Parquet source
+    assert plan["csv_copy"] is False and plan["executor"] == "local"  # a Parquet source, the local pool
     assert sum(f["estimated_rows"] for f in plan["fragments"]) == pytest.approx(20_000, rel=0.01)
     # Same seed, same plan.
     again = run(source, out, workers=2, fragments=3, explain=True, sample=500, seed=1).explain()
