@@ -194,9 +194,12 @@ class Hierarchy:
     def _arrow_leaf_codes(
         self, values: pa.Array | pa.ChunkedArray, column: str | None
     ) -> np.ndarray:
-        """:meth:`leaf_codes` for Arrow input, without leaving Arrow."""
+        """:meth:`leaf_codes` for Arrow input, without leaving Arrow (its
+        values as text as the engine writes them: domain.as_text)."""
+        from .domain import as_text
+
         if not pa.types.is_string(values.type):
-            values = pc.cast(values, pa.string())
+            values = as_text(values)
         found = pc.index_in(values, value_set=self._leaf_array)
         if found.null_count:
             bad = pc.unique(pc.filter(values, pc.is_null(found))).to_pylist()
@@ -571,9 +574,11 @@ def _json_label(source: str, node: dict[str, Any], where: str) -> str:
     if isinstance(cat, str):
         return cat
     if isinstance(cat, float):
-        # As a float column's values are written and matched (domain.as_text):
-        # 18.0 is "18" (str() would give "18.0" and match no value), 1e-07 "1e-7".
-        return pa.array([cat], pa.float64()).cast(pa.string())[0].as_py()
+        from .domain import as_text
+
+        # As a float column's values are written and matched: 18.0 is "18"
+        # (str() would give "18.0" and match no value), 1e-07 "1e-7".
+        return as_text(pa.array([cat], pa.float64()))[0].as_py()
     if isinstance(cat, int) and not isinstance(cat, bool):
         return str(cat)
     raise HierarchyError(

@@ -507,6 +507,13 @@ def test_json_float_labels_are_written_as_float_columns_are(tmp_path: Path) -> N
     assert h.leaves == ["18", "1e-7", "19.5"]
     assert h.leaf_codes(pa.array([18.0, 1e-07, 19.5])).tolist() == [0, 1, 2]
     assert h.leaf_codes(pa.array([18, 18])).tolist() == [0, 0]
+    # From 1e11 Arrow writes a whole float in scientific notation ('1.23456789012e+11'):
+    # a JSON 123456789012 matched the integer only (helper-84). Below 2^53 a whole float is an integer's text.
+    tree = {"cat": "*", "subcats": [{"cat": 123456789012}, {"cat": 5e15}, {"cat": 1e20}, {"cat": 1.5e11}]}
+    h = load_hierarchy(write(tmp_path, "big.json", json.dumps(tree)))
+    assert h.leaves == ["123456789012", "5000000000000000", "1e+20", "150000000000"]
+    for values in (pa.array([123456789012.0, 5e15, 1e20, 1.5e11]), pa.array([123456789012, 5 * 10**15])):
+        assert h.leaf_codes(values).tolist() == list(range(len(values)))
 
 
 @pytest.mark.parametrize(

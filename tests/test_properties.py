@@ -214,9 +214,21 @@ class Domain:
     text_domain: list  # distinct non-NULL text forms
 
 
+def _text_forms(col) -> list:
+    """The values' text as the README documents it: Arrow's, but a whole
+    float below its type's last exact integer as an integer (1e+10 as
+    10000000000; 1e+20 stays)."""
+    strs = col.cast(pa.string()).to_pylist()
+    if not pa.types.is_floating(col.type):
+        return strs
+    exact = 2 ** {16: 11, 32: 24}.get(col.type.bit_width, 53)
+    return [str(int(v)) if s is not None and "e" in s and math.isfinite(v) and v == int(v) and abs(v) < exact else s
+            for v, s in zip(col.to_pylist(), strs)]
+
+
 def _domain(col) -> Domain:
     vals = _py(col)
-    strs = col.cast(pa.string()).to_pylist()
+    strs = _text_forms(col)
     str2val = {s: v for s, v in zip(strs, vals) if v is not None}
     distinct = {v for v in vals if v is not None}
     has_null = any(v is None for v in vals)
@@ -397,7 +409,7 @@ def reference_metrics(case: Case, inp: pa.Table, out: pa.Table, domain_table: pa
     for q in case.qis:
         dom = _domain(domain_table.column(q.name))
         col = inp.column(q.name)
-        vals, strs = _py(col), col.cast(pa.string()).to_pylist()
+        vals, strs = _py(col), _text_forms(col)
         total = 0.0
         if len(outcols[q.name]) == 1:
             texts = out_py[q.name]
