@@ -353,9 +353,13 @@ def _refuse_reused_names(source: str, names: list[str], parent: list[int]) -> No
                 up = parent[up]
             if up != a:
                 where = [" > ".join(_path(names, parent, x)) for x in (a, b)]
+                # Siblings print alike ('G > x; G > x'; helper-84): say so.
+                places = f"{where[0]}; {where[1]}" if where[0] != where[1] else (
+                    f"{where[0]}, twice among the children of "
+                    f"{' > '.join(_path(names, parent, parent[a])) if parent[a] > 0 else 'the root'}")
                 raise HierarchyError(
-                    f"hierarchy file {source!r} uses the value {name!r} for two different nodes ({where[0]}; "
-                    f"{where[1]}): rows generalized to one would read as the other; rename one"
+                    f"hierarchy file {source!r} uses the value {name!r} for two different nodes ({places}): rows "
+                    "generalized to one would read as the other; rename one"
                 )
         if ids[-1] + 1 < len(parent) and parent[ids[-1] + 1] == ids[-1]:
             continue  # the deepest has children (pre-order: a first child follows its parent): groups only

@@ -453,6 +453,19 @@ def test_a_group_named_as_a_leaf_outside_it_is_refused(tmp_path: Path, name: str
         load_hierarchy(path)
 
 
+@pytest.mark.parametrize(("tree", "places"), [
+    ({"cat": "r", "subcats": [{"cat": "G", "subcats": [{"cat": "x", "subcats": [{"cat": "a"}]},
+                                                      {"cat": "x", "subcats": [{"cat": "b"}]}]}]},
+     "G > x, twice among the children of G"),
+    ({"cat": "n1", "subcats": [{"cat": "n1", "subcats": [{"cat": "a"}]}, {"cat": "n1", "subcats": [{"cat": "b"}]}]},
+     "n1, twice among the children of the root"),
+])
+def test_two_siblings_of_one_name_are_told_apart(tmp_path: Path, tree: dict, places: str) -> None:
+    """Their paths print alike: the error read '(G > x; G > x)' (helper-84)."""
+    with pytest.raises(HierarchyError, match=re.escape(f"for two different nodes ({places}): rows")):
+        load_hierarchy(write(tmp_path, "h.json", json.dumps(tree)))
+
+
 def test_a_group_named_as_its_own_member_is_kept(tmp_path: Path) -> None:
     h = load_hierarchy(write(tmp_path, "h.csv", "Cuba;Cuba;Caribbean;*\nHaiti;Haiti;Caribbean;*\n"))
     assert list(h.names).count("Cuba") == 2
