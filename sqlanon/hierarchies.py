@@ -329,6 +329,22 @@ def _frozen_hierarchy(source: str, names: list[str], parent, depth, first_leaf, 
                      leaf_node=_frozen(leaf_node))
 
 
+def _refuse_empty_groups(source: str, names: list[str], parent) -> None:
+    """Refuse a group named '' (a JSON file's; a CSV file has no empty cell):
+    its rows were published as the empty text, a value of the data, where
+    only a leaf may be empty, for the data's own empty text (helper-84).
+    ``parent``: a list or numpy array."""
+    if "" not in names:
+        return
+    parent = np.asarray(parent).tolist()
+    groups = set(parent[1:])
+    empty = next((i for i, name in enumerate(names) if name == "" and i in groups), None)
+    if empty is not None:
+        where = "the root" if empty == 0 else f"a group under {' > '.join(_path(names, parent, parent[empty]))}"
+        raise HierarchyError(f"hierarchy file {source!r} names {where} '': its rows would be published as the empty "
+                             "text, a value of the data; name it (only a leaf may be empty)")
+
+
 def _refuse_reused_names(source: str, names: list[str], parent: list[int]) -> None:
     """Refuse a name given to two nodes unless one is the other's ancestor
     and, when the name is a leaf's (a value of the data), both stand for that
@@ -456,6 +472,7 @@ def _build(source: str, labels: list[str], children: list[list[int]]) -> Hierarc
         if last_leaf[node] > last_leaf[p]:
             last_leaf[p] = last_leaf[node]
 
+    _refuse_empty_groups(source, names, parent)
     _refuse_duplicate_leaves(source, names, parent, leaves, leaf_node)
     _refuse_reused_names(source, names, parent)
     return _frozen_hierarchy(source, names, parent, depth, first_leaf, last_leaf, leaves, leaf_node)
@@ -482,6 +499,7 @@ def _from_preorder(
         HierarchyError: Two leaves have the same label, or a label is
             reused as :func:`_refuse_reused_names` refuses.
     """
+    _refuse_empty_groups(source, names, parent)
     n = len(names)
     is_leaf = np.ones(n, dtype=bool)
     is_leaf[parent[1:]] = False

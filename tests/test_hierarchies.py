@@ -466,6 +466,20 @@ def test_two_siblings_of_one_name_are_told_apart(tmp_path: Path, tree: dict, pla
         load_hierarchy(write(tmp_path, "h.json", json.dumps(tree)))
 
 
+@pytest.mark.parametrize(("tree", "where"), [
+    ({"cat": "*", "subcats": [{"cat": "", "subcats": [{"cat": "x"}, {"cat": "a"}]}, {"cat": "b"}]}, "a group under *"),
+    ({"cat": "*", "subcats": [{"cat": "", "subcats": [{"cat": ""}, {"cat": "a"}]}, {"cat": "b"}]}, "a group under *"),
+    ({"cat": "", "subcats": [{"cat": "x"}, {"cat": "a"}]}, "the root"),
+])
+def test_a_json_group_named_empty_is_refused(tmp_path: Path, tree: dict, where: str) -> None:
+    """A JSON group named '' (a CSV file has no empty cell) published its
+    rows as the empty text, a value of the data; over a leaf '' the error
+    read '( > )' (helper-84). A leaf '' stays: it is the data's empty text."""
+    with pytest.raises(HierarchyError, match=re.escape(f"names {where} '': its rows would be published as the empty")):
+        load_hierarchy(write(tmp_path, "h.json", json.dumps(tree)))
+    assert load_hierarchy(write(tmp_path, "ok.json", json.dumps({"cat": "*", "subcats": [{"cat": ""}]}))).leaves == [""]
+
+
 def test_a_group_named_as_its_own_member_is_kept(tmp_path: Path) -> None:
     h = load_hierarchy(write(tmp_path, "h.csv", "Cuba;Cuba;Caribbean;*\nHaiti;Haiti;Caribbean;*\n"))
     assert list(h.names).count("Cuba") == 2
