@@ -913,6 +913,7 @@ def run(
     succeeded = False
     snapshot_holder = None
     unchanged: dict = {}
+    reading = True  # the input is read (a failure then may be a file changing under the run)
     try:
         t0 = time.perf_counter()
         # One consistent view of a live table for every reader of this run.
@@ -1186,6 +1187,7 @@ def run(
         # have given fragments rows of two versions (whose row count and
         # checksums agree when the new version only moved QI values).
         _refuse_changed_input(unchanged, target)
+        reading = False
         timings["anonymize"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -1304,7 +1306,7 @@ def run(
         # A file replaced, rewritten or removed while DuckDB read it fails
         # the read ("TProtocolException: Invalid data", "No such file"),
         # naming the input's directory only: say what happened (helper-80).
-        if not isinstance(exc, _InputChanged):
+        if reading and not isinstance(exc, _InputChanged):
             _refuse_changed_input(unchanged, target, exc)
         raise
     finally:
@@ -1365,7 +1367,9 @@ def _refuse_changed_input(unchanged: dict, target, failure: InputError | None = 
     if changed:
         raise _InputChanged(
             f"refusing to publish {target.describe()!r}: the input file {changed[0]!r} changed during the run "
-            "(replaced, rewritten or removed); rerun once it is complete"
+            "(replaced, rewritten or removed)"
+            + (f", and reading it failed ({io.first_line(failure)})" if failure is not None else "")
+            + "; rerun once it is complete"
         ) from failure
 
 

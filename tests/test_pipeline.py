@@ -2142,9 +2142,27 @@ def test_an_input_file_changed_while_read_fails_the_run_saying_so(tmp_path, chan
                 (src / "b.parquet").write_bytes(b"PAR1" + b"\0" * 100)
 
     with pytest.raises(sqlanon.InputError, match=f"the input file {re.escape(repr(str(src / 'b.parquet')))} "
-                       "changed during the run"):
+                       r"changed during the run \(replaced, rewritten or removed\), and reading it failed \("):
         run(src, out, workers=1, overwrite=True, status=status)
     assert out.read_bytes() == b"previous"
+
+
+def test_an_output_failure_after_the_input_was_read_is_not_blamed_on_it(tmp_path, monkeypatch):
+    """Once the input is read and found unchanged, a failure writing the
+    output is the output's, even if an upstream job rewrites the input
+    meanwhile (helper-85: it read as 'the input file changed')."""
+    from sqlanon import io
+
+    src = tmp_path / "in.parquet"
+    pq.write_table(people(2_000, seed=3), src)
+
+    def full_disk(self, con, staging, empty):
+        os.utime(src, (1, 1))  # the next version lands
+        raise sqlanon.InputError(f"cannot write {self.path!r} from the parts: No space left on device")
+
+    monkeypatch.setattr(io.FileTarget, "assemble", full_disk)
+    with pytest.raises(sqlanon.InputError, match="No space left on device"):
+        run(src, tmp_path / "out.parquet", workers=1)
 
 
 def test_a_low_open_file_limit_is_raised_or_refused_before_any_work(tmp_path):
