@@ -355,6 +355,14 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
             f"column {index!r} of {where} is the index pandas wrote with the rows (their positions in the frame, "
             "which would undo the shuffle within each class): drop it (--drop), or write the file with index=False"
         )
+
+
+def check_column_types(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...],
+                       names: list[str] | None = None) -> None:
+    """Refuse QIs and sensitive columns whose type cannot play their part
+    (after :func:`check_columns` found them all), and output columns of
+    ``--interval-format bounds`` the input already has."""
+    names = names or schema.names
     for c in spec.qi_names:
         check_type(c, schema.field(c).type, "quasi-identifier")
     for c in spec.sensitive:
@@ -945,10 +953,13 @@ def run(
                     and "reads as one column" in str(exc)):
                 raise
             raise InputError(f"{exc}{io.csv_break(source.files(), schema.names[0])}") from None
+        try:
+            check_column_types(schema, spec, drop, names=[n for n, _ in columns] or None)
         except ConfigError:
             # A CSV file of a header only reads as text in every column, which
             # a pinned interval (or bounds) refused as a job's mistake, exit 2:
             # an empty night's input is a run's failure, as it is from Parquet (helper-80).
+            # (A column the job names that the file lacks stays the job's mistake: helper-85.)
             if isinstance(source, io.FileSource) and source.fmt == "csv" and _has_no_rows(con, source):
                 raise _no_rows(source) from None
             raise

@@ -1120,6 +1120,7 @@ ERROR_CASES = [
     # its columns read as text: not "'interval' needs numbers", exit 2 (helper-80)
     ("empty-csv-pinned", ["--qi", "age", "-k", "2", "--generalization", "age=interval"], "header_only", 1,
      [r"has no rows"]),
+    ("empty-csv-typo", ["--qi", "agee", "-k", "2"], "header_only", 2, [r"'agee'", r"did you mean 'age'"]),  # helper-85
     ("empty-parquet", ["--qi", "age", "-k", "2"], "empty_parquet", 1, [r"no rows|empty"]),
     ("corrupt-parquet", ["--qi", "age", "-k", "2"], "corrupt", 1, [r"corrupt\.parquet"]),
     ("nonexistent-input", ["--qi", "age", "-k", "2"], "/no/such/file.csv", 1, [re.escape("/no/such/file.csv")]),
