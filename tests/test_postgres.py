@@ -590,6 +590,22 @@ def test_sensitive_values_equal_on_the_server_within_other_types_are_refused_int
         assert p.returncode == 0, p.stderr
 
 
+def test_which_sensitive_columns_are_counted_both_ways():
+    """Into a file every type not known to be written as it compares (a
+    groupable one); into a PostgreSQL table, whose check counts as the
+    server does, only those known to hold equal values written apart: an
+    enum or a domain there cost a second count of the column (helper-85)."""
+    from sqlanon.config import AnonymizationSpec, QuasiIdentifier
+    from sqlanon.coordinator import _loose_sensitive
+
+    columns = [("q", "integer"), ("n", "numeric"), ("c", "public.citext"), ("t", "text COLLATE \"x\".\"ci\""),
+               ("j", "jsonb"), ("e", "public.mood"), ("p", "json"), ("i", "integer[]"), ("s", "timestamp(3) without "
+               "time zone"), ("v", "character varying(12)"), ("f", "double precision"), ("d", "numeric(10,2)")]
+    spec = AnonymizationSpec((QuasiIdentifier("q"),), k=2, sensitive=tuple(n for n, _ in columns[1:]))
+    assert _loose_sensitive(columns, spec) == ["n", "c", "t"]
+    assert _loose_sensitive(columns, spec, lambda c: c != "p") == ["n", "c", "t", "j", "e"]
+
+
 def test_quantile_fragments_of_a_qi_under_a_case_insensitive_collation_hold_each_row_once(pg_url):
     """Under a nondeterministic collation a fragment's bounds ('name' <= 'bob')
     also took 'Bob' from the other side: the run failed '560 rows written,
