@@ -369,10 +369,14 @@ def _refuse_reused_names(source: str, names: list[str], parent: list[int]) -> No
                 up = parent[up]
             if up != a:
                 where = [" > ".join(_path(names, parent, x)) for x in (a, b)]
-                # Siblings print alike ('G > x; G > x'; helper-84): say so.
-                places = f"{where[0]}; {where[1]}" if where[0] != where[1] else (
-                    f"{where[0]}, twice among the children of "
-                    f"{' > '.join(_path(names, parent, parent[a])) if parent[a] > 0 else 'the root'}")
+                # Paths that print alike ('G > x; G > x'; helper-84): siblings, or
+                # children of two groups of one name (helper-85).
+                places = f"{where[0]}; {where[1]}"
+                if where[0] == where[1] and parent[a] == parent[b]:
+                    places = (f"{where[0]}, twice among the children of "
+                              f"{' > '.join(_path(names, parent, parent[a])) if parent[a] > 0 else 'the root'}")
+                elif where[0] == where[1]:
+                    places = f"{where[0]}, under two different groups named {names[parent[a]]!r}"
                 raise HierarchyError(
                     f"hierarchy file {source!r} uses the value {name!r} for two different nodes ({places}): rows "
                     "generalized to one would read as the other; rename one"

@@ -459,6 +459,10 @@ def test_a_group_named_as_a_leaf_outside_it_is_refused(tmp_path: Path, name: str
      "G > x, twice among the children of G"),
     ({"cat": "n1", "subcats": [{"cat": "n1", "subcats": [{"cat": "a"}]}, {"cat": "n1", "subcats": [{"cat": "b"}]}]},
      "n1, twice among the children of the root"),
+    ({"cat": "*", "subcats": [{"cat": "x", "subcats": [
+        {"cat": "G", "subcats": [{"cat": "x", "subcats": [{"cat": "a"}]}]},
+        {"cat": "G", "subcats": [{"cat": "x", "subcats": [{"cat": "b"}]}]}]}]},
+     "x > G > x, under two different groups named 'G'"),  # not siblings: cousins (helper-85)
 ])
 def test_two_siblings_of_one_name_are_told_apart(tmp_path: Path, tree: dict, places: str) -> None:
     """Their paths print alike: the error read '(G > x; G > x)' (helper-84)."""
