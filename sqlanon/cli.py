@@ -111,8 +111,9 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     hive-style directories hold ``=``; column names rarely do)."""
     out: dict[str, str] = {}
     shape = "COLUMN=FILE" if option == "--hierarchy" else "COLUMN=KIND"
-    if option == "--generalization":  # a kind is a word: 'age=interval,zip=prefix' is two (helper-80)
-        values = tuple(p for v in values for p in (v.split(",") if all("=" in p for p in v.split(",")) else [v]))
+    if option == "--generalization":  # a kind is a word: 'age=interval, zip=prefix' is two (helper-80)
+        values = tuple(p for v in values for p in (
+            [p.strip() for p in v.split(",")] if "," in v and all("=" in p for p in v.split(",")) else [v]))
     for v in values:
         col, sep, val = v.partition("=")
         if not sep or not col or not val:
@@ -884,7 +885,7 @@ def _sample(value: str | None) -> float | None:
     "--generalization", multiple=True, metavar="COL=KIND",
     help=f"How to generalize a QI: {', '.join(GENERALIZATIONS)}. Default: hierarchy if given, "
     "interval for numbers and dates, set otherwise. Repeat it for each column, or comma-separate them "
-    "(age=interval,zip=prefix).",
+    "(age=interval,zip=prefix; a name holding a comma takes a flag of its own).",
 )
 @click.option("--drop", multiple=True, help="Columns to remove from the output (direct identifiers), comma-separated.")
 @click.option(

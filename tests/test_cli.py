@@ -3052,7 +3052,7 @@ def test_generalization_takes_a_comma_separated_list_as_qi_does(tmp_path):
     (helper-80). A piece without '=' keeps the old reading (and its error)."""
     out = tmp_path / "o.parquet"
     r = cli("anonymize", ADULTS, "-o", out, "--qi", "age,education-num,race", "-k", "10",
-            "--generalization", "age=interval,education-num=set", "--generalization", "race=prefix")
+            "--generalization", "age=interval, education-num=set", "--generalization", "race=prefix")
     assert r.exit_code == 0, r.stderr
     params = json.loads(duckdb.execute("SELECT parameters FROM read_parquet(?) WHERE kind = 'total'",
                                        [str(tmp_path / "o__metrics.parquet")]).fetchone()[0])
