@@ -1322,25 +1322,24 @@ def run(
             _refuse_changed_input(unchanged, target, exc)
         raise
     finally:
-        try:
-            # A failed run's workers stop first: one that started a fragment as the
-            # staging area was removed made its spill directory in it, which was left
-            # behind (a --task-timeout; helper-82).
-            if pool is not None and not succeeded:
-                pool.shutdown(abort=True)
-        finally:
-            # Any failure, Ctrl-C included, before publication: drop what was staged.
+        # Any failure, Ctrl-C included, before publication: drop what was staged.
+        if staging is not None:
+            target.rollback(con, staging)
+            staging.discard()
+        if not succeeded:
+            io.abandon_source(con)
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+        if snapshot_holder is not None:
+            snapshot_holder.close()
+        if pool is not None:
+            pool.shutdown(abort=not succeeded)
             if staging is not None:
-                target.rollback(con, staging)
+                # A worker that started a fragment as the staging area was removed
+                # made its spill directory in it (a --task-timeout; helper-82): what
+                # the stopped workers left goes too. (Removed first all the same: a
+                # cluster's stop takes seconds, in which a SIGKILL would leave it.)
                 staging.discard()
-            if not succeeded:
-                io.abandon_source(con)
-            con.close()
-            shutil.rmtree(spill, ignore_errors=True)
-            if snapshot_holder is not None:
-                snapshot_holder.close()
-            if pool is not None and succeeded:
-                pool.shutdown()
     timings["total"] = time.perf_counter() - t_start
     rss: dict[int, float] = {}
     for r in results.values():
