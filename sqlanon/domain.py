@@ -149,30 +149,28 @@ def as_text(values: pa.Array) -> pa.Array:
         text = _far_years(values, text)
     elif pa.types.is_decimal(t):
         text = _plain_decimals(text)
-    elif pa.types.is_floating(t):
+    elif pa.types.is_float64(t):
         text = _whole_floats(values, text)
     return text
 
 
 def _whole_floats(values: pa.Array, text: pa.Array) -> pa.Array:
-    """Whole floats written as integers, as Arrow writes the small ones
-    (18.0 as '18'), where Arrow writes them in scientific notation (from
-    1e11: 123456789012.0 as '1.23456789012e+11'): a hierarchy's leaf
-    123456789012 matched the integer and not the float (helper-84), and
-    the published text read as a measurement. Only below the float's last
-    exact integer (2^53 for a double; 2^24 for a float32, 2^11 a float16):
-    past it a whole value is the float's own rounding."""
-    t = values.type
-    exact = 2 ** {16: 11, 32: 24}.get(t.bit_width, 53)
+    """A double's whole values written as integers, as Arrow writes the
+    small ones (18.0 as '18'), where Arrow writes them in scientific
+    notation (from 1e11: 123456789012.0 as '1.23456789012e+11'): a
+    hierarchy's leaf 123456789012 matched the integer and not the float
+    (helper-84), and the published text read as a measurement. Only below
+    2^53, a double's last exact integer: past it a whole value is the
+    double's own rounding. (A float32's notation starts past its last
+    exact integer, 2^24: it keeps its text.)"""
     sci = pc.fill_null(pc.match_substring(text, "e"), False)
     if not pc.any(sci).as_py():
         return text
-    as_double = values.cast(pa.float64())
-    whole = pc.and_(sci, pc.fill_null(pc.and_(pc.equal(pc.floor(as_double), as_double),
-                                              pc.less(pc.abs(as_double), exact)), False))
+    whole = pc.and_(sci, pc.fill_null(pc.and_(pc.equal(pc.floor(values), values),
+                                              pc.less(pc.abs(values), 2.0 ** 53)), False))
     if not pc.any(whole).as_py():
         return text
-    ints = pc.if_else(whole, as_double, 0.0).cast(pa.int64()).cast(pa.string())
+    ints = pc.if_else(whole, values, 0.0).cast(pa.int64()).cast(pa.string())
     return pc.if_else(whole, ints, text)
 
 

@@ -215,14 +215,13 @@ class Domain:
 
 
 def _text_forms(col) -> list:
-    """The values' text as the README documents it: Arrow's, but a whole
-    float below its type's last exact integer as an integer (1e+10 as
-    10000000000; 1e+20 stays)."""
+    """The values' text as the README documents it: Arrow's, but a
+    double's whole value below 2^53 as an integer (1e+10 as 10000000000;
+    1e+20 stays)."""
     strs = col.cast(pa.string()).to_pylist()
-    if not pa.types.is_floating(col.type):
+    if col.type != pa.float64():
         return strs
-    exact = 2 ** {16: 11, 32: 24}.get(col.type.bit_width, 53)
-    return [str(int(v)) if s is not None and "e" in s and math.isfinite(v) and v == int(v) and abs(v) < exact else s
+    return [str(int(v)) if s is not None and "e" in s and math.isfinite(v) and v == int(v) and abs(v) < 2**53 else s
             for v, s in zip(col.to_pylist(), strs)]
 
 
