@@ -997,6 +997,17 @@ _MASTER = re.compile(r"(local(\[([1-9]\d*|\*)(\s*,\s*\d+)?\])?|local-cluster\[\s
 """Spark's master URLs; 'local[x]' and 'local[0]' started a JVM to fail with exit 1 (helper-12)."""
 
 
+def local_spark_slots(master: str | None, workers: int) -> int:
+    """The task slots of a local Spark master (``local``: 1, ``local[N]``: N,
+    ``local[*]``: the CPUs), as its run would have them; ``workers`` when
+    none is named (the run's own ``local[workers]``) or it is not one."""
+    master = master or submitted_master()
+    m = re.fullmatch(r"local(?:\[\s*([1-9]\d*|\*)\s*(?:,\s*\d+\s*)?\])?", master or "")
+    if master is None or m is None:
+        return workers
+    return 1 if m.group(1) is None else (default_workers() if m.group(1) == "*" else int(m.group(1)))
+
+
 def _check_standalone_master(master: str) -> None:
     """A standalone master (``spark://host:port``, several for HA) that none
     of whose addresses answers: Spark's driver tried for ~80 s, printed

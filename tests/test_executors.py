@@ -1266,6 +1266,22 @@ def test_a_library_call_leaves_the_callers_multiprocessing_settings_as_they_were
     assert p.stdout.splitlines() == ["True [] (None, [])", "[42]"], p.stdout
 
 
+def test_explain_counts_a_local_spark_masters_own_slots(source, tmp_path):
+    """--explain took --workers for the task slots of every local executor,
+    but a local Spark master's are its own (local[8]: 8): the plan said a CSV
+    input would be copied for its fragments where the run did not (helper-85).
+    No JVM starts for a plan."""
+    from sqlanon.executors import local_spark_slots
+
+    assert [local_spark_slots(m, 2) for m in (None, "local[8]", "local[8,3]", "local", "spark://h:7077")] == [
+        2, 8, 8, 1, 2]
+    csv = tmp_path / "in.csv"
+    duckdb.sql(f"SELECT * FROM read_parquet('{source}')").write_csv(str(csv))
+    for master, copied in (("local[8]", False), ("local[2]", True), (None, True)):
+        plan = run(csv, tmp_path / "o.parquet", "spark", spark_master=master, explain=True).explain()
+        assert (plan["executor"], plan["csv_copy"]) == ("spark", copied), master
+
+
 def test_explain_asks_a_remote_cluster_whatever_names_it(monkeypatch):
     """--explain planned --workers' fragments where the run then used the
     cluster's slots: for a scheduler, a remote master, and (helper-25) the
