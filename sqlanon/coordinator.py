@@ -1111,10 +1111,8 @@ def run(
         log.info("plan: %d fragments from a sample of %d rows", len(plan.fragments), sample.num_rows)
         if options.explain:
             timings["total"] = time.perf_counter() - t_start
-            # What the run would do: its executor's slots are --workers (a remote cluster's, asked above;
-            # a local Spark master's own, helper-85).
-            slots = 1 if executors.in_process(options.executor, workers) else (
-                executors.local_spark_slots(options.spark_master, workers) if options.executor == "spark" else workers)
+            # What the run would do, on its executor's slots (a remote cluster's asked above: `workers`).
+            slots = executors.planned_slots(options.executor, workers, options.spark_master)
             remote = executors.remote_cluster(options.executor, options.scheduler, options.spark_master)
             return RunResult(
                 target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,

@@ -997,6 +997,17 @@ _MASTER = re.compile(r"(local(\[([1-9]\d*|\*)(\s*,\s*\d+)?\])?|local-cluster\[\s
 """Spark's master URLs; 'local[x]' and 'local[0]' started a JVM to fail with exit 1 (helper-12)."""
 
 
+def planned_slots(executor: str, workers: int, spark_master: str | None) -> int:
+    """The task slots a run on this host would have (``--explain``'s plan
+    starts no executor): one in process, a local Spark master's own
+    (:func:`local_spark_slots`), else ``--workers`` (the local pool's
+    processes, a LocalCluster's one-thread workers). A remote cluster's are
+    its own, asked of it."""
+    if in_process(executor, workers):
+        return 1
+    return local_spark_slots(spark_master, workers) if executor == "spark" else workers
+
+
 def local_spark_slots(master: str | None, workers: int) -> int:
     """The task slots of a local Spark master (``local``: 1, ``local[N]``: N,
     ``local[*]``: the CPUs), as its run would have them; ``workers`` when

@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from sqlanon.domain import as_text
 from sqlanon.errors import HierarchyError
 
 __all__ = ["Hierarchy", "load_hierarchy"]
@@ -196,8 +197,6 @@ class Hierarchy:
     ) -> np.ndarray:
         """:meth:`leaf_codes` for Arrow input, without leaving Arrow (its
         values as text as the engine writes them: domain.as_text)."""
-        from .domain import as_text
-
         if not pa.types.is_string(values.type):
             values = as_text(values)
         found = pc.index_in(values, value_set=self._leaf_array)
@@ -600,8 +599,6 @@ def _json_label(source: str, node: dict[str, Any], where: str) -> str:
     if isinstance(cat, str):
         return cat
     if isinstance(cat, float):
-        from .domain import as_text
-
         # As a float column's values are written and matched: 18.0 is "18"
         # (str() would give "18.0" and match no value), 1e-07 "1e-7".
         return as_text(pa.array([cat], pa.float64()))[0].as_py()
