@@ -1138,10 +1138,12 @@ def _report(text: str) -> None:
 @click.option("--show", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many violating groups a failed check lists (smallest first).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print nothing when the check passes (the exit code tells); a failed check is still listed.")
 @debug_option
 @verbose_option("Log the checks' steps to stderr (-vv for debug).")
 @handle_errors
-def verify(input, qi, k, l_, sensitive, table, show, as_json):
+def verify(input, qi, k, l_, sensitive, table, show, as_json, quiet):
     """Check that TABLE_OR_FILE is k-anonymous and l-diverse.
 
     Groups the rows by the QI columns; exits 0 when every group has at least
@@ -1170,12 +1172,12 @@ def verify(input, qi, k, l_, sensitive, table, show, as_json):
     check = api.verify.with_flags(input, qi=qi, k=k, l=l_, sensitive=sensitive, table=table, show=show)
     if as_json:
         click.echo(strict_json(check.to_dict()))
-    elif check.ok:
+    elif check.ok and not quiet:
         click.echo(
             f"OK: {check.rows} rows in {check.classes} classes, min class size {check.min_class_size}"
             + (f", min distinct sensitive {check.achieved_l}" if check.min_distinct else "")
         )
-    else:
+    elif not check.ok:
         click.echo(f"FAILED: {check.describe_failure(limit=show, lines=True)}")  # the check's result, as OK is: stdout
     sys.exit(0 if check.ok else 1)
 

@@ -1555,6 +1555,17 @@ def test_verify_non_anonymous_file(tmp_path):
         assert v["__rows"] < 10
 
 
+def test_verify_quiet_prints_only_a_failure():
+    """-q: a passing check prints nothing (a nightly job's log stays empty;
+    the exit code tells), a failing one still lists its groups, and --json
+    prints its object either way (helper-80)."""
+    ok = cli("verify", ADULTS, "--qi", "race", "-k", "2", "-q")
+    assert (ok.exit_code, ok.stdout, ok.stderr) == (0, "", "")
+    assert json.loads(cli("verify", ADULTS, "--qi", "race", "-k", "2", "-q", "--json").stdout)["ok"] is True
+    bad = cli("verify", ADULTS, "--qi", "age,education-num", "-k", "10", "--quiet")
+    assert bad.exit_code == 1 and bad.stdout.startswith("FAILED") and bad.stderr == ""
+
+
 def test_verify_verbose_logs_its_check():
     """-v on verify logged nothing (its help spoke of fragments and a bar);
     it now logs the check's figures, and -vv its SQL."""
