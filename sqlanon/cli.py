@@ -717,6 +717,17 @@ def _scalar(val, what: str = "a value") -> str:
     return str(val)
 
 
+def _joined(base: str, path: str) -> str:
+    """A job file's relative ``path`` from its directory ``base``, without the
+    ``..`` its messages showed (``/srv/jobs/../lake/``: helper-80) where
+    dropping them names the same place: not past a symbolic link, whose
+    ``..`` is its target's parent. A trailing ``/`` (``-o out/``, a
+    directory) stays."""
+    joined = os.path.join(base, path)
+    tidy = os.path.normpath(joined) + (os.sep if joined.endswith(os.sep) else "")
+    return tidy if os.path.realpath(tidy) == os.path.realpath(joined) else joined
+
+
 def _config_value(p: click.Parameter, val, base: str):
     """One YAML value as the option's default, checked against what the option takes."""
 
@@ -732,7 +743,7 @@ def _config_value(p: click.Parameter, val, base: str):
         if sqlite and re.match(r"file:(?!/)[^?#]", x[sqlite.end():]) and re.search(
                 r"[?&]uri=(true|1|yes|on)(&|#|$)", x, re.IGNORECASE):  # a relative URI filename (mode=ro): helper-60
             return x[: sqlite.end()] + "file:" + os.path.join(urllib.parse.quote(base), x[sqlite.end() + 5:])
-        return x if "://" in x or os.path.isabs(x) else os.path.join(base, x)
+        return x if "://" in x or os.path.isabs(x) else _joined(base, x)
 
     if p.name in ("hierarchy", "generalization"):
         if not isinstance(val, dict):

@@ -3471,6 +3471,30 @@ def test_json_shows_an_output_through_dot_dot_and_its_metrics_alike(tmp_path):
                                                      str(tmp_path / "pub" / "o__metrics.parquet"))
 
 
+def test_job_file_paths_are_shown_without_dot_dot_unless_a_link_needs_it(tmp_path):
+    """A job file's '../lake/x.csv' was named '/…/jobs/../lake/x.csv' in its
+    errors (helper-80). Tidied where that names the same file; through a
+    symbolic link to the jobs' directory, '..' is the link target's parent,
+    which the tidy path would not be, so it stays."""
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "lake").mkdir()
+    job = tmp_path / "jobs" / "j.yml"
+    job.write_text("input: ../lake/missing.csv\noutput: ../pub/o.parquet\nqi: [age]\nk: 10\n")
+    r = cli("anonymize", "--config", job)
+    assert r.exit_code in (1, 2) and str(tmp_path / "lake" / "missing.csv") in r.stderr and ".." not in r.stderr
+
+    (tmp_path / "elsewhere" / "jobs").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "lake").mkdir()
+    (tmp_path / "elsewhere" / "pub").mkdir()
+    shutil.copy(ADULTS, tmp_path / "elsewhere" / "lake" / "missing.csv")  # where the link's '..' leads
+    (tmp_path / "linked").symlink_to(tmp_path / "elsewhere" / "jobs")
+    (tmp_path / "linked" / "j.yml").write_text(job.read_text())
+    r = cli("anonymize", "--config", tmp_path / "linked" / "j.yml", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["rows"] == ADULT_ROWS
+    assert (tmp_path / "elsewhere" / "pub" / "o.parquet").exists() and not (tmp_path / "pub").exists()
+
+
 @pytest.mark.parametrize("output, extra, shown", [
     ("o.parquet", ("--metrics", "m.csv"), ("o.parquet", "m.csv")),
     ("o.csv", (), ("o.csv", "o__metrics.parquet")),
