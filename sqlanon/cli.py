@@ -174,20 +174,33 @@ def _config_keys_named(message: str) -> str:
     if not keys:
         return message
     file_only = ctx.meta.get("sqlanon.file_only", {})
+
+    def who(opt: str, name: str) -> str:
+        """Where the option ``opt`` got the column ``name``: the flag, or the file's key."""
+        for p in ctx.command.params:
+            if opt in p.opts and p.name in keys and (
+                    ctx.get_parameter_source(p.name) is click.core.ParameterSource.DEFAULT_MAP
+                    or name in map(repr, file_only.get(p.name, ()))):
+                return f"{keys[p.name]!r} in {ctx.meta['sqlanon.config']!r}"
+        return opt
+
+    # A column both kept (or dropped) and protected, the two from different
+    # places: each named where it came from ("'keep' in 'job.yml' names
+    # 'sex', which --qi makes a quasi-identifier"), not the file alone for
+    # a column the command line added (helper-80).
+    role = re.fullmatch(r"(--keep|--drop) names ('.+'|\".+\"), which is a (quasi-identifier|sensitive column)",
+                        message, re.S)
+    if role:
+        listed, protected = who(role.group(1), role.group(2)), who(
+            "--qi" if role.group(3) == "quasi-identifier" else "--sensitive", role.group(2))
+        if listed.startswith("--") != protected.startswith("--"):
+            return f"{listed} names {role.group(2)}, which {protected} makes a {role.group(3)}"
     # Options naming the same columns ("--keep and --drop both name 'ssn'"):
     # each named, column by column, where the column came from, the flag or
     # the file (helper-29, helper-30).
     both = re.fullmatch(r"(--[\w-]+) and (--[\w-]+) both name (.+)", message, re.S)
     names = re.findall(_QUOTED_NAME, both.group(3)) if both else []
     if both and ", ".join(names) == both.group(3):
-        def who(opt: str, name: str) -> str:
-            for p in ctx.command.params:
-                if opt in p.opts and p.name in keys and (
-                        ctx.get_parameter_source(p.name) is click.core.ParameterSource.DEFAULT_MAP
-                        or name in map(repr, file_only.get(p.name, ()))):
-                    return f"{keys[p.name]!r} in {ctx.meta['sqlanon.config']!r}"
-            return opt
-
         by_source: dict[tuple[str, str], list[str]] = {}
         for name in names:
             by_source.setdefault((who(both.group(1), name), who(both.group(2), name)), []).append(name)

@@ -3214,11 +3214,25 @@ def test_job_file_lists_are_named_as_the_files_and_its_flags_combine(tmp_path, o
     r = cli("anonymize", "--config", job, "-o", out_dir / "o.parquet", "--qi", "age,native-country,race",
             "--keep", "sex")
     assert r.exit_code == 2
-    assert_one_line_error(r.stderr, r"^Error: 'keep' in '.*job\.yml' names 'race', which is a quasi-identifier")
+    # Each side named where it came from: the QI was the command line's (helper-80).
+    assert_one_line_error(r.stderr, r"^Error: 'keep' in '.*job\.yml' names 'race', which --qi makes a "
+                                    r"quasi-identifier$")
     r = cli("anonymize", "--config", job, "-o", out_dir / "o.parquet", "--qi", "age,native-country,race",
             "--keep", "race")  # named by the flag, and by the file too
     assert r.exit_code == 2
-    assert_one_line_error(r.stderr, r"^Error: --keep names 'race', which is a quasi-identifier")
+    assert_one_line_error(r.stderr, r"^Error: --keep names 'race', which is a quasi-identifier$")
+    r = cli("anonymize", "--config", job, "-o", out_dir / "o.parquet", "--keep", "age")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"^Error: --keep names 'age', which 'qi' in '.*job\.yml' makes a quasi-identifier$")
+    job.write_text(f"input: {ADULTS}\nqi: [age, native-country]\nk: 10\nkeep: [race]\nsensitive: [sex]\n")
+    r = cli("anonymize", "--config", job, "-o", out_dir / "o.parquet", "--sensitive", "sex,race")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"^Error: 'keep' in '.*job\.yml' names 'race', which --sensitive makes a "
+                                    r"sensitive column$")
+    r = cli("anonymize", "--config", job, "-o", out_dir / "o.parquet", "--drop", "sex")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"^Error: --drop names 'sex', which 'sensitive' in '.*job\.yml' makes a "
+                                    r"sensitive column$")
     job.write_text(f"input: {ADULTS}\nqi: [age, native-country]\nk: 10\nmetrics: hr.m\n"
                    "generalization: {native-country: prefix}\n")
     r = cli("anonymize", "--config", job, "-o", out_dir / "o.parquet")
