@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
@@ -1224,9 +1224,10 @@ def run(
                 check = verify_relation(vcon, relation, qi_out, spec.k, spec.l, spec.sensitive, dialect=dialect,
                                         nan_null=nan_null)
                 if not check.ok:
+                    merged = _merged_on_server(vcon, relation, columns, spec) if dialect == "postgres" else ()
                     raise VerificationError(
                         f"refusing to publish {target.describe()!r}: {check.describe_failure()}"
-                        + _collation_hint(columns, spec) + _csv_empty_hint(target, spec, schema, check)
+                        + _collation_hint(columns, spec, merged) + _csv_empty_hint(target, spec, schema, check)
                     )
                 if isinstance(target, io.FileTarget) and target.fmt == "csv" and spec.l > 1:
                     _check_csv_as_typed(vcon, target.read_back_relation(staging), qi_out, spec, target, schema)
@@ -1756,12 +1757,14 @@ def _refuse_equal_values_written_apart(sens_distinct: dict, target) -> None:
             )
 
 
-def _collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> str:
+def _collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec, merged: Sequence[str] = ()) -> str:
     """Why the server's check can fail where the engine's did not: a sensitive
     column whose collation or type makes different text equal ('Flu' = 'flu',
-    1.0 = 1.00)."""
+    1.0 = 1.00); ``merged``: other sensitive columns found to
+    (:func:`_merged_on_server`)."""
     types = dict(columns)
-    collated = [f"{name!r} ({types[name].split(' COLLATE ', 1)[-1]})" for name in _loose_sensitive(columns, spec)]
+    collated = [f"{name!r} ({types[name].split(' COLLATE ', 1)[-1]})"
+                for name in [*_loose_sensitive(columns, spec), *merged]]
     if not collated:
         return ""
     return (
@@ -1769,6 +1772,31 @@ def _collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> 
         "counts their exact text: give the run those values as the server compares them (e.g. lower(...) or "
         "trim_scale(...) in a view)"
     )
+
+
+def _merged_on_server(server, relation: str, columns: list[tuple[str, str]], spec: AnonymizationSpec) -> list[str]:
+    """The sensitive columns of a PostgreSQL table ``relation`` (a failed
+    check's staging table) that hold values of different text the server
+    holds equal, beyond the kinds :func:`_collation_hint` knows: a jsonb
+    ('{"c": 1.0}' = '{"c": 1.00}'), a composite holding a numeric. Such a
+    failure read as the anonymizer's, with no word of why. Asked of the data,
+    on the failure's path only: a type is no proof (an enum never merges)."""
+    import psycopg
+
+    types, known = dict(columns), set(_loose_sensitive(columns, spec))
+    merged = []
+    for name in spec.sensitive:
+        if name in known or name not in types or _WRITTEN_AS_COMPARED.fullmatch(types[name].replace("[]", "")):
+            continue
+        try:
+            with server.transaction():  # a type without equality (json) fails alone
+                equal, written = server.execute(f"SELECT count(DISTINCT {ident(name)}), "
+                                                f"count(DISTINCT {ident(name)}::text) FROM {relation}").fetchone()
+        except psycopg.Error:
+            continue
+        if equal < written:
+            merged.append(name)
+    return merged
 
 
 def _qi_collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> str:

@@ -588,6 +588,15 @@ def test_sensitive_values_equal_on_the_server_within_other_types_are_refused_int
     for other in ("apart", "plain"):
         p = _cli(*args, "--sensitive", other, "--overwrite")
         assert p.returncode == 0, p.stderr
+    # Into a PostgreSQL table the server's check refuses it, and says why (it
+    # read as the anonymizer's failure); a column that merges nothing is not blamed.
+    p = _cli(*args[:3], f"{schema}.src", "-o", pg_url, "--target-table", f"{schema}.dst", *args[6:],
+             "--sensitive", "sens,apart")
+    assert p.returncode == 1, p.stderr
+    line = one_error_line(p.stderr)
+    assert "refusing to publish" in line and re.search(r"the server counts the values of 'sens' \([^)]+\) under", line)
+    assert "'apart'" not in line
+    assert not exists(pg_url, schema, "dst") and staging_left(pg_url, schema) == set()
 
 
 def test_which_sensitive_columns_are_counted_both_ways():
