@@ -766,8 +766,16 @@ class Reads:
     """Whether it may read files it names only at run time."""
 
     def existing_files(self) -> list[str]:
-        """The files that :attr:`files` names now (globs expanded)."""
-        return [f for pattern in self.files for f in sorted(glob.glob(pattern, recursive=True)) if os.path.isfile(f)]
+        """The files that :attr:`files` names now: a pattern's matches, or,
+        as DuckDB reads a pattern that matches nothing, the file of that very
+        name (``raw[1].parquet``, which ``glob`` took for ``raw1.parquet``
+        only: a view over it let ``-o 'raw[1].parquet' --overwrite`` replace
+        its raw rows; helper-87)."""
+        out: list[str] = []
+        for pattern in self.files:
+            found = [f for f in sorted(glob.glob(pattern, recursive=True)) if os.path.isfile(f)]
+            out += found or ([pattern] if os.path.isfile(pattern) else [])
+        return out
 
 
 def _function_calls(tree) -> list[dict]:

@@ -1113,6 +1113,18 @@ def test_a_file_below_the_input_view_is_not_an_output(tmp_path, monkeypatch, cap
                f"{view}.parquet, this run replaces it" in caplog.text
     assert {f: Path(f).read_bytes() for f in before} == before
     sqlanon.anonymize(db, "t.parquet", table="one", qi=["age"], k=2, workers=1, overwrite=True)
+    # A name that reads as a pattern and matches no file is read as itself by DuckDB: that file is the
+    # view's ('raw[1].parquet' was taken for 'raw1.parquet', and replaced by the output: helper-87).
+    shutil.copy("raw.parquet", "raw[1].parquet")
+    before["raw[1].parquet"] = Path("raw[1].parquet").read_bytes()
+    con = duckdb.connect(str(db))
+    con.execute("CREATE VIEW bracket AS SELECT * FROM read_parquet('raw[1].parquet')")
+    con.close()
+    assert [os.path.relpath(f, tmp_path) for f in coordinator._input_files(io.open_source(db, "bracket"))[3:]] == [
+        "raw[1].parquet"]
+    with pytest.raises(ConfigError, match=r"output 'raw\[1\]\.parquet' is the file '.*/raw\[1\]\.parquet', which"):
+        sqlanon.anonymize(db, "raw[1].parquet", table="bracket", qi=["age"], k=2, workers=1, overwrite=True)
+    assert {f: Path(f).read_bytes() for f in before} == before
 
 
 def test_verify_counts_a_nocase_qi_as_its_readers_do(tmp_path):
