@@ -19,6 +19,7 @@ import resource
 import signal
 import sys
 import threading
+import traceback
 import urllib.parse
 
 import click
@@ -283,9 +284,10 @@ def handle_errors(fn):
                 with contextlib.suppress(OSError):  # a terminal that hung up takes no more output (EIO)
                     click.echo(f"{word}; nothing was published.", err=True)
                 sys.exit(128 + signum)
-            if debug:
+            if debug:  # the traceback, then the run's own line and exit code (--debug made exit 2 exit 1: helper-87)
                 redact_chain(exc)
-                raise
+                with contextlib.suppress(OSError):
+                    traceback.print_exception(exc, file=sys.stderr)
             if isinstance(exc, SqlanonError):
                 message = _config_keys_named(str(exc)) if exc.exit_code == 2 else str(exc)
                 click.echo(f"Error: {redact_urls(message)}", err=True)
@@ -295,8 +297,8 @@ def handle_errors(fn):
                            err=True)
                 sys.exit(1)
             # An unexpected failure: still one line, unless --debug.
-            click.echo(f"Error: internal error ({type(exc).__name__}: {redact_urls(str(exc))}); rerun with "
-                       f"--debug for details", err=True)
+            click.echo(f"Error: internal error ({type(exc).__name__}: {redact_urls(str(exc))})"
+                       + ("" if debug else "; rerun with --debug for details"), err=True)
             sys.exit(1)
 
     return wrapper
