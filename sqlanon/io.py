@@ -987,10 +987,11 @@ def _dangling(path: str) -> bool:
 def _one_format(files: list[str], what: str) -> str:
     """The format of a lake's files, which must all have one (and one CSV delimiter)."""
     fmts = {_format_of(f) for f in files}
+    # Exit 2, as a lake's other files it would not read as given are: a retry fails alike (helper-87).
     if len(fmts) > 1:
-        raise InputError(f"{what} mixes Parquet and CSV files")
+        raise ConfigError(f"{what} mixes Parquet and CSV files: name one kind with a glob (dir/*.parquet)")
     if len({csv_dialect(f)[0] for f in files}) > 1:
-        raise InputError(f"{what} mixes .csv and .tsv files")
+        raise ConfigError(f"{what} mixes .csv and .tsv files: name one kind with a glob (dir/*.csv)")
     return fmts.pop()
 
 

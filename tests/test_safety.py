@@ -866,7 +866,7 @@ def test_a_glob_matching_two_formats_is_refused(tmp_path):
     lake.mkdir()
     pq.write_table(pa.table({"x": list(range(20))}), lake / "a.parquet")
     (lake / "b.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(20)))
-    with pytest.raises(sqlanon.InputError, match=r"'.*lake.csv/\*' mixes Parquet and CSV files"):
+    with pytest.raises(sqlanon.ConfigError, match=r"'.*lake.csv/\*' mixes Parquet and CSV files: name one kind"):
         sqlanon.anonymize(f"{lake}/*", tmp_path / "o.parquet", qi=["x"], k=5)
     # DuckDB tells a compression by its lower-case suffix only: .CSV.GZ is no format sqlanon reads.
     (lake / "c.CSV.GZ").write_bytes(b"")
