@@ -24,6 +24,7 @@
    holds a time past DuckDB's last one, 294247-01-10 04:00:54.775806
    (PostgreSQL's go to 294276), which DuckDB's postgres extension reads
    wrapped around to a time 290,000 years BC.
+   Whether each `nul` text column (DuckDB) holds a NUL byte.
    The checksums (_checksum.sql) of the `checksum` columns, and whether each
    `signed_zeros` column holds both zeros (_signed_zeros.sql), in the same pass. #}
 SELECT
@@ -64,6 +65,9 @@ SELECT
 {% for c, zoned in far %}
     , bool_or(isfinite({{ c | ident }}) AND {{ c | ident }} > {{ ("294247-01-10 04:00:54.775806" ~ ("+00" if zoned else "")) | lit }})
         AS {{ ("__sqlanon_far" ~ loop.index0) | ident }}
+{% endfor %}
+{% for c in nul %}
+    , bool_or(contains({{ c | ident }}, chr(0))) AS {{ ("__sqlanon_nul" ~ loop.index0) | ident }}
 {% endfor %}
 {% include "_checksum.sql" %}
 {% include "_signed_zeros.sql" %}

@@ -382,7 +382,7 @@ def check_column_types(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[s
 def domain_stats(
     con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema,
     checksum: list[str] | tuple[str, ...] = (), signed_zeros: list[str] | tuple[str, ...] = (),
-    loose: list[str] | tuple[str, ...] = (),
+    loose: list[str] | tuple[str, ...] = (), nul: list[str] | tuple[str, ...] = (),
 ) -> tuple[int, dict[str, ColumnStats], dict[str, int | tuple[int, int]], Checksums, list[str]]:
     """Row count, per-QI :class:`ColumnStats`, per-sensitive distinct counts,
     the checksum of each ``checksum`` column (``_checksum.sql``) and the
@@ -394,8 +394,9 @@ def domain_stats(
     pair ``(text, equal)`` of counts.
 
     Raises:
-        InputError: a PostgreSQL timestamp column (of those the run reads:
-            the schema's) holds a time DuckDB cannot.
+        ConfigError: a PostgreSQL timestamp column (of those the run reads:
+            the schema's) holds a time DuckDB cannot; a ``nul`` text column
+            (of a DuckDB source into a PostgreSQL table) holds a NUL byte.
     """
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
@@ -409,7 +410,7 @@ def domain_stats(
            ] if source.dialect == "postgres" else []
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
-                signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far)
+                signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far, nul=list(nul))
     # SQLite's timestamps come back as text (`stamps`), typed below
     typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
              if c in interval and c not in stamps for m in ("min", "max")}
@@ -421,6 +422,12 @@ def domain_stats(
                 "would read as times 290,000 years BC: make them NULL or 'infinity', or cast the column to text, "
                 "in a view"
             )
+    held = [c for i, c in enumerate(nul) if row.column(f"__sqlanon_nul{i}")[0].as_py()]
+    if held:
+        raise ConfigError(
+            f"column {held[0]!r} holds text with a NUL byte, which a PostgreSQL table cannot hold: remove it in a "
+            f"view (replace({ident(held[0])}, chr(0), '')), or write a file"
+        )
     total = row.column("n_rows")[0].as_py()
     stats: dict[str, ColumnStats] = {}
     unmatched: list[str] = []
@@ -1072,9 +1079,12 @@ def run(
         step("reading statistics")
         loose = _loose_sensitive(columns, spec, None if getattr(target, "dialect", None) == "postgres" else (
             lambda c: _groupable(snapshot_holder, source.relation, c)))
+        # Text PostgreSQL cannot hold, found before the work rather than by the write (helper-87).
+        nul = [f.name for f in schema if f.name not in drop and (pa.types.is_string(f.type) or pa.types.is_large_string(
+            f.type))] if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres" else []
         total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
             con, source, spec, schema, passthrough if compare_on == "duckdb" else (),
-            list(dict.fromkeys([*zeros, *copied_zeros])), loose)
+            list(dict.fromkeys([*zeros, *copied_zeros])), loose, nul)
         copy_plain = any(c in mixed_zeros for c in copied_zeros)
         mixed_zeros = [c for c in mixed_zeros if c in zeros]
         _refuse_equal_values_written_apart(sens_distinct, target)

@@ -3233,6 +3233,33 @@ def test_unsigned_integers_from_a_lake_keep_their_values_in_postgresql(pg_url, t
     assert got == sorted((str(2**64 - 1 - i), 2**32 - 1 - i, 2**16 - 1 - i, 255 - i) for i in range(n))
 
 
+@pytest.mark.parametrize("column", ["note", "zip"])
+def test_text_with_a_nul_byte_is_refused_into_postgresql_before_the_work(pg_url, tmp_path, column):
+    """PostgreSQL's text cannot hold a NUL byte: a lake's value holding one
+    (a pass-through column, or a QI generalized as a set) failed the write,
+    after every fragment, with DuckDB's words and no column named, exit 1,
+    which a scheduler retries (helper-87). Refused by the statistics' pass,
+    by name, exit 2; dropped, the column is no obstacle."""
+    src = tmp_path / "nul.parquet"
+    n = 300
+    notes = ["fine"] * n
+    zips = [f"z{i % 7}" for i in range(n)]
+    (notes if column == "note" else zips)[-1] = "bad\x00byte"
+    pq.write_table(pa.table({"age": [18 + i % 40 for i in range(n)], "zip": zips, "note": notes}), src)
+    fresh_schema(pg_url, "nul_text")
+    args = ["anonymize", src, "-o", pg_url, "--target-table", "nul_text.dst", "--qi", "age,zip", "-k", 5,
+            "--workers", 1]
+    p = _cli(*args)
+    assert p.returncode == 2, p.stderr
+    assert one_error_line(p.stderr) == (f"Error: column {column!r} holds text with a NUL byte, which a PostgreSQL "
+                                        f"table cannot hold: remove it in a view (replace(\"{column}\", chr(0), '')), "
+                                        "or write a file")
+    assert not exists(pg_url, "nul_text", "dst") and staging_left(pg_url, "nul_text") == set()
+    if column == "note":
+        p = _cli(*args, "--drop", "note")
+        assert p.returncode == 0, p.stderr
+
+
 def test_a_worker_whose_server_connection_dies_fails_its_task_without_aborting(pg_url, tmp_path):
     """A server restarted, or pg_terminate_backend(), while a worker pulled
     its fragment: DuckDB's postgres extension then failed its ROLLBACK in a
