@@ -194,7 +194,11 @@ class Conn:
         try:
             u = self._u
         except ValueError as exc:  # UrlError, or a port ':abc'
-            raise ConfigError(f"not a database URL: {redact_urls(self.url)!r} ({redact_urls(str(exc))})") from None
+            hosts = self.url.partition("://")[2].partition("/")[0].rpartition("@")[2]
+            # libpq's list of hosts with ports read as "invalid literal for int()" (helper-87)
+            why = ("several hosts with their ports: give them as ?host=h1,h2&port=5432,5433" if "," in hosts
+                   else redact_urls(str(exc)))
+            raise ConfigError(f"not a database URL: {redact_urls(self.url)!r} ({why})") from None
         after_scheme = self.url.partition("://")[2].partition("?")[0]
         if (u.host and "@" in u.host) or (u.host and after_scheme.count("@") > 1):  # not a file path's (SQLite)
             # 'user:Sup@Secret9@host', 'user:Sup@Sec/ret9@host': the rest of the

@@ -2749,6 +2749,15 @@ def test_short_scheme_and_a_non_iso_datestyle(pg_url, tmp_path):
         == [(600,)]
     with pytest.raises(sqlanon.ConfigError, match=r"not a database URL: 'postgresql://u:\*\*\*@h:abc/d' \(invalid"):
         sqlanon.anonymize("postgresql://u:pw@h:abc/d", tmp_path / "o.parquet", table="t", qi=["age"], k=5)
+    # libpq's hosts with their ports (not a port SQLAlchemy reads: helper-87), and the form that works
+    with pytest.raises(sqlanon.ConfigError, match=r"\(several hosts with their ports: give them as \?host=h1,h2&port="):
+        sqlanon.anonymize("postgresql://u:pw@h:1,g:2/d", tmp_path / "o.parquet", table="t", qi=["age"], k=5)
+    from sqlalchemy.engine import make_url
+
+    u = make_url(pg_url)
+    hosts = (u.set(host=None, port=None).render_as_string(hide_password=False)
+             + f"?host={u.host},{u.host}&port=1,{u.port}")  # the first refuses; libpq tries the next
+    assert sqlanon.verify(hosts, table=f"{schema}.dst", qi=["age"], k=5, l=2, sensitive=["disease"]).ok
 
 
 def test_uuid_enum_and_inet_columns_as_qi_and_sensitive(pg_url, tmp_path):
