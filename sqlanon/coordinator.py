@@ -1128,6 +1128,7 @@ def run(
                 target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
                 source_rows=total, dialect=source.dialect, executor=options.executor,
                 csv_copy=_parse_once(source, slots, remote, len(plan.fragments)),
+                started_at=started.isoformat(), source=_recorded(source),  # a dry run's input was '' (helper-90)
             )
 
         t0 = time.perf_counter()

@@ -158,6 +158,8 @@ def test_explain_prints_the_plan_without_writing(source, tmp_path):
     plan = r.explain()
     assert plan["sample_rows"] == 500 and plan["seed"] == 1 and len(plan["fragments"]) == 3
     assert plan["csv_copy"] is False and plan["executor"] == "local"  # a Parquet source, the local pool
+    # The dry run's result names its input and start, as a run's does (both were '': helper-90).
+    assert r.source == r.to_dict()["input"] == str(source) and r.to_dict()["started_at"].startswith("20")
     assert sum(f["estimated_rows"] for f in plan["fragments"]) == pytest.approx(20_000, rel=0.01)
     # Same seed, same plan.
     again = run(source, out, workers=2, fragments=3, explain=True, sample=500, seed=1).explain()
