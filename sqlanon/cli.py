@@ -777,11 +777,9 @@ def _config_value(p: click.Parameter, val, base: str):
             return ()  # none, as the library's drop=[] (a job file made from a template: helper-51)
         names = tuple(_scalar(v, "a column name (or a list of them)") for v in items)
         return tuple(map(_quoted_item, names)) if isinstance(val, list) else names
-    if p.name == "sample":
-        try:
-            float(_scalar(val))
-        except ValueError:
-            raise ValueError(f"must be a fraction (0.001) or a row count (50000), not {_shown(val)}") from None
+    if p.name == "sample":  # a number, as k is and as the library's sample= is: not "1e4" (helper-90)
+        if isinstance(val, bool) or not isinstance(val, (int, float)):
+            raise ValueError(f"must be a fraction (0.001) or a row count (50000), not {_shown(val)}")
     if getattr(p, "is_flag", False):
         if not isinstance(val, bool):
             raise ValueError(f"must be true or false, not {_shown(val)}")

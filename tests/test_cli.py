@@ -1256,7 +1256,8 @@ def test_click_usage_errors(out_dir, args, pattern):
     ('k: !!int "010"', r"!!int '010' is not a plain decimal number, which YAML 1\.1 and 1\.2 read alike"),  # helper-60
     ("k: !!int 0x0A", r"!!int '0x0A' is not a plain decimal number"),
     ('sample: !!float "1_000"', r"!!float '1_000' is not a plain decimal number"),
-    ("sample: 1_000", r"'1_000' is neither a fraction nor a row count"),  # text, which float() took
+    ("sample: 1_000", r"'sample' .* must be a fraction \(0\.001\) or a row count \(50000\), not '1_000'"),
+    ('sample: "1e4"', r"'sample' .* not '1e4'"),  # text, as k: "10" is refused (helper-90)
     ("on: true", r"has the key True: keys are option names"),  # YAML's boolean, as a key
     ("~: x", r"has the key None: keys are option names"),
     ("k: 1", r"'k' in '.*job.yml' must be an integer >= 2, got 1"),  # named k, not the flag -k
