@@ -562,12 +562,34 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     number goes); booleans are YAML 1.1's (``true``, ``yes``, ``on``…);
     merge keys (``<<: {k: 10}``) work."""
 
-    def construct_mapping(self, node, deep=False):
+    MERGED_MOST = 10_000
+    """Keys a mapping may hold once its merge keys are merged: merges of
+    merges of aliases grow tenfold a level (a 626-byte job file took six
+    minutes and 1.7 GB to load; helper-86)."""
+
+    def __init__(self, stream) -> None:
+        super().__init__(stream)
+        self._flattened: set[int] = set()
+
+    def flatten_mapping(self, node) -> None:
+        """Each mapping's own keys checked, merged ones too (a key twice in
+        a merged mapping, or two merge keys, took the last value silently:
+        ``<<: {k: 10, k: 2}`` published k = 2; helper-86), before YAML's
+        merge, whose result holds merged keys again by design (the
+        mapping's own win; of a list of merged mappings, the first)."""
+        if id(node) in self._flattened:  # an alias's mapping, flattened already
+            return
+        self._flattened.add(id(node))
         seen: set = set()
+        merges = 0
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # merged keys may be overridden by the mapping's own, as YAML says
-            key = self.construct_object(key_node, deep=deep)
+                merges += 1
+                if merges > 1:
+                    raise yaml.constructor.ConstructorError(None, None, "the merge key '<<' appears twice",
+                                                            key_node.start_mark)
+                continue
+            key = self.construct_object(key_node)
             if isinstance(key, (list, dict)):  # '[a, b]: 1' (unhashable: a TypeError traceback)
                 raise yaml.constructor.ConstructorError(
                     None, None, "a key must be a name, not a list or mapping", key_node.start_mark
@@ -577,7 +599,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     None, None, f"key {key!r} appears twice", key_node.start_mark
                 )
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        super().flatten_mapping(node)  # which flattens each merged mapping through this method first
+        if len(node.value) > self.MERGED_MOST:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"merge keys make a mapping of more than {self.MERGED_MOST} keys", node.start_mark)
 
 
 _YAML_1_1 = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
