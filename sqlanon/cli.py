@@ -801,6 +801,9 @@ def _config_value(p: click.Parameter, val, base: str):
                 raise ValueError("must name at least one column")
             return ()  # none, as the library's drop=[] (a job file made from a template: helper-51)
         names = tuple(_scalar(v, "a column name (or a list of them)") for v in items)
+        blank = next((i for i, n in enumerate(names, 1) if not n.strip()), None)
+        if isinstance(val, list) and blank is not None:  # dropped unsaid: a template's empty "{{ssn}}" (helper-86)
+            raise ValueError(f"has an empty column name (item {blank} of its list)")
         return tuple(map(_quoted_item, names)) if isinstance(val, list) else names
     if p.name == "sample":  # a number, as k is and as the library's sample= is: not "1e4" (helper-90)
         if isinstance(val, bool) or not isinstance(val, (int, float)):

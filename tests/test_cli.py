@@ -1259,6 +1259,10 @@ def test_click_usage_errors(out_dir, args, pattern):
     ("sample: 1_000", r"'sample' .* must be a fraction \(0\.001\) or a row count \(50000\), not '1_000'"),
     ('sample: "1e4"', r"'sample' .* not '1e4'"),  # text, as k: "10" is refused (helper-90)
     ("on: true", r"has the key True: keys are option names"),  # YAML's boolean, as a key
+    # an item left empty (a template's blank variable) was dropped unsaid: its column published raw (helper-86)
+    ('drop: [workclass, ""]', r"'drop' in '.*job\.yml' has an empty column name \(item 2 of its list\)"),
+    ("keep: [' ']", r"'keep' .* has an empty column name \(item 1 of its list\)"),
+    ('sensitive: ["", income]', r"'sensitive' .* has an empty column name \(item 1 of its list\)"),
     ("~: x", r"has the key None: keys are option names"),
     ("k: 1", r"'k' in '.*job.yml' must be an integer >= 2, got 1"),  # named k, not the flag -k
 ])
