@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 
 from .config import missing_table, table_text
 from .errors import ConfigError, InputError
-from .io import first_line, split_table_name
+from .io import first_line, physical_path, split_table_name
 from .sql.render import GENERIC, Rendered, quote_for
 from .warehouse import Conn
 
@@ -334,6 +334,20 @@ UNSUPPORTED = {"mssql": "SQL Server", "oracle": "Oracle"}
 """SQLAlchemy backends whose SQL the portable statements do not fit (README)."""
 
 
+def _physical(conn: Conn) -> Conn:
+    """A SQLite file's URL with each ``..`` taken as the kernel takes it
+    (:func:`sqlanon.io.physical_path`): SQLAlchemy cuts ``link/..`` off as
+    text, so a job in a linked directory naming ``sqlite:///../hr.db`` read
+    another database than ``ls`` shows, or failed as one not there (helper-86)."""
+    db = conn.database
+    if conn.backend != "sqlite" or not db or db.startswith("file:") or ".." not in db.split(os.sep):
+        return conn
+    physical = physical_path(db)
+    head, sep, rest = conn.url.partition(db)
+    moved = Conn(head + physical + rest) if sep and physical != db else conn
+    return moved if moved.database == physical else conn
+
+
 def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
     """The table's columns are reflected now: a missing table fails before any work."""
     from sqlalchemy import inspect
@@ -347,6 +361,7 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
         raise ConfigError("a database URL needs --table (schema.table)")
     parts = tuple(split_table_name(table))
     schema, name = (None, parts[0]) if len(parts) == 1 else parts
+    conn = _physical(conn)
     source = SqlAlchemySource(conn, parts)
     if source.root is not None and not os.path.isfile(source.root):
         # SQLite would create an empty database file there, and leave it behind.

@@ -2070,6 +2070,19 @@ def test_relative_sqlite_url_in_a_config_file_is_relative_to_the_file(tmp_path, 
     r = cli("anonymize", "--config", job / "ro.yml", "--workers", "1", "--quiet")
     assert r.exit_code == 0, r.stderr
     assert pq.read_table(job / "r.parquet").num_rows == 200
+    # '..' after a linked directory goes where ls goes: SQLAlchemy cut 'link/..' off as text, and read a
+    # decoy there (or failed as a database not there; helper-86)
+    (tmp_path / "real" / "jobs").mkdir(parents=True)
+    shutil.copy(job / "hr.db", tmp_path / "real" / "hr.db")
+    (tmp_path / "linked").symlink_to(tmp_path / "real" / "jobs")
+    with sqlite3.connect(tmp_path / "hr.db") as c:  # the decoy, where the text's '..' leads
+        c.execute("CREATE TABLE p (id INTEGER, age INTEGER)")
+        c.executemany("INSERT INTO p VALUES (?, ?)", [(i, i % 4) for i in range(20)])
+    (tmp_path / "real" / "jobs" / "up.yml").write_text("input: sqlite:///../hr.db\ntable: p\noutput: u.parquet\n"
+                                                      "qi: age\nk: 5\n")
+    r = cli("anonymize", "--config", tmp_path / "linked" / "up.yml", "--workers", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["rows"] == 200
 
 
 def test_reader_gone_after_publishing_is_not_an_internal_error(tmp_path):
