@@ -819,7 +819,10 @@ def _config_value(p: click.Parameter, val, base: str):
     if isinstance(p.type, click.types.FloatParamType):
         if isinstance(val, bool) or not isinstance(val, (int, float)):
             raise ValueError(f"must be a number, not {_shown(val)}")
-        return val
+        try:
+            return float(val)
+        except OverflowError:  # a whole number past a float's range: click's traceback (helper-86)
+            raise ValueError(f"must be a number a float can hold, not {_shown(val)}") from None
     if isinstance(val, str) and not val.strip():  # table: "" was blamed on --table (helper-51)
         raise ValueError("is empty")
     if p.name in PATH_KEYS:

@@ -1243,6 +1243,7 @@ def test_click_usage_errors(out_dir, args, pattern):
     ('table: ""', r"'table' in '.*job\.yml' is empty$"),  # it said 'a database URL needs --table' (helper-51)
     ('metrics: " "', r"'metrics' in '.*job\.yml' is empty$"),
     ("task_timeout: [1]", r"'task_timeout' .* a number"),
+    ("task_timeout: 1" + "0" * 400, r"'task_timeout' .* must be a number a float can hold"),  # a traceback (helper-86)
     ("metrics: {a: 1}", r"'metrics' .* a value"),
     ("hierarchy: {race: }", r"'hierarchy' .* a path"),
     ("generalization: {age: }", r"'generalization' .* a kind"),
