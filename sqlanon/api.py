@@ -443,6 +443,7 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
     """``--metrics`` names a new place: not the input, not the output."""
     if warehouse.is_url(out) or target_table is not None:
         if io.file_format(metrics) is None and not warehouse.is_url(out):  # a table in the output DuckDB file
+            io.check_duckdb_output(out)  # first: its metrics' schema was blamed on 'x.parquet' (helper-86)
             target = io.DuckDBTarget(out, tuple(io.split_table_name(target_table)))
             mkey = io.duckdb_table_key(target.metrics_table(metrics))
             if mkey == io.duckdb_table_key(target.table):

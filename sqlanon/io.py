@@ -3021,6 +3021,17 @@ def _check_replaceable_directory(path: str) -> None:
         )
 
 
+def check_duckdb_output(spec: str) -> None:
+    """The output of a ``--target-table`` must be a DuckDB file, or a new file named as one."""
+    if os.path.isfile(spec):
+        _check_duckdb_file(spec, "--target-table", output=True)
+    elif not spec.lower().endswith(DUCKDB_SUFFIXES):
+        raise ConfigError(
+            f"--target-table writes into a DuckDB file: name a .duckdb, .ddb or .db output "
+            f"(or a database URL), not {spec!r}"
+        )
+
+
 def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None = None) -> Target:
     """Resolve an output argument; refuses to replace an existing output without ``overwrite``."""
     spec = utf8_path(os.fspath(path), "output")
@@ -3038,13 +3049,8 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
         if os.path.isfile(spec) and os.path.getsize(spec) == 0:  # DuckDB refuses it, after every fragment (helper-17)
             raise ConfigError(f"{spec!r} is an empty file, which DuckDB does not open as a database: remove it "
                               "(a new database is made in its place), or name another file")
-        if os.path.isfile(spec):
-            _check_duckdb_file(spec, "--target-table", output=True)
-        elif not spec.lower().endswith(DUCKDB_SUFFIXES):
-            raise ConfigError(
-                f"--target-table writes into a DuckDB file: name a .duckdb, .ddb or .db output "
-                f"(or a database URL), not {spec!r}"
-            )
+        check_duckdb_output(spec)
+
         def check(lock: PathLock) -> DuckDBTarget:
             target = DuckDBTarget(spec, tuple(split_table_name(table)), overwrite=overwrite, lock=lock)
             if target.exists(replacing=overwrite) and not overwrite:  # its schema checked either way

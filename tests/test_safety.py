@@ -1171,11 +1171,16 @@ def test_target_table_needs_a_duckdb_file(lake, tmp_path, people_db):
     out = tmp_path / "tt.parquet"
     with pytest.raises(ConfigError, match="target_table= writes into a DuckDB file"):
         sqlanon.anonymize(lake, out, target_table="t", qi=["x"], k=5, workers=1)
+    # ... also with a metrics table there: it was 'schema 'hr' does not exist in the new DuckDB file' (helper-86)
+    with pytest.raises(ConfigError, match="target_table= writes into a DuckDB file"):
+        sqlanon.anonymize(lake, out, target_table="hr.t", metrics="runs", qi=["x"], k=5, workers=1)
     assert not out.exists()
     existing = tmp_path / "data.parquet"
     pq.write_table(pa.table({"x": [1]}), existing)
-    with pytest.raises(ConfigError, match="is not a DuckDB database"):
-        sqlanon.anonymize(lake, existing, target_table="t", qi=["x"], k=5, workers=1, overwrite=True)
+    for metrics in (None, "runs"):
+        with pytest.raises(ConfigError, match="is not a DuckDB database"):
+            sqlanon.anonymize(lake, existing, target_table="t", metrics=metrics, qi=["x"], k=5, workers=1,
+                              overwrite=True)
     with pytest.raises(ConfigError, match="is not a DuckDB database: table="):
         sqlanon.anonymize(existing, tmp_path / "o.parquet", table="t", qi=["x"], k=2, workers=1)
 
