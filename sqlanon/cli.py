@@ -677,6 +677,10 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
         if p is None:
             if str(key) in FLAGS_ONLY:
                 raise _ConfigFileError(f"{key!r} in {value!r} is a command-line flag only: pass --{key} instead")
+            flag = re.sub(r"^no[-_]", "", key)
+            if flag != key and getattr(keys.get(flag.replace("-", "_")), "is_flag", False):
+                # A flag's off-switch (--no-overwrite): 'overwrite' was its hint, the opposite (helper-86).
+                raise _ConfigFileError(f"unknown key {key!r} in {value!r}: write {flag}: false")
             hint = suggest(str(key), sorted(k.replace("_", "-") for k in keys)) or _privacy_hint(str(key))
             raise _ConfigFileError(f"unknown key {key!r} in {value!r}{hint}")
         if p.name in given:

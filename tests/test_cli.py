@@ -1853,6 +1853,17 @@ def test_config_hints_k_and_l_for_their_long_names(tmp_path, key, hint):
                              + "\n")
 
 
+@pytest.mark.parametrize("key, flag", [("no_overwrite", "overwrite"), ("no-overwrite", "overwrite"),
+                                       ("no_quiet", "quiet")])
+def test_config_says_how_to_turn_a_flag_off(tmp_path, key, flag):
+    """'no_overwrite: true' was hinted 'did you mean overwrite?', the opposite (helper-86)."""
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"{key}: true\n")
+    r = cli("anonymize", "--config", cfg)
+    assert r.exit_code == 2
+    assert r.stderr == f"Error: unknown key {key!r} in {str(cfg)!r}: write {flag}: false\n"
+
+
 @pytest.mark.parametrize("key", ["debug", "config", "explain"])
 def test_a_command_line_flag_in_a_job_file_is_named_as_one(tmp_path, key):
     """'debug: true' was an unknown key with no hint, while the README said every option is a key.
