@@ -1080,8 +1080,8 @@ def run(
         loose = _loose_sensitive(columns, spec, None if getattr(target, "dialect", None) == "postgres" else (
             lambda c: _groupable(snapshot_holder, source.relation, c)))
         # Text PostgreSQL cannot hold, found before the work rather than by the write (helper-87).
-        nul = [f.name for f in schema if f.name not in drop and (pa.types.is_string(f.type) or pa.types.is_large_string(
-            f.type))] if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres" else []
+        nul = [name for name, typ in described if name not in drop and typ.split(" ")[0] == "VARCHAR"
+               ] if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres" else []
         total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
             con, source, spec, schema, passthrough if compare_on == "duckdb" else (),
             list(dict.fromkeys([*zeros, *copied_zeros])), loose, nul)
