@@ -216,12 +216,25 @@ QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
 """A -W option for multiprocessing's resource tracker (see :func:`_start_server`)."""
 
 
+_SERVER_STARTING = threading.Lock()
+"""Held while a fork server starts: two library calls from two threads at
+once each saved the other's variables as the caller's and put them back
+last, leaving PYTHONSAFEPATH, PYTHONPATH and the caller's script in the
+host's environment for good (helper-92)."""
+
+
 def _start_server() -> None:
     """Start multiprocessing's fork server (if not running) with Ctrl-C
     blocked: the mask is inherited, so a Ctrl-C (sent to the whole process
     group) while the new interpreter starts is held until sqlanon._preload
     discards it; it printed 'Fatal Python error: init_import_site' under the
-    CLI's one line. This process gets its own Ctrl-C once unblocked."""
+    CLI's one line. This process gets its own Ctrl-C once unblocked. One
+    thread at a time (:data:`_SERVER_STARTING`)."""
+    with _SERVER_STARTING:
+        _start_server_alone()
+
+
+def _start_server_alone() -> None:
     from multiprocessing import forkserver, util
 
     # multiprocessing's resource tracker outlives a run that fails while its

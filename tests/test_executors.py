@@ -927,6 +927,34 @@ def test_the_callers_own_pool_works_after_a_run(tmp_path):
     assert proc.stdout.splitlines() == ["[1, 4, 9]", "[1, 4, 9]"]
 
 
+def test_two_calls_at_once_from_two_threads_leave_the_environment_as_it_was(tmp_path):
+    """The pool's start sets PYTHONSAFEPATH, PYTHONPATH and the caller's
+    script in the environment for the fork server, and puts the caller's
+    values back: two calls at once from two threads each saved the other's
+    as the caller's, and the host kept them for good (its next script run
+    found no module beside it; helper-92)."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"age": [20 + i % 40 for i in range(400)]}), src)
+    script = textwrap.dedent(f"""
+        import os, threading
+        import sqlanon
+
+        before = dict(os.environ)
+        for attempt in range(3):
+            calls = [threading.Thread(target=sqlanon.anonymize, args=({str(src)!r}, {str(tmp_path)!r} + f"/o{{i}}.parquet"),
+                                      kwargs=dict(qi=["age"], k=5, workers=2, overwrite=True)) for i in range(2)]
+            [t.start() for t in calls]
+            [t.join() for t in calls]
+            changed = {{k for k in before.keys() | os.environ.keys() if before.get(k) != os.environ.get(k)}}
+            print(sorted(changed))
+    """)
+    (tmp_path / "host.py").write_text(script)
+    proc = subprocess.run([sys.executable, str(tmp_path / "host.py")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["[]"] * 3, proc.stdout
+    assert pq.read_metadata(tmp_path / "o0.parquet").num_rows == pq.read_metadata(tmp_path / "o1.parquet").num_rows
+
+
 def test_a_script_without_the_main_guard_is_told_so(source, tmp_path):
     """Dask's worker processes import the script that started a LocalCluster:
     one calling sqlanon outside `if __name__ == "__main__"` ran again in each,
