@@ -234,9 +234,23 @@ def _start_server() -> None:
         _start_server_alone()
 
 
+_server_main: dict[str, str | None] | None = None
+"""The caller's script and module (:func:`_callers_main`) the running fork
+server was started with, which it gives its workers as their ``__main__``."""
+
+
 def _start_server_alone() -> None:
+    global _server_main
     from multiprocessing import forkserver, util
 
+    main = _callers_main()
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public handle
+    if pid is not None and _server_main is not None and main != _server_main:
+        # The caller's __main__ changed since (IPython's %run, runpy): the
+        # server would give the workers the old one, and they would import
+        # the new script as multiprocessing's own __mp_main__, running a
+        # call it makes without a main guard again in each (helper-92).
+        _end_server(pid)
     # multiprocessing's resource tracker outlives a run that fails while its
     # pool starts (the CLI then ends without waiting for the pool) and wrote
     # 'leaked semaphore objects' warnings to the CLI's stderr after its one
@@ -254,6 +268,7 @@ def _start_server_alone() -> None:
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
         try:
             forkserver.ensure_running()
+            _server_main = main
         except ChildProcessError as exc:  # (an OSError) its server is the parent's: ChildProcessError (helper-35)
             raise ConfigError("this process was forked from one that had started sqlanon's local worker pool, which "
                               "stays the parent's: run it with one worker here, or from a fresh process") from exc
@@ -361,17 +376,31 @@ def stop_local_server() -> None:
 
     pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public handle
     if pid is not None:
+        _end_server(pid)
+
+
+def _end_server(pid: int) -> None:
+    """Kill the fork server ``pid`` and wait until it has died (a zombie has
+    closed its files), so that the CLI, whose own exit is quick, ends with
+    the server gone rather than merely signalled. Not reaped:
+    multiprocessing waits for it itself before it starts the next server,
+    and takes it for alive until it can be reaped (a zombie to /proc may
+    not be one yet to waitpid: a restart then found the old server
+    'running', and the next process start made a server without the
+    caller's script; helper-92)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return  # already gone; multiprocessing reaps it on its next start
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return  # already gone; multiprocessing reaps it on its next start
-        # Wait until it has died (a zombie has closed its files), so that the
-        # CLI, whose own exit is quick, ends with the server gone rather than
-        # merely signalled. Not reaped: multiprocessing waits for it itself
-        # before it starts the next server.
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and _process_state(pid) not in (None, "Z"):
-            time.sleep(0.002)
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+                return  # exited, and left for multiprocessing to reap
+        except ChildProcessError:  # not this process's child: as /proc tells
+            if _process_state(pid) in (None, "Z"):
+                return
+        time.sleep(0.002)
 
 
 def _process_state(pid: int) -> str | None:

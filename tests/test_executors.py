@@ -955,6 +955,35 @@ def test_two_calls_at_once_from_two_threads_leave_the_environment_as_it_was(tmp_
     assert pq.read_metadata(tmp_path / "o0.parquet").num_rows == pq.read_metadata(tmp_path / "o1.parquet").num_rows
 
 
+def test_a_guardless_script_run_after_a_call_of_the_host_is_not_run_again_by_the_workers(tmp_path):
+    """The fork server gives its workers the caller's script as their
+    __main__, as it was when the server started: a script without a main
+    guard that a host ran later (IPython's %run, runpy) was imported again
+    by every worker, whose own anonymize() call then failed the run as a
+    worker 'killed, or out of memory?' (helper-92). A changed __main__
+    starts a new server."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"age": [20 + i % 40 for i in range(400)]}), src)
+    (tmp_path / "job.py").write_text(textwrap.dedent(f"""
+        import sqlanon
+        print("job", __name__)
+        sqlanon.anonymize({str(src)!r}, {str(tmp_path / "job.parquet")!r}, qi=["age"], k=5, workers=2, overwrite=True)
+    """))
+    (tmp_path / "host.py").write_text(textwrap.dedent(f"""
+        import runpy
+        import sqlanon
+
+        if __name__ == "__main__":
+            for night in range(3):
+                sqlanon.anonymize({str(src)!r}, {str(tmp_path / "host.parquet")!r}, qi=["age"], k=5, workers=2,
+                                  overwrite=True)
+                runpy.run_path({str(tmp_path / "job.py")!r}, run_name="__main__")
+    """))
+    proc = subprocess.run([sys.executable, str(tmp_path / "host.py")], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["job __main__"] * 3 and proc.stderr == ""
+
+
 def test_a_script_without_the_main_guard_is_told_so(source, tmp_path):
     """Dask's worker processes import the script that started a LocalCluster:
     one calling sqlanon outside `if __name__ == "__main__"` ran again in each,
