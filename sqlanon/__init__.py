@@ -61,7 +61,16 @@ def __getattr__(name: str):
         # raised once they are done: cut short, numpy or pandas stayed half
         # imported for the rest of the process (helper-60).
         with interrupts.watching():
-            found = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+            try:
+                found = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+            except RuntimeError as exc:  # "can't register atexit after shutdown" (concurrent.futures)
+                import threading
+
+                if threading.main_thread().is_alive():
+                    raise
+                from .errors import AFTER_SHUTDOWN, ConfigError
+
+                raise ConfigError(AFTER_SHUTDOWN) from exc
         if name in ("anonymize_table", "column_stats"):  # the engine's, with errors in the library's terms
             from .errors import in_library_terms
 

@@ -175,6 +175,13 @@ _KEYWORD_PASSWORD = re.compile(
     r"""(\b\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|(?:\\.|[^\s&])+)""", re.IGNORECASE)
 
 
+AFTER_SHUTDOWN = ("the interpreter is shutting down (its main thread has returned), and sqlanon's work cannot start "
+                  "now: have the main thread wait for this thread (thread.join())")
+"""A call from a thread still running once the main thread has returned:
+Python then refuses new atexit hooks and new futures, and the call failed
+with a bare RuntimeError (helper-92)."""
+
+
 def redact_urls(text: str) -> str:
     """``text`` with the password of every URL in it masked
     (``postgresql://user:***@host/db``, ``?password=***``), and any libpq

@@ -56,7 +56,7 @@ import weakref
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 
-from .errors import ConfigError, InputError
+from .errors import AFTER_SHUTDOWN, ConfigError, InputError
 
 log = logging.getLogger(__name__)
 
@@ -482,6 +482,8 @@ class LocalExecutor:
     remote = False
 
     def __init__(self, workers: int) -> None:
+        if not threading.main_thread().is_alive():  # "cannot schedule new futures after interpreter shutdown"
+            raise ConfigError(AFTER_SHUTDOWN + ", or run it with one worker (its work then runs in this thread)")
         if multiprocessing.current_process().daemon:  # it raised AssertionError from the pool's first start (helper-35)
             raise ConfigError("local worker processes cannot start from a daemonic process (a multiprocessing.Pool "
                               "or Celery prefork worker): run it with one worker there (its work then runs in that process)")

@@ -984,6 +984,34 @@ def test_a_guardless_script_run_after_a_call_of_the_host_is_not_run_again_by_the
     assert proc.stdout.splitlines() == ["job __main__"] * 3 and proc.stderr == ""
 
 
+@pytest.mark.parametrize("imported", ["in the thread", "by the main thread"])
+def test_a_call_from_a_thread_the_main_thread_did_not_wait_for_is_refused_by_name(tmp_path, imported):
+    """A script whose main thread returns while its thread calls sqlanon:
+    Python refuses new atexit hooks and futures then, and the call failed
+    with a bare RuntimeError, no SqlanonError for a host to catch (helper-92)."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"age": [20 + i % 40 for i in range(400)]}), src)
+    (tmp_path / "late.py").write_text(textwrap.dedent(f"""
+        import threading, time
+        {"import sqlanon" if imported == "by the main thread" else ""}
+
+        def job():
+            time.sleep(0.3)
+            import sqlanon
+            try:
+                sqlanon.anonymize({str(src)!r}, {str(tmp_path / "o.parquet")!r}, qi=["age"], k=5, workers=2)
+            except sqlanon.ConfigError as exc:
+                print(exc.exit_code, exc)
+
+        threading.Thread(target=job).start()
+    """))
+    proc = subprocess.run([sys.executable, str(tmp_path / "late.py")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.startswith("2 the interpreter is shutting down (its main thread has returned), and sqlanon's "
+                                  "work cannot start now: have the main thread wait for this thread (thread.join())")
+    assert not (tmp_path / "o.parquet").exists()
+
+
 def test_a_script_without_the_main_guard_is_told_so(source, tmp_path):
     """Dask's worker processes import the script that started a LocalCluster:
     one calling sqlanon outside `if __name__ == "__main__"` ran again in each,
