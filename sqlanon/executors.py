@@ -157,8 +157,14 @@ def _forkserver_context():
     # sqlanon and loaded the compiled kernel once, instead of forking the
     # coordinator (DuckDB and Arrow threads make fork unsafe) or paying a full
     # interpreter start per worker (spawn).
+    from multiprocessing import forkserver
+
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["sqlanon._preload"])
+    # Beside the caller's own (set_forkserver_preload: the server is one per process, theirs too; helper-92),
+    # but for '__main__' (multiprocessing's default), which would run the caller's script in the server.
+    theirs = [m for m in getattr(forkserver._forkserver, "_preload_modules", [])
+              if m not in ("__main__", "sqlanon._preload")]
+    ctx.set_forkserver_preload([*theirs, "sqlanon._preload"])
     # A worker would import the caller's script again (multiprocessing does,
     # for functions defined there): a script without `if __name__ ==
     # "__main__":` then ran its anonymize() call in every worker, which died,

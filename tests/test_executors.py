@@ -915,16 +915,19 @@ def test_the_callers_own_pool_works_after_a_run(tmp_path):
             return x * x
 
         if __name__ == "__main__":
+            mp.set_forkserver_preload(["json"])  # the caller's own, kept beside sqlanon's (helper-92)
             for run in range(2):
                 sqlanon.anonymize({str(src)!r}, {str(tmp_path / "o.parquet")!r}, qi=["age"], k=5, workers=2,
                                   overwrite=True)
                 with mp.get_context("forkserver").Pool(2) as pool:
                     print(pool.map(square, [1, 2, 3]))
+            from multiprocessing import forkserver
+            print(forkserver._forkserver._preload_modules)
     """)
     (tmp_path / "job.py").write_text(script)
     proc = subprocess.run([sys.executable, str(tmp_path / "job.py")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["[1, 4, 9]", "[1, 4, 9]"]
+    assert proc.stdout.splitlines() == ["[1, 4, 9]", "[1, 4, 9]", "['json', 'sqlanon._preload']"]
 
 
 def test_two_calls_at_once_from_two_threads_leave_the_environment_as_it_was(tmp_path):
