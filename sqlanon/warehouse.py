@@ -1501,10 +1501,16 @@ class PostgresTarget:
         """``CREATE TABLE IF NOT EXISTS table (LIKE like)``, when another run
         may be creating it too: the second of two failed at publish ('duplicate
         key value violates unique constraint "pg_type_typname_nsp_index"',
-        helper-22), once the first committed; it finds the table then."""
+        helper-22), once the first committed; it finds the table then. A table
+        already there is not created again: PostgreSQL checks the schema's
+        CREATE privilege first, and a metrics table another role made in a
+        schema the run may only write into failed each night after all the
+        work (helper-91)."""
         import psycopg
 
         for attempt in range(2):
+            if c.execute("SELECT to_regclass(%s) IS NOT NULL", [table]).fetchone()[0]:
+                return
             try:
                 with c.transaction():  # a savepoint
                     c.execute(f"CREATE TABLE IF NOT EXISTS {table} (LIKE {like})")

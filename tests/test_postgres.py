@@ -3203,6 +3203,18 @@ def test_a_target_schema_that_is_missing_or_not_writable_is_refused_before_any_w
              "--qi", "age", "-k", 5, "-v", "--metrics", "public.sqlanon_runs_nocreate")
     assert p.returncode == 1 and "may not create tables in schema 'public'" in one_error_line(p.stderr), p.stderr
     assert "fragment" not in p.stderr and not exists(pg_url, schema, "dst")
+    # A metrics table made there by another role, which the role may write into: appended to. It failed
+    # at publishing, after all the work ('permission denied for schema public': CREATE TABLE IF NOT
+    # EXISTS asks for CREATE first; helper-91).
+    sql(pg_url, "DROP TABLE IF EXISTS public.sqlanon_runs_shared")
+    p = _cli("anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table", f"{schema}.made",
+             "--qi", "age", "-k", 5, "--metrics", "public.sqlanon_runs_shared")
+    assert p.returncode == 0, p.stderr
+    sql(pg_url, f"GRANT SELECT, INSERT ON public.sqlanon_runs_shared TO {role}")
+    p = _cli("anonymize", url, "--table", f"{schema}.src", "-o", url, "--target-table", f"{schema}.dst",
+             "--qi", "age", "-k", 5, "--metrics", "public.sqlanon_runs_shared")
+    assert p.returncode == 0, p.stderr
+    assert scalar(pg_url, "SELECT count(DISTINCT run_id) FROM public.sqlanon_runs_shared") == 2
 
 
 def test_signed_zeros_from_postgres_into_a_duckdb_table_are_refused(pg_url, tmp_path):
