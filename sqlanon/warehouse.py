@@ -795,6 +795,9 @@ class PostgresTarget:
     _lock = None
     _owns: bool | None = None
     """Whether the role owns the existing target (None: no target, or not asked)."""
+    _owner_cannot_create: str | None = None
+    """The existing target's owner, a role the run's is a member of, when it
+    may not create tables in the target's schema (a swap gives it the new table)."""
     _old_types: dict[str, str] = field(default_factory=dict, repr=False)
     """The existing target's columns and their own types (a domain's name), when it is to be replaced."""
     _server_version = 0
@@ -844,12 +847,20 @@ class PostgresTarget:
         and the run failed after all its work with the server's 'must be
         member of role …' (helper-61). By name: columns of another type or
         order are found when publishing (the run fails then, the old table kept)."""
-        if self._owns is not False or not self._old_types or set(names) == set(self._old_types):
+        if self._owns is None or not self._old_types or set(names) == set(self._old_types):
+            return
+        if self._owns and self._owner_cannot_create is None:
             return
         gone = [c for c in self._old_types if c not in names]
         new = [c for c in names if c not in self._old_types]
         change = "; ".join(x for x in (gone and f"without {', '.join(map(repr, gone[:5]))}",
                                        new and f"with {', '.join(map(repr, new[:5]))}") if x)
+        if self._owns:  # a group role's table: ALTER ... OWNER TO needs the owner's CREATE (helper-91)
+            raise InputError(
+                f"cannot replace {self.describe()}: its columns change ({change}), so the new table must take its "
+                f"place and be given to its owner {self._owner_cannot_create!r}, which may not create tables in "
+                f"schema {self.table[0]!r}; GRANT CREATE ON SCHEMA {ident(self.table[0])} TO "
+                f"{ident(self._owner_cannot_create)}, publish the same columns, or to another table")
         raise InputError(f"cannot replace {self.describe()}: its columns change ({change}), so the new table must "
                          "take its place, which only its owner may do, and the role does not own it; publish the "
                          "same columns, or to another table")
@@ -946,13 +957,17 @@ class PostgresTarget:
 
         with self._connect() as c:
             try:
-                read_only, owns, refills, referenced = c.execute(
+                read_only, owns, refills, referenced, group_owner = c.execute(
                     "SELECT current_setting('transaction_read_only') = 'on', "
                     "pg_has_role(c.relowner, 'USAGE'), "
                     "has_table_privilege(c.oid, 'INSERT') AND has_table_privilege(c.oid, 'TRUNCATE'), "
                     "ARRAY(SELECT format('the foreign key %%I of %%s', con.conname, con.conrelid::regclass::text) "
                     "      FROM pg_constraint con WHERE con.confrelid = c.oid AND con.conrelid <> c.oid "
-                    "      AND con.conparentid = 0 ORDER BY 1) "  # not a partition's copy of the table's own
+                    "      AND con.conparentid = 0 ORDER BY 1), "  # not a partition's copy of the table's own
+                    "CASE WHEN c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = current_user) "  # a superuser may give it to any role
+                    "     AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) "
+                    "     AND NOT has_schema_privilege(c.relowner, c.relnamespace, 'CREATE') "
+                    "THEN pg_get_userbyid(c.relowner) END "
                     "FROM (SELECT 1) one LEFT JOIN pg_class c ON c.oid = to_regclass(%s)",
                     (ident(list(self.table)),),
                 ).fetchone()
@@ -969,6 +984,7 @@ class PostgresTarget:
                                      "nor may TRUNCATE and INSERT into it (to refill it); GRANT TRUNCATE, INSERT ON "
                                      "it first")
                 self._owns = owns
+                self._owner_cannot_create = group_owner if owns else None
                 self._old_types = dict(c.execute(_DECLARED_COLUMNS, (ident(list(self.table)),)).fetchall())
                 refuse_metrics_as_output(self._old_types, self.describe())
                 self._refuse_rewriters(c, ident(list(self.table)))

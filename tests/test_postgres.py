@@ -1693,6 +1693,21 @@ def test_a_target_the_role_may_refill_but_not_own_is_refused_up_front_when_its_c
                                          r"new table must take its place, which only its owner may do"):
         sqlanon.anonymize(url, url, drop=["disease"], **run)
     assert not staging_left(pg_url, schema) and no_advisory_locks(pg_url)
+    # Owned by a group role of the role's that may not create in the schema: the swap's ALTER ... OWNER TO
+    # failed after all the work, as 'permission denied for schema' (the role itself may; helper-91).
+    sql(pg_url, f"GRANT {q(owner)} TO {q(role)}; REVOKE CREATE ON SCHEMA {q(schema)} FROM {q(owner)}")
+    try:
+        with pytest.raises(InputError, match=rf"cannot replace .*dst: its columns change \(without 'disease'\), so "
+                                             rf"the new table must take its place and be given to its owner "
+                                             rf"'{owner}', which may not create tables in schema '{schema}'; GRANT"):
+            sqlanon.anonymize(url, url, drop=["disease"], **run)
+        assert not staging_left(pg_url, schema) and no_advisory_locks(pg_url)
+        sql(pg_url, f"GRANT CREATE ON SCHEMA {q(schema)} TO {q(owner)}")  # as the message says
+        assert sqlanon.anonymize(url, url, drop=["disease"], **run).metrics.rows == 500
+        assert scalar(pg_url, f"SELECT relowner::regrole::text FROM pg_class WHERE oid = "
+                              f"'{rel(schema, 'dst')}'::regclass") == q(owner)
+    finally:
+        sql(pg_url, f"REVOKE {q(owner)} FROM {q(role)}")
 
 
 def test_the_output_database_session_outlives_idle_timeouts_while_verifying(pg_url, monkeypatch):
