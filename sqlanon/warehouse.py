@@ -1248,10 +1248,36 @@ class PostgresTarget:
         if indexes or unkept:
             log.warning("%s: %s not carried over (the table's columns change)",
                         self.describe(), ", ".join([*(f"index {i}" for i in indexes), *unkept]))
-        keep = [r[0] for r in c.execute(
-            render("carry_over.sql", dialect="postgres", inline=True, old=target, new=stage).sql).fetchall()]
-        for stmt in [*keep, f"DROP TABLE {target}", *rename]:
+        keep = c.execute(render("carry_over.sql", dialect="postgres", inline=True, old=target, new=stage).sql
+                         ).fetchall()
+        self._carry_over(c, keep)
+        for stmt in [f"DROP TABLE {target}", *rename]:
             c.execute(stmt)
+
+    def _carry_over(self, c, steps: list[tuple[str, str | None]]) -> None:
+        """Give the new table what the old one had (``carry_over.sql``'s
+        statements). A grant another role made (``bi=r/analyst``, with the
+        grant option it holds) is made as that role where this one may act
+        as it: made by this one, a REVOKE ... CASCADE from the grantor no
+        longer reached it (helper-91); where it may not, said so."""
+        me = c.execute("SELECT current_user").fetchone()[0]
+        unchained: dict[str, list[str]] = {}
+        for stmt, grantor in steps:
+            if grantor is None:
+                c.execute(stmt)
+            elif c.execute("SELECT pg_has_role(%s, 'MEMBER')", [grantor]).fetchone()[0]:
+                c.execute(f"SET ROLE {ident(grantor)}")
+                try:
+                    c.execute(stmt)
+                finally:
+                    c.execute(f"SET ROLE {ident(me)}")
+            else:
+                c.execute(stmt)
+                unchained.setdefault(grantor, []).append(stmt.split(" TO ", 1)[-1])
+        if unchained:
+            log.warning("%s: the grants %s are made by the table's owner on the new table (its columns change): a "
+                        "REVOKE ... CASCADE from their grantor no longer reaches them", self.describe(),
+                        "; ".join(f"{', '.join(sorted(set(to)))} had from {who!r}" for who, to in unchained.items()))
 
     # -- the run's lock: a second concurrent run on the same target is refused
     def lock(self) -> None:

@@ -1482,6 +1482,46 @@ def test_overwrite_keeps_grants_and_comments(pg_url):
     assert not staging_left(pg_url, schema)
 
 
+def test_a_swap_keeps_grants_in_their_grantors_names(pg_url):
+    """A grant another role made with its grant option (bi=r/analyst) was
+    made by the publishing role on the swapped-in table: a REVOKE ...
+    CASCADE from the analyst then left bi reading every row (helper-91).
+    Made as the grantor where the run's role may act as it; where it may
+    not, said so."""
+    schema, etl, analyst, bi = "chain", "sqlanon_chain_etl", "sqlanon chain analyst", "sqlanon chain bi"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 500)
+    for role in (analyst, bi):
+        _role(pg_url, role)
+    url = login_role(pg_url, etl, "chainpw")
+    sql(pg_url, f"GRANT USAGE, CREATE ON SCHEMA {q(schema)} TO {q(etl)}; GRANT USAGE ON SCHEMA {q(schema)} TO "
+                f"{q(analyst)}, {q(bi)}; GRANT SELECT ON {rel(schema, 'src')} TO {q(etl)}")
+    dst = rel(schema, "dst")
+    run = dict(table=rel(schema, "src"), target_table=dst, qi=PEOPLE_QI.split(","), k=5, workers=1, overwrite=True)
+
+    def acl() -> list[str]:
+        return sorted(a for a in scalar(pg_url, f"SELECT relacl::text[] FROM pg_class WHERE oid = '{dst}'::regclass")
+                      if "chain analyst" in a or "chain bi" in a)
+
+    for who, as_grantor in ((pg_url, True), (url, False)):  # a superuser may act as any role; etl not as the analyst
+        sqlanon.anonymize(who, who, **run)
+        sql(pg_url, f"GRANT SELECT ON {dst} TO {q(analyst)} WITH GRANT OPTION; SET ROLE {q(analyst)}; "
+                    f"GRANT SELECT ON {dst} TO {q(bi)}; RESET ROLE")
+        before = acl()
+        drop = ["disease"] if as_grantor else ["note"]
+        logs = _cli("anonymize", who, "--table", run["table"], "-o", who, "--target-table", dst, "--qi", PEOPLE_QI,
+                    "-k", 5, "--workers", 1, "--overwrite", "--drop", ",".join(drop), "-q")
+        assert logs.returncode == 0, logs.stderr
+        if as_grantor:
+            assert acl() == before and any(a.endswith(f"/{q(analyst)}") for a in before)
+            assert "REVOKE" not in logs.stderr
+        else:
+            assert [a.split("/")[0] for a in acl()] == [a.split("/")[0] for a in before]
+            assert f"the grants {q(bi)} had from '{analyst}' are made by the table's owner on the new table" in \
+                logs.stderr
+        sql(pg_url, f"DROP TABLE {dst}, {rel(schema, 'dst__metrics')}")
+
+
 def test_overwrite_keeps_row_level_security_owner_and_exact_privileges(pg_url):
     """A rename swapped in a table without the old one's row-level security
     and policies (a reader limited to some rows then saw them all), owned by

@@ -4,6 +4,11 @@
    column grants of `old`, PUBLIC included; the owner's own entry is not
    carried: privileges it revoked from itself come back);
    and its comments (table and columns, for the columns both have).
+   Each row: the statement, and the role to give a grant as (`grantor`:
+   one another role made, holding the grant option, which a REVOKE ...
+   CASCADE from it must reach; NULL: the owner's, which the table's owner
+   gives), the grants in the order the table's ACL holds them (a grant
+   option before the grants made with it).
    format() quotes every name (%I) and value (%L) on the server. #}
 WITH o AS (SELECT {{ p(old) }}::regclass::oid AS oid,
                   (SELECT relowner FROM pg_class WHERE oid = {{ p(old) }}::regclass) AS owner),
@@ -17,28 +22,31 @@ WITH o AS (SELECT {{ p(old) }}::regclass::oid AS oid,
           AND a.attname IN (SELECT attname FROM pg_attribute, n WHERE attrelid = n.oid AND attnum > 0 AND NOT attisdropped)
      ),
      steps AS (
-        SELECT 1 AS step, format('REVOKE ALL ON %s FROM %s', n.name, g.name) AS stmt
+        SELECT 1 AS step, ''::name AS part, 0::bigint AS ord,
+               format('REVOKE ALL ON %s FROM %s', n.name, g.name) AS stmt, NULL::text AS grantor
         FROM n, pg_class c, LATERAL (SELECT DISTINCT grantee FROM aclexplode(c.relacl)) acl
              JOIN grantee g ON g.oid = acl.grantee
         WHERE c.oid = n.oid AND acl.grantee <> n.owner
         UNION ALL
-        SELECT 2, format('ALTER TABLE %s OWNER TO %I', n.name, pg_get_userbyid(o.owner))
+        SELECT 2, '', 0, format('ALTER TABLE %s OWNER TO %I', n.name, pg_get_userbyid(o.owner)), NULL
         FROM o, n WHERE o.owner <> n.owner
         UNION ALL
-        SELECT 3, format('GRANT %s ON %s TO %s%s', acl.privilege_type, n.name, g.name,
-                         CASE WHEN acl.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
-        FROM o, n, pg_class c, LATERAL aclexplode(c.relacl) acl JOIN grantee g ON g.oid = acl.grantee
+        SELECT 3, '', acl.ordinality, format('GRANT %s ON %s TO %s%s', acl.privilege_type, n.name, g.name,
+                                      CASE WHEN acl.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END),
+               CASE WHEN acl.grantor <> o.owner THEN pg_get_userbyid(acl.grantor) END
+        FROM o, n, pg_class c, LATERAL aclexplode(c.relacl) WITH ORDINALITY acl JOIN grantee g ON g.oid = acl.grantee
         WHERE c.oid = o.oid AND acl.grantee <> o.owner
         UNION ALL
-        SELECT 3, format('GRANT %s (%I) ON %s TO %s%s', acl.privilege_type, s.attname, n.name, g.name,
-                         CASE WHEN acl.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
-        FROM o, n, shared s, LATERAL aclexplode(s.attacl) acl JOIN grantee g ON g.oid = acl.grantee
+        SELECT 3, s.attname, acl.ordinality, format('GRANT %s (%I) ON %s TO %s%s', acl.privilege_type, s.attname, n.name,
+                                             g.name, CASE WHEN acl.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END),
+               CASE WHEN acl.grantor <> o.owner THEN pg_get_userbyid(acl.grantor) END
+        FROM o, n, shared s, LATERAL aclexplode(s.attacl) WITH ORDINALITY acl JOIN grantee g ON g.oid = acl.grantee
         WHERE acl.grantee <> o.owner
         UNION ALL
-        SELECT 4, format('COMMENT ON TABLE %s IS %L', n.name, obj_description(o.oid, 'pg_class'))
+        SELECT 4, '', 0, format('COMMENT ON TABLE %s IS %L', n.name, obj_description(o.oid, 'pg_class')), NULL
         FROM o, n WHERE obj_description(o.oid, 'pg_class') IS NOT NULL
         UNION ALL
-        SELECT 4, format('COMMENT ON COLUMN %s.%I IS %L', n.name, s.attname, s.comment)
+        SELECT 4, s.attname, 0, format('COMMENT ON COLUMN %s.%I IS %L', n.name, s.attname, s.comment), NULL
         FROM n, shared s WHERE s.comment IS NOT NULL
      )
-SELECT stmt FROM steps ORDER BY step
+SELECT stmt, grantor FROM steps ORDER BY step, part, ord
