@@ -957,7 +957,7 @@ class PostgresTarget:
 
         with self._connect() as c:
             try:
-                read_only, owns, refills, referenced, group_owner = c.execute(
+                read_only, owns, refills, referenced, group_owner, denied = c.execute(
                     "SELECT current_setting('transaction_read_only') = 'on', "
                     "pg_has_role(c.relowner, 'USAGE'), "
                     "has_table_privilege(c.oid, 'INSERT') AND has_table_privilege(c.oid, 'TRUNCATE'), "
@@ -967,7 +967,14 @@ class PostgresTarget:
                     "CASE WHEN c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = current_user) "  # a superuser may give it to any role
                     "     AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) "
                     "     AND NOT has_schema_privilege(c.relowner, c.relnamespace, 'CREATE') "
-                    "THEN pg_get_userbyid(c.relowner) END "
+                    "THEN pg_get_userbyid(c.relowner) END, "
+                    # Row-level security that lets the role insert no row (no permissive INSERT policy of its):
+                    # the refill failed after all the work (helper-91).
+                    "c.relrowsecurity AND (c.relforcerowsecurity OR NOT pg_has_role(c.relowner, 'USAGE')) "
+                    "AND NOT (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user) "
+                    "AND NOT EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND p.polpermissive "
+                    "                AND p.polcmd IN ('a', '*') AND (0 = ANY (p.polroles) OR EXISTS ("
+                    "                    SELECT 1 FROM unnest(p.polroles) r WHERE pg_has_role(r, 'USAGE')))) "
                     "FROM (SELECT 1) one LEFT JOIN pg_class c ON c.oid = to_regclass(%s)",
                     (ident(list(self.table)),),
                 ).fetchone()
@@ -983,6 +990,10 @@ class PostgresTarget:
                     raise InputError(f"cannot replace {self.describe()}: the role neither owns it (to replace it) "
                                      "nor may TRUNCATE and INSERT into it (to refill it); GRANT TRUNCATE, INSERT ON "
                                      "it first")
+                if denied:
+                    raise InputError(f"cannot replace {self.describe()}: its row-level security lets the role insert "
+                                     "no row (no INSERT policy applies to it), and the table is refilled in place; "
+                                     "create one for the role, or publish to another table")
                 self._owns = owns
                 self._owner_cannot_create = group_owner if owns else None
                 self._old_types = dict(c.execute(_DECLARED_COLUMNS, (ident(list(self.table)),)).fetchall())

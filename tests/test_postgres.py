@@ -1522,6 +1522,33 @@ def test_a_swap_keeps_grants_in_their_grantors_names(pg_url):
         sql(pg_url, f"DROP TABLE {dst}, {rel(schema, 'dst__metrics')}")
 
 
+def test_a_target_whose_row_level_security_denies_the_role_every_insert_is_refused_up_front(pg_url):
+    """A target of another owner with row-level security and no INSERT
+    policy for the publishing role: its refill failed after all the work
+    ('new row violates row-level security policy'; helper-91)."""
+    schema, etl, owner = "rls_insert", "sqlanon_rls_etl", "sqlanon rls owner"
+    url = people_reader(pg_url, schema, etl, "rlsipw", 300)
+    _role(pg_url, owner)
+    sql(pg_url, f"GRANT CREATE ON SCHEMA {q(schema)} TO {q(etl)}")
+    dst = rel(schema, "dst")
+    run = ["anonymize", url, "--table", rel(schema, "src"), "-o", url, "--target-table", dst, "--qi", PEOPLE_QI,
+           "-k", 5, "--workers", 1, "--overwrite", "-v"]
+    assert _cli(*run).returncode == 0
+    sql(pg_url, f"ALTER TABLE {dst} OWNER TO {q(owner)}; GRANT SELECT, INSERT, TRUNCATE ON {dst} TO {q(etl)}; "
+                f"ALTER TABLE {dst} ENABLE ROW LEVEL SECURITY; "
+                f"CREATE POLICY readers ON {dst} FOR SELECT TO {q(etl)} USING (true)")
+    p = _cli(*run)
+    assert p.returncode == 1
+    assert one_error_line(p.stderr).endswith("its row-level security lets the role insert no row (no INSERT policy "
+                                             "applies to it), and the table is refilled in place; create one for the "
+                                             "role, or publish to another table")
+    assert "fragment" not in p.stderr and not staging_left(pg_url, schema)
+    sql(pg_url, f"CREATE POLICY loaders ON {dst} FOR INSERT TO PUBLIC WITH CHECK (true)")
+    p = _cli(*run)
+    assert p.returncode == 0, p.stderr
+    assert scalar(pg_url, f"SELECT count(*) FROM {dst}") == 300
+
+
 def test_overwrite_keeps_row_level_security_owner_and_exact_privileges(pg_url):
     """A rename swapped in a table without the old one's row-level security
     and policies (a reader limited to some rows then saw them all), owned by
