@@ -2041,6 +2041,18 @@ def test_row_level_security_on_the_input_is_named(pg_url, tmp_path, caplog):
     assert sqlanon.anonymize(pg_url, tmp_path / "p.parquet", table=f"{schema}.src", qi=["age"], k=5,
                              workers=1).metrics.rows == 600  # the owner: not under it
     assert "row-level security" not in caplog.text
+    # A policy of the moment (an embargo ending now()) is named as a view of the moment is: each fragment
+    # is read at its own time (helper-91); the half policy is not.
+    sql(pg_url, f"CREATE POLICY embargo ON {schema}.src TO {role} USING (day <= now() - interval '1 day')")
+    caplog.clear()
+    sqlanon.anonymize(url, tmp_path / "o.parquet", table=f"{schema}.src", qi=["age"], k=5, workers=1,
+                      overwrite=True)
+    assert f"policy embargo on {schema}.src uses now(): each worker reads its fragment at its own time" in caplog.text
+    assert "policy half" not in caplog.text
+    caplog.clear()
+    sqlanon.anonymize(pg_url, tmp_path / "p.parquet", table=f"{schema}.src", qi=["age"], k=5, workers=1,
+                      overwrite=True)
+    assert "policy embargo" not in caplog.text  # the owner: not under it
 
 
 def test_what_would_fail_publishing_is_refused_before_any_work(pg_url):
