@@ -1227,7 +1227,8 @@ class PostgresTarget:
             )
         self._lock_target(c, target)
         plan = render("replace_plan.sql", dialect="postgres", inline=True, old=target, new=stage)
-        views, indexes, attached, owner, unkept, referenced, old_columns, new_columns = c.execute(plan.sql).fetchone()
+        (views, indexes, attached, owner, unkept, referenced, old_columns, new_columns, old_names,
+         new_names) = c.execute(plan.sql).fetchone()
         if referenced:
             raise InputError(f"cannot replace {self.describe()}: {', '.join(referenced)} reference(s) it, so no "
                              "TRUNCATE or DROP can; drop the constraint, or publish to another table")
@@ -1248,7 +1249,11 @@ class PostgresTarget:
             c.execute(f"DROP TABLE {stage}")
             return
         if views or attached:
-            changed = next(
+            # By name where names differ ('without native_country'), else the first column whose type or
+            # place does: by place alone, a dropped column read as renamed to the next (helper-91).
+            gone, added = [n for n in old_names if n not in new_names], [n for n in new_names if n not in old_names]
+            changed = "; ".join(x for x in (gone and f"without {', '.join(map(repr, gone[:5]))}",
+                                            added and f"with {', '.join(map(repr, added[:5]))}") if x) or next(
                 (f"{a or '(none)'} -> {b or '(none)'}" for a, b in itertools.zip_longest(old_columns, new_columns)
                  if a != b), "")
             what = (f"{', '.join(views)} depend(s) on it" if views else "") + (

@@ -18,7 +18,8 @@ WITH o AS (SELECT {{ p(old) }}::regclass::oid AS oid, (SELECT reltype FROM pg_cl
 SELECT
     ARRAY(
         SELECT * FROM (
-            SELECT DISTINCT 'view ' || r.ev_class::regclass::text
+            SELECT DISTINCT (SELECT CASE relkind WHEN 'm' THEN 'materialized view ' ELSE 'view ' END
+                             FROM pg_class WHERE oid = r.ev_class) || r.ev_class::regclass::text
             FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid, o
             WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass
               AND d.refobjid = o.oid AND r.ev_class <> o.oid
@@ -110,4 +111,8 @@ SELECT
     ARRAY(
         SELECT a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ({% include "_collation.sql" %})
         FROM pg_attribute a, n WHERE a.attrelid = n.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
-    ) AS new_columns
+    ) AS new_columns,
+    ARRAY(SELECT a.attname FROM pg_attribute a, o WHERE a.attrelid = o.oid AND a.attnum > 0 AND NOT a.attisdropped
+          ORDER BY a.attnum) AS old_names,
+    ARRAY(SELECT a.attname FROM pg_attribute a, n WHERE a.attrelid = n.oid AND a.attnum > 0 AND NOT a.attisdropped
+          ORDER BY a.attnum) AS new_names
