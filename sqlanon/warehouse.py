@@ -964,7 +964,8 @@ class PostgresTarget:
                     "ARRAY(SELECT format('the foreign key %%I of %%s', con.conname, con.conrelid::regclass::text) "
                     "      FROM pg_constraint con WHERE con.confrelid = c.oid AND con.conrelid <> c.oid "
                     "      AND con.conparentid = 0 ORDER BY 1), "  # not a partition's copy of the table's own
-                    "CASE WHEN c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = current_user) "  # a superuser may give it to any role
+                    # a superuser may give the table to any role
+                    "CASE WHEN c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = current_user) "
                     "     AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) "
                     "     AND NOT has_schema_privilege(c.relowner, c.relnamespace, 'CREATE') "
                     "THEN pg_get_userbyid(c.relowner) END, "
@@ -1272,28 +1273,42 @@ class PostgresTarget:
 
     def _carry_over(self, c, steps: list[tuple[str, str | None]]) -> None:
         """Give the new table what the old one had (``carry_over.sql``'s
-        statements). A grant another role made (``bi=r/analyst``, with the
-        grant option it holds) is made as that role where this one may act
-        as it: made by this one, a REVOKE ... CASCADE from the grantor no
-        longer reached it (helper-91); where it may not, said so."""
-        me = c.execute("SELECT current_user").fetchone()[0]
-        unchained: dict[str, list[str]] = {}
+        statements). A grant another role made with its grant option
+        (``bi=r/analyst``) is made by the table's owner: a REVOKE ... CASCADE
+        from that role no longer reaches it, which is said (helper-91).
+        Made as the grantor instead (SET ROLE), it failed the publish where
+        the grantor had lost a privilege since, or the ACL's order was not
+        the chain's, and silently granted nothing where the grantor held
+        another privilege (helper-93)."""
+        chains: dict[str, list[str]] = {}
         for stmt, grantor in steps:
-            if grantor is None:
-                c.execute(stmt)
-            elif c.execute("SELECT pg_has_role(%s, 'MEMBER')", [grantor]).fetchone()[0]:
-                c.execute(f"SET ROLE {ident(grantor)}")
-                try:
-                    c.execute(stmt)
-                finally:
-                    c.execute(f"SET ROLE {ident(me)}")
-            else:
-                c.execute(stmt)
-                unchained.setdefault(grantor, []).append(stmt.split(" TO ", 1)[-1])
-        if unchained:
+            if stmt.startswith("ALTER TABLE ") and " OWNER TO " in stmt:
+                self._give_to_owner(c, stmt)
+                continue
+            c.execute(stmt)
+            if grantor is not None:
+                chains.setdefault(grantor, []).append(stmt.split(" TO ", 1)[-1].removesuffix(" WITH GRANT OPTION"))
+        if chains:
             log.warning("%s: the grants %s are made by the table's owner on the new table (its columns change): a "
                         "REVOKE ... CASCADE from their grantor no longer reaches them", self.describe(),
-                        "; ".join(f"{', '.join(sorted(set(to)))} had from {who!r}" for who, to in unchained.items()))
+                        "; ".join(f"{', '.join(sorted(set(to)))} had from {who!r}" for who, to in chains.items()))
+
+    def _give_to_owner(self, c, stmt: str) -> None:
+        """The swap's ``ALTER TABLE ... OWNER TO``, which needs the owner's
+        CREATE on the schema: :meth:`check_swappable` refuses before any work
+        a change of column names, not of their types only, which failed here
+        with the server's bare 'permission denied for schema' (helper-93)."""
+        import psycopg
+
+        try:
+            c.execute(stmt)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            owner = stmt.rsplit(" OWNER TO ", 1)[1]
+            raise InputError(
+                f"cannot publish {self.describe()}: its columns change, so the new table must take its place and be "
+                f"given to its owner {owner}, which may not create tables in schema {self.table[0]!r} "
+                f"({self.conn.redact(_first_line(exc))}); GRANT CREATE ON SCHEMA {ident(self.table[0])} TO {owner}, "
+                "publish the same columns, or to another table") from None
 
     # -- the run's lock: a second concurrent run on the same target is refused
     def lock(self) -> None:

@@ -944,7 +944,8 @@ def test_two_calls_at_once_from_two_threads_leave_the_environment_as_it_was(tmp_
 
         before = dict(os.environ)
         for attempt in range(3):
-            calls = [threading.Thread(target=sqlanon.anonymize, args=({str(src)!r}, {str(tmp_path)!r} + f"/o{{i}}.parquet"),
+            calls = [threading.Thread(target=sqlanon.anonymize,
+                                      args=({str(src)!r}, {str(tmp_path)!r} + f"/o{{i}}.parquet"),
                                       kwargs=dict(qi=["age"], k=5, workers=2, overwrite=True)) for i in range(2)]
             [t.start() for t in calls]
             [t.join() for t in calls]

@@ -37,8 +37,9 @@ WITH o AS (SELECT {{ p(old) }}::regclass::oid AS oid,
         FROM o, n, pg_class c, LATERAL aclexplode(c.relacl) WITH ORDINALITY acl JOIN grantee g ON g.oid = acl.grantee
         WHERE c.oid = o.oid AND acl.grantee <> o.owner
         UNION ALL
-        SELECT 3, s.attname, acl.ordinality, format('GRANT %s (%I) ON %s TO %s%s', acl.privilege_type, s.attname, n.name,
-                                             g.name, CASE WHEN acl.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END),
+        SELECT 3, s.attname, acl.ordinality,
+               format('GRANT %s (%I) ON %s TO %s%s', acl.privilege_type, s.attname, n.name, g.name,
+                      CASE WHEN acl.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END),
                CASE WHEN acl.grantor <> o.owner THEN pg_get_userbyid(acl.grantor) END
         FROM o, n, shared s, LATERAL aclexplode(s.attacl) WITH ORDINALITY acl JOIN grantee g ON g.oid = acl.grantee
         WHERE acl.grantee <> o.owner
