@@ -256,7 +256,14 @@ def _start_server_alone() -> None:
         # server would give the workers the old one, and they would import
         # the new script as multiprocessing's own __mp_main__, running a
         # call it makes without a main guard again in each (helper-92).
-        _end_server(pid)
+        # Not while it has processes of its own: a pool of the caller's
+        # forked from it lost every worker (helper-93).
+        if _children(pid):
+            log.warning("the script running (%s) is not the one the local workers' server started with, which "
+                        "other processes still use: each worker imports it, so its call of sqlanon needs an `if "
+                        "__name__ == \"__main__\":` guard", main.get(SCRIPT_ENV) or main.get(MODULE_ENV))
+        else:
+            _end_server(pid)
     # multiprocessing's resource tracker outlives a run that fails while its
     # pool starts (the CLI then ends without waiting for the pool) and wrote
     # 'leaked semaphore objects' warnings to the CLI's stderr after its one
@@ -1015,8 +1022,8 @@ def _jvm_stderr_quiet():
         os.close(null)
 
 
-def _children() -> set[int]:
-    """The process ids of this process's descendants (Linux /proc; empty elsewhere)."""
+def _children(root: int | None = None) -> set[int]:
+    """The process ids of the descendants of ``root`` (this process by default; Linux /proc: empty elsewhere)."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if entry.isdigit():
@@ -1025,7 +1032,7 @@ def _children() -> set[int]:
                     parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue
-    found, frontier = set(), {os.getpid()}
+    found, frontier = set(), {os.getpid() if root is None else root}
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
         found |= frontier

@@ -988,6 +988,42 @@ def test_a_guardless_script_run_after_a_call_of_the_host_is_not_run_again_by_the
     assert proc.stdout.splitlines() == ["job __main__"] * 3 and proc.stderr == ""
 
 
+def test_the_fork_server_is_not_started_again_under_a_pool_of_the_hosts(tmp_path):
+    """Started again for a new __main__, the fork server took the host's
+    own forkserver pool down with it, mid-task (helper-93): while it has
+    processes of its own it stays, and a warning says the script then needs
+    its main guard (this one has it: its run succeeds)."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"age": [20 + i % 40 for i in range(400)]}), src)
+    (tmp_path / "job.py").write_text(textwrap.dedent(f"""
+        import sqlanon
+        if __name__ == "__main__":
+            sqlanon.anonymize({str(src)!r}, {str(tmp_path / "job.parquet")!r}, qi=["age"], k=5, workers=2)
+            print("job ok")
+    """))
+    (tmp_path / "host.py").write_text(textwrap.dedent(f"""
+        import multiprocessing, runpy, time
+        from concurrent.futures import ProcessPoolExecutor
+        import sqlanon
+
+        def slow(x):
+            time.sleep(3)
+            return x * 2
+
+        if __name__ == "__main__":
+            sqlanon.anonymize({str(src)!r}, {str(tmp_path / "host.parquet")!r}, qi=["age"], k=5, workers=2)
+            with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("forkserver")) as pool:
+                task = pool.submit(slow, 21)
+                time.sleep(0.5)
+                runpy.run_path({str(tmp_path / "job.py")!r}, run_name="__main__")
+                print("host task", task.result())
+    """))
+    proc = subprocess.run([sys.executable, str(tmp_path / "host.py")], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["job ok", "host task 42"]
+    assert "is not the one the local workers' server started with, which other processes still use" in proc.stderr
+
+
 @pytest.mark.parametrize("imported", ["in the thread", "by the main thread"])
 def test_a_call_from_a_thread_the_main_thread_did_not_wait_for_is_refused_by_name(tmp_path, imported):
     """A script whose main thread returns while its thread calls sqlanon:
