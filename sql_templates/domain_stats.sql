@@ -24,7 +24,8 @@
    holds a time past DuckDB's last one, 294247-01-10 04:00:54.775806
    (PostgreSQL's go to 294276), which DuckDB's postgres extension reads
    wrapped around to a time 290,000 years BC.
-   Whether each `nul` text column (DuckDB) holds a NUL byte.
+   Whether each `nul` text column (DuckDB) holds a NUL byte (`nul_lists`:
+   a list of text, in any of its values).
    The checksums (_checksum.sql) of the `checksum` columns, and whether each
    `signed_zeros` column holds both zeros (_signed_zeros.sql), in the same pass. #}
 SELECT
@@ -67,7 +68,7 @@ SELECT
         AS {{ ("__sqlanon_far" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in nul %}
-    , bool_or(contains({{ c | ident }}, chr(0))) AS {{ ("__sqlanon_nul" ~ loop.index0) | ident }}
+    , bool_or(contains({% if c in nul_lists %}array_to_string({{ c | ident }}, ''){% else %}{{ c | ident }}{% endif %}, chr(0))) AS {{ ("__sqlanon_nul" ~ loop.index0) | ident }}
 {% endfor %}
 {% include "_checksum.sql" %}
 {% include "_signed_zeros.sql" %}

@@ -408,9 +408,11 @@ def domain_stats(
                 if pa.types.is_decimal(schema.field(c).type)}
     far = [(f.name, f.type.tz is not None) for f in schema if pa.types.is_timestamp(f.type)
            ] if source.dialect == "postgres" else []
+    lists = [c for c in nul if pa.types.is_list(schema.field(c).type) or pa.types.is_large_list(schema.field(c).type)]
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
-                signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far, nul=list(nul))
+                signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far, nul=list(nul),
+                nul_lists=lists)
     # SQLite's timestamps come back as text (`stamps`), typed below
     typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
              if c in interval and c not in stamps for m in ("min", "max")}
@@ -1080,7 +1082,7 @@ def run(
         loose = _loose_sensitive(columns, spec, None if getattr(target, "dialect", None) == "postgres" else (
             lambda c: _groupable(snapshot_holder, source.relation, c)))
         # Text PostgreSQL cannot hold, found before the work rather than by the write (helper-87).
-        nul = [name for name, typ in described if name not in drop and typ.split(" ")[0] == "VARCHAR"
+        nul = [name for name, typ in described if name not in drop and typ.split(" ")[0] in ("VARCHAR", "VARCHAR[]")
                ] if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres" else []
         total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
             con, source, spec, schema, passthrough if compare_on == "duckdb" else (),

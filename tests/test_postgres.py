@@ -3357,7 +3357,7 @@ def test_unsigned_integers_from_a_lake_keep_their_values_in_postgresql(pg_url, t
     assert got == sorted((str(2**64 - 1 - i), 2**32 - 1 - i, 2**16 - 1 - i, 255 - i) for i in range(n))
 
 
-@pytest.mark.parametrize("column", ["note", "zip"])
+@pytest.mark.parametrize("column", ["note", "zip", "tags"])
 def test_text_with_a_nul_byte_is_refused_into_postgresql_before_the_work(pg_url, tmp_path, column):
     """PostgreSQL's text cannot hold a NUL byte: a lake's value holding one
     (a pass-through column, or a QI generalized as a set) failed the write,
@@ -3368,8 +3368,12 @@ def test_text_with_a_nul_byte_is_refused_into_postgresql_before_the_work(pg_url,
     n = 300
     notes = ["fine"] * n
     zips = [f"z{i % 7}" for i in range(n)]
-    (notes if column == "note" else zips)[-1] = "bad\x00byte"
-    pq.write_table(pa.table({"age": [18 + i % 40 for i in range(n)], "zip": zips, "note": notes}), src)
+    tags = [["a", "b"]] * n  # a list of text (helper-93)
+    if column == "tags":
+        tags[-1] = ["a", "bad\x00byte"]
+    else:
+        (notes if column == "note" else zips)[-1] = "bad\x00byte"
+    pq.write_table(pa.table({"age": [18 + i % 40 for i in range(n)], "zip": zips, "note": notes, "tags": tags}), src)
     fresh_schema(pg_url, "nul_text")
     args = ["anonymize", src, "-o", pg_url, "--target-table", "nul_text.dst", "--qi", "age,zip", "-k", 5,
             "--workers", 1]
