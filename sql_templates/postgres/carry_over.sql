@@ -4,11 +4,10 @@
    column grants of `old`, PUBLIC included; the owner's own entry is not
    carried: privileges it revoked from itself come back);
    and its comments (table and columns, for the columns both have).
-   Each row: the statement, and the role to give a grant as (`grantor`:
-   one another role made, holding the grant option, which a REVOKE ...
-   CASCADE from it must reach; NULL: the owner's, which the table's owner
-   gives), the grants in the order the table's ACL holds them (a grant
-   option before the grants made with it).
+   Each row: the statement, and `grantor`, the role that made the grant
+   when not the owner (with its grant option): the owner makes it again,
+   which a REVOKE ... CASCADE from that role no longer reaches, and the run
+   says so; the grants in the order the table's ACL holds them.
    format() quotes every name (%I) and value (%L) on the server. #}
 WITH o AS (SELECT {{ p(old) }}::regclass::oid AS oid,
                   (SELECT relowner FROM pg_class WHERE oid = {{ p(old) }}::regclass) AS owner),
