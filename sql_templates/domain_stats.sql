@@ -24,8 +24,9 @@
    holds a time past DuckDB's last one, 294247-01-10 04:00:54.775806
    (PostgreSQL's go to 294276), which DuckDB's postgres extension reads
    wrapped around to a time 290,000 years BC.
-   Whether each `nul` text column (DuckDB) holds a NUL byte (`nul_lists`:
-   a list of text, in any of its values).
+   Whether each `nul` text column (DuckDB, SQLite) holds a NUL byte
+   (`nul_lists`: a list of text, in any of its values; SQLite's text
+   functions stop at one: its bytes are searched).
    The checksums (_checksum.sql) of the `checksum` columns, and whether each
    `signed_zeros` column holds both zeros (_signed_zeros.sql), in the same pass. #}
 SELECT
@@ -68,7 +69,11 @@ SELECT
         AS {{ ("__sqlanon_far" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in nul %}
+{% if dialect == "sqla:sqlite" %}
+    , max(instr(CAST({{ c | ident }} AS BLOB), x'00') > 0) AS {{ ("__sqlanon_nul" ~ loop.index0) | ident }}
+{% else %}
     , bool_or(contains({% if c in nul_lists %}array_to_string({{ c | ident }}, ''){% else %}{{ c | ident }}{% endif %}, chr(0))) AS {{ ("__sqlanon_nul" ~ loop.index0) | ident }}
+{% endif %}
 {% endfor %}
 {% include "_checksum.sql" %}
 {% include "_signed_zeros.sql" %}

@@ -428,7 +428,8 @@ def domain_stats(
     if held:
         raise ConfigError(
             f"column {held[0]!r} holds text with a NUL byte, which a PostgreSQL table cannot hold: remove it in a "
-            f"view (replace({ident(held[0])}, chr(0), '')), or write a file"
+            f"view (replace({ident(held[0])}, {'char' if source.dialect == 'sqla:sqlite' else 'chr'}(0), '')), or "
+            "write a file"
         )
     total = row.column("n_rows")[0].as_py()
     stats: dict[str, ColumnStats] = {}
@@ -1082,8 +1083,11 @@ def run(
         loose = _loose_sensitive(columns, spec, None if getattr(target, "dialect", None) == "postgres" else (
             lambda c: _groupable(snapshot_holder, source.relation, c)))
         # Text PostgreSQL cannot hold, found before the work rather than by the write (helper-87).
+        into_postgres = getattr(target, "dialect", None) == "postgres"
         nul = [name for name, typ in described if name not in drop and typ.split(" ")[0] in ("VARCHAR", "VARCHAR[]")
-               ] if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres" else []
+               ] if source.dialect == "duckdb" and into_postgres else [
+            f.name for f in schema if f.name not in drop and pa.types.is_string(f.type)
+        ] if source.dialect == "sqla:sqlite" and into_postgres else []  # SQLite's text holds one too (helper-93)
         total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
             con, source, spec, schema, passthrough if compare_on == "duckdb" else (),
             list(dict.fromkeys([*zeros, *copied_zeros])), loose, nul)

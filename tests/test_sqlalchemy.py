@@ -528,6 +528,24 @@ def test_sqlite_to_postgres(db, pg_url):
     assert got == sqlite_rows(db, "SELECT id, note FROM people ORDER BY id")
 
 
+def test_sqlite_text_with_a_nul_byte_is_refused_into_postgresql_before_the_work(tmp_path, pg_url):
+    """SQLite's text holds a NUL byte, PostgreSQL's cannot: the run failed at
+    the write, after every fragment, with DuckDB's words, exit 1 (helper-93).
+    SQLite's text functions stop at the byte: its bytes are searched."""
+    db = tmp_path / "nul.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE p (id INT, age INT, note TEXT)")
+        c.executemany("INSERT INTO p VALUES (?, ?, ?)", [(i, 20 + i % 40, "bad\x00byte" if i == 7 else "fine")
+                                                         for i in range(200)])
+    args = ["anonymize", f"sqlite:///{db}", "--table", "p", "-o", pg_url, "--target-table", "public.nul_sqlite",
+            "--qi", "age", "-k", 5, "--workers", 1, "--overwrite"]
+    r = _cli(*args)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == ("Error: column 'note' holds text with a NUL byte, which a PostgreSQL table cannot hold: remove "
+                        "it in a view (replace(\"note\", char(0), '')), or write a file\n")
+    assert _cli(*args, "--drop", "note").returncode == 0
+
+
 def test_drop_spares_an_untyped_column_of_mixed_values(tmp_path):
     """SQLite lets a column without a type hold ints and strings: the type
     probe read every column, and the run failed ('cannot read its values')
