@@ -396,7 +396,7 @@ def domain_stats(
     Raises:
         ConfigError: a PostgreSQL timestamp column (of those the run reads:
             the schema's) holds a time DuckDB cannot; a ``nul`` text column
-            (of a DuckDB source into a PostgreSQL table) holds a NUL byte.
+            (:func:`_nul_columns`, into a PostgreSQL table) holds a NUL byte.
     """
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
@@ -1080,17 +1080,13 @@ def run(
         copied_zeros = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in drop] if isinstance(
             source, io.FileSource) and source.fmt == "csv" else []
         step("reading statistics")
-        loose = _loose_sensitive(columns, spec, None if getattr(target, "dialect", None) == "postgres" else (
-            lambda c: _groupable(snapshot_holder, source.relation, c)))
-        # Text PostgreSQL cannot hold, found before the work rather than by the write (helper-87).
         into_postgres = getattr(target, "dialect", None) == "postgres"
-        nul = [name for name, typ in described if name not in drop and typ.split(" ")[0] in ("VARCHAR", "VARCHAR[]")
-               ] if source.dialect == "duckdb" and into_postgres else [
-            f.name for f in schema if f.name not in drop and pa.types.is_string(f.type)
-        ] if source.dialect == "sqla:sqlite" and into_postgres else []  # SQLite's text holds one too (helper-93)
+        loose = _loose_sensitive(columns, spec, None if into_postgres else (
+            lambda c: _groupable(snapshot_holder, source.relation, c)))
         total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
             con, source, spec, schema, passthrough if compare_on == "duckdb" else (),
-            list(dict.fromkeys([*zeros, *copied_zeros])), loose, nul)
+            list(dict.fromkeys([*zeros, *copied_zeros])), loose,
+            _nul_columns(source, schema, described, drop) if into_postgres else ())
         copy_plain = any(c in mixed_zeros for c in copied_zeros)
         mixed_zeros = [c for c in mixed_zeros if c in zeros]
         _refuse_equal_values_written_apart(sens_distinct, target)
@@ -1687,6 +1683,20 @@ def _compared_bytewise(source, spec: AnonymizationSpec, columns: list[tuple[str,
     return {}
 
 
+def _nul_columns(source, schema: pa.Schema, described: list[tuple[str, str]], drop) -> list[str]:
+    """The published text columns of ``source`` that may hold a NUL byte,
+    which a PostgreSQL table's text cannot: found by the statistics' pass
+    before the work, not by the write after it (helper-87). A DuckDB
+    source's VARCHAR and VARCHAR[] columns (``described``: its DuckDB
+    types), SQLite's text (helper-93); a PostgreSQL source's hold none."""
+    if source.dialect == "duckdb":
+        return [name for name, typ in described
+                if name not in drop and typ.split(" ")[0] in ("VARCHAR", "VARCHAR[]")]
+    if source.dialect == "sqla:sqlite":
+        return [f.name for f in schema if f.name not in drop and pa.types.is_string(f.type)]
+    return []
+
+
 _WRITTEN_AS_COMPARED = re.compile(
     r"smallint|integer|bigint|boolean|text|character varying(\(\d+\))?|character(\(\d+\))?|date|uuid|bytea"
     r"|timestamp(\(\d\))? with(out)? time zone|time(\(\d\))? without time zone|numeric\(\d+,\d+\)|real"
@@ -1800,10 +1810,10 @@ def _merged_on_server(server, relation: str, columns: list[tuple[str, str]], spe
     on the failure's path only: a type is no proof (an enum never merges)."""
     import psycopg
 
-    types, known = dict(columns), set(_loose_sensitive(columns, spec))
+    known = set(_loose_sensitive(columns, spec))
     merged = []
-    for name in spec.sensitive:
-        if name in known or name not in types or _WRITTEN_AS_COMPARED.fullmatch(types[name].replace("[]", "")):
+    for name in _loose_sensitive(columns, spec, groupable=lambda c: True):
+        if name in known:
             continue
         try:
             with server.transaction():  # a type without equality (json) fails alone

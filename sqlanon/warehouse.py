@@ -717,6 +717,14 @@ LOCK_TRIES_MS = (200, 400, 800, 1600, 3200, 5000)
 (see :meth:`PostgresTarget._lock_target`)."""
 
 
+def _column_change(old: list[str], new: list[str]) -> str:
+    """A table's change of column names, as its messages say it ("without
+    'disease'; with 'age_lo', 'age_hi'"); '' when the names are the same."""
+    gone, added = [c for c in old if c not in new], [c for c in new if c not in old]
+    return "; ".join(x for x in (gone and f"without {', '.join(map(repr, gone[:5]))}",
+                                 added and f"with {', '.join(map(repr, added[:5]))}") if x)
+
+
 def _ragged_hint(con: duckdb.DuckDBPyConnection, parts: str) -> str:
     """Which list columns of ``parts`` a PostgreSQL array cannot hold: one is
     rectangular, so a list of lists of unequal lengths, or with an empty or
@@ -851,10 +859,7 @@ class PostgresTarget:
             return
         if self._owns and self._owner_cannot_create is None:
             return
-        gone = [c for c in self._old_types if c not in names]
-        new = [c for c in names if c not in self._old_types]
-        change = "; ".join(x for x in (gone and f"without {', '.join(map(repr, gone[:5]))}",
-                                       new and f"with {', '.join(map(repr, new[:5]))}") if x)
+        change = _column_change(list(self._old_types), names)
         if self._owns:  # a group role's table: ALTER ... OWNER TO needs the owner's CREATE (helper-91)
             raise InputError(
                 f"cannot replace {self.describe()}: its columns change ({change}), so the new table must take its "
@@ -1252,9 +1257,7 @@ class PostgresTarget:
         if views or attached:
             # By name where names differ ('without native_country'), else the first column whose type or
             # place does: by place alone, a dropped column read as renamed to the next (helper-91).
-            gone, added = [n for n in old_names if n not in new_names], [n for n in new_names if n not in old_names]
-            changed = "; ".join(x for x in (gone and f"without {', '.join(map(repr, gone[:5]))}",
-                                            added and f"with {', '.join(map(repr, added[:5]))}") if x) or next(
+            changed = _column_change(old_names, new_names) or next(
                 (f"{a or '(none)'} -> {b or '(none)'}" for a, b in itertools.zip_longest(old_columns, new_columns)
                  if a != b), "")
             what = (f"{', '.join(views)} depend(s) on it" if views else "") + (
@@ -1271,7 +1274,7 @@ class PostgresTarget:
         for stmt in [f"DROP TABLE {target}", *rename]:
             c.execute(stmt)
 
-    def _carry_over(self, c, steps: list[tuple[str, str | None]]) -> None:
+    def _carry_over(self, c, steps: list[tuple[int, str, str | None, str | None]]) -> None:
         """Give the new table what the old one had (``carry_over.sql``'s
         statements). A grant another role made with its grant option
         (``bi=r/analyst``) is made by the table's owner: a REVOKE ... CASCADE
@@ -1280,35 +1283,35 @@ class PostgresTarget:
         the grantor had lost a privilege since, or the ACL's order was not
         the chain's, and silently granted nothing where the grantor held
         another privilege (helper-93)."""
-        chains: dict[str, list[str]] = {}
-        for stmt, grantor in steps:
-            if stmt.startswith("ALTER TABLE ") and " OWNER TO " in stmt:
-                self._give_to_owner(c, stmt)
+        chains: dict[str, set[str]] = {}
+        for step, stmt, role, grantee in steps:
+            if step == 2:
+                self._give_to_owner(c, stmt, role)
                 continue
             c.execute(stmt)
-            if grantor is not None:
-                chains.setdefault(grantor, []).append(stmt.split(" TO ", 1)[-1].removesuffix(" WITH GRANT OPTION"))
+            if step == 3 and role is not None:
+                chains.setdefault(role, set()).add(grantee)
         if chains:
             log.warning("%s: the grants %s are made by the table's owner on the new table (its columns change): a "
                         "REVOKE ... CASCADE from their grantor no longer reaches them", self.describe(),
-                        "; ".join(f"{', '.join(sorted(set(to)))} had from {who!r}" for who, to in chains.items()))
+                        "; ".join(f"{', '.join(sorted(to))} had from {who!r}" for who, to in chains.items()))
 
-    def _give_to_owner(self, c, stmt: str) -> None:
-        """The swap's ``ALTER TABLE ... OWNER TO``, which needs the owner's
-        CREATE on the schema: :meth:`check_swappable` refuses before any work
-        a change of column names, not of their types only, which failed here
-        with the server's bare 'permission denied for schema' (helper-93)."""
+    def _give_to_owner(self, c, stmt: str, owner: str) -> None:
+        """The swap's ``ALTER TABLE ... OWNER TO owner``, which needs the
+        owner's CREATE on the schema: :meth:`check_swappable` refuses before
+        any work a change of column names, not of their types only, which
+        failed here with the server's bare 'permission denied for schema'
+        (helper-93)."""
         import psycopg
 
         try:
             c.execute(stmt)
         except psycopg.errors.InsufficientPrivilege as exc:
-            owner = stmt.rsplit(" OWNER TO ", 1)[1]
             raise InputError(
                 f"cannot publish {self.describe()}: its columns change, so the new table must take its place and be "
-                f"given to its owner {owner}, which may not create tables in schema {self.table[0]!r} "
-                f"({self.conn.redact(_first_line(exc))}); GRANT CREATE ON SCHEMA {ident(self.table[0])} TO {owner}, "
-                "publish the same columns, or to another table") from None
+                f"given to its owner {ident(owner)}, which may not create tables in schema {self.table[0]!r} "
+                f"({self.conn.redact(_first_line(exc))}); GRANT CREATE ON SCHEMA {ident(self.table[0])} TO "
+                f"{ident(owner)}, publish the same columns, or to another table") from None
 
     # -- the run's lock: a second concurrent run on the same target is refused
     def lock(self) -> None:
