@@ -196,6 +196,14 @@ def _config_keys_named(message: str) -> str:
             "--qi" if role.group(3) == "quasi-identifier" else "--sensitive", role.group(2))
         if listed.startswith("--") != protected.startswith("--"):
             return f"{listed} names {role.group(2)}, which {protected} makes a {role.group(3)}"
+    # A column the file gives the kind 'hierarchy' and no file: the file's
+    # key is the advice, not --hierarchy (stop 41's list).
+    lacking = re.fullmatch(r"(column ('.+'|\".+\") uses generalization 'hierarchy')( but no hierarchy file was given: )"
+                           r"pass --hierarchy .+=FILE", message, re.S)
+    if lacking and not who("--generalization", lacking.group(2)).startswith("--"):
+        config = ctx.meta["sqlanon.config"]
+        return (f"{lacking.group(1)} ({keys['generalization']!r} in {config!r}){lacking.group(3)}map "
+                f"{lacking.group(2)} to one under {keys.get('hierarchy', 'hierarchy')!r} in {config!r}")
     # Options naming the same columns ("--keep and --drop both name 'ssn'"):
     # each named, column by column, where the column came from, the flag or
     # the file (helper-29, helper-30).
@@ -231,6 +239,21 @@ def _config_keys_named(message: str) -> str:
     return message
 
 
+def _file_values_named(message: str) -> str:
+    """A runtime error's ``(--task-timeout)`` names the --config file's key
+    where the value came from it: ``within 0.5 s ('task_timeout' in
+    'job.yml')`` (stop 41's list). Quoted names and values stay as they are."""
+    ctx = click.get_current_context(silent=True)
+    keys = ctx.meta.get("sqlanon.config_keys") if ctx is not None else None
+    if not keys:
+        return message
+    from_file = {opt: f"({keys[p.name]!r} in {ctx.meta['sqlanon.config']!r})" for p in ctx.command.params
+                 if p.name in keys and ctx.get_parameter_source(p.name) is click.core.ParameterSource.DEFAULT_MAP
+                 for opt in p.opts if opt.startswith("--")}
+    return re.sub(rf"({_QUOTED_NAME.pattern})|\((--[\w-]+)\)",
+                  lambda m: m.group(1) or from_file.get(m.group(2), m.group(0)), message)
+
+
 def _keys_advised(rest: str, ctx: click.Context, keys: dict[str, str]) -> str:
     """The advice in a message about a --config file's value names the
     file's keys, as its start does: "'keep' in 'job.yml' leaves out 'ssn'
@@ -258,6 +281,7 @@ def handle_errors(fn):
                     return fn(*args, **kwargs)
             except SqlanonError as exc:
                 if exc.exit_code != 2:
+                    exc.args = (_file_values_named(str(exc)),) if len(exc.args) == 1 else exc.args
                     raise
                 raise type(exc)(_config_keys_named(str(exc))) from None
             except click.UsageError as exc:  # _require's (a job without input), _sample's
@@ -289,7 +313,7 @@ def handle_errors(fn):
                 with contextlib.suppress(OSError):
                     traceback.print_exception(exc, file=sys.stderr)
             if isinstance(exc, SqlanonError):
-                message = _config_keys_named(str(exc)) if exc.exit_code == 2 else str(exc)
+                message = (_config_keys_named if exc.exit_code == 2 else _file_values_named)(str(exc))
                 click.echo(f"Error: {redact_urls(message)}", err=True)
                 sys.exit(exc.exit_code)
             if isinstance(exc, OSError) and exc.errno == errno.EMFILE:

@@ -442,6 +442,31 @@ def test_an_l_in_a_job_file_without_sensitive_columns_names_the_keys(tmp_path, o
     assert snapshot(out_dir) == {}
 
 
+def test_a_job_files_hierarchy_kind_without_a_file_and_its_timeout_name_its_keys(tmp_path, out_dir):
+    """A job's ``generalization: {race: hierarchy}`` without a file said
+    "pass --hierarchy race=FILE", and its task_timeout firing said
+    "(--task-timeout)": flags the job's author did not write (stop 41's list)."""
+    job = tmp_path / "job.yml"
+    job.write_text("qi: [age, race]\nk: 5\ngeneralization: {race: hierarchy}\n")
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out_dir / "h.parquet")
+    assert r.exit_code == 2, r.stderr
+    assert_one_line_error(r.stderr, r"^Error: column 'race' uses generalization 'hierarchy' \('generalization' in "
+                                    r"'.*job.yml'\) but no hierarchy file was given: map 'race' to one under "
+                                    r"'hierarchy' in '.*job.yml'$")
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out_dir / "h.parquet", "--generalization", "race=hierarchy")
+    assert_one_line_error(r.stderr, r"no hierarchy file was given: pass --hierarchy race=FILE$")
+    job.write_text("qi: [age, race]\nk: 5\ntask_timeout: 0.001\n")
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out_dir / "t.parquet")
+    assert r.exit_code == 1, r.stderr
+    assert_one_line_error(r.stderr, r"^Error: fragment \d+ did not finish within 0.001 s \('task_timeout' in "
+                                    r"'.*job.yml'\); nothing was published$")
+    with pytest.raises(InputError, match=r"0.001 s \('task_timeout' in '.*job.yml'\);"):
+        sqlanon.run_job(job, ADULTS, "-o", out_dir / "t.parquet")
+    r = cli("anonymize", "--config", job, ADULTS, "-o", out_dir / "t.parquet", "--task-timeout", "0.001")
+    assert_one_line_error(r.stderr, r"within 0.001 s \(--task-timeout\); nothing was published$")
+    assert snapshot(out_dir) == {}
+
+
 def test_a_job_files_hierarchy_of_no_qi_is_named_by_its_key_beside_another_on_the_command_line(tmp_path, out_dir):
     """``--hierarchy`` on the command line adds to the file's mapping; the
     file's entry for a column that is not a QI was blamed on the flag
