@@ -361,9 +361,12 @@ def test_a_csv_input_that_breaks_while_it_is_copied_is_named_as_unreadable(tmp_p
     assert out.read_bytes() == b"previous" and sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.parquet"]
 
 
-@pytest.mark.parametrize("lake", [False, True])
-@pytest.mark.parametrize("output", ["out.parquet", "out.csv"])
-@pytest.mark.parametrize("workers, fragments", [(2, 4), (1, 3)])
+# Each pair of the three choices once in the default run, the rest with -m slow.
+@pytest.mark.parametrize("workers, fragments, output, lake", [
+    (2, 4, "out.parquet", False), (1, 3, "out.csv", False), (1, 3, "out.parquet", True), (2, 4, "out.csv", True),
+    *(pytest.param(*p, marks=pytest.mark.slow) for p in [
+        (2, 4, "out.csv", False), (1, 3, "out.parquet", False), (2, 4, "out.parquet", True), (1, 3, "out.csv", True)]),
+])
 def test_a_csv_source_of_more_fragments_than_workers_is_parsed_once_and_published_alike(
         tmp_path, lake, output, workers, fragments):
     """Each fragment's WHERE over a CSV file parsed all of it (16 fragments

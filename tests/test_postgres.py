@@ -555,7 +555,7 @@ def test_sensitive_values_equal_on_the_server_but_written_apart_are_refused_into
     assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0] == 400
 
 
-@pytest.mark.parametrize("kind", ["jsonb", "composite", "citext_domain"])
+@pytest.mark.parametrize("kind", ["jsonb", *(pytest.param(k, marks=pytest.mark.slow) for k in ("composite", "citext_domain"))])
 def test_sensitive_values_equal_on_the_server_within_other_types_are_refused_into_a_file(pg_url, tmp_path, kind):
     """Only an unconstrained numeric, a citext and a collation were known to
     hold equal values written apart: a jsonb ('{"c": 1.0}' = '{"c": 1.00}'),
@@ -636,7 +636,7 @@ def test_quantile_fragments_of_a_qi_under_a_case_insensitive_collation_hold_each
     assert staging_left(pg_url, schema) == set()
 
 
-@pytest.mark.parametrize("collation", ["en-x-icu", "ci"])
+@pytest.mark.parametrize("collation", ["en-x-icu", pytest.param("ci", marks=pytest.mark.slow)])
 def test_fragments_of_text_under_a_collation_are_cut_in_the_servers_order(pg_url, collation, tmp_path):
     """An ICU collation orders 'b' between 'A' and 'C', as the plan's bytes
     do not: fragments cut by the bytes held a few rows or none beside
@@ -836,7 +836,8 @@ def test_a_hierarchy_shared_with_other_data_names_leaves_the_type_cannot_hold(pg
     assert "angry" not in listed and "zz18" not in listed and "ecstatic" not in listed  # none of the source's
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("signum", [pytest.param(signal.SIGTERM, id="SIGTERM"),
+                                    pytest.param(signal.SIGINT, id="SIGINT", marks=pytest.mark.slow)])
 def test_a_run_waiting_on_the_server_stops_when_told(pg_url, tmp_path, signum):
     """A run whose query waited on the server (a lock another session held
     on the source) could not be stopped: DuckDB's interrupt does not reach
