@@ -1848,13 +1848,14 @@ def _check_csv_as_typed(con, relation: str, qi: list[str], spec: AnonymizationSp
     as text are the ones whose values can merge."""
     text = {c for c in spec.sensitive if pa.types.is_string(schema.field(c).type)
             or pa.types.is_large_string(schema.field(c).type)}
-    check = verify_as_typed(con, relation, qi, spec.k, spec.l, spec.sensitive, text) if text else None
+    check = verify_as_typed(con, relation, qi, spec.k, spec.l, spec.sensitive) if text else None
     if check is not None and not check.ok:
         raise VerificationError(
             f"refusing to publish {target.describe()!r}: read back with its types, as DuckDB and pandas read a CSV "
             f"file, {check.describe_failure()}; a sensitive value written two ways ('5' and '5.0', 'true' and "
             "'TRUE') is one value to them, as are 'nan' and an empty field of a column of numbers (NaN and NULL, "
-            "one value to the run too): write each value one way (a view), or write Parquet"
+            "one value to the run too), and 'NA', 'NaN', 'null' or 'None' and an empty field of any column (pandas "
+            "and pyarrow read them as NULL): write each value one way (a view), or write Parquet"
         )
 
 

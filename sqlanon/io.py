@@ -350,6 +350,8 @@ class FileSource(DuckDBReadable):
     2,000,000; see :func:`longer_lines`)."""
     left_out: tuple[str, ...] = ()
     """Columns the fragments never read (:meth:`DuckDBReadable.leave_out`)."""
+    null_strings: tuple[str, ...] = ()
+    """CSV: the texts read as NULL (``nullstr``); none: DuckDB's, the empty field only."""
 
     def files(self) -> list[str]:
         """The files the run reads (listed once, :attr:`globs`)."""
@@ -383,7 +385,7 @@ class FileSource(DuckDBReadable):
             hive_text=hive_text, ours=self.ours, header=True,
             delim=self.delimiter, dateformat=self.date_formats[0], timestampformat=self.date_formats[1],
             hive_nulls=[(k, types.get(k)) for k in nulls], hive_null=HIVE_NULL, filename=self.file_column,
-            max_line_size=self.max_line_size,
+            max_line_size=self.max_line_size, null_strings=list(self.null_strings),
         ).sql
 
     @property
@@ -411,6 +413,14 @@ class FileSource(DuckDBReadable):
             )
         except OSError:
             return False
+
+
+READER_NULLS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
+                "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+"""The texts pandas' ``read_csv`` reads as NaN by default (pyarrow's are
+these but ``<NA>`` and ``None``): a CSV output's ℓ is checked read so too,
+where 'NA' beside '5' and '5.0' made DuckDB's guess text, two values there,
+one to pandas and pyarrow (helper-95)."""
 
 
 PARSED_COPY = "input.parquet"
@@ -2396,7 +2406,8 @@ class FileTarget(LocalStagingTarget):
         """The staged output as its readers read it: a CSV file with the
         types DuckDB's sniffer guesses (pandas' are alike), under which
         values written two ways are one ('5' and '5.0', 'true' and 'TRUE')."""
-        return FileSource(self._staged(staging), self.fmt, ours=True, max_line_size=staging.line_size).relation
+        return FileSource(self._staged(staging), self.fmt, ours=True, max_line_size=staging.line_size,
+                          null_strings=READER_NULLS).relation
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         def swap_in() -> None:

@@ -190,21 +190,18 @@ def warn_split_classes(con, relation: str, qi: list[str], k: int, l: int,  # noq
 
 def verify_as_typed(
     con: duckdb.DuckDBPyConnection, relation: str, qi: list[str], k: int, l: int,  # noqa: E741
-    sensitive: list[str] | tuple[str, ...], text: set[str], limit: int = 20,
+    sensitive: list[str] | tuple[str, ...], limit: int = 20,
 ) -> Verification | None:
     """ℓ of a CSV file as its readers count it: ``relation`` reads it with
-    the types DuckDB guesses (pandas' are alike), where a sensitive value
-    written two ways ('5' and '5.0', 'true' and 'TRUE') is one value, two in
-    its text. Reading typed only merges values (classes grow, sensitive
-    values get fewer), so only ℓ can come out worse. None when nothing can
-    merge (no sensitive column of ``text``, the ones held as text, reads
-    back as another type: a typed column is written as its type's one
-    spelling of each value), or when DuckDB cannot read the file typed (a
+    the types DuckDB guesses (pandas' are alike) and the texts pandas and
+    pyarrow take for a missing value as NULL (:data:`sqlanon.io.READER_NULLS`),
+    where a sensitive value written two ways ('5' and '5.0', 'true' and
+    'TRUE', 'NA' and an empty field) is one value, two in its text. Reading
+    so only merges values (classes grow, sensitive values get fewer), so
+    only ℓ can come out worse. None when DuckDB cannot read the file typed (a
     type guessed from the first rows that later ones break): its readers
     cannot either."""
     try:
-        if not any(str(t) != "VARCHAR" for c, t in zip(*relation_types(con, relation)) if c in text):
-            return None
         return verify_relation(con, relation, qi, k, l, sensitive, limit=limit)
     except (InputError, duckdb.Error) as exc:
         log.debug("the CSV file does not read back typed (%s): its l is the text's", exc)

@@ -1269,6 +1269,32 @@ def test_a_csv_output_is_checked_on_the_text_it_holds_and_as_its_readers_type_it
     assert r.verification.ok and r.metrics.rows == 100 and r.verification.min_distinct == {"diag": 2}
 
 
+def test_a_csv_output_is_checked_as_pandas_reads_its_null_spellings(tmp_path):
+    """'5', '5.0' and 'NA' in a sensitive column: DuckDB's guess keeps the
+    column text (it reads only an empty field as NULL), three values, and the
+    typed check let it pass; pandas and pyarrow read 'NA' as NULL and the
+    rest as numbers, two values per class (helper-95). So are a text 'NaN'
+    and a NULL one value to them. Refused; into Parquet it is published."""
+    import pandas as pd
+
+    src = tmp_path / "s.csv"
+    src.write_text("age,dx\n" + "".join(f"{30 + i % 3},{['5', '5.0', 'NA'][(i // 3) % 3]}\n" for i in range(30)))
+    assert set(pd.read_csv(src).groupby("age")["dx"].nunique(dropna=False)) == {2}  # the reader the check stands for
+    out = tmp_path / "out.csv"
+    with pytest.raises(sqlanon.VerificationError, match="read back with its types.*'NA'"):
+        sqlanon.anonymize(src, out, qi=["age"], sensitive=["dx"], k=5, l=3, workers=1)
+    assert not out.exists()
+    nan = tmp_path / "nan.parquet"
+    pq.write_table(pa.table({"age": [i % 3 for i in range(30)], "dx": [["x", "NaN", None][(i // 3) % 3]
+                                                                       for i in range(30)]}), nan)
+    with pytest.raises(sqlanon.VerificationError, match="read back with its types"):
+        sqlanon.anonymize(nan, out, qi=["age"], sensitive=["dx"], k=5, l=3, workers=1)
+    assert not out.exists()
+    r = sqlanon.anonymize(src, tmp_path / "out.parquet", qi=["age"], sensitive=["dx"], k=5, l=3, workers=1)
+    assert r.verification.ok and r.verification.min_distinct == {"dx": 3}
+    assert not sqlanon.verify(src, qi=["age"], sensitive=["dx"], k=5, l=3).ok  # a CSV file as pandas reads it
+
+
 def test_library_checks_seed_and_types_like_the_cli(lake, tmp_path):
     for seed in (-1, 2**31, True):
         with pytest.raises(ConfigError, match="seed="):
