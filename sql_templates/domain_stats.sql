@@ -25,7 +25,7 @@
    (PostgreSQL's go to 294276), which DuckDB's postgres extension reads
    wrapped around to a time 290,000 years BC.
    Whether each `nul` text column (DuckDB, SQLite) holds a NUL byte
-   (`nul_lists`: a list of text, in any of its values; SQLite's text
+   (`nul_cast`: a list, map, array or enum, searched as its text; SQLite's text
    functions stop at one: its bytes are searched).
    The checksums (_checksum.sql) of the `checksum` columns, and whether each
    `signed_zeros` column holds both zeros (_signed_zeros.sql), in the same pass. #}
@@ -72,7 +72,7 @@ SELECT
 {% if dialect == "sqla:sqlite" %}
     , max(instr(CAST({{ c | ident }} AS BLOB), x'00') > 0) AS {{ ("__sqlanon_nul" ~ loop.index0) | ident }}
 {% else %}
-    , bool_or(contains({% if c in nul_lists %}array_to_string({{ c | ident }}, ''){% else %}{{ c | ident }}{% endif %}, chr(0))) AS {{ ("__sqlanon_nul" ~ loop.index0) | ident }}
+    , bool_or(contains({% if c in nul_cast %}CAST({{ c | ident }} AS VARCHAR){% else %}{{ c | ident }}{% endif %}, chr(0))) AS {{ ("__sqlanon_nul" ~ loop.index0) | ident }}
 {% endif %}
 {% endfor %}
 {% include "_checksum.sql" %}

@@ -408,11 +408,12 @@ def domain_stats(
                 if pa.types.is_decimal(schema.field(c).type)}
     far = [(f.name, f.type.tz is not None) for f in schema if pa.types.is_timestamp(f.type)
            ] if source.dialect == "postgres" else []
-    lists = [c for c in nul if pa.types.is_list(schema.field(c).type) or pa.types.is_large_list(schema.field(c).type)]
+    # A list, map, fixed-size array or enum is searched as its text (a NUL byte is written there as it is)
+    cast = [c for c in nul if not (pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type))]
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
                 signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far, nul=list(nul),
-                nul_lists=lists)
+                nul_cast=cast)
     # SQLite's timestamps come back as text (`stamps`), typed below
     typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
              if c in interval and c not in stamps for m in ("min", "max")}
@@ -426,10 +427,17 @@ def domain_stats(
             )
     held = [c for i, c in enumerate(nul) if row.column(f"__sqlanon_nul{i}")[0].as_py()]
     if held:
+        c, typ = ident(held[0]), schema.field(held[0]).type
+        zero = "char(0)" if source.dialect == "sqla:sqlite" else "chr(0)"
+        if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_dictionary(typ):
+            fix = f"replace({c}, {zero}, '')"
+        elif (pa.types.is_list(typ) or pa.types.is_large_list(typ)) and pa.types.is_string(typ.value_type):
+            fix = f"list_transform({c}, x -> replace(x, {zero}, ''))"
+        else:  # a map, a list of lists: as text
+            fix = f"replace(CAST({c} AS VARCHAR), {zero}, '')"
         raise ConfigError(
             f"column {held[0]!r} holds text with a NUL byte, which a PostgreSQL table cannot hold: remove it in a "
-            f"view (replace({ident(held[0])}, {'char' if source.dialect == 'sqla:sqlite' else 'chr'}(0), '')), or "
-            "write a file"
+            f"view ({fix}), or write a file"
         )
     total = row.column("n_rows")[0].as_py()
     stats: dict[str, ColumnStats] = {}
@@ -1683,15 +1691,21 @@ def _compared_bytewise(source, spec: AnonymizationSpec, columns: list[tuple[str,
     return {}
 
 
+_HOLDS_TEXT = re.compile(r"(?<![A-Z_])(VARCHAR|ENUM\()")
+"""A DuckDB type that is or holds text (a struct's is refused before: :data:`_NO_POSTGRES_TYPE`)."""
+
+
 def _nul_columns(source, schema: pa.Schema, described: list[tuple[str, str]], drop) -> list[str]:
     """The published text columns of ``source`` that may hold a NUL byte,
     which a PostgreSQL table's text cannot: found by the statistics' pass
     before the work, not by the write after it (helper-87). A DuckDB
-    source's VARCHAR and VARCHAR[] columns (``described``: its DuckDB
-    types), SQLite's text (helper-93); a PostgreSQL source's hold none."""
+    source's columns with text anywhere in their type (``described``: its
+    DuckDB types): VARCHAR, VARCHAR[], a map, a list of lists or a
+    fixed-size array of text, an enum (whose labels may hold one: they are
+    written as text); SQLite's text (helper-93); a PostgreSQL source's hold
+    none."""
     if source.dialect == "duckdb":
-        return [name for name, typ in described
-                if name not in drop and typ.split(" ")[0] in ("VARCHAR", "VARCHAR[]")]
+        return [name for name, typ in described if name not in drop and _HOLDS_TEXT.search(typ)]
     if source.dialect == "sqla:sqlite":
         return [f.name for f in schema if f.name not in drop and pa.types.is_string(f.type)]
     return []
