@@ -70,6 +70,16 @@ another day, an interval in the sql_standard style lost its signs, and
 extra_float_digits 0 printed a float8 to 15 digits (3: the shortest text
 that reads back exactly since PostgreSQL 12, 17 digits before it)."""
 
+SAFE_PATH = "-c search_path=pg_catalog,pg_temp"
+"""The search_path of every session of a run once its names are resolved
+(:func:`_table`, on the user's own path): its statements name functions and
+operators unqualified (count, sum, hashtextextended, to_regclass, <= in a
+fragment's clause...), and a schema on the user's path holding one of a
+better-matching signature (``public.hashtextextended(text, integer)``, an
+``=`` of two varchars), or any placed before pg_catalog, had the run's role
+run another role's code, tens of thousands of times a run. Every relation a
+run reads or writes is schema-qualified by then."""
+
 
 def _conninfo_value(v) -> str:
     return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -215,6 +225,7 @@ class Conn:
         parts["client_encoding"] = "UTF8"
         # After the URL's own options, or else PGOPTIONS's (which libpq reads only when none are given).
         parts["options"] = f"{parts.pop('options', None) or os.environ.get('PGOPTIONS', '')} {TEXT_STYLE}".strip()
+        parts["options"] = f"{parts['options']} {SAFE_PATH}"
 
         object.__setattr__(self, "_parts", tuple(parts.items()))
         object.__setattr__(self, "_libpq", _conninfo(parts))
@@ -277,15 +288,18 @@ class Conn:
             text = text.replace(pw, "***")
         return text
 
-    def libpq(self, options: str = "", name: str | None = None) -> str:
+    def libpq(self, options: str = "", name: str | None = None, own_path: bool = False) -> str:
         """A libpq connection string (for DuckDB's ATTACH); unset parts come
         from the ``PG*`` environment and ``.pgpass``, as libpq does.
         ``options`` (``-c name=value``) are added after the URL's own and
         :data:`TEXT_STYLE`; ``name`` is the sessions' application_name
-        unless the URL or PGAPPNAME gives one."""
-        if not options and not name:
+        unless the URL or PGAPPNAME gives one; ``own_path``: without
+        :data:`SAFE_PATH` (the user's own search_path)."""
+        if not options and not name and not own_path:
             return self._libpq
         parts = dict(self._parts)
+        if own_path:
+            parts["options"] = parts["options"].removesuffix(f" {SAFE_PATH}")
         if options:
             parts["options"] = f"{parts['options']} {options}"
         if name:
@@ -301,8 +315,10 @@ class Conn:
         error = ConfigError if _BAD_OPTION.search(why) else InputError
         return error(f"cannot connect to {self.safe()}: {why}")
 
-    def connect(self):
-        """A psycopg connection for control statements (locks, DDL, checks).
+    def connect(self, own_path: bool = False):
+        """A psycopg connection for control statements (locks, DDL, checks);
+        ``own_path``: on the user's search_path, not :data:`SAFE_PATH` (to
+        resolve an unqualified name, with pg_catalog's names qualified).
 
         Statements without parameters go to the server as they are (psycopg
         interprets no placeholders then), so a ``%`` or ``:name`` inside a
@@ -313,7 +329,7 @@ class Conn:
         except ImportError as exc:
             raise ConfigError(f"PostgreSQL needs psycopg: {EXTRA_HINT}") from exc
         try:
-            c = psycopg.connect(self.libpq(name=interrupts.session_name()))
+            c = psycopg.connect(self.libpq(name=interrupts.session_name(), own_path=own_path))
         except psycopg.Error as exc:
             raise self.unreachable(exc) from None
         interrupts.on_stop(cancel_queries, self, interrupts.session_name())  # as attach()'s
@@ -463,14 +479,15 @@ def _table(name: str, option: str, conn: Conn) -> tuple[str, str]:
         return parts[0], parts[1]
     import psycopg
 
-    with conn.connect() as c:
+    with conn.connect(own_path=True) as c:  # every name of pg_catalog's qualified: this path may be anyone's
         try:
             found = c.execute(
-                "SELECT n.nspname FROM pg_class r JOIN pg_namespace n ON n.oid = r.relnamespace "
-                "WHERE r.oid = to_regclass(%s)",
+                "SELECT n.nspname FROM pg_catalog.pg_class r JOIN pg_catalog.pg_namespace n "
+                "ON n.oid OPERATOR(pg_catalog.=) r.relnamespace "
+                "WHERE r.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%s::pg_catalog.text)",
                 (ident(parts[0]),),
             ).fetchone()
-            schema = found[0] if found else c.execute("SELECT current_schema()").fetchone()[0]
+            schema = found[0] if found else c.execute("SELECT pg_catalog.current_schema()").fetchone()[0]
         except psycopg.Error as exc:  # a statement_timeout in the URL's options: an internal error (helper-11)
             raise InputError(f"cannot look up {option} {name!r} in {conn.safe()}: {conn.redact(_first_line(exc))}") \
                 from None

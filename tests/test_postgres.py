@@ -3688,3 +3688,44 @@ def test_a_metrics_table_the_role_may_not_insert_into_is_refused_before_any_work
     assert scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'm')}") == before
     sql(pg_url, f"GRANT INSERT ON {rel(schema, 'm')} TO {role}")
     assert sqlanon.anonymize(as_role, as_role, target_table=rel(schema, "second"), **run).metrics.rows == 500
+
+
+def test_another_roles_functions_on_the_search_path_are_never_run(pg_url):
+    """CVE-2018-1058's pattern: a role that may create in a schema on the
+    run's search_path (public, before PostgreSQL 15, or one set for the
+    role or database before pg_catalog) defines a function or operator
+    that matches the run's calls better than pg_catalog's (hashtextextended
+    of a text and an integer: the checksums' literal 0; <= of two varchars:
+    a fragment's clause). The run's role (often the owner of the raw table)
+    ran it tens of thousands of times, with its own privileges: here it
+    granted the raw table to the other role. Every session now runs on
+    search_path=pg_catalog,pg_temp once the names are resolved on the
+    user's path."""
+    schema, other = "hijack", "hijacker"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"""
+        DROP SCHEMA IF EXISTS {schema}_evil CASCADE;
+        DO $$BEGIN CREATE ROLE {other}; EXCEPTION WHEN duplicate_object THEN NULL; END$$;
+        CREATE SCHEMA {schema}_evil AUTHORIZATION {other};
+        GRANT USAGE ON SCHEMA {schema}_evil TO PUBLIC;
+        CREATE TABLE {schema}.src AS SELECT i AS id, 18 + i % 50 AS age,
+            (ARRAY['M', 'F'])[1 + i % 2]::varchar AS sex, 'note ' || i AS note FROM generate_series(1, 600) i;
+        SET ROLE {other};
+        CREATE FUNCTION {schema}_evil.grab() RETURNS void LANGUAGE plpgsql AS $f$BEGIN
+            EXECUTE 'GRANT SELECT ON {schema}.src TO {other}'; EXCEPTION WHEN others THEN NULL; END$f$;
+        CREATE FUNCTION {schema}_evil.hashtextextended(t text, s integer) RETURNS bigint LANGUAGE plpgsql
+            AS $f$BEGIN PERFORM {schema}_evil.grab(); RETURN pg_catalog.hashtextextended(t, s); END$f$;
+        CREATE FUNCTION {schema}_evil.vle(a varchar, b varchar) RETURNS boolean LANGUAGE plpgsql
+            AS $f$BEGIN PERFORM {schema}_evil.grab(); RETURN a::text <= b::text; END$f$;
+        CREATE OPERATOR {schema}_evil.<= (leftarg = varchar, rightarg = varchar, function = {schema}_evil.vle);
+        RESET ROLE;
+    """)
+    on_path = pg_url + "?options=" + quote(f"-csearch_path={schema}_evil,public")  # after pg_catalog, even
+    try:
+        p = _cli("anonymize", on_path, "--table", f"{schema}.src", "-o", on_path, "--target-table",
+                 f"{schema}.dst", "--qi", "age,sex", "-k", 5, "--workers", 2, "--fragments", 4)
+        assert p.returncode == 0, p.stderr
+        assert scalar(pg_url, f"SELECT has_table_privilege('{other}', '{schema}.src', 'SELECT')") is False
+    finally:
+        sql(pg_url, f"DROP SCHEMA {schema}_evil CASCADE; DROP SCHEMA {schema} CASCADE; DROP OWNED BY {other}; "
+                    f"DROP ROLE {other}")

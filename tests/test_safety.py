@@ -1541,9 +1541,12 @@ def test_session_options_add_to_the_urls_or_pgoptions(monkeypatch):
     libpq would then ignore."""
     monkeypatch.setenv("PGOPTIONS", "-c work_mem=64MB")
     own = Conn("postgresql://u@h/db?options=-c%20search_path%3Dhr")
-    styles = "-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3"  # warehouse.TEXT_STYLE
+    styles = ("-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3"  # warehouse.TEXT_STYLE
+              " -c search_path=pg_catalog,pg_temp")  # warehouse.SAFE_PATH: the user's is for resolving names only
     utf8 = "client_encoding='UTF8'"
     assert own.libpq() == f"host='h' dbname='db' user='u' {utf8} options='-c search_path=hr {styles}'"
+    assert own.libpq(own_path=True) == (f"host='h' dbname='db' user='u' {utf8} options='-c search_path=hr "
+                                        f"{styles.removesuffix(' -c search_path=pg_catalog,pg_temp')}'")
     assert own.libpq("-c x=0") == f"host='h' dbname='db' user='u' {utf8} options='-c search_path=hr {styles} -c x=0'"
     assert Conn("postgresql://u@h/db").libpq("-c x=0") == \
         f"host='h' dbname='db' user='u' {utf8} options='-c work_mem=64MB {styles} -c x=0'"
