@@ -409,7 +409,7 @@ def domain_stats(
     far = [(f.name, f.type.tz is not None) for f in schema if pa.types.is_timestamp(f.type)
            ] if source.dialect == "postgres" else []
     # A list, map, fixed-size array or enum is searched as its text (a NUL byte is written there as it is)
-    cast = [c for c in nul if not (pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type))]
+    cast = [c for c in nul if not (pa.types.is_string(t := schema.field(c).type) or pa.types.is_large_string(t))]
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
                 signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far, nul=list(nul),

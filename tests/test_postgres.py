@@ -555,7 +555,8 @@ def test_sensitive_values_equal_on_the_server_but_written_apart_are_refused_into
     assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0] == 400
 
 
-@pytest.mark.parametrize("kind", ["jsonb", *(pytest.param(k, marks=pytest.mark.slow) for k in ("composite", "citext_domain"))])
+@pytest.mark.parametrize("kind", ["jsonb", *(pytest.param(k, marks=pytest.mark.slow)
+                                            for k in ("composite", "citext_domain"))])
 def test_sensitive_values_equal_on_the_server_within_other_types_are_refused_into_a_file(pg_url, tmp_path, kind):
     """Only an unconstrained numeric, a citext and a collation were known to
     hold equal values written apart: a jsonb ('{"c": 1.0}' = '{"c": 1.00}'),
