@@ -1928,6 +1928,10 @@ def _refuse_uncuttable_qis(source, spec: AnonymizationSpec, columns: list[tuple[
                     continue
         except psycopg.Error as exc:
             why = io.first_line(exc)
+            if "operator does not exist" in why and "." in types.get(name, ""):
+                # An extension's type (public.hstore): its operators are not pg_catalog's, the only
+                # schema the run's sessions search (warehouse.SAFE_PATH)
+                why += "; the run's sessions look up operators in pg_catalog only"
         raise ConfigError(
             f"quasi-identifier {name!r} is {types.get(name, 'of a type')} on the server, whose values a fragment's "
             f"WHERE clause cannot compare ({why}): cast it in a view (e.g. to text)"
