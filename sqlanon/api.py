@@ -691,8 +691,8 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
             relation = render("binary_text.sql", relation=relation, columns=text).sql if text else relation
         check = verify_relation(con, relation, list(qi), k, l, sensitive, limit=show)
         if csv and check.ok and l > 1:  # ... and as its readers type it, as the publishing check counts too
-            typed = dataclasses.replace(typed, null_strings=io.READER_NULLS)
-            typed_check = verify_as_typed(con, typed.relation, list(qi), k, l, sensitive, show)
+            typed_check = verify_as_typed(con, lambda every_row: dataclasses.replace(
+                typed, null_strings=io.READER_NULLS, every_row=every_row).relation, list(qi), k, l, sensitive, show)
             check = check if typed_check is None or typed_check.ok else typed_check
         if check.ok:
             warn_spellings(con, relation, list(qi), l, [c for c in sensitive if typeof[c] == "VARCHAR"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import math
@@ -1251,7 +1252,8 @@ def run(
                         + _collation_hint(columns, spec, merged) + _csv_empty_hint(target, spec, schema, check)
                     )
                 if isinstance(target, io.FileTarget) and target.fmt == "csv" and spec.l > 1:
-                    _check_csv_as_typed(vcon, target.read_back_relation(staging), qi_out, spec, target, schema)
+                    _check_csv_as_typed(vcon, functools.partial(target.read_back_relation, staging), qi_out, spec, target,
+                                        schema)
                 if check.rows != total:
                     raise VerificationError(
                         f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
@@ -1856,20 +1858,22 @@ def _qi_collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) 
     )
 
 
-def _check_csv_as_typed(con, relation: str, qi: list[str], spec: AnonymizationSpec, target, schema: pa.Schema) -> None:
+def _check_csv_as_typed(con, read_as: Callable[[bool], str], qi: list[str], spec: AnonymizationSpec, target,
+                        schema: pa.Schema) -> None:
     """Refuse a CSV output whose ℓ its readers, who type the file, would
     not find (:func:`verify_as_typed`); the sensitive columns the run held
     as text are the ones whose values can merge."""
-    text = {c for c in spec.sensitive if pa.types.is_string(schema.field(c).type)
-            or pa.types.is_large_string(schema.field(c).type)}
-    check = verify_as_typed(con, relation, qi, spec.k, spec.l, spec.sensitive) if text else None
+    text = {c for c in spec.sensitive if pa.types.is_string(t := schema.field(c).type)
+            or pa.types.is_large_string(t) or pa.types.is_dictionary(t)}  # a DuckDB ENUM's labels too
+    check = verify_as_typed(con, read_as, qi, spec.k, spec.l, spec.sensitive) if text else None
     if check is not None and not check.ok:
         raise VerificationError(
             f"refusing to publish {target.describe()!r}: read back with its types, as DuckDB and pandas read a CSV "
             f"file, {check.describe_failure()}; a sensitive value written two ways ('5' and '5.0', 'true' and "
             "'TRUE') is one value to them, as are 'nan' and an empty field of a column of numbers (NaN and NULL, "
-            "one value to the run too), and 'NA', 'NaN', 'null' or 'None' and an empty field of any column (pandas "
-            "and pyarrow read them as NULL): write each value one way (a view), or write Parquet"
+            "one value to the run too), and 'NA', 'NaN', 'null' or 'None' and an empty field (pandas reads them as "
+            "NULL; pyarrow too in a column of numbers): write each value one way, or map the NULLs to a text of "
+            "their own, in a view, or write Parquet"
         )
 
 

@@ -352,6 +352,8 @@ class FileSource(DuckDBReadable):
     """Columns the fragments never read (:meth:`DuckDBReadable.leave_out`)."""
     null_strings: tuple[str, ...] = ()
     """CSV: the texts read as NULL (``nullstr``); none: DuckDB's, the empty field only."""
+    every_row: bool = False
+    """CSV: the columns' types guessed from every row, not the first 20,480 (a whole extra pass)."""
 
     def files(self) -> list[str]:
         """The files the run reads (listed once, :attr:`globs`)."""
@@ -385,7 +387,7 @@ class FileSource(DuckDBReadable):
             hive_text=hive_text, ours=self.ours, header=True,
             delim=self.delimiter, dateformat=self.date_formats[0], timestampformat=self.date_formats[1],
             hive_nulls=[(k, types.get(k)) for k in nulls], hive_null=HIVE_NULL, filename=self.file_column,
-            max_line_size=self.max_line_size, null_strings=list(self.null_strings),
+            max_line_size=self.max_line_size, null_strings=list(self.null_strings), every_row=self.every_row,
         ).sql
 
     @property
@@ -417,10 +419,11 @@ class FileSource(DuckDBReadable):
 
 READER_NULLS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
                 "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
-"""The texts pandas' ``read_csv`` reads as NaN by default (pyarrow's are
-these but ``<NA>`` and ``None``): a CSV output's ℓ is checked read so too,
-where 'NA' beside '5' and '5.0' made DuckDB's guess text, two values there,
-one to pandas and pyarrow (helper-95)."""
+"""The texts pandas' ``read_csv`` reads as NaN by default (pyarrow's, in a
+column it types otherwise than as text, are these but ``<NA>`` and
+``None``): a CSV output's ℓ is checked read so too, where 'NA' beside '5'
+and '5.0' made DuckDB's guess text, two values there, one to pandas
+(helper-95)."""
 
 
 PARSED_COPY = "input.parquet"
@@ -2402,12 +2405,13 @@ class FileTarget(LocalStagingTarget):
             return staging.parts_relation()
         return relation
 
-    def read_back_relation(self, staging: Staging) -> str:
+    def read_back_relation(self, staging: Staging, every_row: bool = False) -> str:
         """The staged output as its readers read it: a CSV file with the
-        types DuckDB's sniffer guesses (pandas' are alike), under which
-        values written two ways are one ('5' and '5.0', 'true' and 'TRUE')."""
+        types DuckDB's sniffer guesses (pandas' are alike; ``every_row``:
+        from every row) and :data:`READER_NULLS` as NULL, under which values
+        written two ways are one ('5' and '5.0', 'true' and 'TRUE')."""
         return FileSource(self._staged(staging), self.fmt, ours=True, max_line_size=staging.line_size,
-                          null_strings=READER_NULLS).relation
+                          null_strings=READER_NULLS, every_row=every_row).relation
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
         def swap_in() -> None:

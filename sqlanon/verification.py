@@ -189,23 +189,28 @@ def warn_split_classes(con, relation: str, qi: list[str], k: int, l: int,  # noq
 
 
 def verify_as_typed(
-    con: duckdb.DuckDBPyConnection, relation: str, qi: list[str], k: int, l: int,  # noqa: E741
+    con: duckdb.DuckDBPyConnection, read_as: Callable[[bool], str], qi: list[str], k: int, l: int,  # noqa: E741
     sensitive: list[str] | tuple[str, ...], limit: int = 20,
 ) -> Verification | None:
-    """ℓ of a CSV file as its readers count it: ``relation`` reads it with
-    the types DuckDB guesses (pandas' are alike) and the texts pandas and
-    pyarrow take for a missing value as NULL (:data:`sqlanon.io.READER_NULLS`),
-    where a sensitive value written two ways ('5' and '5.0', 'true' and
-    'TRUE', 'NA' and an empty field) is one value, two in its text. Reading
-    so only merges values (classes grow, sensitive values get fewer), so
-    only ℓ can come out worse. None when DuckDB cannot read the file typed (a
-    type guessed from the first rows that later ones break): its readers
-    cannot either."""
-    try:
-        return verify_relation(con, relation, qi, k, l, sensitive, limit=limit)
-    except (InputError, duckdb.Error) as exc:
-        log.debug("the CSV file does not read back typed (%s): its l is the text's", exc)
-        return None
+    """ℓ of a CSV file as its readers count it: ``read_as(every_row)`` is
+    the file read with the types DuckDB guesses (pandas' are alike; from its
+    first rows, or every row) and the texts pandas takes for a missing value
+    as NULL (:data:`sqlanon.io.READER_NULLS`), where a sensitive value
+    written two ways ('5' and '5.0', 'true' and 'TRUE', 'NA' and an empty
+    field) is one value, two in its text. Reading so only merges values
+    (classes grow, sensitive values get fewer), so only ℓ can come out
+    worse. A type guessed from the first rows that a later one breaks (a
+    column 'NA' left all numbers there, then 'pending': helper-98) is
+    guessed again from every row, a whole extra pass, only then. None, with
+    a warning, when even that cannot read the file typed."""
+    for every_row in (False, True):
+        try:
+            return verify_relation(con, read_as(every_row), qi, k, l, sensitive, limit=limit)
+        except (InputError, duckdb.Error) as exc:
+            failure = exc
+    log.warning("the CSV file does not read back with its types (%s): its l is checked on its text only",
+                first_line(failure))
+    return None
 
 
 CANONICAL_TEXT = (

@@ -1295,6 +1295,43 @@ def test_a_csv_output_is_checked_as_pandas_reads_its_null_spellings(tmp_path):
     assert not sqlanon.verify(src, qi=["age"], sensitive=["dx"], k=5, l=3).ok  # a CSV file as pandas reads it
 
 
+def test_a_csv_outputs_null_spellings_that_type_a_column_past_the_sniffed_rows_keep_the_typed_check(tmp_path):
+    """'NA' read as NULL beside numbers made DuckDB's sniff of the first
+    20,480 rows type dx2 a number; a text past them ('pending') then broke
+    the typed read, and the whole check was skipped: dx1's '5' and '5.0',
+    one value to pandas, were published as two (refused before 'NA' was
+    read as NULL). The read-back sniffs every row."""
+    import pandas as pd
+
+    n = 21_000
+    src = tmp_path / "s.csv"
+    src.write_text("age,dx1,dx2\n" + "".join(
+        f"{30 + i % 3},{['5', '5.0', '7'][(i // 3) % 3]},{'pending' if i == n - 1 else 'NA' if i % 2 else i % 7}\n"
+        for i in range(n)))
+    assert set(pd.read_csv(src, low_memory=False).groupby("age")["dx1"].nunique(dropna=False)) == {2}
+    out = tmp_path / "out.csv"
+    with pytest.raises(sqlanon.VerificationError, match="read back with its types"):
+        sqlanon.anonymize(src, out, qi=["age"], sensitive=["dx1", "dx2"], k=5, l=3, workers=1)
+    assert not out.exists()
+    assert not sqlanon.verify(src, qi=["age"], sensitive=["dx1", "dx2"], k=5, l=3).ok
+
+
+def test_a_csv_output_of_an_enum_is_checked_as_pandas_reads_its_null_spellings(tmp_path):
+    """A DuckDB ENUM's label 'NA' (Namibia) beside a NULL: one value to
+    pandas, as a VARCHAR's is, and the typed check skipped the enum."""
+    import duckdb
+
+    db = tmp_path / "s.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TYPE cc AS ENUM ('NA', 'US')")
+        con.execute("CREATE TABLE t AS SELECT 30 + i % 3 AS age, "
+                    "[NULL, 'NA', 'US'][(i // 3) % 3 + 1]::cc AS country FROM range(30) r(i)")
+    out = tmp_path / "out.csv"
+    with pytest.raises(sqlanon.VerificationError, match="read back with its types.*'NA'"):
+        sqlanon.anonymize(db, out, table="t", qi=["age"], sensitive=["country"], k=5, l=3, workers=1)
+    assert not out.exists()
+
+
 def test_library_checks_seed_and_types_like_the_cli(lake, tmp_path):
     for seed in (-1, 2**31, True):
         with pytest.raises(ConfigError, match="seed="):
