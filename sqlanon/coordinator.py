@@ -2054,7 +2054,9 @@ def _check_array_subscripts(source, schema: pa.Schema, columns: list[tuple[str, 
                                   for c in arrays) + f" FROM {source.relation}"
         ).fetchone()
     except psycopg.Error as exc:  # a statement_timeout: as the run's other reads say it (helper-57)
-        raise InputError(f"cannot read {source.describe()}: {source.conn.redact(io.first_line(exc))}") from None
+        why = io.first_line(exc)
+        why += io.safe_path_hint(why)
+        raise InputError(f"cannot read {source.describe()}: {source.conn.redact(why)}") from None
     for name, moved in zip(arrays, shifted):
         if moved:
             raise ConfigError(

@@ -175,6 +175,25 @@ _CSV_UNCONVERTED = re.compile(r"CSV Error on Line: (?P<line>\d+)\b.*?Error when 
 """DuckDB's error of a CSV value its column's guessed type cannot take."""
 
 
+_UNQUALIFIED_MISSING = re.compile(
+    r'\b(?:relation|type) "[^".]+" does not exist|\bfunction [^\s".(]+\([^)]*\) does not exist')
+"""A PostgreSQL error about a relation, type or function named without its
+schema: every name of a run's own statements is qualified, so user code the
+server ran for it (a view's function, a policy, trigger, constraint, domain
+check, index expression, event trigger) looked it up on the run's path."""
+
+
+def safe_path_hint(line: str) -> str:
+    """What to add to a PostgreSQL error ``line`` that :data:`_UNQUALIFIED_MISSING`
+    matches: the run's sessions work on ``search_path = pg_catalog, pg_temp``
+    (warehouse.SAFE_PATH), where such a name is not found."""
+    if not _UNQUALIFIED_MISSING.search(line):
+        return ""
+    return ("; the run's sessions use search_path = pg_catalog, pg_temp: code the server runs for them (a view's "
+            "function, a policy, trigger, constraint or domain check) must name that schema, or have a "
+            "search_path of its own (ALTER FUNCTION ... SET search_path = ...)")
+
+
 def first_line(exc: BaseException) -> str:
     """An error as one line: its first. DuckDB's CSV errors put their cause
     further down: it is added, with the file. Data stays out: never the

@@ -18,7 +18,7 @@ import duckdb
 
 from .config import plain
 from .errors import ConfigError, InputError, SqlanonError
-from .io import first_line
+from .io import first_line, safe_path_hint
 from .sql import render
 
 log = logging.getLogger("sqlanon")
@@ -104,7 +104,8 @@ def _one_line_errors(what: str, server: bool):
     except Exception as exc:  # noqa: BLE001 - a server-side driver error: one line, no traceback
         if not server:
             raise
-        raise InputError(f"cannot {what} on the server: {first_line(exc)}") from None
+        line = first_line(exc)
+        raise InputError(f"cannot {what} on the server: {line}{safe_path_hint(line)}") from None
 
 
 def _fetch(con, template: str, dialect: str, **context) -> tuple[list[str], list[tuple]]:

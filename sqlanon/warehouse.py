@@ -48,7 +48,8 @@ from . import interrupts
 from .config import missing_table, table_text
 from .errors import ConfigError, InputError, redact_urls
 from .io import Staging, refuse_metrics_as_output, refuse_unfit_metrics, relation_columns
-from .io import first_line as _first_line
+from .io import first_line as _io_first_line
+from .io import safe_path_hint
 from .sql import ident, literal, render
 
 if TYPE_CHECKING:
@@ -79,6 +80,13 @@ better-matching signature (``public.hashtextextended(text, integer)``, an
 ``=`` of two varchars), or any placed before pg_catalog, had the run's role
 run another role's code, tens of thousands of times a run. Every relation a
 run reads or writes is schema-qualified by then."""
+
+
+def _first_line(exc: BaseException) -> str:
+    """A server error as one line (:func:`sqlanon.io.first_line`), saying why
+    a name user code left unqualified was not found (:data:`SAFE_PATH`)."""
+    line = _io_first_line(exc)
+    return line + safe_path_hint(line)
 
 
 def _conninfo_value(v) -> str:

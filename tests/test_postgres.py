@@ -3736,3 +3736,39 @@ def test_another_roles_functions_on_the_search_path_are_never_run(pg_url):
     finally:
         sql(pg_url, f"DROP SCHEMA {schema}_evil CASCADE; DROP SCHEMA {schema} CASCADE; DROP OWNED BY {other}; "
                     f"DROP ROLE {other}")
+
+
+def test_user_code_naming_a_table_without_its_schema_fails_saying_why(pg_url):
+    """The run's sessions work on search_path=pg_catalog,pg_temp
+    (warehouse.SAFE_PATH): user code the server runs for them and that names
+    a table without its schema (an audit trigger on the target, a policy's
+    function on the source, a domain's check) found it on the user's path
+    before, and now fails with the server's 'relation "audit" does not
+    exist', which names no table of the run: the message says why."""
+    schema = "unqualified"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"""
+        CREATE TABLE {schema}.src AS SELECT g AS id, 18 + g % 50 AS age, 'note ' || g AS note
+            FROM generate_series(1, 300) g;
+        CREATE TABLE {schema}.audit(n bigint);
+        SET search_path = {schema};
+        CREATE FUNCTION {schema}.log_load() RETURNS trigger LANGUAGE plpgsql AS $f$
+            BEGIN INSERT INTO audit SELECT count(*) FROM new_rows; RETURN NULL; END $f$;
+        RESET search_path;
+    """)
+    on_path = pg_url + "?options=" + quote(f"-csearch_path={schema}")
+    run = dict(table=f"{schema}.src", target_table=f"{schema}.dst", qi=["age"], k=5, workers=2, fragments=2)
+    sqlanon.anonymize(on_path, on_path, **run)
+    sql(pg_url, f"CREATE TRIGGER audit AFTER INSERT ON {schema}.dst REFERENCING NEW TABLE AS new_rows "
+                f"FOR EACH STATEMENT EXECUTE FUNCTION {schema}.log_load()")
+    before = sql(pg_url, f"SELECT * FROM {schema}.dst ORDER BY id")
+    p = _cli("anonymize", on_path, "--table", f"{schema}.src", "-o", on_path, "--target-table", f"{schema}.dst",
+             "--qi", "age", "-k", 7, "--workers", 2, "--fragments", 2, "--overwrite")
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert 'relation "audit" does not exist; the run\'s sessions use search_path = pg_catalog, pg_temp' in p.stderr
+    assert "ALTER FUNCTION ... SET search_path" in p.stderr
+    assert sql(pg_url, f"SELECT * FROM {schema}.dst ORDER BY id") == before
+    sql(pg_url, f"ALTER FUNCTION {schema}.log_load() SET search_path = {schema}")
+    assert sqlanon.anonymize(on_path, on_path, overwrite=True, **{**run, "k": 7}).metrics.rows == 300
+    assert scalar(pg_url, f"SELECT n FROM {schema}.audit") == 300

@@ -1587,3 +1587,17 @@ def test_session_options_add_to_the_urls_or_pgoptions(monkeypatch):
     assert own.libpq("-c x=0") == f"host='h' dbname='db' user='u' {utf8} options='-c search_path=hr {styles} -c x=0'"
     assert Conn("postgresql://u@h/db").libpq("-c x=0") == \
         f"host='h' dbname='db' user='u' {utf8} options='-c work_mem=64MB {styles} -c x=0'"
+
+
+def test_a_server_error_on_a_name_without_its_schema_says_the_runs_path():
+    """warehouse.SAFE_PATH: every name of a run's own statements is qualified,
+    so a relation, type or function the server did not find unqualified was
+    named by user code it ran for the run (a view's function, a trigger)."""
+    from sqlanon.io import safe_path_hint
+
+    for line in ('ERROR: relation "audit" does not exist', 'type "zip" does not exist',
+                 "Failed to prepare COPY: ERROR: function lookup(integer) does not exist"):
+        assert safe_path_hint(line).startswith("; the run's sessions use search_path = pg_catalog, pg_temp"), line
+    for line in ('relation "hr.audit" does not exist', "function hr.lookup(integer) does not exist",
+                 "Catalog Error: Table with name audit does not exist!", 'column "age" does not exist'):
+        assert safe_path_hint(line) == "", line
