@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import duckdb
