@@ -693,7 +693,10 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
         if csv and check.ok and l > 1:  # ... and as its readers type it, as the publishing check counts too
             typed_check = verify_as_typed(con, lambda every_row: dataclasses.replace(
                 typed, null_strings=io.READER_NULLS, every_row=every_row).relation, list(qi), k, l, sensitive, show)
-            check = check if typed_check is None or typed_check.ok else typed_check
+            if typed_check is not None and not typed_check.ok:  # its text held l: say why it fails (helper-98)
+                check = dataclasses.replace(typed_check, reading=(
+                    "read as pandas reads the file: '5' and '5.0' one value, 'NA', 'null' or 'NaN' and an empty "
+                    "field one"))
         if check.ok:
             warn_spellings(con, relation, list(qi), l, [c for c in sensitive if typeof[c] == "VARCHAR"])
             if isinstance(source, io.FileSource) and len(source.files()) > 1:

@@ -43,6 +43,9 @@ class Verification:
     """How many classes break k or l in all."""
     violating_rows: int = 0
     """How many rows those classes hold."""
+    reading: str = ""
+    """How the table was read where not as it is written, said with its
+    violations: a CSV file read as its readers type it (:func:`verify_as_typed`)."""
 
     @property
     def ok(self) -> bool:
@@ -62,7 +65,8 @@ class Verification:
         more = ""
         if self.n_violations > shown_n:
             more = f"{sep if lines and shown else ' ' if shown else ''}(and {self.n_violations - shown_n} more)"
-        head = f"{self.n_violations} class(es) of {self.violating_rows} row(s) break k={self.k}/l={self.l}:"
+        how = f" ({self.reading})" if self.reading else ""
+        head = f"{self.n_violations} class(es) of {self.violating_rows} row(s) break k={self.k}/l={self.l}{how}:"
         return f"{head}{sep if lines else ' '}{shown}{more}"
 
     def to_dict(self) -> dict:

@@ -1292,7 +1292,11 @@ def test_a_csv_output_is_checked_as_pandas_reads_its_null_spellings(tmp_path):
     assert not out.exists()
     r = sqlanon.anonymize(src, tmp_path / "out.parquet", qi=["age"], sensitive=["dx"], k=5, l=3, workers=1)
     assert r.verification.ok and r.verification.min_distinct == {"dx": 3}
-    assert not sqlanon.verify(src, qi=["age"], sensitive=["dx"], k=5, l=3).ok  # a CSV file as pandas reads it
+    check = sqlanon.verify(src, qi=["age"], sensitive=["dx"], k=5, l=3)  # a CSV file as pandas reads it
+    assert not check.ok and "break k=5/l=3 (read as pandas reads the file: " in check.describe_failure(), check
+    r = subprocess.run([sys.executable, "-m", "sqlanon", "verify", str(src), "--qi", "age", "--sensitive", "dx",
+                        "-k", "5", "-l", "3"], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout.startswith("FAILED: 3 class(es) of 30 row(s) break k=5/l=3 (read as pandas"), r
 
 
 def test_a_csv_outputs_null_spellings_that_type_a_column_past_the_sniffed_rows_keep_the_typed_check(tmp_path):
