@@ -696,7 +696,7 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
             if typed_check is not None and not typed_check.ok:  # its text held l: say why it fails (helper-98)
                 check = dataclasses.replace(typed_check, reading=(
                     "read as pandas reads the file: '5' and '5.0' one value, 'NA', 'null' or 'NaN' and an empty "
-                    "field one"))
+                    "field one, shown as NULL"))
         if check.ok:
             warn_spellings(con, relation, list(qi), l, [c for c in sensitive if typeof[c] == "VARCHAR"])
             if isinstance(source, io.FileSource) and len(source.files()) > 1:
