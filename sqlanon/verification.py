@@ -83,6 +83,7 @@ class Verification:
             "n_violations": self.n_violations,
             "violating_rows": self.violating_rows,
             "violations": self.violations,
+            "reading": self.reading,
         })
 
 

@@ -232,8 +232,8 @@ class Conn:
         # returned bytes, EUC_TW has no Python codec).
         parts["client_encoding"] = "UTF8"
         # After the URL's own options, or else PGOPTIONS's (which libpq reads only when none are given).
-        parts["options"] = f"{parts.pop('options', None) or os.environ.get('PGOPTIONS', '')} {TEXT_STYLE}".strip()
-        parts["options"] = f"{parts['options']} {SAFE_PATH}"
+        own = parts.pop("options", None) or os.environ.get("PGOPTIONS", "")
+        parts["options"] = f"{own} {TEXT_STYLE} {SAFE_PATH}".strip()
 
         object.__setattr__(self, "_parts", tuple(parts.items()))
         object.__setattr__(self, "_libpq", _conninfo(parts))

@@ -1297,6 +1297,7 @@ def test_a_csv_output_is_checked_as_pandas_reads_its_null_spellings(tmp_path):
     r = subprocess.run([sys.executable, "-m", "sqlanon", "verify", str(src), "--qi", "age", "--sensitive", "dx",
                         "-k", "5", "-l", "3"], capture_output=True, text=True)
     assert r.returncode == 1 and r.stdout.startswith("FAILED: 3 class(es) of 30 row(s) break k=5/l=3 (read as pandas"), r
+    assert check.to_dict()["reading"].startswith("read as pandas reads the file: ")  # --json says it too
 
 
 def test_a_csv_outputs_null_spellings_that_type_a_column_past_the_sniffed_rows_keep_the_typed_check(tmp_path):
