@@ -3,7 +3,18 @@
 # SQLANON_TEST_PG_URL=postgresql://user:pw@host:port/db uses that server instead.
 # Tests that use these fixtures are marked @pytest.mark.postgres.
 
+import sys as _sys
+
 import pytest as _pg_pytest
+
+# pytest caches a test module's assertion-rewritten bytecode in
+# tests/__pycache__ unless bytecode writing is off, as PYTHONDONTWRITEBYTECODE=1
+# (this machine image's default) turns it: every test process then rewrote
+# every module again, ~5.5 s of CPU each at the start of every run (4 of them
+# on 2 cores). The test modules are rewritten after this file; the setting
+# is this process's alone (the sqlanon processes the tests start keep the
+# environment's).
+_sys.dont_write_bytecode = False
 
 
 @_pg_pytest.fixture(scope="session")
