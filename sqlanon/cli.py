@@ -676,13 +676,16 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
         return value
     try:
         with open(value, encoding="utf-8") as fh:
-            data = yaml.load(fh, Loader=_UniqueKeyLoader) or {}
+            data = yaml.load(fh, Loader=_UniqueKeyLoader)
     except OSError as exc:
         raise _ConfigFileError(f"cannot read {value!r}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise _ConfigFileError(f"{value!r} is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     except yaml.YAMLError as exc:
         raise _ConfigFileError(f"{value!r} is not valid YAML: {' '.join(str(exc).split())}") from exc
+    if data is None:  # empty, or comments only: a broken deploy's file (helper-100)
+        ctx.meta["sqlanon.config_empty"] = value
+        data = {}
     if not isinstance(data, dict):
         raise _ConfigFileError(f"{value!r} must hold a mapping of option names to values")
     keys: dict[str, click.Parameter] = {}
@@ -752,8 +755,10 @@ def _require(ctx: click.Context, *options: tuple[str, str, object], job: str = "
     if missing:
         names = ", ".join(f"'{name}'" for name, _ in missing)
         keys = ", ".join(f"{key}:" for _, key in missing)
+        empty = ctx.meta.get("sqlanon.config_empty")
         raise click.UsageError(f"Missing {names} (give {'it' if len(missing) == 1 else 'them'} on the command "
-                               f"line, or as {keys} in {job}).", ctx)
+                               f"line, or as {keys} in {job})" + (f"; {empty!r} sets nothing: it is empty" if empty
+                                                                   else "") + ".", ctx)
 
 
 PATH_KEYS = {"input", "output", "metrics"}

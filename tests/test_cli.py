@@ -598,6 +598,18 @@ def test_missing_options_are_named_together_with_their_job_file_keys():
     assert r.exit_code == 2 and "Missing '-o' (give it on the command line, or as output: in" in r.stderr
 
 
+@pytest.mark.parametrize("text", ["", "# the job moved to people.yml\n"])
+def test_an_empty_job_file_is_said_to_be_empty(tmp_path, text):
+    """A job file a broken deploy left empty (or all comments) gave only
+    "Missing 'INPUT', '-o', '--qi', '-k'", as if the file were not read (helper-100)."""
+    job = tmp_path / "job.yml"
+    job.write_text(text)
+    for command in ("anonymize", "verify"):
+        r = cli(command, "--config", job)
+        assert r.exit_code == 2
+        assert_one_line_error(r.stderr, rf"^Error: Missing .*; {re.escape(repr(str(job)))} sets nothing: it is empty\.")
+
+
 def test_a_missing_column_is_named_with_its_option_and_only_a_close_match(out_dir):
     """'zipcode' got "did you mean 'income'?" (difflib's 0.6), and the
     message did not say which option named it (helper-42)."""
