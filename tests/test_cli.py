@@ -3218,6 +3218,20 @@ def test_a_hierarchy_file_with_a_header_row_is_warned_about(tmp_path, out_dir, c
                 ) is warned, caplog.text
 
 
+def test_a_quasi_identifier_that_is_null_in_every_row_is_warned_about(tmp_path, out_dir, caplog):
+    """A nightly source whose QI column went empty upstream published every
+    row's value as NULL, exit 0, not a word (helper-100)."""
+    src = tmp_path / "s.parquet"
+    for age, warned in (("NULL::INTEGER", True), ("CASE WHEN i % 3 = 0 THEN NULL ELSE i % 40 END", False)):
+        duckdb.sql(f"COPY (SELECT i AS id, {age} AS age, i % 5 AS zip FROM range(100) t(i)) TO '{src}'")
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="sqlanon"):
+            r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age,zip", "-k", "5", "--overwrite")
+        assert r.exit_code == 0, r.stderr
+        assert ("quasi-identifier 'age' is NULL in every row" in caplog.text) is warned, caplog.text
+        assert "'zip'" not in caplog.text
+
+
 def test_csv_dates_that_read_both_ways_need_a_date_order(tmp_path, out_dir):
     """DuckDB reads '01/02/2020' day first when no value tells: a US file of
     the 1st to the 12th of a month published every date as another one,
