@@ -183,6 +183,20 @@ server ran for it (a view's function, a policy, trigger, constraint, domain
 check, index expression, event trigger) looked it up on the run's path."""
 
 
+def warn_of_lost_columns(target: str, old: list[str], new: list[str], same=lambda name: name) -> None:
+    """Warn that the columns of the table ``target`` replaces (``old``) that
+    the output lacks (``new``; compared as ``same`` makes them) go with it:
+    a column someone added to last night's output (an analyst's notes)
+    vanished with its values, without a word (helper-100)."""
+    kept = {same(n) for n in new}
+    gone = [n for n in old if same(n) not in kept]
+    if gone:
+        log.warning("%s: the replaced table's %s %s %s not in the output and %s with it, values and all", target,
+                    "column" if len(gone) == 1 else "columns", ", ".join(map(repr, gone[:10])) + (
+                        f", … ({len(gone) - 10} more)" if len(gone) > 10 else ""),
+                    *(("is", "goes") if len(gone) == 1 else ("are", "go")))
+
+
 def safe_path_hint(line: str) -> str:
     """What to add to a PostgreSQL error ``line`` that :data:`_UNQUALIFIED_MISSING`
     matches: the run's sessions work on ``search_path = pg_catalog, pg_temp``
@@ -2624,6 +2638,9 @@ class DuckDBTarget(LocalStagingTarget):
         new = {fold_name(n) for (n,) in con.execute(
             f"SELECT column_name FROM duckdb_columns() WHERE {where}",
             duckdb_table_key([key[0], self.staging_table(staging)[-1]])).fetchall()}
+        warn_of_lost_columns(self.describe(), [n for (n,) in con.execute(
+            f"SELECT column_name FROM duckdb_columns() WHERE {where} ORDER BY column_index", key).fetchall()],
+            list(new), fold_name)
         kept += [(f"COLUMN {ident(['__sqlanon_dst', *self.table, name])}", c) for name, c in con.execute(
             f"SELECT column_name, comment FROM duckdb_columns() WHERE {where} AND comment IS NOT NULL",
             key).fetchall() if fold_name(name) in new]

@@ -49,7 +49,7 @@ from .config import missing_table, table_text
 from .errors import ConfigError, InputError, redact_urls
 from .io import Staging, refuse_metrics_as_output, refuse_unfit_metrics, relation_columns
 from .io import first_line as _io_first_line
-from .io import safe_path_hint
+from .io import safe_path_hint, warn_of_lost_columns
 from .sql import ident, literal, render
 
 if TYPE_CHECKING:
@@ -1290,6 +1290,7 @@ class PostgresTarget:
             raise InputError(
                 f"cannot replace {self.describe()}: {what}, and its columns change ({changed}); drop or redefine "
                 "them, or publish to another table")
+        warn_of_lost_columns(self.describe(), old_names, new_names)
         if indexes or unkept:
             log.warning("%s: %s not carried over (the table's columns change)",
                         self.describe(), ", ".join([*(f"index {i}" for i in indexes), *unkept]))

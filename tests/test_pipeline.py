@@ -2286,6 +2286,12 @@ def test_duckdb_sources_and_targets_keep_what_they_hold(tmp_path):
              "--drop", "age_months", "--overwrite")
     assert p.returncode == 0, p.stderr
     assert re.search(r"Warning: .* the replaced table's NOT NULL, PRIMARY KEY are not carried over", p.stderr), p.stderr
+    # A column someone added to the output goes with the old table: said, naming it (helper-100)
+    assert re.search(r"Warning: .* the replaced table's column 'parent' is not in the output and goes with it, "
+                     r"values and all", p.stderr), p.stderr
+    p = _cli("anonymize", db, "--table", "people", "-o", out, "--target-table", "anon", "--qi", "age", "-k", 5,
+             "--drop", "age_months", "--overwrite")
+    assert p.returncode == 0 and "not in the output" not in p.stderr, p.stderr  # the same columns again
     with duckdb.connect(str(out), read_only=True) as con:
         assert con.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 'anon'").fetchone()[0] == \
             "published nightly"
