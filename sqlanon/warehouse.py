@@ -796,8 +796,8 @@ among the names (a composite's fields, an enum's labels, a range's
 subtype), to compare one database's with another's."""
 
 _DECLARED_COLUMNS = ("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-                     "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped")
-"""A table's columns and their own types (a domain's name), by its quoted name."""
+                     "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped ORDER BY attnum")
+"""A table's columns, in order, and their own types (a domain's name), by its quoted name."""
 
 
 @dataclass
@@ -833,6 +833,9 @@ class PostgresTarget:
     may not create tables in the target's schema (a swap gives it the new table)."""
     _old_types: dict[str, str] = field(default_factory=dict, repr=False)
     """The existing target's columns and their own types (a domain's name), when it is to be replaced."""
+    _held: tuple[list[str], list[str]] = ([], [])
+    """What depends on the existing target and what else is attached to it
+    (replace_plan.sql's ``views`` and ``attached``), which no swap keeps."""
     _server_version = 0
     """The server's version number (150004), known once the run's lock is taken."""
 
@@ -878,10 +881,14 @@ class PostgresTarget:
         (it may refill it: :meth:`_check_replaceable`) with other columns
         (``names``, the output's): only a swap can, which needs the owner,
         and the run failed after all its work with the server's 'must be
-        member of role …' (helper-61). By name: columns of another type or
-        order are found when publishing (the run fails then, the old table kept)."""
+        member of role …' (helper-61); nor one that views depend on or that
+        has what a swap drops (:meth:`_refuse_held`). By name: columns of
+        another type or order are found when publishing (the run fails
+        then, the old table kept)."""
         if self._owns is None or not self._old_types or set(names) == set(self._old_types):
             return
+        if any(self._held):  # was found when publishing, after the work (helper-100)
+            self._refuse_held(*self._held, _column_change(list(self._old_types), names))
         if self._owns and self._owner_cannot_create is None:
             return
         change = _column_change(list(self._old_types), names)
@@ -894,6 +901,15 @@ class PostgresTarget:
         raise InputError(f"cannot replace {self.describe()}: its columns change ({change}), so the new table must "
                          "take its place, which only its owner may do, and the role does not own it; publish the "
                          "same columns, or to another table")
+
+    def _refuse_held(self, views: list[str], attached: list[str], changed: str) -> None:
+        """Refuse to replace the target whose columns change (``changed``)
+        while ``views`` depend on it or ``attached`` hangs on it: only a swap
+        gives a table other columns, and it would drop them."""
+        what = (f"{', '.join(views)} depend(s) on it" if views else "") + (
+            "; " if views and attached else "") + (f"it has {', '.join(attached)}" if attached else "")
+        raise InputError(f"cannot replace {self.describe()}: {what}, and its columns change ({changed}); drop or "
+                         "redefine them, or publish to another table")
 
     def _metrics_name(self, where: str | None) -> tuple[str, str]:
         if where:
@@ -1028,6 +1044,9 @@ class PostgresTarget:
                 self._owns = owns
                 self._owner_cannot_create = group_owner if owns else None
                 self._old_types = dict(c.execute(_DECLARED_COLUMNS, (ident(list(self.table)),)).fetchall())
+                held = render("replace_plan.sql", dialect="postgres", inline=True, old=ident(list(self.table)),
+                              new=ident(list(self.table)))
+                self._held = tuple(c.execute(f"SELECT views, attached FROM ({held.sql}) plan").fetchone())
                 refuse_metrics_as_output(self._old_types, self.describe())
                 self._refuse_rewriters(c, ident(list(self.table)))
             except psycopg.Error as exc:
@@ -1280,16 +1299,13 @@ class PostgresTarget:
             c.execute(f"DROP TABLE {stage}")
             return
         if views or attached:
-            # By name where names differ ('without native_country'), else the first column whose type or
+            # By name where names differ ('without native_country'), else each column whose type or
             # place does: by place alone, a dropped column read as renamed to the next (helper-91).
-            changed = _column_change(old_names, new_names) or next(
-                (f"{a or '(none)'} -> {b or '(none)'}" for a, b in itertools.zip_longest(old_columns, new_columns)
-                 if a != b), "")
-            what = (f"{', '.join(views)} depend(s) on it" if views else "") + (
-                "; " if views and attached else "") + (f"it has {', '.join(attached)}" if attached else "")
-            raise InputError(
-                f"cannot replace {self.describe()}: {what}, and its columns change ({changed}); drop or redefine "
-                "them, or publish to another table")
+            pairs = [f"{a or '(none)'} -> {b or '(none)'}"
+                     for a, b in itertools.zip_longest(old_columns, new_columns) if a != b]
+            changed = _column_change(old_names, new_names) or ", ".join(pairs[:5]) + (
+                f", … ({len(pairs) - 5} more)" if len(pairs) > 5 else "")
+            self._refuse_held(views, attached, changed)
         warn_of_lost_columns(self.describe(), old_names, new_names)
         if indexes or unkept:
             log.warning("%s: %s not carried over (the table's columns change)",
