@@ -218,6 +218,49 @@ def test_nowhere_to_compile_is_said(tmp_path, monkeypatch, caplog):
             "numba's JIT") in caplog.text
 
 
+def test_no_home_directory_leaves_the_package_cache(monkeypatch):
+    """Without HOME, a uid that has no passwd entry made every command an
+    internal error ('Could not determine home directory'), verify too,
+    whose template cache is only faster (helper-101)."""
+    from sqlanon import cache
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("SQLANON_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert cache.cache_dirs() == [Path(cache.__file__).parent / "__pycache__"]
+
+
+@pytest.mark.slow  # numba compiles the kernel from nothing in each: ~25 s
+@pytest.mark.parametrize("writable", [True, False])
+def test_the_jit_kernel_caches_in_sqlanons_place_or_nowhere(tmp_path, writable):
+    """numba's cache of the JIT kernel stayed in the package directory or
+    ~/.cache/numba whatever SQLANON_CACHE_DIR said (in a directory named '~'
+    of the current one when HOME was unset), and where none of those could
+    be written every run failed ('cannot cache function …: no locator
+    available') after the warning that the JIT is used (helper-101)."""
+    (tmp_path / "file").write_text("")
+    cache = tmp_path / "cache" if writable else tmp_path / "file" / "cache"  # nothing can be made in a file
+    env = {**os.environ, "SQLANON_CACHE_DIR": str(cache), "SQLANON_KERNEL": "jit", "PYTHONPATH": str(REPO)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("HOME", None)
+    code = ("from sqlanon import kernel, mondrian\n"
+            "import numba, numpy as np\n"
+            "assert kernel.load() is mondrian\n"
+            "print(mondrian._CACHE, numba.config.CACHE_DIR)\n")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    if writable:
+        assert p.stdout.split() == ["True", str(cache / "numba")]
+        assert list((cache / "numba").rglob("*.nbi")), "numba cached nothing there"
+    else:
+        assert p.stdout.split()[0] == "False"
+    assert not (tmp_path / "~").exists()
+
+
 def test_the_worker_pools_warnings_read_as_the_clis(tmp_path):
     """The fork server loads the kernel, and said its warnings bare, without
     the 'Warning: ' every other warning of the CLI has (helper-51)."""
