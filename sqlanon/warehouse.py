@@ -267,6 +267,7 @@ class Conn:
                 f"{what} must be a postgresql:// URL, not {self.backend!r} ({self.safe()}): other SQLAlchemy "
                 f"databases can be read (as the input), not written or verified in place{files}"
             )
+        need_psycopg()
         return self
 
     @property
@@ -332,10 +333,7 @@ class Conn:
         interprets no placeholders then), so a ``%`` or ``:name`` inside a
         quoted identifier stays inert; values use ``%s`` parameters.
         """
-        try:
-            import psycopg
-        except ImportError as exc:
-            raise ConfigError(f"PostgreSQL needs psycopg: {EXTRA_HINT}") from exc
+        psycopg = need_psycopg()
         try:
             c = psycopg.connect(self.libpq(name=interrupts.session_name(), own_path=own_path))
         except psycopg.Error as exc:
@@ -381,6 +379,16 @@ def reads_table(source: "PostgresSource", table: tuple[str, str]) -> tuple[bool,
                       table=ident(list(table)), sql_bodies=c.info.server_version >= 140000, past_stored=True)
         hit, opaque = c.execute(stmt.sql).fetchone()
     return bool(hit), list(opaque)
+
+
+def need_psycopg():
+    """psycopg, or the error saying how to install it (a PostgreSQL input
+    without the extra was an internal error, ModuleNotFoundError: helper-101)."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ConfigError(f"PostgreSQL needs psycopg: {EXTRA_HINT}") from exc
+    return psycopg
 
 
 def _extension_path() -> str:
@@ -709,6 +717,7 @@ def open_source(url: str, table: str | None) -> "PostgresSource | sqla.SqlAlchem
         from . import sqla
 
         return sqla.open_source(conn, table)
+    need_psycopg()
     return PostgresSource(conn, _table(table, "--table", conn))
 
 

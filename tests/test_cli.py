@@ -3810,3 +3810,20 @@ def test_library_warnings_name_arguments_per_call_and_thread():
     finally:
         log.removeHandler(handler)
     assert seen == ["pass overwrite=True", "pass --overwrite", "pass overwrite=True", "pass --overwrite"]
+
+
+def test_postgresql_without_psycopg_says_how_to_install_it(tmp_path):
+    """Without the [postgres] extra a PostgreSQL input and `verify` of a
+    table were internal errors (ModuleNotFoundError: No module named
+    'psycopg'); an output said what to install (helper-101)."""
+    url = "postgresql://u@127.0.0.1:1/db"
+    code = ("import sys\nsys.modules['psycopg'] = None  # as if not installed\n"
+            "from sqlanon._script import entry\nsys.exit(entry())\n")
+    for args in (["anonymize", url, "--table", "t", "-o", tmp_path / "o.parquet", "--qi", "age", "-k", "2"],
+                 ["verify", url, "--table", "t", "--qi", "age", "-k", "2"],
+                 ["anonymize", ADULTS, "-o", url, "--target-table", "t", "--qi", "age", "-k", "2"]):
+        p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                           timeout=120, cwd=REPO)
+        assert p.returncode == 2, p.stderr
+        assert_one_line_error(p.stderr, r"^Error: PostgreSQL needs psycopg: pip install 'sqlanon\[postgres\]'$")
+    assert not (tmp_path / "o.parquet").exists()
