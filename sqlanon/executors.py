@@ -1205,9 +1205,15 @@ class SparkExecutor:
             # 'your hostname resolves to a loopback address' (the caller's
             # environment is left as it was).
             local_ip = os.environ.get("SPARK_LOCAL_IP")
+            # A local master's Python workers ran the first `python3` on PATH
+            # (pyspark's default), not this interpreter: a cron job calling a
+            # venv's sqlanon had them import another sqlanon, or none (helper-101).
+            python = None if remote_master(master) or not sys.executable else os.environ.get("PYSPARK_PYTHON", "")
             try:
                 if quiet and local_ip is None:
                     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+                if python == "":
+                    os.environ["PYSPARK_PYTHON"] = sys.executable
                 with warnings.catch_warnings(), contextlib.ExitStack() as on_failure:
                     warnings.simplefilter("ignore", FutureWarning)  # pyspark's 'pandas >= 3.0.0', every run
                     # A start cut short (Ctrl-C, SIGTERM, an error) left the
@@ -1224,6 +1230,8 @@ class SparkExecutor:
             finally:
                 if local_ip is None:
                     os.environ.pop("SPARK_LOCAL_IP", None)
+                if python == "":
+                    os.environ.pop("PYSPARK_PYTHON", None)
                 if ours is not None and signal.getsignal(signal.SIGINT) is not ours:
                     # pyspark installs its own Ctrl-C handler; the run's own
                     # (sqlanon.interrupts: never publish after a Ctrl-C, never

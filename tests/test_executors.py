@@ -851,7 +851,9 @@ def test_spark_keeps_stderr_for_errors(source, tmp_path):
     pyspark's pandas FutureWarning); an error still gets its line. Both
     ways in: ``python -m sqlanon`` and the ``sqlanon`` script's module.
     Its Python workers import nothing from the directory the run started
-    in (`-m pyspark.daemon` put it first on their path: helper-25)."""
+    in (`-m pyspark.daemon` put it first on their path: helper-25), and
+    they run the run's interpreter, not the first `python3` on PATH (a
+    venv's sqlanon called by cron: helper-101)."""
     import shutil
 
     args = ["anonymize", str(source), "-o", str(tmp_path / "o.parquet"),
@@ -859,9 +861,14 @@ def test_spark_keeps_stderr_for_errors(source, tmp_path):
     here = tmp_path / "here"
     here.mkdir()
     (here / "pyarrow.py").write_text("raise ImportError('the working directory was on the path')\n")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python3").write_text("#!/bin/sh\necho \"the PATH's python3 ran\" >&2\nexit 3\n")
+    (tmp_path / "bin" / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("PYSPARK_PYTHON", None)
     script = Path(sys.executable).with_name("sqlanon")
     p = subprocess.run([str(script) if script.exists() else shutil.which("sqlanon"), *args, "-k", "5", "--json"],
-                       capture_output=True, text=True, timeout=300, cwd=here)
+                       capture_output=True, text=True, timeout=300, cwd=here, env=env)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     p = subprocess.run([sys.executable, "-m", "sqlanon.cli", *args, "-k", "999999", "--overwrite"],
                        capture_output=True, text=True, timeout=300)
