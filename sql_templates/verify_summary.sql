@@ -1,4 +1,7 @@
-{# k-anonymity / l-diversity summary of a generalized relation. #}
+{# k-anonymity / l-diversity summary of a generalized relation; per
+   sensitive column its fewest distinct values in a class (`__sqlanon_l_i`),
+   then how many classes reach l only with NULL counted as one of them
+   (`__sqlanon_by_null_i`). #}
 WITH
 {% include "_classes.sql" %}
 
@@ -12,5 +15,10 @@ SELECT
     coalesce(sum("__sqlanon_rows") FILTER (WHERE "__sqlanon_rows" < {{ p(k) }}{% for s in sensitive %} OR {{ ("__sqlanon_l_" ~ loop.index0) | ident }} < {{ p(l) }}{% endfor %}), 0) AS violating_rows
 {% for s in sensitive %}
     , min({{ ("__sqlanon_l_" ~ loop.index0) | ident }}) AS {{ ("__sqlanon_l_" ~ loop.index0) | ident }}
+{% endfor %}
+{% for s in sensitive %}
+    , count(*) FILTER (WHERE {{ ("__sqlanon_l_" ~ loop.index0) | ident }} >= {{ p(l) }}
+                         AND {{ ("__sqlanon_l_" ~ loop.index0) | ident }} - {{ ("__sqlanon_null_" ~ loop.index0) | ident }} < {{ p(l) }})
+        AS {{ ("__sqlanon_by_null_" ~ loop.index0) | ident }}
 {% endfor %}
 FROM "__sqlanon_classes"

@@ -33,8 +33,8 @@ from .domain import resolve_generalization
 from .errors import ConfigError, InputError, in_library_terms
 from .hierarchies import load_hierarchy
 from .sql import render
-from .verification import (Verification, relation_types, verify_as_typed, verify_relation, warn_spellings,
-                           warn_split_classes)
+from .verification import (Verification, relation_types, verify_as_typed, verify_relation, warn_null_counted,
+                           warn_spellings, warn_split_classes)
 
 log = logging.getLogger("sqlanon")
 
@@ -640,6 +640,7 @@ def verify(
                 text = [s for s in sensitive if types[s].removesuffix("[]").split(".")[-1].startswith(
                     ("text", "character", "citext"))]
                 warn_spellings(server, relation, list(qi), l, text, dialect="postgres")
+                warn_null_counted(check)
             return check
     if os.path.isfile(spec_in) and io.is_sqlite(spec_in):  # its advice, a sqlite:/// URL, is refused below (helper-60)
         raise ConfigError(f"{spec_in!r} is a SQLite database, which sqlanon verify does not read: it checks what "
@@ -699,6 +700,7 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
                     "field one, shown as NULL"))
         if check.ok:
             warn_spellings(con, relation, list(qi), l, [c for c in sensitive if typeof[c] == "VARCHAR"])
+            warn_null_counted(check)
             if isinstance(source, io.FileSource) and len(source.files()) > 1:
                 split = dataclasses.replace(source, file_column=io.FILE_COLUMN)
                 warn_split_classes(con, split.relation, list(qi), k, l, sensitive, io.FILE_COLUMN)

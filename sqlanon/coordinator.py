@@ -42,6 +42,7 @@ from .sql import fold_name, ident, render
 from .sql.render import is_generic
 from .verification import (
     Checksums, Verification, column_checksums, refuse_reserved, verify_as_typed, verify_relation,
+    warn_null_counted,
 )
 from .worker import CRASH_ONCE_ENV, FragmentResult, FragmentTask, probe, run_fragment
 
@@ -1253,6 +1254,7 @@ def run(
                         f"refusing to publish {target.describe()!r}: {check.describe_failure()}"
                         + _collation_hint(columns, spec, merged) + _csv_empty_hint(target, spec, schema, check)
                     )
+                warn_null_counted(check)
                 if isinstance(target, io.FileTarget) and target.fmt == "csv" and spec.l > 1:
                     _check_csv_as_typed(vcon, functools.partial(target.read_back_relation, staging), qi_out, spec, target,
                                         schema)

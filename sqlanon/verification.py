@@ -46,6 +46,9 @@ class Verification:
     reading: str = ""
     """How the table was read where not as it is written, said with its
     violations: a CSV file read as its readers type it (:func:`verify_as_typed`)."""
+    by_null: dict[str, int] = field(default_factory=dict)
+    """Per sensitive column, the classes that reach ℓ only with NULL
+    counted as one of their values (none listed when there are none, or ℓ is 1)."""
 
     @property
     def ok(self) -> bool:
@@ -84,6 +87,7 @@ class Verification:
             "violating_rows": self.violating_rows,
             "violations": self.violations,
             "reading": self.reading,
+            "classes_l_by_null": self.by_null,
         })
 
 
@@ -174,6 +178,16 @@ def warn_spellings(con, relation: str, qi: list[str], l: int, text: list[str],  
             log.warning("l=%d holds as the values are written, but %d class(es) hold fewer than %d values of %r once "
                         "case, blanks around them, zero-width characters and the Unicode form are ignored (one "
                         "holds %s and %s): one value written two ways?", l, n, l, s, _shown(lo), _shown(hi))
+
+
+def warn_null_counted(check: Verification) -> None:
+    """Warn when ℓ holds only with NULL counted as a value: a sensitive
+    column gone mostly NULL upstream passed l = 2 with classes of one
+    income and NULLs, not a word (helper-100). NULL is a value to ℓ, as
+    the README says; to a reader it says 'this one, or unknown'."""
+    for s, n in check.by_null.items():
+        log.warning("l=%d holds with NULL counted as a value of %r: %d class(es) hold fewer than %d other values "
+                    "(a reader learns the value, or that it is missing)", check.l, s, n, check.l)
 
 
 def warn_split_classes(con, relation: str, qi: list[str], k: int, l: int,  # noqa: E741
@@ -346,7 +360,8 @@ def verify_relation(
         row = rows_[0]
         violations: list[dict] = []
         classes, rows, min_size, max_size, dp, n_bad, bad_rows = row[:7]
-        mins = dict(zip(sensitive, row[7:]))
+        mins = dict(zip(sensitive, row[7:7 + len(sensitive)]))
+        by_null = dict(zip(sensitive, row[7 + len(sensitive):]))
         log.info("k=%d l=%d checked by SQL: %s rows in %s classes (smallest %s); %s break it",
                  k, l, rows or 0, classes, min_size or 0, n_bad or "none")
         if n_bad:
@@ -370,4 +385,5 @@ def verify_relation(
         max_class_size=int(max_size or 0),
         min_distinct={s: int(v) for s, v in mins.items() if v is not None}, violations=violations,
         n_violations=int(n_bad or 0), violating_rows=int(bad_rows or 0),
+        by_null={s: int(v) for s, v in by_null.items() if v and l > 1},
     )

@@ -3232,6 +3232,33 @@ def test_a_quasi_identifier_that_is_null_in_every_row_is_warned_about(tmp_path, 
         assert "'zip'" not in caplog.text
 
 
+def test_l_reached_only_by_counting_null_is_warned_about(tmp_path, out_dir, caplog):
+    """A sensitive column gone mostly NULL upstream passed l=2 with classes
+    of one value and NULLs, exit 0, not a word (helper-100); NULL stays a
+    value to l (README), and the run and verify say how many classes need it."""
+    src = tmp_path / "s.parquet"
+    for dx, warned in (("CASE WHEN i % 3 = 0 THEN 'a' WHEN i % 20 = 1 THEN 'b' END", True),
+                       ("CASE WHEN i % 3 = 0 THEN 'a' WHEN i % 3 = 1 THEN 'b' END", False)):
+        duckdb.sql(f"COPY (SELECT i AS id, 20 + i % 40 AS age, {dx} AS dx FROM range(600) t(i)) TO '{src}'")
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="sqlanon"):
+            r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "--sensitive", "dx", "-l", "2",
+                    "-k", "5", "--overwrite")
+            assert r.exit_code == 0, r.stderr
+            v = cli("verify", out_dir / "o.parquet", "--qi", "age", "--sensitive", "dx", "-l", "2", "-k", "5",
+                    "--json")
+        assert v.exit_code == 0, v.stderr
+        said = re.findall(r"l=2 holds with NULL counted as a value of 'dx': (\d+) class\(es\) hold fewer than 2 "
+                          r"other values", caplog.text)
+        by_null = json.loads(v.stdout)["classes_l_by_null"]
+        if warned:
+            assert len(said) == 2 and said[0] == said[1] and by_null == {"dx": int(said[0])}, caplog.text
+            out = duckdb.sql(f"SELECT age, count(DISTINCT dx) AS d FROM '{out_dir / 'o.parquet'}' GROUP BY age")
+            assert duckdb.sql("SELECT count(*) FROM out WHERE d < 2").fetchone()[0] == int(said[0])
+        else:
+            assert not said and by_null == {}, caplog.text
+
+
 def test_csv_dates_that_read_both_ways_need_a_date_order(tmp_path, out_dir):
     """DuckDB reads '01/02/2020' day first when no value tells: a US file of
     the 1st to the 12th of a month published every date as another one,
