@@ -34,6 +34,7 @@ import importlib.metadata
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -162,7 +163,7 @@ def _load():
             try:
                 _build(d, path)
             except Exception as exc:  # noqa: BLE001 - any failure leaves the JIT as the way
-                why = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                why = _first_sentences(f"{type(exc).__name__}: {exc}")
                 marker = _failed_marker(d, key)
                 with contextlib.suppress(OSError):
                     marker.write_text(why + "\n")
@@ -177,6 +178,14 @@ def _load():
                 "more per process: set SQLANON_CACHE_DIR to a writable directory",
                 " or ".join(str(d) for d in dirs))
     return _jit()
+
+
+def _first_sentences(text: str) -> str:
+    """The first line of ``text`` without a last sentence that leads into
+    the next lines ('… present. If using conda try:', numba's words without
+    a C compiler, cut there mid-advice: helper-101)."""
+    line = text.splitlines()[0] if text.strip() else text
+    return re.sub(r"(?<=[.!?])\s+[^.!?]*:\s*$", "", line) if line.rstrip().endswith(":") else line
 
 
 def needs_build() -> bool:

@@ -118,6 +118,21 @@ def test_a_failed_build_falls_back_to_the_jit_once(tmp_path, monkeypatch, caplog
     assert not (tmp_path / "unused").exists()
 
 
+def test_a_failed_builds_reason_is_not_cut_mid_advice(tmp_path, monkeypatch, caplog):
+    """numba's words without a C compiler end their first line 'If using
+    conda try:', and the warning ended there (helper-101)."""
+    monkeypatch.setenv("SQLANON_CACHE_DIR", str(tmp_path))
+
+    def no_compiler(directory, path):
+        raise RuntimeError("Attempted to compile AOT function without the compiler used by numpy.distutils present. "
+                           "If using conda try:\n\n#> conda install gcc_linux-64 gxx_linux-64")
+
+    monkeypatch.setattr(kernel, "_build", no_compiler)
+    assert kernel._load() is mondrian
+    assert ("(RuntimeError: Attempted to compile AOT function without the compiler used by numpy.distutils "
+            "present.); using numba's JIT") in caplog.text, caplog.text
+
+
 def test_the_key_follows_the_kernel_source(tmp_path, monkeypatch):
     key = kernel.cache_key()
     changed = tmp_path / "mondrian.py"
