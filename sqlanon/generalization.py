@@ -27,6 +27,7 @@ ours for the kinds the paper leaves open):
 from __future__ import annotations
 
 import bisect
+import math
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -175,6 +176,13 @@ def _generalize(e, stats, lo, hi, has_null, col, bounds, interval_format) -> Gen
         shown = shown.cast(pa.float64())
     dstr = as_text(shown)
     missing = pa.array(~has_val)
+    # A class of numbers and NaN ('[9, nan]', NaN placed at the largest number)
+    # cost 0 when 9 was the largest: a generalized value at no cost. It costs
+    # 1, as a class of values and NULLs does (helper-102).
+    nan_code = len(e.dictionary) - 1
+    with_nan = (np.zeros(n_cls, bool) if e.kind != "interval" or nan_code < 0
+                or not pa.types.is_floating(e.dictionary.type) or not math.isnan(e.dictionary[nan_code].as_py())
+                else has_val & (hi == nan_code) & (lo < nan_code))
 
     if e.kind == "interval" and interval_format == "bounds":
         invalid = ~has_val | mixed
@@ -182,7 +190,7 @@ def _generalize(e, stats, lo, hi, has_null, col, bounds, interval_format) -> Gen
         take_hi = pa.array(safe_hi if len(e.dictionary) else np.zeros(n_cls, np.int64), mask=invalid)
         cols = [(f"{e.name}_lo", shown.take(take)), (f"{e.name}_hi", shown.take(take_hi))]
         span = e.values[safe_hi] - e.values[safe_lo]
-        ncp = np.where(single, 0.0, span / stats.range if stats.range > 0 else 0.0)
+        ncp = np.where(single, 0.0, np.where(with_nan, 1.0, span / stats.range if stats.range > 0 else 0.0))
         # NULL bounds stand for a class of NULLs and for a mixed one alike (both
         # may be one published class): a reader learns nothing from them, so
         # they cost 1, unless the column holds no value anywhere (no mixed class).
@@ -199,7 +207,7 @@ def _generalize(e, stats, lo, hi, has_null, col, bounds, interval_format) -> Gen
         hi_s = dstr.take(pa.array(safe_hi))
         text = pc.if_else(pa.array(single), lo_s, _wrap("[", pc.binary_join_element_wise(lo_s, hi_s, ", "), "]"))
         span = e.values[safe_hi] - e.values[safe_lo]
-        cost = span / stats.range if stats.range > 0 else np.zeros(n_cls)
+        cost = np.where(with_nan, 1.0, span / stats.range if stats.range > 0 else 0.0)
     elif e.kind == "hierarchy":
         h = e.qi.hierarchy
         node = h.shown_as[h.lca(safe_lo, safe_hi)]

@@ -1532,6 +1532,25 @@ def test_a_nan_costs_the_same_ncp_in_every_plan(tmp_path):
     assert [r.metrics.ncp_by_attribute["x"] for r in runs] == pytest.approx([20 + 20 * 19 / 1019] * 2)
 
 
+@pytest.mark.parametrize("interval_format", ["text", "bounds"])
+def test_a_class_of_the_largest_number_and_nan_is_charged_as_generalized(tmp_path, interval_format):
+    """NaN sits at the largest number, so a class '[9, nan]' with 9 the
+    largest spanned nothing: a generalized value at NCP 0, which the README
+    says only an ungeneralized one costs (helper-102). It costs 1, as a class
+    of values and NULLs does; a class of NaN alone costs 0."""
+    src = tmp_path / "nanmax.parquet"
+    f = [0.0] * 6 + [9.0] * 3 + [math.nan] * 3
+    pq.write_table(pa.table({"rid": list(range(12)), "f": pa.array(f, from_pandas=False), "dx": ["p", "q"] * 6}), src)
+    r = sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["f"], sensitive=["dx"], k=6, l=2, workers=1,
+                          interval_format=interval_format)
+    assert r.metrics.classes == 2 and r.metrics.ncp == 6.0
+    f = [0.0] * 6 + [math.nan] * 6
+    pq.write_table(pa.table({"rid": list(range(12)), "f": pa.array(f, from_pandas=False), "dx": ["p", "q"] * 6}), src)
+    r = sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["f"], sensitive=["dx"], k=6, l=2, workers=1,
+                          interval_format=interval_format, overwrite=True)
+    assert r.metrics.classes == 2 and r.metrics.ncp == 0.0
+
+
 def test_verify_tells_a_float_qis_signed_zeros_apart(tmp_path):
     """A rounded -0.3 kg is -0.0, which pandas and every reader print apart
     from 0.0: verify, grouping as SQL compares, counted it in a class of
