@@ -9,6 +9,7 @@ when the package directory is read-only.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -39,23 +40,49 @@ def writable_dir() -> Path | None:
     return None
 
 
-def numba_caches() -> bool:
-    """Whether numba may cache the JIT kernel (:mod:`sqlanon.mondrian`,
-    ``cache=True``), pointing its cache at sqlanon's own place when that is
-    not the package's ``__pycache__`` (numba's first choice): with neither
-    writable (a read-only install, HOME unwritable) numba found nowhere to
-    cache and every run failed, where a warning promised the JIT (helper-101);
-    and ``$SQLANON_CACHE_DIR`` left numba's cache where it was, or in a
-    directory named ``~`` of the current one when HOME was unset. False: no
-    writable place (the kernel is compiled again in each process).
-    ``$NUMBA_CACHE_DIR``, numba's own setting, is left to numba."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return True
-    d = writable_dir()
-    if d is None:
-        return False
-    if d != Path(__file__).parent / "__pycache__":
-        import numba
 
-        numba.config.CACHE_DIR = str(d / "numba")
-    return True
+def kernel_jit(**options):
+    """``numba.njit(cache=True, **options)`` for sqlanon's kernel (:mod:`sqlanon.mondrian`).
+
+    Its cache goes where sqlanon keeps what it compiles (:func:`writable_dir`)
+    when that is not the package's ``__pycache__``, numba's first choice:
+    ``$SQLANON_CACHE_DIR`` moved the compiled kernel but not numba's cache,
+    which went to a directory named ``~`` of the current one when HOME was
+    unset (helper-101). Set for the kernel's functions alone: a host's own
+    cached functions keep numba's places (helper-103). With nowhere numba
+    can write ('no locator available': a read-only install, HOME unwritable)
+    every run failed at import; the function is compiled uncached then
+    (:data:`UNCACHED` says so). ``$NUMBA_CACHE_DIR`` is numba's own, and wins.
+    """
+    import numba
+
+    def decorate(fn):
+        global UNCACHED
+        ours = None if os.environ.get("NUMBA_CACHE_DIR") else _numba_dir()
+        before = numba.config.CACHE_DIR
+        if ours is not None:
+            numba.config.CACHE_DIR = str(ours)
+        try:
+            return numba.njit(cache=True, **options)(fn)
+        except RuntimeError as exc:
+            if "no locator available" not in str(exc):
+                raise
+            UNCACHED = True
+            return numba.njit(**options)(fn)
+        finally:
+            numba.config.CACHE_DIR = before
+
+    return decorate
+
+
+UNCACHED = False
+"""Whether a kernel function could not be cached (compiled anew in each process)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _numba_dir() -> Path | None:
+    """numba's cache of the JIT kernel: in sqlanon's place unless that is
+    the package's ``__pycache__`` (numba's own first choice) or none is
+    writable (numba's own places then: the package's, ``~/.cache/numba``)."""
+    d = writable_dir()
+    return None if d is None or d == Path(__file__).parent / "__pycache__" else d / "numba"

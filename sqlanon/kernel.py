@@ -8,8 +8,9 @@ first process that needs the kernel compiles it *ahead of time* with
 version); every later process imports that module, which needs numpy only.
 
 Where the compiled module lives: :func:`sqlanon.cache.cache_dirs` (the
-package's ``__pycache__``, next to numba's own cache, unless that is
-read-only or ``$SQLANON_CACHE_DIR`` says otherwise). Its file name carries a hash of the kernel source, the signatures,
+package's ``__pycache__``, unless that is read-only or
+``$SQLANON_CACHE_DIR`` says otherwise; numba's cache of the JIT kernel
+follows it: :func:`sqlanon.cache.kernel_jit`). Its file name carries a hash of the kernel source, the signatures,
 the numba/numpy/Python versions and the CPU it was compiled for
 (:func:`cpu_identity`), so a change to any of them compiles anew.
 Concurrent processes (a worker pool's first run) take a file lock: one
@@ -173,11 +174,16 @@ def _load():
                 )
                 return _jit()
             return _import(path)
-    # Nowhere to compile it: a second more in every process, which went unsaid (helper-51).
-    log.warning("no writable directory to compile the Mondrian kernel in (%s); using numba's JIT, about a second "
-                "more per process: set SQLANON_CACHE_DIR to a writable directory",
-                " or ".join(str(d) for d in dirs))
-    return _jit()
+    # Nowhere to compile it: a second more in every process, which went unsaid (helper-51),
+    # or, where numba cannot cache it either, its whole compilation (helper-103).
+    jit = _jit()
+    from .cache import UNCACHED
+
+    log.warning("no writable directory to compile the Mondrian kernel in (%s); using numba's JIT, %s: set "
+                "SQLANON_CACHE_DIR to a writable directory", " or ".join(str(d) for d in dirs),
+                "which cannot cache it either: compiled again in every process, 20-40 s each" if UNCACHED
+                else "about a second more per process")
+    return jit
 
 
 def _first_sentences(text: str) -> str:

@@ -35,16 +35,13 @@ Cut rule (per node, paper §5 with Eq. 1):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .cache import numba_caches
-
-_CACHE = numba_caches()
+from .cache import kernel_jit
 
 __all__ = ["partition", "class_ranges", "class_distinct", "class_max_of", "count_distinct", "shuffle_blocks"]
 
 
-@njit(cache=_CACHE, nogil=True)
+@kernel_jit(nogil=True)
 def _sides_diverse(X, S, start, end, a, t, l, s_off, stamp_l, stamp_r, mark):
     """True if both sides of the cut ``X[:, a] <= t`` have >= l distinct codes per sensitive column.
 
@@ -76,7 +73,7 @@ def _sides_diverse(X, S, start, end, a, t, l, s_off, stamp_l, stamp_r, mark):
     return True, mark
 
 
-@njit(cache=_CACHE, nogil=True, inline="always")
+@kernel_jit(nogil=True, inline="always")
 def _widen(X, i, lo, hi):
     """Widen the per-column ranges ``lo``/``hi`` to take in row ``i`` of ``X``
     (inlined in numba's IR: the partition loop calls it for every row)."""
@@ -88,7 +85,7 @@ def _widen(X, i, lo, hi):
             hi[b] = v
 
 
-@njit(cache=_CACHE, nogil=True)
+@kernel_jit(nogil=True)
 def _median_counts(X, start, end, a, lo, hi, hist, buf):
     """Median code of column ``a`` in the block and the counts ``#(<= m)``, ``#(< m)``."""
     size = end - start
@@ -120,7 +117,7 @@ def _median_counts(X, start, end, a, lo, hi, hist, buf):
     return m, le, lt
 
 
-@njit(cache=_CACHE, nogil=True)
+@kernel_jit(nogil=True)
 def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
     """Cut the rows of ``X`` into Mondrian equivalence classes.
 
@@ -316,7 +313,7 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
     return perm, bounds[: n_classes + 1].copy()
 
 
-@njit(cache=_CACHE, nogil=True)
+@kernel_jit(nogil=True)
 def class_ranges(X, bounds, null_code):
     """Per class and column: min and max non-NULL code, and NULL presence.
 
@@ -348,7 +345,7 @@ def class_ranges(X, bounds, null_code):
     return lo, hi, has_null
 
 
-@njit(cache=_CACHE, nogil=True)
+@kernel_jit(nogil=True)
 def count_distinct(col, bounds, dom):
     """Distinct codes of ``col`` within each block of ``bounds``."""
     n_cls = bounds.shape[0] - 1
@@ -365,7 +362,7 @@ def count_distinct(col, bounds, dom):
     return out
 
 
-@njit(cache=_CACHE, nogil=True)
+@kernel_jit(nogil=True)
 def class_distinct(col, bounds, dom, skip):
     """Sorted distinct codes of ``col`` per block, excluding code ``skip``.
 
@@ -389,7 +386,7 @@ def class_distinct(col, bounds, dom, skip):
     return offsets, codes[:pos].copy()
 
 
-@njit(cache=_CACHE, nogil=True)
+@kernel_jit(nogil=True)
 def class_max_of(col, bounds, lookup):
     """Per block, the maximum of ``lookup[code]`` over its rows."""
     n_cls = bounds.shape[0] - 1
@@ -404,7 +401,7 @@ def class_max_of(col, bounds, lookup):
     return out
 
 
-@njit(cache=_CACHE, nogil=True)
+@kernel_jit(nogil=True)
 def shuffle_blocks(perm, bounds, rand):
     """Shuffle each block ``bounds[c]:bounds[c + 1]`` of ``perm`` in place
     (Fisher-Yates), drawing from ``rand``: one non-negative random integer

@@ -199,7 +199,8 @@ def test_concurrent_first_runs_compile_once_and_replace_a_broken_module(tmp_path
     assert stderr.count("ignoring the compiled kernel") >= 1, stderr
     # The waiting process loaded the new module without importing numba.
     assert sorted(out for out, _ in outs) == ["sqlanon._mondrian_aot False\n", "sqlanon._mondrian_aot True\n"], outs
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([broken.name, "_mondrian_aot.lock"])
+    # (and numba's cache of the JIT kernel, made when the build imports the kernel's source)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "numba") == sorted([broken.name, "_mondrian_aot.lock"])
     assert list(tmp.iterdir()) == []
 
 
@@ -249,30 +250,43 @@ def test_no_home_directory_leaves_the_package_cache(monkeypatch):
 
 
 @pytest.mark.slow  # numba compiles the kernel from nothing in each: ~25 s
-@pytest.mark.parametrize("writable", [True, False])
-def test_the_jit_kernel_caches_in_sqlanons_place_or_nowhere(tmp_path, writable):
+@pytest.mark.parametrize("place", ["ours", "numba's", "none"])
+def test_the_jit_kernel_caches_in_sqlanons_place_or_numbas_or_nowhere(tmp_path, place, caplog):
     """numba's cache of the JIT kernel stayed in the package directory or
     ~/.cache/numba whatever SQLANON_CACHE_DIR said (in a directory named '~'
-    of the current one when HOME was unset), and where none of those could
-    be written every run failed ('cannot cache function …: no locator
-    available') after the warning that the JIT is used (helper-101)."""
+    of the current one when HOME was unset), and where numba could write
+    nowhere every run failed ('cannot cache function …: no locator
+    available') after the warning that the JIT is used (helper-101). An
+    unwritable SQLANON_CACHE_DIR leaves numba its own places (helper-103:
+    the first fix compiled the kernel in every process then, ~30 s each),
+    and a host's own cached function keeps them too."""
     (tmp_path / "file").write_text("")
-    cache = tmp_path / "cache" if writable else tmp_path / "file" / "cache"  # nothing can be made in a file
-    env = {**os.environ, "SQLANON_CACHE_DIR": str(cache), "SQLANON_KERNEL": "jit", "PYTHONPATH": str(REPO)}
+    cache = tmp_path / "cache" if place == "ours" else tmp_path / "file" / "cache"  # nothing is made in a file
+    (tmp_path / "host.py").write_text("import numba\n\n@numba.njit(cache=True)\ndef f(x):\n    return x + 1\n")
+    # (where nothing is writable the compiled kernel's load says why the JIT runs)
+    env = {**os.environ, "SQLANON_CACHE_DIR": str(cache), "SQLANON_KERNEL": "auto" if place == "none" else "jit",
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)])}
     env.pop("NUMBA_CACHE_DIR", None)
     env.pop("HOME", None)
-    code = ("from sqlanon import kernel, mondrian\n"
-            "import numba, numpy as np\n"
-            "assert kernel.load() is mondrian\n"
-            "print(mondrian._CACHE, numba.config.CACHE_DIR)\n")
+    code = ("import logging, sys; logging.basicConfig(level=logging.WARNING, stream=sys.stderr)\n"
+            "import numba.core.caching\n"
+            + ("numba.core.caching.FunctionCache._impl_class._locator_classes = []  # nowhere to write\n"
+               if place == "none" else "")
+            + "from sqlanon import cache, kernel, mondrian\n"
+              "assert kernel.load() is mondrian\n"
+            + ("" if place == "none" else "import host\nassert host.f(1) == 2\n")
+            + "print(cache.UNCACHED)\n")
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path,
                        timeout=300)
     assert p.returncode == 0, p.stderr
-    if writable:
-        assert p.stdout.split() == ["True", str(cache / "numba")]
+    assert p.stdout.split() == [str(place == "none")]
+    if place == "ours":
         assert list((cache / "numba").rglob("*.nbi")), "numba cached nothing there"
+        assert not any("host" in f.name for f in (cache / "numba").rglob("*")), "a host's function cached there"
+    if place == "none":
+        assert "which cannot cache it either: compiled again in every process" in p.stderr, p.stderr
     else:
-        assert p.stdout.split()[0] == "False"
+        assert list((tmp_path / "__pycache__").glob("host.f-*.nbi")), "the host's function left numba's place"
     assert not (tmp_path / "~").exists()
 
 
