@@ -183,18 +183,21 @@ server ran for it (a view's function, a policy, trigger, constraint, domain
 check, index expression, event trigger) looked it up on the run's path."""
 
 
-def warn_of_lost_columns(target: str, old: list[str], new: list[str], same=lambda name: name) -> None:
-    """Warn that the columns of the table ``target`` replaces (``old``) that
-    the output lacks (``new``; compared as ``same`` makes them) go with it:
-    a column someone added to last night's output (an analyst's notes)
-    vanished with its values, without a word (helper-100)."""
+def lost_columns(target: str, old: list[str], new: list[str], same=lambda name: name) -> list[tuple]:
+    """The warning (``log.warning``'s arguments, in a list: none or one)
+    that the columns of the table ``target`` replaces (``old``) that the
+    output lacks (``new``; compared as ``same`` makes them) went with it: a
+    column someone added to last night's output (an analyst's notes)
+    vanished with its values, without a word (helper-100). Said once the
+    replacing is committed (a failure after it replaces nothing)."""
     kept = {same(n) for n in new}
     gone = [n for n in old if same(n) not in kept]
-    if gone:
-        log.warning("%s: the replaced table's %s %s %s not in the output and %s with it, values and all", target,
-                    "column" if len(gone) == 1 else "columns", ", ".join(map(repr, gone[:10])) + (
-                        f", … ({len(gone) - 10} more)" if len(gone) > 10 else ""),
-                    *(("is", "goes") if len(gone) == 1 else ("are", "go")))
+    if not gone:
+        return []
+    return [("%s: the replaced table's %s %s %s not in the output and %s with it, values and all", target,
+             "column" if len(gone) == 1 else "columns", ", ".join(map(repr, gone[:10])) + (
+                 f", … ({len(gone) - 10} more)" if len(gone) > 10 else ""),
+             *(("was", "went") if len(gone) == 1 else ("were", "went")))]
 
 
 def safe_path_hint(line: str) -> str:
@@ -2598,7 +2601,7 @@ class DuckDBTarget(LocalStagingTarget):
                         duckdb_table_key(self.table)).fetchone()[0]:
                     raise InputError(f"table {table_text(self.table)!r} was created in {self.path!r} during the run; "
                                      "nothing was published: pass --overwrite to replace it")
-                kept = self._comments(con, staging)
+                kept, said = self._comments(con, staging)
                 con.execute(f"DROP TABLE IF EXISTS {target}")
                 staged = ident(["__sqlanon_dst", *self.staging_table(staging)])
                 con.execute(f"ALTER TABLE {staged} RENAME TO {ident(self.table[-1])}")
@@ -2621,16 +2624,19 @@ class DuckDBTarget(LocalStagingTarget):
             except duckdb.Error as exc:
                 raise InputError(f"cannot publish {self.describe()!r}: {first_line(exc)}{no_room_hint(exc)}") from exc
             on_failure.pop_all()
+        for args in said:
+            log.warning(*args)
         if swap is not None:
             swap.after_publishing(self.describe())
         staging.discard()
         return location
 
-    def _comments(self, con: duckdb.DuckDBPyConnection, staging: Staging) -> list[tuple[str, str]]:
+    def _comments(self, con: duckdb.DuckDBPyConnection, staging: Staging) -> tuple[list[tuple[str, str]], list]:
         """The comments of the table being replaced and of its columns, as
         ``(COMMENT ON target, text)``, to keep on the new table (columns it
-        has again). Indexes and constraints go with the old table: said in a
-        warning (they vanished silently: helper-17)."""
+        has again), and the warnings to give once it is replaced: its
+        indexes, constraints and the columns the output lacks go with the old
+        table (they vanished silently: helper-17, helper-100)."""
         key = duckdb_table_key(self.table)
         where = f"database_name = '__sqlanon_dst' AND {_NAMED}"
         kept = [(f"TABLE {ident(['__sqlanon_dst', *self.table])}", c) for (c,) in con.execute(
@@ -2638,7 +2644,7 @@ class DuckDBTarget(LocalStagingTarget):
         new = {fold_name(n) for (n,) in con.execute(
             f"SELECT column_name FROM duckdb_columns() WHERE {where}",
             duckdb_table_key([key[0], self.staging_table(staging)[-1]])).fetchall()}
-        warn_of_lost_columns(self.describe(), [n for (n,) in con.execute(
+        said = lost_columns(self.describe(), [n for (n,) in con.execute(
             f"SELECT column_name FROM duckdb_columns() WHERE {where} ORDER BY column_index", key).fetchall()],
             list(new), fold_name)
         kept += [(f"COLUMN {ident(['__sqlanon_dst', *self.table, name])}", c) for name, c in con.execute(
@@ -2649,9 +2655,9 @@ class DuckDBTarget(LocalStagingTarget):
         lost += sorted({t for (t,) in con.execute(
             f"SELECT constraint_type FROM duckdb_constraints() WHERE {where}", key).fetchall()})
         if lost:
-            log.warning("%s: the replaced table's %s %s not carried over to the new one", self.describe(),
-                        ", ".join(lost), "is" if len(lost) == 1 else "are")
-        return kept
+            said.append(("%s: the replaced table's %s %s not carried over to the new one", self.describe(),
+                         ", ".join(lost), "was" if len(lost) == 1 else "were"))
+        return kept, said
 
     def rollback(self, con: duckdb.DuckDBPyConnection, staging: Staging | None = None) -> None:
         """Roll the open transaction back; a database file the run created goes too."""

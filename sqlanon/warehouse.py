@@ -49,7 +49,7 @@ from .config import missing_table, table_text
 from .errors import ConfigError, InputError, redact_urls
 from .io import Staging, refuse_metrics_as_output, refuse_unfit_metrics, relation_columns
 from .io import first_line as _io_first_line
-from .io import safe_path_hint, warn_of_lost_columns
+from .io import lost_columns, safe_path_hint
 from .sql import ident, literal, render
 
 if TYPE_CHECKING:
@@ -842,9 +842,12 @@ class PostgresTarget:
     may not create tables in the target's schema (a swap gives it the new table)."""
     _old_types: dict[str, str] = field(default_factory=dict, repr=False)
     """The existing target's columns and their own types (a domain's name), when it is to be replaced."""
-    _held: tuple[list[str], list[str]] = ([], [])
+    _held: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     """What depends on the existing target and what else is attached to it
     (replace_plan.sql's ``views`` and ``attached``), which no swap keeps."""
+    _said: list = field(default_factory=list, repr=False)
+    """Warnings of what replacing the target left behind (``log.warning``'s
+    arguments), given once it is committed: a failure after them replaced nothing."""
     _server_version = 0
     """The server's version number (150004), known once the run's lock is taken."""
 
@@ -1055,7 +1058,7 @@ class PostgresTarget:
                 self._old_types = dict(c.execute(_DECLARED_COLUMNS, (ident(list(self.table)),)).fetchall())
                 held = render("replace_plan.sql", dialect="postgres", inline=True, old=ident(list(self.table)),
                               new=ident(list(self.table)))
-                self._held = tuple(c.execute(f"SELECT views, attached FROM ({held.sql}) plan").fetchone())
+                self._held = tuple(map(tuple, c.execute(f"SELECT views, attached FROM ({held.sql}) plan").fetchone()))
                 refuse_metrics_as_output(self._old_types, self.describe())
                 self._refuse_rewriters(c, ident(list(self.table)))
             except psycopg.Error as exc:
@@ -1315,10 +1318,10 @@ class PostgresTarget:
             changed = _column_change(old_names, new_names) or ", ".join(pairs[:5]) + (
                 f", … ({len(pairs) - 5} more)" if len(pairs) > 5 else "")
             self._refuse_held(views, attached, changed)
-        warn_of_lost_columns(self.describe(), old_names, new_names)
+        self._said += lost_columns(self.describe(), old_names, new_names)
         if indexes or unkept:
-            log.warning("%s: %s not carried over (the table's columns change)",
-                        self.describe(), ", ".join([*(f"index {i}" for i in indexes), *unkept]))
+            self._said.append(("%s: %s not carried over (the table's columns change)",
+                               self.describe(), ", ".join([*(f"index {i}" for i in indexes), *unkept])))
         keep = c.execute(render("carry_over.sql", dialect="postgres", inline=True, old=target, new=stage).sql
                          ).fetchall()
         self._carry_over(c, keep)
@@ -1343,9 +1346,10 @@ class PostgresTarget:
             if step == 3 and role is not None:
                 chains.setdefault(role, set()).add(grantee)
         if chains:
-            log.warning("%s: the grants %s are made by the table's owner on the new table (its columns change): a "
-                        "REVOKE ... CASCADE from their grantor no longer reaches them", self.describe(),
-                        "; ".join(f"{', '.join(sorted(to))} had from {who!r}" for who, to in chains.items()))
+            self._said.append((
+                "%s: the grants %s are made by the table's owner on the new table (its columns change): a REVOKE ... "
+                "CASCADE from their grantor no longer reaches them", self.describe(),
+                "; ".join(f"{', '.join(sorted(to))} had from {who!r}" for who, to in chains.items())))
 
     def _give_to_owner(self, c, stmt: str, owner: str) -> None:
         """The swap's ``ALTER TABLE ... OWNER TO owner``, which needs the
@@ -1558,6 +1562,7 @@ class PostgresTarget:
         from .io import file_format, stage_metrics_file
 
         self.check_lock()
+        self._said = []
         if where and file_format(where):
             # Written first: a metrics file that cannot be written fails the
             # run before the table is replaced, not after.
@@ -1567,6 +1572,7 @@ class PostgresTarget:
                 with self._transaction("publish") as c:
                     self._replace(c, ident(list(self._staging_name(staging.run))), staging.grants)
                 on_failure.pop_all()
+            self._say_what_was_left()
             swap_metrics.after_publishing(self.describe())
             self._detach(con)
             staging.discard()
@@ -1619,9 +1625,16 @@ class PostgresTarget:
         except InputError:
             self.rollback(con, staging)
             raise
+        self._say_what_was_left()
         staging.discard()
         self.unlock()
         return f"{self.conn.safe()} table {table_text(mname)}"
+
+    def _say_what_was_left(self) -> None:
+        """The warnings :meth:`_replace` held until the replacing committed."""
+        for args in self._said:
+            log.warning(*args)
+        self._said = []
 
     @staticmethod
     def _create_like(c, table: str, like: str) -> None:
