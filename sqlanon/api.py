@@ -698,6 +698,8 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
                 check = dataclasses.replace(typed_check, reading=(
                     "read as pandas reads the file: '5' and '5.0' one value, 'NA', 'null' or 'NaN' and an empty "
                     "field one, shown as NULL"))
+            elif typed_check is not None:  # its 'nan' and 'NA' are missing values to its readers (helper-103)
+                check = dataclasses.replace(check, by_null=typed_check.by_null)
         if check.ok:
             warn_spellings(con, relation, list(qi), l, [c for c in sensitive if typeof[c] == "VARCHAR"])
             warn_null_counted(check)

@@ -1254,10 +1254,11 @@ def run(
                         f"refusing to publish {target.describe()!r}: {check.describe_failure()}"
                         + _collation_hint(columns, spec, merged) + _csv_empty_hint(target, spec, schema, check)
                     )
-                warn_null_counted(check)
+                typed = None
                 if isinstance(target, io.FileTarget) and target.fmt == "csv" and spec.l > 1:
-                    _check_csv_as_typed(vcon, functools.partial(target.read_back_relation, staging), qi_out, spec, target,
-                                        schema)
+                    typed = _check_csv_as_typed(vcon, functools.partial(target.read_back_relation, staging), qi_out,
+                                                spec, target, schema)
+                warn_null_counted(typed or check)  # a CSV file's 'nan' and 'NA' are missing values to its readers
                 if check.rows != total:
                     raise VerificationError(
                         f"refusing to publish {target.describe()!r}: {check.rows} rows written, {total} in the source"
@@ -1863,13 +1864,17 @@ def _qi_collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) 
 
 
 def _check_csv_as_typed(con, read_as: Callable[[bool], str], qi: list[str], spec: AnonymizationSpec, target,
-                        schema: pa.Schema) -> None:
+                        schema: pa.Schema) -> Verification | None:
     """Refuse a CSV output whose ℓ its readers, who type the file, would
     not find (:func:`verify_as_typed`); the sensitive columns the run held
-    as text are the ones whose values can merge."""
-    text = {c for c in spec.sensitive if pa.types.is_string(t := schema.field(c).type)
-            or pa.types.is_large_string(t) or pa.types.is_dictionary(t)}  # a DuckDB ENUM's labels too
-    check = verify_as_typed(con, read_as, qi, spec.k, spec.l, spec.sensitive) if text else None
+    as text are the ones whose values can merge. The check as they read
+    it, or None where no sensitive column is text or a float (whose 'nan'
+    is a missing value to them, as NULL: its classes that reach ℓ only with
+    it went unsaid, helper-103)."""
+    read = {c for c in spec.sensitive if pa.types.is_string(t := schema.field(c).type)
+            or pa.types.is_large_string(t) or pa.types.is_dictionary(t)  # a DuckDB ENUM's labels too
+            or pa.types.is_floating(t)}
+    check = verify_as_typed(con, read_as, qi, spec.k, spec.l, spec.sensitive) if read else None
     if check is not None and not check.ok:
         raise VerificationError(
             f"refusing to publish {target.describe()!r}: read back with its types, as DuckDB and pandas read a CSV "
@@ -1879,6 +1884,7 @@ def _check_csv_as_typed(con, read_as: Callable[[bool], str], qi: list[str], spec
             "NULL; pyarrow too in a column of numbers): write each value one way, or map the NULLs to a text of "
             "their own, in a view, or write Parquet"
         )
+    return check
 
 
 def _csv_empty_hint(target, spec: AnonymizationSpec, schema: pa.Schema, check) -> str:
