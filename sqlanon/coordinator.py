@@ -456,6 +456,8 @@ def domain_stats(
             field = schema.field(qi.name)
             lo_hi = pa.concat_arrays([_as_type(row.column(f"{m}{i}").chunk(0), field) for m in ("min", "max")])
             stats[qi.name] = interval_stats(0, lo_hi, qi.name)
+            if total and stats[qi.name].min is None and row.column(f"nulls{i}")[0].as_py() < total:
+                log.warning("quasi-identifier %r is NULL or NaN in every row: it is published as it is", qi.name)
             continue
         distinct = row.column(f"d{i}")[0].as_py() + has_null
         domain = present = None
