@@ -466,26 +466,43 @@ def exit_with(pid: int) -> None:
 _ABORTED: weakref.WeakSet = weakref.WeakSet()
 """Management threads of process pools that a failed run tore down."""
 _excepthook = None
+"""The host's ``threading.excepthook`` while :func:`_quiet_hook` stands in for it."""
+_hook_lock = threading.Lock()
+
+
+def _quiet_hook(args) -> None:
+    if args.thread is not None and args.thread in _ABORTED:
+        log.debug("a stopped worker pool's thread ended with %s: %s", args.exc_type.__name__, args.exc_value)
+        return
+    (_excepthook or threading.__excepthook__)(args)
 
 
 def _quiet_after_abort(thread: threading.Thread | None) -> None:
     """Keep the traceback of ``thread`` (a pool's management thread) off
     stderr: a pool torn down while its workers start may fail in it ('Bad
-    file descriptor' in terminate_broken), after the run's one-line error."""
+    file descriptor' in terminate_broken), after the run's one-line error.
+    The host's hook is put back once every such thread has ended: it stayed
+    replaced for the life of the process (helper-104)."""
     global _excepthook
     if thread is None:
         return
     _ABORTED.add(thread)
-    if _excepthook is None:
-        _excepthook = threading.excepthook
+    with _hook_lock:
+        if threading.excepthook is not _quiet_hook:
+            _excepthook = threading.excepthook
+            threading.excepthook = _quiet_hook
+    threading.Thread(target=_hook_back_after, args=(thread,), daemon=True, name="sqlanon-pool-watch").start()
 
-        def hook(args) -> None:
-            if args.thread is not None and args.thread in _ABORTED:
-                log.debug("a stopped worker pool's thread ended with %s: %s", args.exc_type.__name__, args.exc_value)
-                return
-            _excepthook(args)
 
-        threading.excepthook = hook
+def _hook_back_after(thread: threading.Thread) -> None:
+    """Put the host's ``threading.excepthook`` back once ``thread`` has ended
+    (and no other torn-down pool's thread runs), unless the host has set
+    another one meanwhile."""
+    global _excepthook
+    thread.join(60)
+    with _hook_lock:
+        if threading.excepthook is _quiet_hook and not any(t.is_alive() for t in list(_ABORTED)):
+            threading.excepthook, _excepthook = _excepthook or threading.__excepthook__, None
 
 
 class LocalExecutor:
@@ -599,11 +616,18 @@ class DaskExecutor:
             from distributed import Client, LocalCluster
         except ImportError as exc:
             raise ConfigError("--executor=dask needs Dask distributed: pip install 'sqlanon[dask]'") from exc
+        # Put back when the executor shuts down: a host's own level for
+        # Dask's logger stayed WARNING for good (helper-104).
+        self._distributed_level = logging.getLogger("distributed").level
         if not log.isEnabledFor(logging.INFO):
             # Dask logs its cluster's life at INFO on stderr, the CLI's error
             # channel; keep its warnings (the CLI leaves its errors to the
             # run's own one-line error); -v shows everything.
             logging.getLogger("distributed").setLevel(logging.WARNING)
+        # Dask's nannies set their workers' variables in this process's
+        # environment (PYTHONHASHSEED, OMP_NUM_THREADS=1, …), which every
+        # process the host started later inherited (helper-104): put back on shutdown.
+        self._environ = dict(os.environ)
         self.remote = scheduler is not None
         if scheduler is None:
             try:  # TLS with a key made for this cluster: on a plain port any local user could run code in it
@@ -731,6 +755,25 @@ class DaskExecutor:
                 self._cluster.close()
         finally:
             TEARING_DOWN.clear()
+            logging.getLogger("distributed").setLevel(self._distributed_level)
+            if self._cluster is not None:  # a scheduler's address: no nanny of this process
+                for name in _nanny_variables():
+                    if self._environ.get(name) is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = self._environ[name]
+
+
+def _nanny_variables() -> set[str]:
+    """The variables a Dask nanny sets in its own process's environment
+    before it starts a worker (distributed's nanny.py): its configured ones,
+    a fixed PYTHONHASHSEED, and its parent's PID."""
+    import dask
+
+    names = {"PYTHONHASHSEED", "__DASK_PARENT_PID"}
+    for key in ("distributed.nanny.pre-spawn-environ", "distributed.nanny.environ"):
+        names.update(map(str, dask.config.get(key, default=None) or {}))
+    return names
 
 
 def _refuse_workers_without_sqlanon(client, scheduler: str) -> None:

@@ -79,13 +79,26 @@ def recorded_tasks(monkeypatch) -> list:
 
 
 def test_dask_matches_local(source, tmp_path, local_result, monkeypatch):
+    """... and leaves its host's environment and Dask's logger as they were:
+    the nannies' PYTHONHASHSEED and OMP_NUM_THREADS=1 reached every process
+    the host started after, and a host's INFO level for Dask's logger stayed
+    WARNING (helper-104)."""
+    import logging
+
     out = tmp_path / "out.parquet"
     made = recorded_tasks(monkeypatch)
+    for name in ("PYTHONHASHSEED", "OMP_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_", "__DASK_PARENT_PID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "3")  # the host's own
+    monkeypatch.setattr(logging.getLogger("distributed"), "level", logging.INFO)
+    before = dict(os.environ)
     r = run(source, out, "dask")
     check_same(r, local_result, out)
     assert r.to_dict()["executor"] == "dask"
     # The spec and statistics went to the cluster once, not with each task, nor through the staging area.
     assert made and all(t.spec is None and t.stats is None and t.shared is None for t in made)
+    assert dict(os.environ) == before
+    assert logging.getLogger("distributed").level == logging.INFO
 
 
 @pytest.mark.spark
@@ -1565,3 +1578,28 @@ def test_every_dask_worker_counts_where_scheduler_info_lists_five(monkeypatch):
             assert [f.result(timeout=30) for f in probes.values()] == [1] * 7
         finally:
             pool.shutdown()
+
+
+def test_a_failed_call_gives_the_host_its_thread_excepthook_back(source, tmp_path, monkeypatch):
+    """A failed call's torn-down pool quiets its management thread's
+    traceback with a threading.excepthook of its own, which stayed in the
+    host's place for the life of the process (helper-104); the host's comes
+    back once that thread has ended, and meanwhile gets every other thread's."""
+    import threading
+    import time
+
+    seen = []
+    hook = seen.append
+    monkeypatch.setattr(threading, "excepthook", hook)
+    sqlanon.anonymize(source, tmp_path / "o.parquet", qi=QI, k=5, workers=2)  # the pool's server is up
+    assert threading.excepthook is hook
+    with pytest.raises(sqlanon.ConfigError):  # found once the pool is starting
+        sqlanon.anonymize(source, tmp_path / "o.parquet", qi=[*QI, "nope"], k=5, workers=2, overwrite=True)
+    deadline = time.monotonic() + 20
+    while threading.excepthook is not hook and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.excepthook is hook
+    t = threading.Thread(target=lambda: 1 / 0)
+    t.start()
+    t.join()
+    assert [a.exc_type for a in seen] == [ZeroDivisionError]
