@@ -1022,7 +1022,8 @@ def _sample(value: str | None) -> float | None:
 @click.option("--retries", type=int,
               help="Reruns of a failed task on Dask or Spark, 0 to 100 (default: 2; the local pool reruns none).")
 @click.option("--task-timeout", type=float, help="Seconds one fragment may take before the run fails (default: no limit).")
-@click.option("--metrics", help="Metrics to append to: a .parquet/.csv file, or a table when OUTPUT is a database "
+@click.option("--metrics", help="Metrics to append to: a .parquet/.csv file (.pq, .tsv, .csv.gz/.zst too), or a "
+                                "table when OUTPUT is a database "
                                 "(default: OUTPUT without its extension + __metrics.parquet, or TABLE__metrics). "
                                 "Its plan holds values of the input: keep it from the output's readers.")
 @click.option("--explain", is_flag=True,
