@@ -16,7 +16,7 @@
 {% if sensitive | length == 1 %}
 "__sqlanon_pairs" AS (
     SELECT {{ keys }}{% for c in signed %}, {% if dialect == "postgres" %}({{ c | ident }} = 0 AND {{ c | ident }}::text = '-0'){% else %}({{ c | ident }} = 0 AND signbit({{ c | ident }})){% endif %} AS {{ ("__sqlanon_neg" ~ loop.index0) | ident }}{% endfor %}, count(*) AS "__sqlanon_n",
-           max(CASE WHEN {% if sensitive[0] in nan_null %}NULLIF({{ sensitive[0] | ident }}, 'NaN'){% else %}{{ sensitive[0] | ident }}{% endif %} IS NULL THEN 1 ELSE 0 END) AS "__sqlanon_isnull"
+           CASE WHEN {% if sensitive[0] in nan_null %}NULLIF({{ sensitive[0] | ident }}, 'NaN'){% else %}{{ sensitive[0] | ident }}{% endif %} IS NULL THEN 1 ELSE 0 END AS "__sqlanon_isnull"
     FROM {{ relation }}
     GROUP BY {{ keys }}{{ signs }}, {% if sensitive[0] in nan_null %}NULLIF({{ sensitive[0] | ident }}, 'NaN'){% else %}{{ sensitive[0] | ident }}{% endif %}
 ),
