@@ -40,7 +40,6 @@ def writable_dir() -> Path | None:
     return None
 
 
-
 def kernel_jit(**options):
     """``numba.njit(cache=True, **options)`` for sqlanon's kernel (:mod:`sqlanon.mondrian`).
 

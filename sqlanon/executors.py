@@ -499,7 +499,12 @@ def _hook_back_after(thread: threading.Thread) -> None:
     (and no other torn-down pool's thread runs), unless the host has set
     another one meanwhile."""
     global _excepthook
-    thread.join(60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (thread.ident is None or thread.is_alive()):  # not started yet, or running
+        if thread.ident is None:
+            time.sleep(0.05)
+        else:
+            thread.join(0.5)
     with _hook_lock:
         if threading.excepthook is _quiet_hook and not any(t.is_alive() for t in list(_ABORTED)):
             threading.excepthook, _excepthook = _excepthook or threading.__excepthook__, None
@@ -610,6 +615,10 @@ class DaskExecutor:
     name = "dask"
     _shared = None
     """What :meth:`share` sent (a ``distributed.Future``)."""
+    _distributed_level: int | None = None
+    """Dask's logger's level before the run, put back on shutdown."""
+    _environ: dict[str, str] | None = None
+    """This process's environment before a LocalCluster's nannies set theirs, put back on shutdown."""
 
     def __init__(self, scheduler: str | None, workers: int, retries: int) -> None:
         try:
@@ -755,8 +764,9 @@ class DaskExecutor:
                 self._cluster.close()
         finally:
             TEARING_DOWN.clear()
-            logging.getLogger("distributed").setLevel(self._distributed_level)
-            if self._cluster is not None:  # a scheduler's address: no nanny of this process
+            if self._distributed_level is not None:
+                logging.getLogger("distributed").setLevel(self._distributed_level)
+            if self._cluster is not None and self._environ is not None:  # a scheduler's address: no nanny here
                 for name in _nanny_variables():
                     if self._environ.get(name) is None:
                         os.environ.pop(name, None)

@@ -818,13 +818,15 @@ def test_an_aborted_dask_cluster_is_marked_while_it_closes():
     mid-handshake under the CLI's one line (about one run in ten): the
     executor marks the teardown for the CLI's filter (above) while the
     cluster closes, and leaves the loggers' levels alone (a library host's
-    own Dask logging; two runs at once left them at CRITICAL)."""
+    own Dask logging; two runs at once left them at CRITICAL), as they were
+    before the executor started (it quiets Dask's INFO lines meanwhile; a
+    host's level stayed WARNING for good: helper-104)."""
     import logging
 
     from sqlanon import executors
 
-    ex = executors.DaskExecutor(None, 1, 0)
     levels = {name: logging.getLogger(name).level for name in ("distributed", "tornado", "tornado.application")}
+    ex = executors.DaskExecutor(None, 1, 0)
     seen = []
     close = ex._cluster.close
     ex._cluster.close = lambda: (seen.append(executors.TEARING_DOWN.is_set()), close())[1]

@@ -2304,7 +2304,8 @@ def test_duckdb_sources_and_targets_keep_what_they_hold(tmp_path):
     p = _cli("anonymize", db, "--table", "people", "-o", out, "--target-table", "anon", "--qi", "age", "-k", 5,
              "--drop", "age_months", "--overwrite")
     assert p.returncode == 0, p.stderr
-    assert re.search(r"Warning: .* the replaced table's NOT NULL, PRIMARY KEY were not carried over", p.stderr), p.stderr
+    assert re.search(r"Warning: .* the replaced table's NOT NULL, PRIMARY KEY were not carried over",
+                     p.stderr), p.stderr
     # A column someone added to the output goes with the old table: said, naming it (helper-100)
     assert re.search(r"Warning: .* the replaced table's column 'parent' was not in the output and went with it, "
                      r"values and all", p.stderr), p.stderr
