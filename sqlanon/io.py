@@ -44,6 +44,7 @@ import sys
 import time
 import urllib.parse
 import uuid
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -92,6 +93,44 @@ def connect(
     con.execute("SET enable_progress_bar = false")
     con.execute("SET TimeZone = 'UTC'")  # not in ``config``: ICU is not loaded yet there
     return con
+
+
+def refuse_cut_gzip(paths: list[str]) -> None:
+    """Refuse a ``.gz`` input that ends before its end-of-stream marker (a
+    copy or download cut short): DuckDB reads such a file's rows up to the
+    cut without a word, and a run published 15,273 of 20,000 rows, the last
+    value cut too ('co' for 'copd', one more value for ℓ), exit 0
+    (helper-107). Each file is decompressed once to its end (zlib, ~0.1 s
+    per 25 MB of text), its members one after another."""
+    for path in paths:
+        if not path.endswith(".gz"):
+            continue
+        try:
+            with open(path, "rb") as fh:
+                ended = _gzip_ends(fh)
+        except OSError as exc:
+            raise InputError(f"cannot read {path!r}: {exc.strerror}") from None
+        except zlib.error as exc:
+            raise InputError(f"{path!r} is not a whole gzip file ({exc}): copy it again") from None
+        if not ended:
+            raise InputError(f"{path!r} is a cut gzip file (it ends before its end-of-stream marker): its last rows "
+                             "would be lost; copy it again")
+
+
+def _gzip_ends(fh) -> bool:
+    """Whether the gzip stream ``fh`` reads ends each member it starts."""
+    d, pending = zlib.decompressobj(wbits=31), b""
+    while chunk := pending or fh.read(1 << 20):
+        pending = b""
+        if d.eof:
+            if not chunk.strip(b"\0"):  # the zeros some writers pad a file with
+                continue
+            d = zlib.decompressobj(wbits=31)  # the next member
+        d.decompress(chunk, 1 << 24)
+        while d.unconsumed_tail:
+            d.decompress(d.unconsumed_tail, 1 << 24)
+        pending = d.unused_data if d.eof else b""
+    return d.eof
 
 
 def fingerprint(paths: list[str]) -> dict[str, tuple[int, int, int] | None]:
@@ -894,6 +933,7 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         fmt = _one_format(files, f"directory {spec!r}")
         keys = _hive_keys(files, spec)
         _refuse_keys_above(spec, keys)  # before every file's footer is read
+        refuse_cut_gzip(files)  # before the sniffer reads it to the cut
         coarse = _check_file_columns(files, fmt, spec, max_line_size)
         return _hive_null_types(FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse, max_line_size=max_line_size))
@@ -914,6 +954,7 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         fmt = _one_format(files, repr(spec))
         keys = _hive_keys(files, root)
         _refuse_keys_above(root, keys)  # before every file's footer is read
+        refuse_cut_gzip(files)  # before the sniffer reads it to the cut
         coarse = _check_file_columns(files, fmt, root, max_line_size)
         return _hive_null_types(FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse, max_line_size=max_line_size))
@@ -923,6 +964,7 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
         raise InputError(f"input file {spec!r} is not readable")
+    refuse_cut_gzip([spec])  # before the sniffer reads it to the cut
     coarse = _check_file_columns([spec], fmt, max_line_size=max_line_size)
     return replace(exact_file(spec, fmt), coarse=coarse, max_line_size=max_line_size)
 
