@@ -3895,3 +3895,22 @@ def test_a_cut_gzip_input_is_refused_naming_it(tmp_path, out_dir):
         assert_one_line_error(r.stderr, rf"^Error: '{re.escape(str(lake / 'b.csv.gz'))}' is a cut gzip file \(it "
                                         r"ends before its end-of-stream marker\): its last rows would be lost")
     assert sorted(p.name for p in out_dir.iterdir()) == ["o.parquet", "o__metrics.parquet"]
+
+
+def test_csv_dates_with_two_digit_years_are_refused(tmp_path, out_dir):
+    """'12/25/45', as spreadsheets export US dates, read as 2045-12-25:
+    published 100 years off as a QI's intervals and as a pass-through column
+    into Parquet, exit 0 (helper-107). Refused by column, file and value; a
+    CSV output's pass-through text is not read as dates, and passes as written."""
+    src = tmp_path / "people.csv"
+    src.write_text("id,age,dob\n" + "".join(f"{i},{20 + i % 30},{1 + i % 12:02d}/{1 + i % 28:02d}/{40 + i % 50}\n"
+                                            for i in range(300)))
+    for qi in ("dob", "age"):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", qi, "-k", "5")
+        assert r.exit_code == 2
+        assert_one_line_error(r.stderr, rf"^Error: column 'dob' of '{re.escape(str(src))}' holds dates with two-digit "
+                                        r"years such as '\d\d/\d\d/\d\d', which DuckDB reads as 2000-2068")
+    assert not list(out_dir.iterdir())
+    r = cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age", "-k", "5")
+    assert r.exit_code == 0, r.stderr
+    assert sorted(pd.read_csv(out_dir / "o.csv", dtype=str)["dob"]) == sorted(pd.read_csv(src, dtype=str)["dob"])
