@@ -486,9 +486,11 @@ def _quiet_after_abort(thread: threading.Thread | None) -> None:
     global _excepthook
     if thread is None:
         return
-    _ABORTED.add(thread)
     with _hook_lock:
-        if threading.excepthook is not _quiet_hook:
+        _ABORTED.add(thread)
+        # Not while the hook stands in a chain the host built on it (a hook of
+        # the host's that calls it): taking that one made a loop (helper-106).
+        if _excepthook is None and threading.excepthook is not _quiet_hook:
             _excepthook = threading.excepthook
             threading.excepthook = _quiet_hook
     threading.Thread(target=_hook_back_after, args=(thread,), daemon=True, name="sqlanon-pool-watch").start()
@@ -615,28 +617,24 @@ class DaskExecutor:
     name = "dask"
     _shared = None
     """What :meth:`share` sent (a ``distributed.Future``)."""
-    _distributed_level: int | None = None
-    """Dask's logger's level before the run, put back on shutdown."""
-    _environ: dict[str, str] | None = None
-    """This process's environment before a LocalCluster's nannies set theirs, put back on shutdown."""
+    _holds_host = False
+    """Whether this executor counts among those :func:`_dask_host_back` waits for."""
 
     def __init__(self, scheduler: str | None, workers: int, retries: int) -> None:
         try:
             from distributed import Client, LocalCluster
         except ImportError as exc:
             raise ConfigError("--executor=dask needs Dask distributed: pip install 'sqlanon[dask]'") from exc
-        # Put back when the executor shuts down: a host's own level for
-        # Dask's logger stayed WARNING for good (helper-104).
-        self._distributed_level = logging.getLogger("distributed").level
-        if not log.isEnabledFor(logging.INFO):
-            # Dask logs its cluster's life at INFO on stderr, the CLI's error
-            # channel; keep its warnings (the CLI leaves its errors to the
-            # run's own one-line error); -v shows everything.
-            logging.getLogger("distributed").setLevel(logging.WARNING)
-        # Dask's nannies set their workers' variables in this process's
-        # environment (PYTHONHASHSEED, OMP_NUM_THREADS=1, …), which every
-        # process the host started later inherited (helper-104): put back on shutdown.
-        self._environ = dict(os.environ)
+        _dask_host_taken()
+        self._holds_host = True
+        try:
+            self._start(Client, LocalCluster, scheduler, workers, retries)
+        except BaseException:
+            self._holds_host = False
+            _dask_host_back()
+            raise
+
+    def _start(self, Client, LocalCluster, scheduler: str | None, workers: int, retries: int) -> None:  # noqa: N803
         self.remote = scheduler is not None
         if scheduler is None:
             try:  # TLS with a key made for this cluster: on a plain port any local user could run code in it
@@ -764,14 +762,50 @@ class DaskExecutor:
                 self._cluster.close()
         finally:
             TEARING_DOWN.clear()
-            if self._distributed_level is not None:
-                logging.getLogger("distributed").setLevel(self._distributed_level)
-            if self._cluster is not None and self._environ is not None:  # a scheduler's address: no nanny here
-                for name in _nanny_variables():
-                    if self._environ.get(name) is None:
-                        os.environ.pop(name, None)
-                    else:
-                        os.environ[name] = self._environ[name]
+            if self._holds_host:
+                self._holds_host = False
+                _dask_host_back()
+
+
+_dask_lock = threading.Lock()
+_dask_users = 0
+_dask_host: tuple[int, dict[str, str | None]] | None = None
+"""The 'distributed' logger's level and the nanny variables (:func:`_nanny_variables`)
+as they were before the first of the Dask executors alive in this process."""
+
+
+def _dask_host_taken() -> None:
+    """Note the host's state before this process's first live Dask executor,
+    and quiet Dask's INFO lines (on the CLI's stderr, its error channel;
+    warnings stay; -v shows everything). The last executor to go puts it
+    back (:func:`_dask_host_back`): a host's level for Dask's logger stayed
+    WARNING for good, and the nannies' variables (PYTHONHASHSEED=6640,
+    OMP_NUM_THREADS=1, …) stayed in its environment, inherited by every
+    process it started later (helper-104); taken per executor, two runs at
+    once left them (helper-106)."""
+    global _dask_users, _dask_host
+    with _dask_lock:
+        if _dask_users == 0:
+            _dask_host = (logging.getLogger("distributed").level, {n: os.environ.get(n) for n in _nanny_variables()})
+        _dask_users += 1
+        if not log.isEnabledFor(logging.INFO):
+            logging.getLogger("distributed").setLevel(logging.WARNING)
+
+
+def _dask_host_back() -> None:
+    """One Dask executor fewer; the last puts back what :func:`_dask_host_taken` noted."""
+    global _dask_users, _dask_host
+    with _dask_lock:
+        _dask_users -= 1
+        if _dask_users or _dask_host is None:
+            return
+        (level, environ), _dask_host = _dask_host, None
+        logging.getLogger("distributed").setLevel(level)
+        for name, value in environ.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _nanny_variables() -> set[str]:

@@ -181,7 +181,7 @@ def _load():
 
     log.warning("no writable directory to compile the Mondrian kernel in (%s); using numba's JIT, %s: set "
                 "SQLANON_CACHE_DIR to a writable directory", " or ".join(str(d) for d in dirs),
-                "which cannot cache it either: compiled again in every process, 20-40 s each" if UNCACHED
+                "which cannot cache it either: compiled again in every process, 10-40 s each" if UNCACHED
                 else "about a second more per process")
     return jit
 

@@ -188,8 +188,9 @@ def warn_null_counted(check: Verification) -> None:
     learns = ("a reader learns the value, or that it is missing" if check.l == 2 else
               f"a reader narrows it to fewer than {check.l} values, or learns that it is missing")
     for s, n in check.by_null.items():
-        log.warning("l=%d holds with a missing value (NULL, or a float's NaN) counted as a value of %r: %d class(es) "
-                    "hold fewer than %d values besides it (%s)", check.l, s, n, check.l, learns)
+        log.warning("l=%d holds with a missing value (NULL or NaN; in a CSV file 'NA' and its kin too) counted as a "
+                    "value of %r: %d class(es) hold fewer than %d values besides it (%s)", check.l, s, n, check.l,
+                    learns)
 
 
 def warn_split_classes(con, relation: str, qi: list[str], k: int, l: int,  # noqa: E741

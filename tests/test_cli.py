@@ -3256,7 +3256,8 @@ def test_l_reached_only_by_counting_null_is_warned_about(tmp_path, out_dir, capl
             assert r.exit_code == 0, r.stderr
             v = cli("verify", out, "--qi", "age", "--sensitive", "dx", "-l", "2", "-k", "5", "--json")
         assert v.exit_code == 0, v.stderr
-        said = re.findall(r"l=2 holds with a missing value \(NULL, or a float's NaN\) counted as a value of 'dx': "
+        said = re.findall(r"l=2 holds with a missing value \(NULL or NaN; in a CSV file 'NA' and its kin too\) "
+                          r"counted as a value of 'dx': "
                           r"(\d+) class\(es\) hold fewer than 2 values besides it \(a reader learns the value, or "
                           r"that it is missing\)", caplog.text)
         by_null = json.loads(v.stdout)["classes_l_by_null"]

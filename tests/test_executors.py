@@ -1586,7 +1586,7 @@ def test_a_failed_call_gives_the_host_its_thread_excepthook_back(source, tmp_pat
     """A failed call's torn-down pool quiets its management thread's
     traceback with a threading.excepthook of its own, which stayed in the
     host's place for the life of the process (helper-104); the host's comes
-    back once that thread has ended, and meanwhile gets every other thread's."""
+    back once that thread has ended."""
     import threading
     import time
 
@@ -1605,3 +1605,68 @@ def test_a_failed_call_gives_the_host_its_thread_excepthook_back(source, tmp_pat
     t.start()
     t.join()
     assert [a.exc_type for a in seen] == [ZeroDivisionError]
+
+
+def test_dask_executors_alive_at_once_give_the_host_its_state_back_when_the_last_goes(monkeypatch):
+    """Each executor noted the host's environment and Dask's log level as it
+    started: a second run started while the first's nannies had set theirs
+    noted those, and left them (PYTHONHASHSEED=6640, OMP_NUM_THREADS=1) and
+    Dask's INFO lines on (helper-106). The first notes, the last puts back;
+    an executor that fails to start (a scheduler that refuses) counts out."""
+    import logging
+
+    from sqlanon import executors
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("PYTHONHASHSEED", "7")
+    monkeypatch.setattr(logging.getLogger("distributed"), "level", logging.INFO)
+    executors._dask_host_taken()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as a nanny of the first sets them
+    monkeypatch.setenv("PYTHONHASHSEED", "6640")
+    executors._dask_host_taken()
+    executors._dask_host_back()
+    assert os.environ["OMP_NUM_THREADS"] == "1" and logging.getLogger("distributed").level == logging.WARNING
+    executors._dask_host_back()
+    assert "OMP_NUM_THREADS" not in os.environ and os.environ["PYTHONHASHSEED"] == "7"
+    assert logging.getLogger("distributed").level == logging.INFO
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(sqlanon.SqlanonError):
+        executors.DaskExecutor(f"tcp://127.0.0.1:{port}", 1, 0)
+    assert logging.getLogger("distributed").level == logging.INFO and executors._dask_users == 0
+
+
+def test_a_hosts_hook_chained_on_the_quiet_one_makes_no_loop(monkeypatch):
+    """A host that wrapped the stand-in hook in its own (H2 calling the hook
+    it found) had that H2 taken as its hook by the next failed call: every
+    thread's exception then went H2 -> stand-in -> H2 ... RecursionError,
+    and its first hook was lost (helper-106)."""
+    import threading
+
+    from sqlanon import executors
+
+    seen = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: seen.append("H1"))
+    monkeypatch.setattr(executors, "_excepthook", None)
+    hold = threading.Event()
+    pools = [threading.Thread(target=hold.wait) for _ in range(2)]  # a torn-down pool's threads, still running
+    pools[0].start()
+    executors._quiet_after_abort(pools[0])
+    found = threading.excepthook
+
+    def chained(args):
+        seen.append("H2")
+        found(args)
+
+    threading.excepthook = chained
+    pools[1].start()
+    executors._quiet_after_abort(pools[1])
+    other = threading.Thread(target=lambda: 1 / 0)
+    other.start()
+    other.join()
+    hold.set()
+    for t in pools:
+        t.join()
+    assert seen == ["H2", "H1"]
+    assert threading.excepthook is chained  # the host's, as it left it
