@@ -1880,8 +1880,8 @@ def _check_csv_as_typed(con, read_as: Callable[[bool], str], qi: list[str], spec
     if check is not None and not check.ok:
         raise VerificationError(
             f"refusing to publish {target.describe()!r}: read back with its types, as DuckDB and pandas read a CSV "
-            f"file, {check.describe_failure()}; a sensitive value written two ways ('5' and '5.0', 'true' and "
-            "'TRUE') is one value to them, as are 'nan' and an empty field of a column of numbers (NaN and NULL, "
+            f"file, {check.describe_failure()}; a sensitive value written two ways ('5', '05' and '5.0', 'true' "
+            "and 'TRUE', to pyarrow 'true' and '1') is one value to them, as are 'nan' and an empty field of a column of numbers (NaN and NULL, "
             "one value to the run too), and 'NA', 'NaN', 'null' or 'None' and an empty field (pandas reads them as "
             "NULL; pyarrow too in a column of numbers): write each value one way, or map the NULLs to a text of "
             "their own, in a view, or write Parquet"

@@ -20,7 +20,7 @@ import duckdb
 from .config import plain
 from .errors import ConfigError, InputError, SqlanonError
 from .io import first_line, safe_path_hint
-from .sql import render
+from .sql import ident, render
 
 log = logging.getLogger("sqlanon")
 
@@ -229,12 +229,43 @@ def verify_as_typed(
     a warning, when even that cannot read the file typed."""
     for every_row in (False, True):
         try:
-            return verify_relation(con, read_as(every_row), qi, k, l, sensitive, limit=limit)
+            return verify_relation(con, _as_readers_compare(con, read_as(every_row), sensitive), qi, k, l, sensitive,
+                                   limit=limit)
         except (InputError, duckdb.Error) as exc:
             failure = exc
     log.warning("the CSV file does not read back with its types (%s): its l is checked on its text only",
                 first_line(failure))
     return None
+
+
+PYARROW_BOOLEANS = ("1", "0", "true", "false", "True", "False", "TRUE", "FALSE")
+"""The texts pyarrow's CSV reader (and pandas' with engine="pyarrow") reads as booleans."""
+
+
+def _as_readers_compare(con: duckdb.DuckDBPyConnection, relation: str, sensitive) -> str:
+    """``relation`` (a CSV file read typed) with each sensitive column that
+    DuckDB keeps as text compared as pandas and pyarrow read it: one whose
+    every value reads as a number ('5', '05', '+5', '5.0') by that number,
+    one of pyarrow's boolean texts only ('true', '1') as a boolean. DuckDB
+    keeps '05' beside '5' as text, and l = 2 of '5' and '05' was published
+    and verified where pandas reads one value (helper-107). Each column is
+    looked at up to its first value that is neither (at once, for most)."""
+    from .sql import literal
+
+    names, types = relation_types(con, relation)
+    text = [c for c, t in zip(names, types) if c in sensitive and str(t) == "VARCHAR"]
+    replaced = []
+    for c in text:
+        v = f"trim({ident(c)})"
+        if not con.execute(f"SELECT 1 FROM {relation} WHERE {v} <> '' AND TRY_CAST({v} AS DOUBLE) IS NULL "
+                           "LIMIT 1").fetchall():
+            replaced.append(f"CAST(TRY_CAST({v} AS DOUBLE) AS VARCHAR) AS {ident(c)}")
+            continue
+        booleans = ", ".join(literal(b) for b in PYARROW_BOOLEANS)
+        if not con.execute(f"SELECT 1 FROM {relation} WHERE {v} <> '' AND {v} NOT IN ({booleans}) LIMIT 1").fetchall():
+            replaced.append(f"CASE WHEN {v} IN ('1', 'true', 'True', 'TRUE') THEN 'true' WHEN {v} <> '' THEN 'false' "
+                            f"END AS {ident(c)}")
+    return f"(SELECT * REPLACE ({', '.join(replaced)}) FROM {relation})" if replaced else relation
 
 
 CANONICAL_TEXT = (

@@ -1436,7 +1436,7 @@ def test_a_csv_output_is_l_diverse_as_its_readers_type_it(tmp_path, src_fmt):
     r = cli("anonymize", src, "-o", tmp_path / "out.csv", *args)
     assert r.exit_code == 1
     assert_one_line_error(r.stderr, r"refusing to publish '.*out.csv': read back with its types, as DuckDB and pandas "
-                                    r"read a CSV file, 2 class\(es\) of \d+ row\(s\) break k=2/l=2.*'5' and '5.0'")
+                                    r"read a CSV file, 2 class\(es\) of \d+ row\(s\) break k=2/l=2.*'5', '05' and '5.0'")
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
     if src_fmt == "csv":
         r = cli("anonymize", src, "-o", tmp_path / "out.parquet", *args)
@@ -3915,3 +3915,29 @@ def test_csv_dates_with_two_digit_years_are_refused(tmp_path, out_dir):
     r = cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age", "-k", "5")
     assert r.exit_code == 0, r.stderr
     assert sorted(pd.read_csv(out_dir / "o.csv", dtype=str)["dob"]) == sorted(pd.read_csv(src, dtype=str)["dob"])
+
+
+@pytest.mark.parametrize("column, values", [("code", ["5", "05"]), ("code", ["5", "+5.0"]),
+                                            ("flag", ["true", "1"])])
+def test_a_csv_output_whose_readers_read_two_spellings_as_one_value_is_refused(tmp_path, out_dir, column, values):
+    """DuckDB keeps '05' beside '5' as text, pandas reads both as 5, and
+    pyarrow reads 'true' and '1' as one boolean: l = 2 of such a column was
+    published and verified where its readers see one value per class
+    (helper-107). The run refuses it, verify says it fails; as text apart
+    from numbers the same column passes."""
+    src = tmp_path / "s.csv"
+    src.write_text(f"id,age,{column}\n" + "".join(f"{i},{20 + i % 40},{values[i % 2]}\n" for i in range(400)))
+    args = ["--qi", "age", "--sensitive", column, "-k", "5", "-l", "2"]
+    r = cli("anonymize", src, "-o", out_dir / "o.csv", *args)
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, r"^Error: refusing to publish .*read back with its types, as DuckDB and pandas "
+                                    rf"read a CSV file, 16 class\(es\) of 400 row\(s\) break k=5/l=2: .*__distinct_{column}=1")
+    assert not list(out_dir.iterdir())
+    read = pd.read_csv(src, engine="pyarrow") if column == "flag" else pd.read_csv(src)
+    assert (read.groupby("age")[column].nunique() == 1).all()  # as its readers see it
+    r = cli("anonymize", src, "-o", out_dir / "o.parquet", *args)  # Parquet keeps the text: two values
+    assert r.exit_code == 0, r.stderr
+    shown = tmp_path / "published.csv"  # a class per age, both spellings in each
+    shown.write_text(f"age,{column}\n" + "".join(f"{20 + i % 40},{values[i // 40 % 2]}\n" for i in range(400)))
+    v = cli("verify", shown, "--qi", "age", "--sensitive", column, "-k", "5", "-l", "2", "--json")
+    assert v.exit_code == 1 and json.loads(v.stdout)["reading"].startswith("read as pandas reads the file")
