@@ -1444,16 +1444,17 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     generalization left to its type: a set) whose values are numbers but
     for a few (at least 90 %): an 'n/a' among the rows DuckDB guesses the
     type from made a nightly job's ages text, published as sets instead of
-    intervals, exit 0 (helper-67). Only where the pass runs anyway (a column
-    typed as numbers or times beside it).
+    intervals, exit 0 (helper-67); a pass of its own where no column is
+    typed as numbers or times (a file of text columns: it went unsaid,
+    helper-105, helper-107).
     """
     doubles = [c for c in columns if pa.types.is_floating(schema.field(c).type)]
     times = [c for c in columns if pa.types.is_timestamp(schema.field(c).type) or pa.types.is_time(schema.field(c).type)]
     integers = [c for c in columns if pa.types.is_integer(schema.field(c).type)]
     dates = [c for c in columns if pa.types.is_date(schema.field(c).type)]
     naive = [c for c in times if getattr(schema.field(c).type, "tz", None) is None]
-    if not doubles and not times and not integers and not dates:
-        return  # (no pass of its own for the warning)
+    if not doubles and not times and not integers and not dates and not worded:
+        return
     text = io.csv_text(source)
     row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times,
                                  integers=integers, dates=dates, naive=naive, worded=worded))

@@ -2039,6 +2039,14 @@ def test_a_csv_qi_of_numbers_read_as_text_for_a_few_words_is_warned_about(tmp_pa
     with caplog.at_level("WARNING", logger="sqlanon"):
         sqlanon.anonymize(src, tmp_path / "o.parquet", overwrite=True, **run)
     assert "reads as text" not in caplog.text
+    # A file of text columns only (the id dropped): said too, where no other check read the file's text
+    # (helper-105, helper-107)
+    rows[3] = "3,n/a,Flu"
+    src.write_text("id,age,dx\n" + "\n".join(rows) + "\n")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        sqlanon.anonymize(src, tmp_path / "o.csv", drop=["id"], **run)
+    assert "quasi-identifier 'age' of" in caplog.text and "reads as text" in caplog.text, caplog.text
 
 
 def test_a_duckdb_target_schema_that_is_missing_is_refused_before_any_work(tmp_path):
