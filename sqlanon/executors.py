@@ -630,8 +630,11 @@ class DaskExecutor:
         try:
             self._start(Client, LocalCluster, scheduler, workers, retries)
         except BaseException:
+            # A LocalCluster that failed to start (a Ctrl-C meanwhile) is still
+            # closing, and its INFO lines would reach the CLI's error channel:
+            # Dask's logger stays quiet then (the full suite's Ctrl-C test).
             self._holds_host = False
-            _dask_host_back()
+            _dask_host_back(level=scheduler is not None)
             raise
 
     def _start(self, Client, LocalCluster, scheduler: str | None, workers: int, retries: int) -> None:  # noqa: N803
@@ -792,15 +795,17 @@ def _dask_host_taken() -> None:
             logging.getLogger("distributed").setLevel(logging.WARNING)
 
 
-def _dask_host_back() -> None:
-    """One Dask executor fewer; the last puts back what :func:`_dask_host_taken` noted."""
+def _dask_host_back(level: bool = True) -> None:
+    """One Dask executor fewer; the last puts back what :func:`_dask_host_taken`
+    noted (``level``: the logger's level too)."""
     global _dask_users, _dask_host
     with _dask_lock:
         _dask_users -= 1
         if _dask_users or _dask_host is None:
             return
-        (level, environ), _dask_host = _dask_host, None
-        logging.getLogger("distributed").setLevel(level)
+        (was, environ), _dask_host = _dask_host, None
+        if level:
+            logging.getLogger("distributed").setLevel(was)
         for name, value in environ.items():
             if value is None:
                 os.environ.pop(name, None)
