@@ -561,8 +561,6 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
     refused, naming the column, the file and a value. Returns None for
     DuckDB's guess.
     """
-    from .sql import literal
-
     dated = [c for c in columns if pa.types.is_date(schema.field(c).type) or pa.types.is_timestamp(schema.field(c).type)]
     if source.ours or not dated:
         return (None, None)
@@ -638,8 +636,6 @@ def _refuse_two_digit_years(query, text: str, dated: list[str], schema: pa.Schem
     2000-2068, and such a column was published 100 years off, as a QI
     (intervals missing the true dates) and passed through alike (helper-107).
     One pass over the file's text for every such column."""
-    from .sql import literal
-
     pattern = literal(r"^\s*\d{1,2}[/.-]\d{1,2}[/.-]\d{2}(\s|T|$)")
     found = []
     for c in dated:

@@ -20,7 +20,7 @@ import duckdb
 from .config import plain
 from .errors import ConfigError, InputError, SqlanonError
 from .io import first_line, safe_path_hint
-from .sql import ident, render
+from .sql import ident, literal, render
 
 log = logging.getLogger("sqlanon")
 
@@ -250,8 +250,6 @@ def _as_readers_compare(con: duckdb.DuckDBPyConnection, relation: str, sensitive
     keeps '05' beside '5' as text, and l = 2 of '5' and '05' was published
     and verified where pandas reads one value (helper-107). Each column is
     looked at up to its first value that is neither (at once, for most)."""
-    from .sql import literal
-
     names, types = relation_types(con, relation)
     text = [c for c, t in zip(names, types) if c in sensitive and str(t) == "VARCHAR"]
     replaced = []
