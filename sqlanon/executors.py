@@ -626,16 +626,14 @@ class DaskExecutor:
         except ImportError as exc:
             raise ConfigError("--executor=dask needs Dask distributed: pip install 'sqlanon[dask]'") from exc
         _dask_host_taken()
-        self._holds_host = True
-        try:
-            self._start(Client, LocalCluster, scheduler, workers, retries)
-        except BaseException:
+        with contextlib.ExitStack() as on_failure:
             # A LocalCluster that failed to start (a Ctrl-C meanwhile) is still
             # closing, and its INFO lines would reach the CLI's error channel:
             # Dask's logger stays quiet then (the full suite's Ctrl-C test).
-            self._holds_host = False
-            _dask_host_back(level=scheduler is not None)
-            raise
+            on_failure.callback(_dask_host_back, level=scheduler is not None)
+            self._start(Client, LocalCluster, scheduler, workers, retries)
+            on_failure.pop_all()
+        self._holds_host = True
 
     def _start(self, Client, LocalCluster, scheduler: str | None, workers: int, retries: int) -> None:  # noqa: N803
         self.remote = scheduler is not None
