@@ -20,6 +20,9 @@
    - per column of `dates` (text DuckDB guessed to be dates), the ISO
      timestamps with a time of day other than midnight, whose time that
      reading drops (`a<i>`);
+   - per column of `yeared` (text DuckDB guessed to be dates or timestamps),
+     a value written with a two-digit year ('12/25/45'), which that reading
+     takes as 2045 (00-68 as 2000-2068) (`y<i>`);
    - per column of `naive` (text DuckDB guessed to be timestamps without a
      time zone, or times, from the rows it sniffed), the values with a
      non-zero UTC offset after their time of day, which that reading drops
@@ -50,6 +53,9 @@ FROM
 {% endfor %}
 {% for c in dates %}
     , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) <> CAST(TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) AS DATE)) AS {{ ("a" ~ loop.index0) | ident }}
+{% endfor %}
+{% for c in yeared %}
+    , min(nullif(trim({{ c | ident }}), '')) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '^\d{1,2}[/.-]\d{1,2}[/.-]\d{2}(\s|T|$)')) AS {{ ("y" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in naive %}
     , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '[0-9]:[0-9]{2}(:[0-9]{2}(\.[0-9]*)?)?[+-][0-9]{1,2}(:?[0-9]{2})?$')

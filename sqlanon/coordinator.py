@@ -1434,7 +1434,10 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
       separators (ZIP code 02134 published as 2134, 0x10 as 16: helper-58),
       a time of day in a column it guessed to hold dates, a UTC
       offset in one it guessed to hold timestamps without a time zone, or
-      times (``10:00:00+05:00`` published as 10:00). (A value that reading
+      times (``10:00:00+05:00`` published as 10:00);
+    * a date or timestamp written with a two-digit year ('12/25/45', as
+      spreadsheets export US dates), which DuckDB reads as 2045: published
+      100 years off (helper-107). (A value that reading
       cannot take at all, 'n/a' among numbers, fails it: :meth:`io.DuckDBReadable.unreadable`.)
 
     Of ``columns`` (QI, sensitive and pass-through ones; a pass-through
@@ -1453,11 +1456,20 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     integers = [c for c in columns if pa.types.is_integer(schema.field(c).type)]
     dates = [c for c in columns if pa.types.is_date(schema.field(c).type)]
     naive = [c for c in times if getattr(schema.field(c).type, "tz", None) is None]
+    yeared = [*dates, *(c for c in times if pa.types.is_timestamp(schema.field(c).type))]
     if not doubles and not times and not integers and not dates and not worded:
         return
     text = io.csv_text(source)
     row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times,
-                                 integers=integers, dates=dates, naive=naive, worded=worded))
+                                 integers=integers, dates=dates, naive=naive, worded=worded, yeared=yeared))
+    for i, c in enumerate(yeared):
+        example = row.column(f"y{i}")[0].as_py()
+        if example is not None:  # published 100 years off, as a QI and passed through alike (helper-107)
+            what = "dates" if pa.types.is_date(schema.field(c).type) else "timestamps"
+            raise ConfigError(
+                f"column {c!r} of {source.describe()!r} holds {what} with two-digit years such as {example!r}, which "
+                "DuckDB reads as 2000-2068 (00-68) or 1969-1999: write the years with four digits, or drop the "
+                "column (--drop)")
     for i, c in enumerate(worded):
         numbers, values = row.column(f"w{i}")[0].as_py(), row.column(f"v{i}")[0].as_py()
         if values and numbers < values <= numbers * 10 / 9:

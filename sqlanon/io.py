@@ -581,7 +581,6 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
         except duckdb.Error as exc:
             raise InputError(f"cannot read {source.describe()!r}: {first_line(exc)}") from exc
 
-    _refuse_two_digit_years(query, text, dated, schema, source, len(files) > 1)
     if order is not None:  # the formats of a file that holds such dates, in that order, for every file
         found = [(files[0],)] if len(files) == 1 else query(
             f"SELECT {file} FROM {text} WHERE " + " OR ".join(f"{a} IS NOT NULL" for _, a, _ in map(parts, dated))
@@ -628,29 +627,6 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
                 "--date-order=MDY, or write them as ISO dates (2020-01-31)"
             )
     return (None, None)
-
-
-def _refuse_two_digit_years(query, text: str, dated: list[str], schema: pa.Schema, source, lake: bool) -> None:
-    """Refuse a CSV date or timestamp column written with two-digit years
-    ('12/25/45', as spreadsheets export US dates): DuckDB reads 00-68 as
-    2000-2068, and such a column was published 100 years off, as a QI
-    (intervals missing the true dates) and passed through alike (helper-107).
-    One pass over the file's text for every such column."""
-    pattern = literal(r"^\s*\d{1,2}[/.-]\d{1,2}[/.-]\d{2}(\s|T|$)")
-    found = []
-    for c in dated:
-        v = f"nullif(trim({ident(c)}), '')"
-        found.append(f"min({v}) FILTER (WHERE regexp_matches({v}, {pattern}))")
-        found.append(f"min({ident(FILE_COLUMN)}) FILTER (WHERE regexp_matches({v}, {pattern}))" if lake
-                     else literal(source.describe()))
-    row = query(f"SELECT {', '.join(found)} FROM {text}")[0]
-    for i, c in enumerate(dated):
-        if row[2 * i] is not None:
-            what = "dates" if pa.types.is_date(schema.field(c).type) else "timestamps"
-            raise ConfigError(
-                f"column {c!r} of {row[2 * i + 1]!r} holds {what} with two-digit years such as {row[2 * i]!r}, which "
-                "DuckDB reads as 2000-2068 (00-68) or 1969-1999: write the years with four digits, or drop the "
-                "column (--drop)")
 
 
 def csv_to_csv(source, target) -> bool:
