@@ -2,7 +2,8 @@
    and either min/max (interval columns: their span is all Mondrian needs;
    the max of a `floats` column leaves NaN out, which sorts after every
    number, as the engine places NaN at the largest number) or the distinct
-   count (other columns); per sensitive column the distinct count, a NULL
+   count (other columns; and the min of a `nan_sets` float column, NaN only
+   where every value is); per sensitive column the distinct count, a NULL
    counting as one. PostgreSQL computes count(DISTINCT …) by
    sorting (slow on text under a linguistic collation), so there each
    distinct count is a hash GROUP BY in a scalar subquery of the same
@@ -52,6 +53,9 @@ SELECT
     , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} WHERE {{ c | ident }} IS NOT NULL GROUP BY {{ c | ident }}{% if c in texts %}::text COLLATE "C"{% endif %}) AS v) AS {{ ("d" ~ loop.index0) | ident }}
 {% else %}
     , count(DISTINCT {% if c in texts and dialect.startswith(("sqla:mysql", "sqla:mariadb")) %}CAST({{ c | ident }} AS BINARY){% else %}{{ c | ident }}{% endif %}{% if c in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) AS {{ ("d" ~ loop.index0) | ident }}
+{% endif %}
+{% if c in nan_sets %}
+    , min({{ c | ident }}) AS {{ ("min" ~ loop.index0) | ident }}
 {% endif %}
 {% endfor %}
 {% for s in sensitive %}

@@ -403,6 +403,8 @@ def domain_stats(
     kinds = {q.name: resolve_generalization(q, schema.field(q.name).type) for q in spec.quasi_identifiers}
     interval = [c for c, k in kinds.items() if k == "interval"]
     floats = [c for c in interval if pa.types.is_floating(schema.field(c).type)]
+    # Float QIs generalized otherwise: their min is NaN only where every value is (NaN sorts last)
+    nan_sets = [c for c in spec.qi_names if c not in interval and pa.types.is_floating(schema.field(c).type)]
     stamps = [c for c in interval if pa.types.is_timestamp(schema.field(c).type)]
     texts = [c for c in [*spec.qi_names, *spec.sensitive]
              if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
@@ -413,7 +415,7 @@ def domain_stats(
     # A list, map, fixed-size array or enum is searched as its text (a NUL byte is written there as it is)
     cast = [c for c in nul if not (pa.types.is_string(t := schema.field(c).type) or pa.types.is_large_string(t))]
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
-                stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
+                nan_sets=nan_sets, stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
                 signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far, nul=list(nul),
                 nul_cast=cast)
     # SQLite's timestamps come back as text (`stamps`), typed below
@@ -459,6 +461,8 @@ def domain_stats(
             if total and stats[qi.name].min is None and row.column(f"nulls{i}")[0].as_py() < total:
                 log.warning("quasi-identifier %r is NULL or NaN in every row: it is published as it is", qi.name)
             continue
+        if qi.name in nan_sets and math.isnan(row.column(f"min{i}")[0].as_py() or 0.0):  # helper-106
+            log.warning("quasi-identifier %r is NULL or NaN in every row: it is published as it is", qi.name)
         distinct = row.column(f"d{i}")[0].as_py() + has_null
         domain = present = None
         if kind in ("prefix", "hierarchy"):

@@ -3218,17 +3218,21 @@ def test_a_hierarchy_file_with_a_header_row_is_warned_about(tmp_path, out_dir, c
                 ) is warned, caplog.text
 
 
-def test_a_quasi_identifier_that_is_null_in_every_row_is_warned_about(tmp_path, out_dir, caplog):
+@pytest.mark.parametrize("kind", ["interval", "set"])
+def test_a_quasi_identifier_that_is_null_in_every_row_is_warned_about(tmp_path, out_dir, caplog, kind):
     """A nightly source whose QI column went empty upstream published every
-    row's value as NULL, exit 0, not a word (helper-100)."""
+    row's value as NULL, exit 0, not a word (helper-100); a float QI of NaN
+    only, generalized as a set, went unwarned (helper-106)."""
     src = tmp_path / "s.parquet"
     for age, warned in (("NULL::INTEGER", "NULL"), ("CASE WHEN i % 3 = 0 THEN NULL ELSE i % 40 END", None),
                         ("CASE WHEN i % 2 = 0 THEN NULL ELSE 'NaN'::DOUBLE END", "NULL or NaN"),  # helper-103
-                        ("'NaN'::DOUBLE", "NULL or NaN")):
+                        ("'NaN'::DOUBLE", "NULL or NaN"),
+                        ("CASE WHEN i % 2 = 0 THEN 'NaN'::DOUBLE ELSE i % 40 END", None)):
         duckdb.sql(f"COPY (SELECT i AS id, {age} AS age, i % 5 AS zip FROM range(100) t(i)) TO '{src}'")
         caplog.clear()
         with caplog.at_level("WARNING", logger="sqlanon"):
-            r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age,zip", "-k", "5", "--overwrite")
+            r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age,zip", "-k", "5", "--overwrite",
+                    "--generalization", f"age={kind}")
         assert r.exit_code == 0, r.stderr
         assert ("quasi-identifier 'age' is" in caplog.text) is bool(warned), caplog.text
         assert not warned or f"quasi-identifier 'age' is {warned} in every row" in caplog.text, caplog.text
