@@ -632,7 +632,7 @@ def verify(
                 "binary_text.sql", dialect="postgres", inline=True, relation=source.relation, columns=loose,
                 keep=list(dict.fromkeys([*qi, *sensitive]))).sql
             server.execute("SET work_mem = '256MB'")
-            # As a run counts them: a float's NaN as its NULL (a domain's travels as text: apart).
+            # As a run counts them: a float's NaN as its NULL (a domain over one's too: server_columns).
             floats = [s for s in sensitive if types[s] in ("real", "double precision")]
             check = verify_relation(server, relation, list(qi), k, l, sensitive, dialect="postgres", nan_null=floats,
                                     limit=show)

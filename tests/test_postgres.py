@@ -316,15 +316,15 @@ def test_a_nan_and_a_null_of_a_sensitive_float_are_one_value_on_the_server(pg_ur
     """A class of NaN and NULL was 2-diverse to the server's check (helper-21):
     both say "no value" (pandas reads both as NaN). real and double precision;
     PG -> PG and verify of a table another tool wrote. A domain over one
-    travels into PostgreSQL as its text: 'NaN' is a value there, to the run
-    and to verify alike (into a lake it is a float)."""
+    counts so too: it travelled into PostgreSQL as its text, where 'NaN' was
+    a value, and into a lake as a float (helper-106)."""
     schema = "nannull"
     fresh_schema(pg_url, schema)
     sql(pg_url, f"""CREATE DOMAIN {q(schema)}.lab AS float8;
         CREATE TABLE {q(schema)}.src AS SELECT g AS id, 20 + g AS age, 'x' AS g,
         CASE WHEN g % 2 = 0 THEN 'NaN'::float8 END AS f8, CASE WHEN g % 2 = 0 THEN 'NaN'::real END AS f4,
         (CASE WHEN g % 2 = 0 THEN 'NaN'::float8 END)::{q(schema)}.lab AS fd FROM generate_series(1, 40) g""")
-    for col in ("f8", "f4"):
+    for col in ("f8", "f4", "fd"):
         v = sqlanon.verify(pg_url, table=f"{q(schema)}.src", qi=["g"], k=2, l=2, sensitive=[col, "id"])
         assert not v.ok and v.min_distinct[col] == 1, col
         with pytest.raises(sqlanon.PrivacyError, match=f"sensitive column '{col}' has only 1"):
@@ -334,13 +334,17 @@ def test_a_nan_and_a_null_of_a_sensitive_float_are_one_value_on_the_server(pg_ur
     with pytest.raises(sqlanon.PrivacyError, match="sensitive column 'fd' has only 1"):
         sqlanon.anonymize(pg_url, tmp_path / "fd.parquet", table=f"{q(schema)}.src", qi=["age"], k=2, l=2,
                           sensitive=["fd"], workers=1)
-    r = sqlanon.anonymize(pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.fd", qi=["age"],
-                          k=2, l=2, sensitive=["fd"], workers=1)
-    assert sqlanon.verify(pg_url, table=f"{q(schema)}.fd", qi=["age"], k=2, l=2, sensitive=["fd"]).ok and r.verification.ok
-    sql(pg_url, f"UPDATE {q(schema)}.src SET f8 = 2.5 WHERE id % 4 = 1")
-    r = sqlanon.anonymize(pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst", qi=["age"],
-                          k=2, l=2, sensitive=["f8"], workers=1)
-    assert r.verification.ok and r.metrics.rows == 40
+    sql(pg_url, f"UPDATE {q(schema)}.src SET f8 = 2.5, fd = 2.5 WHERE id % 4 = 1")
+    for col in ("f8", "fd"):
+        r = sqlanon.anonymize(pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst",
+                              qi=["age"], k=2, l=2, sensitive=[col], workers=1, overwrite=True)
+        assert r.verification.ok and r.metrics.rows == 40
+        # the domain kept; NaN, 2.5 and NULL as they were
+        assert sql(pg_url, f"SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+                           f"'{q(schema)}.dst'::regclass AND attname = '{col}'") == [
+            ("double precision" if col == "f8" else f"{schema}.lab",)]
+        assert sql(pg_url, f"SELECT count(*) FROM {q(schema)}.src s JOIN {q(schema)}.dst d USING (id) "
+                           f"WHERE s.{col} IS DISTINCT FROM d.{col}") == [(0,)]
 
 
 def test_infinite_floats_as_cuts_of_a_set_qi(pg_url, tmp_path):

@@ -1,10 +1,12 @@
 {# Name and server type of every column of `relation`, in order
    (format_type). A domain, at any depth (a domain over a domain), whose base
-   type is numeric, time with time zone or interval, or an array of one, is
-   reported as that base type (with the innermost type modifier): DuckDB reads it as it reads the
-   base type (a numeric as a double when unconstrained, a timetz without its
-   offset), so the checks by type name must see the base type; a numeric is
-   then pulled as text. The third column, `declared`, is the column's own
+   type is numeric, time with time zone, interval, real or double precision,
+   or an array of one, is reported as that base type (with the innermost type
+   modifier): DuckDB reads it as it reads the base type (a numeric as a double
+   when unconstrained, a timetz without its offset, a float as a float), so
+   the checks by type name must see the base type; a numeric is then pulled
+   as text, a float as a float (its NaN, like a float column's, is no value
+   of a sensitive column's l). The third column, `declared`, is the column's own
    type, the domain's name: a table created with it keeps the domain and its
    constraint. The fourth, `base`, is every domain's base type, at any depth
    and as the element of an array (a `d[]` as `integer[]`): a table in another
@@ -24,7 +26,7 @@ SELECT
         )
         SELECT format_type(base, typmod) FROM chain JOIN pg_type b ON b.oid = chain.base
         WHERE (CASE WHEN b.typcategory = 'A' THEN b.typelem ELSE b.oid END)
-            IN ('numeric'::regtype, 'timetz'::regtype, 'interval'::regtype)
+            IN ('numeric'::regtype, 'timetz'::regtype, 'interval'::regtype, 'float4'::regtype, 'float8'::regtype)
         ORDER BY depth DESC LIMIT 1
     ), format_type(a.atttypid, a.atttypmod))
     || ({% include "_collation.sql" %}) AS type,
