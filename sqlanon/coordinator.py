@@ -1166,7 +1166,8 @@ def run(
                 same_database = compare_on == "postgres"
                 target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [],
                                                     declared if same_database else bases)
-                target.base_types = dict(columns) if same_database else {}
+                # (pass-through columns only: a generalized QI is text, whatever the old target had)
+                target.base_types = {n: t for n, t in columns if n not in spec.qi_names} if same_database else {}
                 target.text_columns = pulled
                 target.check_types(None if same_database else snapshot_holder)
         out_schema = _empty_schema(schema, spec, drop)

@@ -3172,6 +3172,12 @@ def test_an_existing_target_published_with_a_domains_base_type_keeps_it(pg_url):
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.report") == 300
     sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.new", **run)
     assert scalar(pg_url, types, [f"{q(schema)}.new"]) == "sqlanon_fee"
+    # A target of the source's own types (CREATE TABLE ... (LIKE src), or a column made a QI since):
+    # the rule gave the generalized QI its old type, 'Could not convert ... to INT32' after all the
+    # work (helper-110). A QI is text, as in a new target; the swap says so.
+    sql(pg_url, f"CREATE TABLE {q(schema)}.liked (LIKE {q(schema)}.src)")
+    r = sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.liked", **{**run, "k": 15})  # intervals
+    assert r.verification.ok and scalar(pg_url, types.replace("'fee'", "'age'"), [f"{q(schema)}.liked"]) == "text"
 
 
 def test_values_travelling_as_text_keep_their_dates_across_date_styles(pg_url):
