@@ -376,7 +376,7 @@ def reads_table(source: "PostgresSource", table: tuple[str, str]) -> tuple[bool,
     read the target unseen, and the run replaced it (helper-5)."""
     with source.conn.connect() as c:
         stmt = render("reads_table.sql", dialect="postgres", inline=True, relation=source.relation,
-                      table=ident(list(table)), sql_bodies=c.info.server_version >= 140000, past_stored=True)
+                      table=list(table), sql_bodies=c.info.server_version >= 140000, past_stored=True)
         hit, opaque = c.execute(stmt.sql).fetchone()
     return bool(hit), list(opaque)
 

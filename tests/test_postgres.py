@@ -2951,6 +2951,23 @@ def test_drop_spares_a_column_the_role_may_not_read(pg_url, tmp_path):
                           overwrite=True)
 
 
+def test_a_reading_role_that_cannot_see_the_targets_schema(pg_url):
+    """A read-only role for the source and the writer's for the target, one
+    database: the check that the target is not among what the source reads
+    failed, 'internal error (InsufficientPrivilege: permission denied for
+    schema ...)', where the reader has no USAGE on the target's schema
+    (helper-110). Such a target cannot be among what it reads: published."""
+    schema, role = "readonly src", "sqlanon_ro_reader"
+    _small_source(pg_url, schema, "")
+    fresh_schema(pg_url, "writers only")
+    url = login_role(pg_url, role, "ropw")
+    sql(pg_url, f"GRANT USAGE ON SCHEMA {q(schema)} TO {role}; GRANT SELECT ON {q(schema)}.src TO {role}; "
+                f'REVOKE ALL ON SCHEMA "writers only" FROM PUBLIC')
+    r = sqlanon.anonymize(url, pg_url, table=f"{q(schema)}.src", target_table='"writers only".dst', qi=["age"],
+                          sensitive=["disease"], k=5, l=2, workers=1)
+    assert r.verification.ok and scalar(pg_url, 'SELECT count(*) FROM "writers only".dst') == 600
+
+
 def test_every_server_type_travels_postgres_to_postgres(pg_url):
     """Types DuckDB's postgres extension does not carry back exactly failed a
     PG -> PG run after all its work without naming the column (a composite
