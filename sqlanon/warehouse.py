@@ -62,14 +62,19 @@ DST = "__sqlanon_dst"
 EXTRA_HINT = "pip install 'sqlanon[postgres]'"
 
 
-TEXT_STYLE = "-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3"
-"""How every session of a run prints and reads dates, intervals and floats.
-Values travel as text between sessions (an array, a range or a composite
-pulled by a worker, typed again on the target's server): a database set to
-DateStyle 'SQL, DMY' printed '03/02/2020', which the target read as
-another day, an interval in the sql_standard style lost its signs, and
-extra_float_digits 0 printed a float8 to 15 digits (3: the shortest text
-that reads back exactly since PostgreSQL 12, 17 digits before it)."""
+TEXT_STYLE = ("-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3 -c xmloption=content "
+              "-c lc_monetary=C")
+"""How every session of a run prints and reads dates, intervals, floats,
+xml and money. Values travel as text between sessions (an array, a range
+or a composite pulled by a worker, typed again on the target's server): a
+database set to DateStyle 'SQL, DMY' printed '03/02/2020', which the
+target read as another day, an interval in the sql_standard style lost its
+signs, and extra_float_digits 0 printed a float8 to 15 digits (3: the
+shortest text that reads back exactly since PostgreSQL 12, 17 digits
+before it); an xml column of content, not one document, failed where a
+role's xmloption was 'document' (helper-110; pg_dump's sessions read xml
+as content too); money prints in lc_monetary's form, which another
+session's would read otherwise."""
 
 SAFE_PATH = "-c search_path=pg_catalog,pg_temp"
 """The search_path of every session of a run once its names are resolved

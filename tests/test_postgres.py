@@ -3226,6 +3226,24 @@ def test_values_travelling_as_text_keep_their_dates_across_date_styles(pg_url):
     assert sorted(sql(pg_url, f"SELECT {cols} FROM {schema}.dst")) == sorted(sql(read, f"SELECT {cols} FROM src"))
 
 
+def test_xml_content_travels_whatever_the_sessions_xmloption(pg_url):
+    """An xml column holding content (not one document) travels as text and
+    is typed again on the target's server, which obeys xmloption: a role or
+    database set to 'document' failed the run after all its work, 'invalid
+    XML document' (helper-110). Every session reads it as content, as
+    pg_dump's do."""
+    schema = "xml content"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"""SET xmloption = content; CREATE TABLE {q(schema)}.src AS SELECT g AS id, 20 + g % 10 AS age,
+        (ARRAY['a', 'b'])[1 + g % 2] AS s, ('abc<b>' || g || '</b>tail')::xml AS x FROM generate_series(1, 100) g""")
+    url = pg_url + ("&" if "?" in pg_url else "?") + "options=" + quote("-c xmloption=document")
+    r = sqlanon.anonymize(url, url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst", qi=["age"], k=5, l=2,
+                          sensitive=["s"], workers=1)
+    assert r.metrics.rows == 100
+    assert sql(pg_url, f"SELECT count(*) FROM {q(schema)}.src s JOIN {q(schema)}.dst d USING (id) "
+                       "WHERE s.x::text IS DISTINCT FROM d.x::text") == [(0,)]
+
+
 def test_column_types_keep_their_schema_whatever_the_search_paths(pg_url):
     """format_type named an enum of a schema on the source session's
     search_path without its schema: a target session with another path
