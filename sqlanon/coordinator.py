@@ -1084,7 +1084,7 @@ def run(
         described = ([tuple(row[:2]) for row in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()]
                      if source.dialect == "duckdb" else columns)
         _refuse_zoned_times(spec, schema, described)
-        _refuse_unions(described, drop)
+        _refuse_unions(described, drop, passthrough if source.dialect == "duckdb" else [])
         if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres":
             _check_postgres_bound_types(described, passthrough)
         compare_on = _checksum_dialect(source, target) if passthrough else None
@@ -1546,18 +1546,30 @@ def _refuse_zoned_times(spec: AnonymizationSpec, schema: pa.Schema, described: l
 
 
 _UNION = re.compile(r"(?<![A-Z_])UNION\(")
+_NO_ARROW_TYPE = re.compile(r"(?<![A-Z_])(UHUGEINT|BIT|TIME WITH TIME ZONE)(?![A-Z_])")
+"""DuckDB types Arrow does not carry exactly: a 16-byte opaque value, bytes,
+a time without its offset."""
 
 
-def _refuse_unions(described: list[tuple[str, str]], drop: tuple[str, ...]) -> None:
+def _refuse_unions(described: list[tuple[str, str]], drop: tuple[str, ...], passthrough: list[str] = ()) -> None:
     """A DuckDB UNION (a tagged value) reaches Arrow and Parquet as a struct
     of its members: into any output it failed after all the work (the
     checksums, or 'a table cannot be created from an unnamed struct').
-    Refused by name up front, as a column or inside one."""
+    So did a ``passthrough`` column of UHUGEINT, BIT or TIME WITH TIME ZONE
+    (a DuckDB source's), whatever its values, exit 1, its advice to rerun
+    (helper-108). Refused by name up front, as a column or inside one."""
+    keep = set(passthrough)
     for name, typ in described:
-        if name not in drop and _UNION.search(re.sub(r"'(?:[^']|'')*'", "''", typ)):  # not in an ENUM's labels
+        bare = re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", "''", typ)  # not an ENUM's labels, a struct's fields
+        if name not in drop and _UNION.search(bare):
             raise ConfigError(
                 f"column {name!r} is {typ}: a UNION cannot travel to any output exactly (Arrow and Parquet "
                 "have no such type); drop it (--drop) or cast it to text in a view"
+            )
+        if name in keep and (found := _NO_ARROW_TYPE.search(bare)):
+            raise ConfigError(
+                f"column {name!r} is {typ}: a {found.group(1)} cannot travel to any output exactly (Arrow and "
+                "Parquet have no such type); drop it (--drop) or cast it to text in a view"
             )
 
 

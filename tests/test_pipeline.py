@@ -1671,6 +1671,30 @@ def test_time_with_time_zone_is_refused_as_qi_or_sensitive(tmp_path):
         sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["s"], sensitive=["tz"], k=10, l=2, workers=1)
 
 
+@pytest.mark.parametrize("out", ["o.parquet", "o.csv", "o.duckdb"])
+def test_types_arrow_cannot_carry_are_refused_before_any_work(tmp_path, out):
+    """A pass-through BIT, UHUGEINT or TIME WITH TIME ZONE, as a column or
+    inside one, failed after all the work whatever its values (exit 1, 'the
+    input may have changed... rerun then'), every night (helper-108): refused
+    by name before any work. A struct's field or an enum's label of such a
+    name is no such type."""
+    db = tmp_path / "t.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id, i % 30 AS age, '101'::BIT AS flags, i::UHUGEINT AS big,
+                       '12:00:00+02'::TIMETZ AS tz, [{'a': i::UHUGEINT}] AS nested, {'BIT': i} AS named,
+                       'BIT'::ENUM('BIT', 'UHUGEINT') AS label FROM range(300) r(i)""")
+    odd = ["flags", "big", "tz", "nested"]
+    target = dict(target_table="o") if out.endswith(".duckdb") else {}
+    for col in odd:
+        with pytest.raises(sqlanon.ConfigError, match=f"^column '{col}' is .*: a (BIT|UHUGEINT|TIME WITH TIME "
+                                                      "ZONE) cannot travel to any output exactly"):
+            sqlanon.anonymize(db, tmp_path / out, table="t", qi=["age"], k=5, workers=1,
+                              drop=[c for c in odd if c != col], **target)
+        assert not (tmp_path / out).exists()
+    r = sqlanon.anonymize(db, tmp_path / out, table="t", qi=["age"], k=5, workers=1, drop=odd, **target)
+    assert r.verification.ok and r.metrics.rows == 300
+
+
 def test_intervals_of_one_length_are_one_sensitive_value(tmp_path):
     """DuckDB and PostgreSQL compare intervals by length ('1 day' = '24
     hours', '1 mon' = '30 days'); the engine counted their parts, so a CSV
