@@ -467,8 +467,15 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
     if not os.access(parent, os.W_OK):  # found before the run, not after it
         raise ConfigError(f"--metrics={metrics!r}: directory {parent!r} is not writable")
     root = None if isinstance(source, warehouse.PostgresSource) else source.root
-    if _overlaps(metrics, out) or (root is not None and _overlaps(metrics, root)):
-        raise ConfigError(f"--metrics={metrics!r} would overwrite the input or the output; name another file")
+    if _overlaps(metrics, out):
+        raise ConfigError(f"--metrics={metrics!r} would overwrite the output; name another file")
+    if root is not None and _overlaps(metrics, root):
+        glob_source = isinstance(source, io.FileSource) and not source.base and source.root != source.path
+        if glob_source:  # not the input's own files: it was said to overwrite them (helper-108)
+            raise ConfigError(f"--metrics={metrics!r} lies under {root!r}, where the input {source.describe()!r} "
+                              "reads (a later run could read it back); name another file")
+        where = "is" if _same_place(metrics, root) else "lies inside" if _inside(metrics, root) else "holds"
+        raise ConfigError(f"--metrics={metrics!r} {where} the input {root!r}; name another file")
     io.check_metrics_file(metrics, coordinator.METRICS_SCHEMA)
 
 

@@ -52,11 +52,15 @@ def test_the_default_metrics_file_may_not_be_the_input(tmp_path):
 
 
 def test_metrics_may_not_overwrite_the_output_or_the_input(lake, tmp_path):
+    """Each refusal says which: a metrics file beside a glob's files was
+    said to 'overwrite the input or the output' (helper-108)."""
     out = tmp_path / "out.parquet"
-    with pytest.raises(ConfigError, match="metrics="):
+    with pytest.raises(ConfigError, match="metrics=.* would overwrite the output; "):
         sqlanon.anonymize(lake, out, qi=["x"], k=5, metrics=str(out))
-    with pytest.raises(ConfigError, match="metrics="):
+    with pytest.raises(ConfigError, match="metrics=.* lies inside the input "):
         sqlanon.anonymize(lake, out, qi=["x"], k=5, metrics=str(lake / "m.parquet"))
+    with pytest.raises(ConfigError, match="metrics=.* lies under .*, where the input .* reads .*; name another file"):
+        sqlanon.anonymize(f"{lake}/*.parquet", out, qi=["x"], k=5, metrics=str(lake / "m.json.parquet"))
     with pytest.raises(ConfigError, match="metrics="):
         sqlanon.anonymize(lake, out, qi=["x"], k=5, metrics=str(tmp_path / "m.json"))
     assert not out.exists()
