@@ -25,6 +25,7 @@ removes the staging left behind by a dead run.
 from __future__ import annotations
 
 import base64
+import codecs
 import collections
 import contextlib
 import csv
@@ -95,19 +96,25 @@ def connect(
     return con
 
 
-def refuse_cut_gzip(paths: list[str]) -> None:
-    """Refuse a ``.gz`` input that ends before its end-of-stream marker (a
-    copy or download cut short): DuckDB reads such a file's rows up to the
-    cut without a word, and a run published 15,273 of 20,000 rows, the last
-    value cut too ('co' for 'copd', one more value for ℓ), exit 0
-    (helper-107). Each file is decompressed once to its end (zlib, ~0.1 s
-    per 25 MB of text), its members one after another."""
+def refuse_unreadable_text(paths: list[str]) -> None:
+    """Refuse a CSV input that is not UTF-8, or a ``.gz`` one that ends
+    before its end-of-stream marker (a copy or download cut short).
+
+    DuckDB reads such a gzip file's rows up to the cut without a word: a run
+    published 15,273 of 20,000 rows, the last value cut too ('co' for
+    'copd', one more value for ℓ), exit 0 (helper-107). A byte that is no
+    UTF-8 past the rows DuckDB's sniffer reads made a text column's scan an
+    internal error ('Attempted to access index 2 within vector of size 1',
+    DuckDB 1.4), which ends the connection; only a scan that reads no text
+    named the line. Each file is read (decompressed) once to its end and
+    decoded, ~0.1 s per 25 MB of text; ``.zst`` files are left to DuckDB."""
     for path in paths:
-        if not path.endswith(".gz"):
+        gz = path.endswith(".gz")
+        if not (gz or path.lower().endswith((".csv", ".tsv"))):
             continue
         try:
             with open(path, "rb") as fh:
-                ended = _gzip_ends(fh)
+                ended, bad = _read_text(fh, gz)
         except OSError as exc:
             raise InputError(f"cannot read {path!r}: {exc.strerror}") from None
         except zlib.error as exc:
@@ -115,22 +122,50 @@ def refuse_cut_gzip(paths: list[str]) -> None:
         if not ended:
             raise InputError(f"{path!r} is a cut gzip file (it ends before its end-of-stream marker): its last rows "
                              "would be lost; copy it again")
+        if bad is not None:  # a retry fails alike: exit 2, as a .csv.bz2's
+            raise ConfigError(f"cannot read {path!r}: line {bad} is not UTF-8 text, as CSV inputs are read: convert "
+                             "the file first (e.g. iconv -f LATIN1 -t UTF-8 in.csv > out.csv)")
 
 
-def _gzip_ends(fh) -> bool:
-    """Whether the gzip stream ``fh`` reads ends each member it starts."""
-    d, pending = zlib.decompressobj(wbits=31), b""
+def _read_text(fh, gz: bool) -> tuple[bool, int | None]:
+    """Read the file ``fh`` (a gzip stream when ``gz``) to its end: whether
+    it ends each gzip member it starts, and the first line that is no UTF-8
+    (None: none)."""
+    d, pending = zlib.decompressobj(wbits=31) if gz else None, b""
+    text, lines = codecs.getincrementaldecoder("utf-8")(), 0
+
+    def decode(data: bytes) -> int | None:
+        nonlocal lines
+        try:
+            text.decode(data)
+        except UnicodeDecodeError as exc:  # the line holding the byte
+            return lines + data.count(b"\n", 0, exc.start) + 1
+        lines += data.count(b"\n")
+        return None
+
     while chunk := pending or fh.read(1 << 20):
         pending = b""
+        if d is None:
+            if (bad := decode(chunk)) is not None:
+                return True, bad
+            continue
         if d.eof:
             if not chunk.strip(b"\0"):  # the zeros some writers pad a file with
                 continue
             d = zlib.decompressobj(wbits=31)  # the next member
-        d.decompress(chunk, 1 << 24)
-        while d.unconsumed_tail:
-            d.decompress(d.unconsumed_tail, 1 << 24)
+        out = d.decompress(chunk, 1 << 24)
+        while True:
+            if (bad := decode(out)) is not None:
+                return True, bad
+            if not d.unconsumed_tail:
+                break
+            out = d.decompress(d.unconsumed_tail, 1 << 24)
         pending = d.unused_data if d.eof else b""
-    return d.eof
+    try:
+        text.decode(b"", final=True)  # a sequence cut at the end
+    except UnicodeDecodeError:
+        return d is None or d.eof, lines + 1
+    return d is None or d.eof, None
 
 
 def fingerprint(paths: list[str]) -> dict[str, tuple[int, int, int] | None]:
@@ -277,6 +312,9 @@ def first_line(exc: BaseException) -> str:
         line = lines[0] + (f" of {file}" if file else "") + (f": {why}" if why else "")
         if _LINE_SIZE.search(line):
             line += " (a line longer than DuckDB's CSV reader takes: write the file as Parquet)"
+        elif "Invalid unicode" in line:  # what to do, not only what is wrong (helper-107)
+            line += (" (CSV inputs are read as UTF-8: convert the file first, e.g. iconv -f LATIN1 -t UTF-8 "
+                     "in.csv > out.csv)")
     return _CONVERT.sub("Could not convert a value to ", line)
 
 
@@ -931,7 +969,7 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         fmt = _one_format(files, f"directory {spec!r}")
         keys = _hive_keys(files, spec)
         _refuse_keys_above(spec, keys)  # before every file's footer is read
-        refuse_cut_gzip(files)  # before the sniffer reads it to the cut
+        refuse_unreadable_text(files)  # before the sniffer reads it to the cut
         coarse = _check_file_columns(files, fmt, spec, max_line_size)
         return _hive_null_types(FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse, max_line_size=max_line_size))
@@ -952,7 +990,7 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         fmt = _one_format(files, repr(spec))
         keys = _hive_keys(files, root)
         _refuse_keys_above(root, keys)  # before every file's footer is read
-        refuse_cut_gzip(files)  # before the sniffer reads it to the cut
+        refuse_unreadable_text(files)  # before the sniffer reads it to the cut
         coarse = _check_file_columns(files, fmt, root, max_line_size)
         return _hive_null_types(FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse, max_line_size=max_line_size))
@@ -962,7 +1000,7 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
         raise InputError(f"input file {spec!r} is not readable")
-    refuse_cut_gzip([spec])  # before the sniffer reads it to the cut
+    refuse_unreadable_text([spec])  # before the sniffer reads it to the cut
     coarse = _check_file_columns([spec], fmt, max_line_size=max_line_size)
     return replace(exact_file(spec, fmt), coarse=coarse, max_line_size=max_line_size)
 

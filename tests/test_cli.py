@@ -3902,6 +3902,37 @@ def test_a_cut_gzip_input_is_refused_naming_it(tmp_path, out_dir):
     assert sorted(p.name for p in out_dir.iterdir()) == ["o.parquet", "o__metrics.parquet"]
 
 
+def test_a_csv_input_that_is_not_utf8_is_refused_naming_its_line(tmp_path, out_dir):
+    """A Latin-1 byte past the rows DuckDB's sniffer reads made the scan of
+    a text column an internal error ('Attempted to access index 2 within
+    vector of size 1'), exit 1, no word of the encoding; where the first
+    rows held it, DuckDB's error said only what was wrong (helper-107). The
+    file, the line and what to do, before any work, exit 2 (a retry fails
+    alike); plain, gzip, in a lake, and to verify."""
+    import gzip
+
+    rows = ["id,age,city"] + [f"{i},{20 + i % 40},city{i % 4}" for i in range(60000)]
+    rows[50001] = "50000,30,M\xfcnchen"
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    text = "\n".join(rows).encode("latin-1")
+    (lake / "a.csv").write_bytes("\n".join(rows[:100]).encode())
+    (lake / "b.csv").write_bytes(text)
+    (tmp_path / "b.csv.gz").write_bytes(gzip.compress(text))
+    for f, args in ((lake / "b.csv", ["anonymize", lake / "b.csv", "-o", out_dir / "b.parquet", "--qi", "age,city"]),
+                    (lake / "b.csv", ["anonymize", lake, "-o", out_dir / "lake.parquet", "--qi", "age,city"]),
+                    (tmp_path / "b.csv.gz", ["anonymize", tmp_path / "b.csv.gz", "-o", out_dir / "gz.parquet",
+                                             "--qi", "age,city"]),
+                    (lake / "b.csv", ["verify", lake / "b.csv", "--qi", "age,city"])):
+        r = cli(*args, "-k", "5")
+        assert r.exit_code == 2, r.stderr
+        assert_one_line_error(r.stderr, rf"^Error: cannot read '{re.escape(str(f))}': line 50002 is not UTF-8 "
+                                        r"text, as CSV inputs are read: convert the file first \(e\.g\. iconv ")
+    assert not list(out_dir.iterdir())
+    (lake / "b.csv").write_bytes(text.decode("latin-1").encode())  # converted
+    assert cli("anonymize", lake, "-o", out_dir / "lake.parquet", "--qi", "age,city", "-k", "5").exit_code == 0
+
+
 def test_csv_dates_with_two_digit_years_are_refused(tmp_path, out_dir):
     """'12/25/45', as spreadsheets export US dates, read as 2045-12-25:
     published 100 years off as a QI's intervals and as a pass-through column
