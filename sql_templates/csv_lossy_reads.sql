@@ -28,7 +28,9 @@
      non-zero UTC offset after their time of day, which that reading drops
      (`2020-01-05 10:00:00+05:00` becomes 10:00, not 05:00) (`z<i>`);
    - per column of `worded` (text QIs), the values that are numbers
-     (`w<i>`) and all its values (`v<i>`): an 'n/a' among numbers.
+     (`w<i>`), those that are ISO dates or timestamps (`wd<i>`) and all its
+     values (`v<i>`): an 'n/a' among numbers, a date in another format
+     among ISO ones.
    The integers' counts are taken over the rows where one of them is not
    written as its number reads back (`CAST(TRY_CAST(x AS BIGINT) AS
    VARCHAR)`, '-12' as '-12'): a row of a fraction, a leading zero, a base
@@ -63,6 +65,7 @@ FROM
 {% endfor %}
 {% for c in worded %}
     , count(*) FILTER (WHERE TRY_CAST({{ c | ident }} AS DOUBLE) IS NOT NULL) AS {{ ("w" ~ loop.index0) | ident }}
+    , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) IS NOT NULL) AS {{ ("wd" ~ loop.index0) | ident }}
     , count({{ c | ident }}) AS {{ ("v" ~ loop.index0) | ident }}
 {% endfor %}
 FROM {{ relation }}) AS "__sqlanon_all_rows"

@@ -1449,10 +1449,11 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     column read as text is not in ``schema`` as a number or time).
 
     And, in the same pass, a warning for each QI of ``worded`` (text, its
-    generalization left to its type: a set) whose values are numbers but
-    for a few (at least 90 %): an 'n/a' among the rows DuckDB guesses the
-    type from made a nightly job's ages text, published as sets instead of
-    intervals, exit 0 (helper-67); a pass of its own where no column is
+    generalization left to its type: a set) whose values are numbers, or
+    ISO dates, but for a few (at least 90 %): an 'n/a' among the rows DuckDB
+    guesses the type from made a nightly job's ages text, published as sets
+    instead of intervals, exit 0 (helper-67), and so did a few dates in
+    another format (helper-107); a pass of its own where no column is
     typed as numbers or times (a file of text columns: it went unsaid,
     helper-105, helper-107).
     """
@@ -1476,12 +1477,16 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
                 "DuckDB reads as 2000-2068 (00-68) or 1969-1999: write the years with four digits, or drop the "
                 "column (--drop)")
     for i, c in enumerate(worded):
-        numbers, values = row.column(f"w{i}")[0].as_py(), row.column(f"v{i}")[0].as_py()
-        if values and numbers < values <= numbers * 10 / 9:
-            log.warning("quasi-identifier %r of %r reads as text, so it is generalized as a set, not by intervals: %s "
-                        "of its %s values are numbers, %s are not (an 'n/a'?); make those empty (NULL), or pin its "
-                        "generalization (--generalization %s=interval refuses such a file)", c, source.describe(),
-                        f"{numbers:,}", f"{values:,}", f"{values - numbers:,}", c)
+        values = row.column(f"v{i}")[0].as_py()
+        for key, what, odd, fix in (
+                ("w", "numbers", "an 'n/a', a decimal comma?", "write those as numbers or empty (NULL)"),
+                ("wd", "ISO dates or timestamps", "another date format?", "write every date one way (YYYY-MM-DD)")):
+            read = row.column(f"{key}{i}")[0].as_py()
+            if values and read < values <= read * 10 / 9:  # (dates: helper-107)
+                log.warning("quasi-identifier %r of %r reads as text, so it is generalized as a set, not by "
+                            "intervals: %s of its %s values are %s, %s are not (%s); %s, or pin its generalization "
+                            "(--generalization %s=interval refuses such a file)", c, source.describe(), f"{read:,}",
+                            f"{values:,}", what, f"{values - read:,}", odd, fix, c)
     past = (" (it guesses a column's type from the first 20,480 rows): convert the file with that column typed (e.g. "
             "to Parquet), drop it (--drop), or, as a pass-through column, write CSV (its text passes through)")
     keys = {fold_name(k) for k in source.hive_keys}

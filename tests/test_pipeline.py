@@ -2073,6 +2073,24 @@ def test_a_csv_qi_of_numbers_read_as_text_for_a_few_words_is_warned_about(tmp_pa
     assert "quasi-identifier 'age' of" in caplog.text and "reads as text" in caplog.text, caplog.text
 
 
+def test_a_csv_qi_of_dates_read_as_text_for_a_few_other_formats_is_warned_about(tmp_path, caplog):
+    """A few dates written another way ('10.01.1950' among ISO ones) made
+    the column text: published as sets of dates, exit 0, not a word
+    (helper-107). Said as the 'n/a' among numbers is; a decimal comma's hint."""
+    src = tmp_path / "born.csv"
+    rows = [f"{i},19{50 + i % 40}-0{1 + i % 9}-1{i % 9},\"{1000 + i % 50}.5\",{('Flu', 'Cold')[i % 2]}"
+            for i in range(400)]
+    rows[3] = '3,10.01.1950,"1003,5",Flu'
+    src.write_text("id,born,income,dx\n" + "\n".join(rows) + "\n")
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["born", "income"], k=5, l=2, sensitive=["dx"], workers=1)
+    assert re.search(r"quasi-identifier 'born' of '.*born.csv' reads as text, so it is generalized as a set, not by "
+                     r"intervals: 399 of its 400 values are ISO dates or timestamps, 1 are not \(another date "
+                     r"format\?\); write every date one way \(YYYY-MM-DD\)", caplog.text), caplog.text
+    assert re.search(r"quasi-identifier 'income' .* 399 of its 400 values are numbers, 1 are not \(an 'n/a', a "
+                     r"decimal comma\?\)", caplog.text), caplog.text
+
+
 def test_a_duckdb_target_schema_that_is_missing_is_refused_before_any_work(tmp_path):
     """It failed after all the fragments ('Catalog Error: Schema with name hr
     does not exist', exit 1); --explain did not notice."""
