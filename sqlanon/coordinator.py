@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import glob
 import json
 import logging
 import math
@@ -1466,14 +1467,24 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     if not doubles and not times and not integers and not dates and not worded:
         return
     text = io.csv_text(source)
-    row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, doubles=doubles, times=times,
-                                 integers=integers, dates=dates, naive=naive, worded=worded, yeared=yeared))
+    checks = dict(doubles=doubles, times=times, integers=integers, dates=dates, naive=naive, yeared=yeared)
+    row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, worded=worded, **checks))
+
+    def holding(key: str, i: int) -> str:
+        """The lake, or its first file whose text has it (a refusal's: helper-107)."""
+        files = source.files()
+        for f in files if len(files) > 1 else ():
+            one = replace(text, globs=(glob.escape(f),))
+            if one.fetch(con, render("csv_lossy_reads.sql", relation=one.relation, worded=[], **checks)
+                         ).column(f"{key}{i}")[0].as_py():
+                return f
+        return source.describe()
     for i, c in enumerate(yeared):
         example = row.column(f"y{i}")[0].as_py()
         if example is not None:  # published 100 years off, as a QI and passed through alike (helper-107)
             what = "dates" if pa.types.is_date(schema.field(c).type) else "timestamps"
             raise ConfigError(
-                f"column {c!r} of {source.describe()!r} holds {what} with two-digit years such as {example!r}, which "
+                f"column {c!r} of {holding('y', i)!r} holds {what} with two-digit years such as {example!r}, which "
                 "DuckDB reads as 2000-2068 (00-68) or 1969-1999: write the years with four digits, or drop the "
                 "column (--drop)")
     for i, c in enumerate(worded):
@@ -1508,9 +1519,9 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
             if not row.column(f"{key}{i}")[0].as_py():
                 continue
             if fold_name(c) in keys:  # the names of its directories: no file to convert
-                raise ConfigError(f"partition key {c!r} of {source.describe()!r} holds, in its directory names, "
+                raise ConfigError(f"partition key {c!r} of {holding(key, i)!r} holds, in its directory names, "
                                  f"{what}: rename those directories, or drop the key (--drop)")
-            raise ConfigError(f"column {c!r} of {source.describe()!r} holds {what}{advice}")
+            raise ConfigError(f"column {c!r} of {holding(key, i)!r} holds {what}{advice}")
 
 
 _ZONED_TIME = re.compile(r"time(\(\d+\))? with time zone", re.IGNORECASE)

@@ -3960,6 +3960,23 @@ def test_csv_dates_with_two_digit_years_are_refused(tmp_path, out_dir):
     r = cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age", "-k", "5")
     assert r.exit_code == 0, r.stderr
     assert sorted(pd.read_csv(out_dir / "o.csv", dtype=str)["dob"]) == sorted(pd.read_csv(src, dtype=str)["dob"])
+    # In a lake, the file that holds them (it named the lake: helper-107); so a late ZIP code's leading zero
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    for name, zips in (("a.csv", ["10115"] * 300), ("b.csv", ["10115"] * 25_000 + ["02134"])):
+        (lake / name).write_text("id,age,dob,zip\n" + "".join(
+            f"{i},{20 + i % 30},19{40 + i % 50}-01-02,{z}\n" for i, z in enumerate(zips)))
+    r = cli("anonymize", lake, "-o", out_dir / "lake.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, rf"^Error: column 'zip' of '{re.escape(str(lake / 'b.csv'))}' holds numbers "
+                                    r"written with leading zeros")
+    (lake / "c.csv").write_bytes(src.read_bytes().replace(b"id,age,dob", b"id,age,dob,zip").replace(b"\n", b",1\n")
+                                 .replace(b"zip,1\n", b"zip\n"))
+    (lake / "b.csv").unlink()
+    r = cli("anonymize", lake, "-o", out_dir / "lake.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, rf"^Error: column 'dob' of '{re.escape(str(lake / 'c.csv'))}' holds dates with "
+                                    r"two-digit years")
 
 
 @pytest.mark.parametrize("column, values", [("code", ["5", "05"]), ("code", ["5", "+5.0"]),
