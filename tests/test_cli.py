@@ -2903,8 +2903,9 @@ def test_csv_read_errors_say_why_without_the_row(tmp_path, out_dir):
     # DuckDB's raw conversion error, exit 2 (the file fails every retry: helper-67)
     unread = (r"column 'age' of .* holds, on line 30,002, a value that DuckDB, reading the column as BIGINT .* "
               r"cannot read")
-    for src, pattern, code in ((latin, "not utf-8", 1), (typed, unread, 2), (crlf, unread, 2),
-                               (latin_crlf, "not utf-8", 1), (quoted, unread, 2),
+    # Not UTF-8: refused before DuckDB reads it, by its line, exit 2 (a retry fails alike: helper-107)
+    for src, pattern, code in ((latin, "line 3 is not UTF-8 text", 2), (typed, unread, 2), (crlf, unread, 2),
+                               (latin_crlf, "line 3 is not UTF-8 text", 2), (quoted, unread, 2),
                                (mixed, r"sniffing .*not possible to automatically detect the CSV parsing dialect", 1)):
         r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
         assert r.exit_code == code, r.stderr
