@@ -240,6 +240,7 @@ def anonymize(
     retries: int | None = None,
     task_timeout: float | None = None,
     date_order: str | None = None,
+    encoding: str | None = None,
 ) -> RunResult:
     """Publish a k-anonymous, l-diverse copy of ``input`` at ``output``.
 
@@ -296,6 +297,8 @@ def anonymize(
         date_order: ``"DMY"`` or ``"MDY"``: how a CSV input writes numeric
             dates (``01/02/2020``); by default DuckDB guesses, and a run
             whose values read both ways is refused.
+        encoding: a CSV input's text encoding, ``"utf-8"`` (the default),
+            ``"latin-1"`` or ``"utf-16"``; a file that is not that text is refused.
 
     Raises:
         ConfigError, HierarchyError: bad arguments, a hierarchy to fix (CLI
@@ -311,8 +314,10 @@ def anonymize(
     io.utf8_path(tempfile.gettempdir(), "the temporary directory (TMPDIR)")
     for name, value in (("interval_format", interval_format), ("table", table), ("target_table", target_table),
                         ("fragmentation", fragmentation), ("worker_memory", worker_memory), ("executor", executor),
-                        ("scheduler", scheduler), ("spark_master", spark_master), ("date_order", date_order)):
+                        ("scheduler", scheduler), ("spark_master", spark_master), ("date_order", date_order),
+                        ("encoding", encoding)):
         _text(value, name)
+    encoding = _encoding(encoding)
     if progress is not None and not callable(progress):
         raise ConfigError(f"progress must be a function of (finished, total), got {progress!r}")
     if status is not None and not callable(status):
@@ -329,8 +334,10 @@ def anonymize(
     _check_reachable(options, src, out, table)
     # A CSV line past DuckDB's 2 MB (a text value of 3 MB): read with a larger limit.
     source = warehouse.open_source(src, table) if warehouse.is_url(src) else io.with_longer_lines(
-        lambda line_size: io.open_source(src, table, max_line_size=line_size), what=repr(src))
+        lambda line_size: io.open_source(src, table, max_line_size=line_size, encoding=encoding), what=repr(src))
     _refuse_same(source, out, target_table)
+    if encoding and not (isinstance(source, io.FileSource) and source.fmt == "csv"):
+        log.warning("the encoding %s applies to CSV inputs only; %s is not one", encoding, source.describe())
     if metrics is not None:
         _check_metrics(metrics, source, out, target_table)
     if explain:
@@ -390,6 +397,16 @@ def _check_metrics_target(target, source, out: str, metrics: str | None, target_
         io.check_metrics_file(default, coordinator.METRICS_SCHEMA)
     elif isinstance(target, (io.DuckDBTarget, warehouse.PostgresTarget)):
         target.check_metrics_target(metrics, coordinator.METRICS_SCHEMA)
+
+
+def _encoding(encoding: str | None) -> str | None:
+    """``encoding`` as DuckDB names it (None for UTF-8, the default), or the error."""
+    if encoding is None:
+        return None
+    name = encoding.lower()
+    if name not in io.ENCODINGS:
+        raise ConfigError(f"encoding must be one of {', '.join(io.ENCODINGS)}, not {encoding!r}")
+    return None if name == "utf-8" else name
 
 
 def _check_reachable(options: RunOptions, src: str, out: str, table: str | None) -> None:

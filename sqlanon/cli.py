@@ -987,6 +987,10 @@ def _sample(value: str | None) -> float | None:
          "Default: DuckDB's guess, refused when the values read both ways.",
 )
 @click.option(
+    "--encoding", type=click.Choice(["utf-8", "latin-1", "utf-16"], case_sensitive=False),
+    help="The text encoding of a CSV input (default: utf-8); a file that is not such text is refused by its line.",
+)
+@click.option(
     "--interval-format", type=click.Choice(INTERVAL_FORMATS), default="text", show_default=True,
     help="text: '[lo, hi]'; bounds: typed columns COL_lo and COL_hi.",
 )
@@ -1040,8 +1044,8 @@ def _sample(value: str | None) -> float | None:
 @click.pass_context
 @handle_errors
 def anonymize(
-    ctx, input, output, table, target_table, date_order, qi, k, l_, sensitive, hierarchy, generalization, drop, keep,
-    interval_format,
+    ctx, input, output, table, target_table, date_order, encoding, qi, k, l_, sensitive, hierarchy, generalization,
+    drop, keep, interval_format,
     workers, fragments, fragmentation, sample, seed, worker_memory, executor, scheduler, spark_master, retries,
     task_timeout, metrics, explain, overwrite, as_json, quiet,
 ):
@@ -1110,6 +1114,7 @@ def anonymize(
             retries=retries,
             task_timeout=task_timeout,
             date_order=date_order and date_order.upper(),
+            encoding=encoding and encoding.lower(),
         )
         finished = True
         if line is not None:

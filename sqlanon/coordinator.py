@@ -981,7 +981,7 @@ def run(
             if not (isinstance(source, io.FileSource) and source.fmt == "csv" and len(schema.names) == 1
                     and "reads as one column" in str(exc)):
                 raise
-            raise InputError(f"{exc}{io.csv_break(source.files(), schema.names[0])}") from None
+            raise InputError(f"{exc}{io.csv_break(source.files(), schema.names[0], source.encoding)}") from None
         try:
             check_column_types(schema, spec, drop, names=[n for n, _ in columns] or None)
         except ConfigError:
@@ -2306,6 +2306,7 @@ def _metrics_rows(
         "fragments": options.fragments or workers,
         "workers": workers,
         "sample": options.sample,
+        "encoding": getattr(source, "encoding", None),  # a CSV input's, read with it
         "date_order": options.date_order,  # it reads the input's dates: another order, other rows (helper-31)
         "sqlanon_version": __version__,  # which code published it, beside what it was asked (helper-67)
     }

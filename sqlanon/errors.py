@@ -76,7 +76,7 @@ LIBRARY_FLAGS = frozenset({
     "qi", "k", "l", "sensitive", "hierarchy", "generalization", "drop", "keep", "overwrite", "no-overwrite",
     "interval-format", "table", "target-table", "workers", "fragments", "fragmentation", "sample", "seed",
     "worker-memory", "metrics", "explain", "executor", "scheduler", "spark-master", "retries", "task-timeout",
-    "date-order",
+    "date-order", "encoding",
 })
 """The CLI's flags that are arguments of the library (``--hierarchy`` as
 ``hierarchies=``): only these are rewritten; ``--json`` or a word such as

@@ -96,7 +96,11 @@ def connect(
     return con
 
 
-def refuse_unreadable_text(paths: list[str]) -> None:
+ENCODINGS = ("utf-8", "latin-1", "utf-16")
+"""The text encodings of CSV inputs DuckDB reads (``read_csv``'s ``encoding``)."""
+
+
+def refuse_unreadable_text(paths: list[str], encoding: str | None = None) -> None:
     """Refuse a CSV input that is not UTF-8, or a compressed one that ends
     before its end (a copy or download cut short).
 
@@ -108,7 +112,8 @@ def refuse_unreadable_text(paths: list[str]) -> None:
     scan an internal error ('Attempted to access index 2 within vector of
     size 1', DuckDB 1.4), which ends the connection; only a scan that reads
     no text named the line. Each file is read (decompressed) once to its
-    end and decoded: ~25 ms per 25 MB of text, ~75 ms gzip."""
+    end and decoded (as ``encoding``, one of :data:`ENCODINGS`; None:
+    UTF-8): ~25 ms per 25 MB of text, ~75 ms gzip."""
     for path in paths:
         compression = "gzip" if path.endswith(".gz") else "zstd" if path.endswith(".zst") else None
         if compression is None and not path.lower().endswith((".csv", ".tsv")):
@@ -116,11 +121,11 @@ def refuse_unreadable_text(paths: list[str]) -> None:
         try:
             with open(path, "rb") as fh:
                 if compression == "gzip":
-                    bad = _first_not_utf8(_gunzipped(fh))
+                    bad = _first_undecodable(_gunzipped(fh), encoding)
                 elif compression == "zstd":
-                    bad = _first_not_utf8(_unzstd(fh))
+                    bad = _first_undecodable(_unzstd(fh), encoding)
                 else:
-                    bad = _first_not_utf8(iter(lambda: fh.read(1 << 20), b""))
+                    bad = _first_undecodable(iter(lambda: fh.read(1 << 20), b""), encoding)
         except OSError as exc:
             raise InputError(f"cannot read {path!r}: {exc.strerror}") from None
         except _Cut as exc:
@@ -128,9 +133,11 @@ def refuse_unreadable_text(paths: list[str]) -> None:
                              "again") from None
         except (zlib.error, pa.ArrowException) as exc:
             raise InputError(f"{path!r} is not a whole {compression} file ({exc}): copy it again") from None
-        if bad is not None:  # a retry fails alike: exit 2, as a .csv.bz2's
-            raise ConfigError(f"cannot read {path!r}: line {bad} is not UTF-8 text, as CSV inputs are read: convert "
-                              "the file first (e.g. iconv -f LATIN1 -t UTF-8 in.csv > out.csv)")
+        if bad is not None and encoding not in (None, "utf-8"):  # a retry fails alike: exit 2, as a .csv.bz2's
+            raise ConfigError(f"cannot read {path!r}: line {bad} is not {encoding} text (--encoding)")
+        if bad is not None:
+            raise ConfigError(f"cannot read {path!r}: line {bad} is not UTF-8 text, as CSV inputs are read by default: "
+                              "name its encoding (--encoding latin-1, utf-16) or convert the file first")
 
 
 class _Cut(Exception):
@@ -169,18 +176,17 @@ def _unzstd(fh) -> Iterator[bytes]:
         yield chunk
 
 
-def _first_not_utf8(chunks: Iterator[bytes]) -> int | None:
-    """The first line of the text ``chunks`` that is no UTF-8 (None: none);
-    every chunk is read."""
-    text, lines, bad = codecs.getincrementaldecoder("utf-8")(), 0, None
+def _first_undecodable(chunks: Iterator[bytes], encoding: str | None = None) -> int | None:
+    """The first line of the text ``chunks`` that is no text of ``encoding``
+    (None: UTF-8); None: none. Every chunk is read."""
+    text, lines, bad = codecs.getincrementaldecoder(encoding or "utf-8")(), 0, None
     for data in chunks:
         if bad is not None:
             continue  # to the end: a cut stream is said first
         try:
-            text.decode(data)
+            lines += text.decode(data).count("\n")
         except UnicodeDecodeError as exc:  # the line holding the byte
-            bad = lines + data.count(b"\n", 0, exc.start) + 1
-        lines += data.count(b"\n")
+            bad = lines + data[:exc.start].decode(encoding or "utf-8", "replace").count("\n") + 1
     if bad is None:
         try:
             text.decode(b"", final=True)  # a sequence cut at the end
@@ -488,6 +494,8 @@ class FileSource(DuckDBReadable):
     """CSV: the texts read as NULL (``nullstr``); none: DuckDB's, the empty field only."""
     every_row: bool = False
     """CSV: the columns' types guessed from every row, not the first 20,480 (a whole extra pass)."""
+    encoding: str | None = None
+    """CSV: the files' text encoding, one of :data:`ENCODINGS` (None: UTF-8)."""
 
     def files(self) -> list[str]:
         """The files the run reads (listed once, :attr:`globs`)."""
@@ -522,6 +530,7 @@ class FileSource(DuckDBReadable):
             delim=self.delimiter, dateformat=self.date_formats[0], timestampformat=self.date_formats[1],
             hive_nulls=[(k, types.get(k)) for k in nulls], hive_null=HIVE_NULL, filename=self.file_column,
             max_line_size=self.max_line_size, null_strings=list(self.null_strings), every_row=self.every_row,
+            encoding=self.encoding,
         ).sql
 
     @property
@@ -647,7 +656,8 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
         if not found:
             return (None, None)
         numeric = found[0][0]
-        options = "quote = '\"', comment = ''" + (f", delim = {literal(source.delimiter)}" if source.delimiter else "")
+        options = "quote = '\"', comment = ''" + (f", delim = {literal(source.delimiter)}" if source.delimiter else "") \
+            + (f", encoding = {literal(source.encoding)}" if source.encoding else "")
         try:
             formats = con.execute(f"SELECT DateFormat, TimestampFormat FROM sniff_csv({literal(numeric)}, "
                                   f"{options})").fetchone()
@@ -962,9 +972,11 @@ def physical_path(path: str, output: bool = False) -> str:
     return os.path.join(os.path.realpath(head), *parts[last + 1:])
 
 
-def open_source(path: str | os.PathLike, table: str | None = None, max_line_size: int | None = None) -> Source:
+def open_source(path: str | os.PathLike, table: str | None = None, max_line_size: int | None = None,
+                encoding: str | None = None) -> Source:
     """Resolve a source argument; the error names the path when nothing is there.
-    ``max_line_size``: CSV lines up to that many bytes (:func:`longer_lines`)."""
+    ``max_line_size``: CSV lines up to that many bytes (:func:`longer_lines`);
+    ``encoding``: CSV files' text encoding (:data:`ENCODINGS`; None: UTF-8)."""
     spec = utf8_path(os.fspath(path), "input")
     # (a directory named lake.db is a lake: it was 'a DuckDB database' (helper-25))
     if table is not None or (spec.lower().endswith(DUCKDB_SUFFIXES) and not os.path.isdir(spec)):
@@ -990,10 +1002,11 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         fmt = _one_format(files, f"directory {spec!r}")
         keys = _hive_keys(files, spec)
         _refuse_keys_above(spec, keys)  # before every file's footer is read
-        refuse_unreadable_text(files)  # before the sniffer reads it to the cut
-        coarse = _check_file_columns(files, fmt, spec, max_line_size)
+        refuse_unreadable_text(files, encoding)  # before the sniffer reads it to the cut
+        coarse = _check_file_columns(files, fmt, spec, max_line_size, encoding)
         return _hive_null_types(FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files),
-                                           hive_keys=keys, coarse=coarse, max_line_size=max_line_size))
+                                           hive_keys=keys, coarse=coarse, max_line_size=max_line_size,
+                                           encoding=encoding))
     fmt = _format_of(spec)
     if fmt is None and not os.path.exists(spec) and not any(ch in spec for ch in "*?["):
         raise InputError(f"input {spec!r} does not exist")
@@ -1011,19 +1024,20 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         fmt = _one_format(files, repr(spec))
         keys = _hive_keys(files, root)
         _refuse_keys_above(root, keys)  # before every file's footer is read
-        refuse_unreadable_text(files)  # before the sniffer reads it to the cut
-        coarse = _check_file_columns(files, fmt, root, max_line_size)
+        refuse_unreadable_text(files, encoding)  # before the sniffer reads it to the cut
+        coarse = _check_file_columns(files, fmt, root, max_line_size, encoding)
         return _hive_null_types(FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files),
-                                           hive_keys=keys, coarse=coarse, max_line_size=max_line_size))
+                                           hive_keys=keys, coarse=coarse, max_line_size=max_line_size,
+                                           encoding=encoding))
     if not os.path.isfile(spec):
         if os.path.exists(spec):  # it is read more than once: statistics, sample, fragments
             raise InputError(f"input {spec!r} is not a regular file (a pipe or a device): write it to a file first")
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
         raise InputError(f"input file {spec!r} is not readable")
-    refuse_unreadable_text([spec])  # before the sniffer reads it to the cut
-    coarse = _check_file_columns([spec], fmt, max_line_size=max_line_size)
-    return replace(exact_file(spec, fmt), coarse=coarse, max_line_size=max_line_size)
+    refuse_unreadable_text([spec], encoding)  # before the sniffer reads it to the cut
+    coarse = _check_file_columns([spec], fmt, max_line_size=max_line_size, encoding=encoding)
+    return replace(exact_file(spec, fmt), coarse=coarse, max_line_size=max_line_size, encoding=encoding)
 
 
 _TABLE_FORMATS = (
@@ -1143,15 +1157,16 @@ def _one_format(files: list[str], what: str) -> str:
     return fmts.pop()
 
 
-def _csv_lines(path: str) -> Iterator[str]:
+def _csv_lines(path: str, encoding: str | None = None) -> Iterator[str]:
     """The lines of a CSV file as written (gzip or zstd: uncompressed, as
-    Arrow streams them), without their ends; none past what cannot be read."""
+    Arrow streams them; decoded as ``encoding``, None: UTF-8), without their
+    ends; none past what cannot be read."""
     import io as _io
 
     compression = csv_dialect(path)[1]
     try:
         raw = pa.OSFile(path) if compression == "none" else pa.CompressedInputStream(pa.OSFile(path), compression)
-        with _io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="") as fh:
+        with _io.TextIOWrapper(raw, encoding=encoding or "utf-8-sig", errors="replace", newline="") as fh:
             for line in fh:
                 yield line.rstrip("\r\n")
     except (OSError, EOFError, pa.ArrowException):
@@ -1169,7 +1184,7 @@ def read_as_one_column(where: str, name: str) -> str:
             "fewer fields than the header, such as an unquoted comma in a value?)")
 
 
-def csv_break(files: Sequence[str], header: str) -> str:
+def csv_break(files: Sequence[str], header: str, encoding: str | None = None) -> str:
     """Where CSV ``files`` whose header reads as the one column ``header``
     (DuckDB's sniffer could not tell their dialect) break, read strictly
     with the delimiter the header holds: ``" (line 1501 of 'x.csv': Expected
@@ -1190,7 +1205,7 @@ def csv_break(files: Sequence[str], header: str) -> str:
             try:
                 con.execute(f"SELECT count(*) FROM read_csv({literal(f)}, delim = {literal(delim)}, quote = '\"', "
                             f"escape = '\"', header = true, auto_detect = false, columns = {columns}, "
-                            "strict_mode = true)").fetchall()
+                            f"strict_mode = true, encoding = {literal(encoding or 'utf-8')})").fetchall()
             except duckdb.Error as exc:
                 lines = str(exc).splitlines()
                 where = re.search(r"CSV Error on Line: (\d+)", lines[0] if lines else "")
@@ -1203,20 +1218,21 @@ def csv_break(files: Sequence[str], header: str) -> str:
                 row = next(("\n".join([x[len("Original Line: "):], *lines[i + 1 : at]]).strip("\r\n")
                             for i, x in enumerate(lines[:at]) if x.startswith("Original Line: ")), "")
                 number = int(where.group(1))
-                line = _line_holding(f, [x.rstrip("\r") for x in row.split("\n")], number) if row.strip() else None
+                line = _line_holding(f, [x.rstrip("\r") for x in row.split("\n")], number, encoding) if (
+                    row.strip()) else None
                 return f" (line {line or number} of {f!r}{': ' + cause if cause else ''})"
         return ""
     finally:
         con.close()
 
 
-def _line_holding(path: str, row: list[str], row_number: int) -> int | None:
+def _line_holding(path: str, row: list[str], row_number: int, encoding: str | None = None) -> int | None:
     """The line of ``path`` where ``row``'s lines stand one after another,
     from line ``row_number`` on (the row's number as DuckDB counts rows: no
     row starts above it; a row the same as an earlier one's start, inside a
     quoted value, was taken for it: helper-48), or None."""
     window: collections.deque[str] = collections.deque(maxlen=len(row))
-    for number, line in enumerate(_csv_lines(path), 1):
+    for number, line in enumerate(_csv_lines(path, encoding), 1):
         window.append(line)
         first = number - len(row) + 1
         if first >= row_number and list(window) == row:
@@ -1236,7 +1252,7 @@ space separators (category Zs), not tabs."""
 
 
 def _check_file_columns(files: list[str], fmt: str, root: str | None = None,
-                        max_line_size: int | None = None) -> tuple[str, ...]:
+                        max_line_size: int | None = None, encoding: str | None = None) -> tuple[str, ...]:
     """Refuse files whose columns DuckDB would rename or misread, by file and name.
 
     DuckDB renames a repeated column name (``age`` → ``age_1``) and an empty
@@ -1273,11 +1289,13 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None,
                 relation = render("read_file.sql", paths=[glob.escape(f)], fmt=fmt, hive=False, header=False,
                                   as_text=True, text_columns=(), hive_text=(), ours=False,
                                   delim=exact_file(f, fmt).delimiter, dateformat=None, timestampformat=None,
-                                  hive_nulls=(), hive_null=HIVE_NULL, filename=None, max_line_size=max_line_size).sql
+                                  hive_nulls=(), hive_null=HIVE_NULL, filename=None, max_line_size=max_line_size,
+                                  encoding=encoding).sql
                 try:
                     header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
                 except duckdb.Error as exc:  # the file of a lake, and where it breaks (helper-47)
-                    hint = csv_break([f], next(_csv_lines(f), "")) if "Error when sniffing file" in str(exc) else ""
+                    hint = csv_break([f], next(_csv_lines(f, encoding), ""), encoding) if (
+                        "Error when sniffing file" in str(exc)) else ""
                     raise InputError(f"cannot read {f!r}: {first_line(exc)}{hint}") from exc
                 if header is None:  # DuckDB would read a column "column0" from it
                     raise InputError(f"{f!r} is empty: a CSV file starts with its header row")
@@ -1293,7 +1311,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None,
         # One file of a lake the sniffer gave up on: where it breaks, not the columns it lacks (helper-45).
         for f, cols in columns.items():
             if len(cols) == 1 and cols[0][0] and looks_delimited(cols[0][0]):
-                raise InputError(read_as_one_column(repr(f), cols[0][0]) + csv_break([f], cols[0][0]))
+                raise InputError(read_as_one_column(repr(f), cols[0][0]) + csv_break([f], cols[0][0], encoding))
     coarse: dict[str, None] = {}
     for f, cols in columns.items():
         keys = {fold_name(k) for k in _hive_keys([f], root)} if root else set()

@@ -3938,10 +3938,43 @@ def test_a_csv_input_that_is_not_utf8_is_refused_naming_its_line(tmp_path, out_d
         r = cli(*args, "-k", "5")
         assert r.exit_code == 2, r.stderr
         assert_one_line_error(r.stderr, rf"^Error: cannot read '{re.escape(str(f))}': line 50002 is not UTF-8 "
-                                        r"text, as CSV inputs are read: convert the file first \(e\.g\. iconv ")
+                                        r"text, as CSV inputs are read by default: name its encoding \(--encoding "
+                                        r"latin-1, utf-16\) or convert the file first$")
     assert not list(out_dir.iterdir())
     (lake / "b.csv").write_bytes(text.decode("latin-1").encode())  # converted
     assert cli("anonymize", lake, "-o", out_dir / "lake.parquet", "--qi", "age,city", "-k", "5").exit_code == 0
+
+
+def test_a_csv_inputs_encoding_is_named_with_encoding(tmp_path, out_dir):
+    """A Latin-1 export (Excel's, a European system's) had to be converted
+    first: --encoding latin-1 (or utf-16) reads it, its text published as
+    written (UTF-8), the parameters recording it; a file that is not such
+    text is refused by its line; a job file takes it too."""
+    rows = ["id,age,city"] + [f"{i},{20 + i % 40},{'Zürich' if i % 2 else 'Genève'} {i % 3}" for i in range(30_000)]
+    rows[25_001] = "25000,30,M\xfcnchen"
+    latin, utf16 = tmp_path / "latin.csv", tmp_path / "utf16.csv"
+    latin.write_bytes("\n".join(rows).encode("latin-1"))
+    utf16.write_bytes("\n".join(rows).encode("utf-16"))
+    for src, name in ((latin, "LATIN-1"), (utf16, "utf-16")):
+        out = out_dir / f"{src.stem}.csv"
+        r = cli("anonymize", src, "-o", out, "--qi", "age", "-k", "5", "--encoding", name, "--json")
+        assert r.exit_code == 0, r.stderr
+        published = pd.read_csv(out, dtype=str).set_index("id")["city"]
+        assert published["25000"] == "München" and published["1"] == "Zürich 1" and len(published) == 30_000
+        params = json.loads(duckdb.sql(f"SELECT parameters FROM '{out_dir / f'{src.stem}__metrics.parquet'}' "
+                                       "WHERE kind = 'total'").fetchone()[0])
+        assert params["encoding"] == name.lower()
+    # a lone surrogate on line 25,002 (the header is line 1)
+    (tmp_path / "bad.csv").write_bytes(utf16.read_bytes().replace("Mü".encode("utf-16-le"), b"M\x00\x00\xd8"))
+    r = cli("anonymize", tmp_path / "bad.csv", "-o", out_dir / "y.csv", "--qi", "age", "-k", "5", "--encoding",
+            "utf-16")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, r"^Error: cannot read '.*bad.csv': line 25002 is not utf-16 text \(--encoding\)$")
+    job = tmp_path / "job.yml"
+    job.write_text(f"input: {latin}\noutput: {out_dir / 'job.parquet'}\nqi: [age]\nk: 5\nencoding: latin-1\n")
+    assert cli("anonymize", "--config", job).exit_code == 0
+    r = cli("anonymize", latin, "-o", out_dir / "z.csv", "--qi", "age", "-k", "5", "--encoding", "cp1252")
+    assert r.exit_code == 2 and "'cp1252' is not one of 'utf-8', 'latin-1', 'utf-16'" in r.stderr
 
 
 def test_csv_dates_with_two_digit_years_are_refused(tmp_path, out_dir):
