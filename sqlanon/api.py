@@ -677,7 +677,7 @@ def verify(
 def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l: int,  # noqa: E741
                  sensitive: tuple[str, ...], line_size: int | None, show: int = 20) -> Verification:
     """:func:`verify` of a lake or DuckDB file (``line_size``: a CSV's longest line, when past 2 MB)."""
-    source = typed = io.open_source(spec_in, table, max_line_size=line_size)
+    source = typed = io.open_source(spec_in, table, max_line_size=line_size, flag=False)  # UTF-8: what runs write
     csv = isinstance(source, io.FileSource) and source.fmt == "csv"
     if csv:
         # CSV is text: '1.0' and '1.00' are two published values (two classes),

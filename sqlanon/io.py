@@ -100,7 +100,7 @@ ENCODINGS = ("utf-8", "latin-1", "utf-16")
 """The text encodings of CSV inputs DuckDB reads (``read_csv``'s ``encoding``)."""
 
 
-def refuse_unreadable_text(paths: list[str], encoding: str | None = None) -> None:
+def refuse_unreadable_text(paths: list[str], encoding: str | None = None, flag: bool = True) -> None:
     """Refuse a CSV input that is not UTF-8, or a compressed one that ends
     before its end (a copy or download cut short).
 
@@ -113,7 +113,8 @@ def refuse_unreadable_text(paths: list[str], encoding: str | None = None) -> Non
     size 1', DuckDB 1.4), which ends the connection; only a scan that reads
     no text named the line. Each file is read (decompressed) once to its
     end and decoded (as ``encoding``, one of :data:`ENCODINGS`; None:
-    UTF-8): ~25 ms per 25 MB of text, ~75 ms gzip."""
+    UTF-8): ~25 ms per 25 MB of text, ~75 ms gzip. ``flag``: whether the
+    command has ``--encoding`` (verify reads UTF-8 only)."""
     for path in paths:
         compression = "gzip" if path.endswith(".gz") else "zstd" if path.endswith(".zst") else None
         if compression is None and not path.lower().endswith((".csv", ".tsv")):
@@ -137,7 +138,8 @@ def refuse_unreadable_text(paths: list[str], encoding: str | None = None) -> Non
             raise ConfigError(f"cannot read {path!r}: line {bad} is not {encoding} text (--encoding)")
         if bad is not None:
             raise ConfigError(f"cannot read {path!r}: line {bad} is not UTF-8 text, as CSV inputs are read by default: "
-                              "name its encoding (--encoding latin-1, utf-16) or convert the file first")
+                              + ("name its encoding (--encoding latin-1, utf-16) or convert the file first" if flag
+                                 else "convert the file first (e.g. iconv -f LATIN1 -t UTF-8 in.csv > out.csv)"))
 
 
 class _Cut(Exception):
@@ -973,10 +975,11 @@ def physical_path(path: str, output: bool = False) -> str:
 
 
 def open_source(path: str | os.PathLike, table: str | None = None, max_line_size: int | None = None,
-                encoding: str | None = None) -> Source:
+                encoding: str | None = None, flag: bool = True) -> Source:
     """Resolve a source argument; the error names the path when nothing is there.
     ``max_line_size``: CSV lines up to that many bytes (:func:`longer_lines`);
-    ``encoding``: CSV files' text encoding (:data:`ENCODINGS`; None: UTF-8)."""
+    ``encoding``: CSV files' text encoding (:data:`ENCODINGS`; None: UTF-8),
+    ``flag``: whether the command takes another (``--encoding``)."""
     spec = utf8_path(os.fspath(path), "input")
     # (a directory named lake.db is a lake: it was 'a DuckDB database' (helper-25))
     if table is not None or (spec.lower().endswith(DUCKDB_SUFFIXES) and not os.path.isdir(spec)):
@@ -1002,7 +1005,7 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         fmt = _one_format(files, f"directory {spec!r}")
         keys = _hive_keys(files, spec)
         _refuse_keys_above(spec, keys)  # before every file's footer is read
-        refuse_unreadable_text(files, encoding)  # before the sniffer reads it to the cut
+        refuse_unreadable_text(files, encoding, flag)  # before the sniffer reads it to the cut
         coarse = _check_file_columns(files, fmt, spec, max_line_size, encoding)
         return _hive_null_types(FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse, max_line_size=max_line_size,
@@ -1024,7 +1027,7 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         fmt = _one_format(files, repr(spec))
         keys = _hive_keys(files, root)
         _refuse_keys_above(root, keys)  # before every file's footer is read
-        refuse_unreadable_text(files, encoding)  # before the sniffer reads it to the cut
+        refuse_unreadable_text(files, encoding, flag)  # before the sniffer reads it to the cut
         coarse = _check_file_columns(files, fmt, root, max_line_size, encoding)
         return _hive_null_types(FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse, max_line_size=max_line_size,
@@ -1035,7 +1038,7 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         raise InputError(f"input file {spec!r} does not exist")
     if not os.access(spec, os.R_OK):
         raise InputError(f"input file {spec!r} is not readable")
-    refuse_unreadable_text([spec], encoding)  # before the sniffer reads it to the cut
+    refuse_unreadable_text([spec], encoding, flag)  # before the sniffer reads it to the cut
     coarse = _check_file_columns([spec], fmt, max_line_size=max_line_size, encoding=encoding)
     return replace(exact_file(spec, fmt), coarse=coarse, max_line_size=max_line_size, encoding=encoding)
 

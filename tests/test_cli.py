@@ -3938,8 +3938,10 @@ def test_a_csv_input_that_is_not_utf8_is_refused_naming_its_line(tmp_path, out_d
         r = cli(*args, "-k", "5")
         assert r.exit_code == 2, r.stderr
         assert_one_line_error(r.stderr, rf"^Error: cannot read '{re.escape(str(f))}': line 50002 is not UTF-8 "
-                                        r"text, as CSV inputs are read by default: name its encoding \(--encoding "
-                                        r"latin-1, utf-16\) or convert the file first$")
+                                        r"text, as CSV inputs are read by default: " + (
+                                            r"name its encoding \(--encoding latin-1, utf-16\) or convert the file "
+                                            r"first$" if args[0] == "anonymize" else r"convert the file first \(e\.g\. "
+                                            r"iconv -f LATIN1 -t UTF-8 in\.csv > out\.csv\)$"))
     assert not list(out_dir.iterdir())
     (lake / "b.csv").write_bytes(text.decode("latin-1").encode())  # converted
     assert cli("anonymize", lake, "-o", out_dir / "lake.parquet", "--qi", "age,city", "-k", "5").exit_code == 0
