@@ -1085,7 +1085,7 @@ def run(
         described = ([tuple(row[:2]) for row in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()]
                      if source.dialect == "duckdb" else columns)
         _refuse_zoned_times(spec, schema, described)
-        _refuse_unions(described, drop, passthrough if source.dialect == "duckdb" else [])
+        _refuse_untravelling_types(con, source, described, drop, passthrough if source.dialect == "duckdb" else [])
         if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres":
             _check_postgres_bound_types(described, passthrough)
         compare_on = _checksum_dialect(source, target) if passthrough else None
@@ -1567,13 +1567,16 @@ _NO_ARROW_TYPE = re.compile(r"(?<![A-Z_])(UHUGEINT|BIT|TIME WITH TIME ZONE)(?![A
 a time without its offset."""
 
 
-def _refuse_unions(described: list[tuple[str, str]], drop: tuple[str, ...], passthrough: list[str] = ()) -> None:
+def _refuse_untravelling_types(con: duckdb.DuckDBPyConnection, source, described: list[tuple[str, str]],
+                               drop: tuple[str, ...], passthrough: Sequence[str] = ()) -> None:
     """A DuckDB UNION (a tagged value) reaches Arrow and Parquet as a struct
     of its members: into any output it failed after all the work (the
     checksums, or 'a table cannot be created from an unnamed struct').
     So did a ``passthrough`` column of UHUGEINT, BIT or TIME WITH TIME ZONE
-    (a DuckDB source's), whatever its values, exit 1, its advice to rerun
-    (helper-108). Refused by name up front, as a column or inside one."""
+    (a DuckDB source's; a Parquet time adjusted to UTC reads as the
+    latter) holding a value, exit 1, its advice to rerun (helper-108); one
+    of NULLs only passes (helper-112: counted, such a column only).
+    Refused by name up front, as a column or inside one."""
     keep = set(passthrough)
     for name, typ in described:
         bare = re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", "''", typ)  # not an ENUM's labels, a struct's fields
@@ -1582,10 +1585,11 @@ def _refuse_unions(described: list[tuple[str, str]], drop: tuple[str, ...], pass
                 f"column {name!r} is {typ}: a UNION cannot travel to any output exactly (Arrow and Parquet "
                 "have no such type); drop it (--drop) or cast it to text in a view"
             )
-        if name in keep and (found := _NO_ARROW_TYPE.search(bare)):
+        found = _NO_ARROW_TYPE.search(bare) if name in keep else None
+        if found and con.execute(f"SELECT count({ident(name)}) FROM {source.relation}").fetchone()[0]:
             raise ConfigError(
                 f"column {name!r} is {typ}: a {found.group(1)} cannot travel to any output exactly (Arrow and "
-                "Parquet have no such type); drop it (--drop) or cast it to text in a view"
+                "Parquet have no such type); drop it (--drop) or make it text (a view's cast, a file's rewrite)"
             )
 
 
