@@ -28,7 +28,8 @@
      non-zero UTC offset after their time of day, which that reading drops
      (`2020-01-05 10:00:00+05:00` becomes 10:00, not 05:00) (`z<i>`);
    - per column of `worded` (text QIs), the values that are numbers
-     (`w<i>`), those that are ISO dates or timestamps (`wd<i>`) and all its
+     (`w<i>`), those that are ISO dates or timestamps (`wd<i>`; a failed
+     cast is slow, words are not cast at all: helper-112) and all its
      values (`v<i>`): an 'n/a' among numbers, a date in another format
      among ISO ones.
    The integers' counts are taken over the rows where one of them is not
@@ -65,7 +66,7 @@ FROM
 {% endfor %}
 {% for c in worded %}
     , count(*) FILTER (WHERE TRY_CAST({{ c | ident }} AS DOUBLE) IS NOT NULL) AS {{ ("w" ~ loop.index0) | ident }}
-    , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) IS NOT NULL) AS {{ ("wd" ~ loop.index0) | ident }}
+    , count(CASE WHEN regexp_matches({{ c | ident }}, '^\s*\d{4}-\d') THEN TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) END) AS {{ ("wd" ~ loop.index0) | ident }}
     , count({{ c | ident }}) AS {{ ("v" ~ loop.index0) | ident }}
 {% endfor %}
 FROM {{ relation }}) AS "__sqlanon_all_rows"

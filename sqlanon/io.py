@@ -169,9 +169,9 @@ def _unzstd(fh) -> Iterator[bytes]:
     while True:
         try:
             chunk = stream.read(1 << 20)
-        except OSError as exc:
+        except OSError as exc:  # pyarrow's, without an errno: not the file's reading
             if "Truncated" not in str(exc):
-                raise
+                raise pa.ArrowInvalid(str(exc)) from None  # 'Unknown frame descriptor': not a whole one
             raise _Cut("it ends inside a frame") from None
         if not chunk:
             return
@@ -185,10 +185,11 @@ def _first_undecodable(chunks: Iterator[bytes], encoding: str | None = None) -> 
     for data in chunks:
         if bad is not None:
             continue  # to the end: a cut stream is said first
+        held = text.getstate()[0]  # a character's first bytes, from the chunk before: exc.start counts them
         try:
             lines += text.decode(data).count("\n")
         except UnicodeDecodeError as exc:  # the line holding the byte
-            bad = lines + data[:exc.start].decode(encoding or "utf-8", "replace").count("\n") + 1
+            bad = lines + (held + data)[:exc.start].decode(encoding or "utf-8", "replace").count("\n") + 1
     if bad is None:
         try:
             text.decode(b"", final=True)  # a sequence cut at the end

@@ -3910,6 +3910,12 @@ def test_a_cut_compressed_input_is_refused_naming_it(tmp_path, out_dir):
         assert r.exit_code == 1
         assert_one_line_error(r.stderr, rf"^Error: '{re.escape(str(tmp_path / 'b.csv.zst'))}' is a cut zstd file "
                                         r"\(it ends inside a frame\): its last rows would be lost; copy it again$")
+    # not zstd at all (it said "cannot read ...: None": helper-112)
+    (tmp_path / "b.csv.zst").write_bytes(b"id,age\n1,2\n")
+    r = cli("anonymize", tmp_path / "b.csv.zst", "-o", out_dir / "z.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 1
+    assert_one_line_error(r.stderr, rf"^Error: '{re.escape(str(tmp_path / 'b.csv.zst'))}' is not a whole zstd file "
+                                    r"\(ZSTD decompress failed: Unknown frame descriptor\): copy it again$")
     assert sorted(p.name for p in out_dir.iterdir()) == ["o.parquet", "o__metrics.parquet"]
 
 
@@ -3945,6 +3951,11 @@ def test_a_csv_input_that_is_not_utf8_is_refused_naming_its_line(tmp_path, out_d
     assert not list(out_dir.iterdir())
     (lake / "b.csv").write_bytes(text.decode("latin-1").encode())  # converted
     assert cli("anonymize", lake, "-o", out_dir / "lake.parquet", "--qi", "age,city", "-k", "5").exit_code == 0
+    # A character split across two of the pass's reads, then a bad byte: its line, not the next (helper-112)
+    split = tmp_path / "split.csv"
+    split.write_bytes(b"id,city\n1," + b"a" * (2**20 - 12) + "€".encode() + b"\xff\n2,b\n")
+    r = cli("anonymize", split, "-o", out_dir / "s.parquet", "--qi", "city", "-k", "2")
+    assert r.exit_code == 2 and "line 2 is not UTF-8 text" in r.stderr, r.stderr
 
 
 def test_a_csv_inputs_encoding_is_named_with_encoding(tmp_path, out_dir):
