@@ -487,6 +487,9 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
     if _overlaps(metrics, out):
         raise ConfigError(f"--metrics={metrics!r} would overwrite the output; name another file")
     if root is not None and _overlaps(metrics, root):
+        if isinstance(source, io.FileSource) and source.same_path(metrics) and not _same_place(metrics, root):
+            raise ConfigError(f"--metrics={metrics!r} is one of the files of the input {source.describe()!r}; name "
+                              "another file")  # (helper-112)
         glob_source = isinstance(source, io.FileSource) and not source.base and source.root != source.path
         if glob_source:  # not the input's own files: it was said to overwrite them (helper-108)
             raise ConfigError(f"--metrics={metrics!r} lies under {root!r}, where the input {source.describe()!r} "

@@ -61,6 +61,10 @@ def test_metrics_may_not_overwrite_the_output_or_the_input(lake, tmp_path):
         sqlanon.anonymize(lake, out, qi=["x"], k=5, metrics=str(lake / "m.parquet"))
     with pytest.raises(ConfigError, match="metrics=.* lies under .*, where the input .* reads .*; name another file"):
         sqlanon.anonymize(f"{lake}/*.parquet", out, qi=["x"], k=5, metrics=str(lake / "m.json.parquet"))
+    one = next(lake.glob("*.parquet"))  # one of the glob's own files
+    for src in (f"{lake}/*.parquet", lake):
+        with pytest.raises(ConfigError, match=r"metrics=.* is one of the files of the input .*; name another file"):
+            sqlanon.anonymize(src, out, qi=["x"], k=5, metrics=str(one))
     with pytest.raises(ConfigError, match="metrics="):
         sqlanon.anonymize(lake, out, qi=["x"], k=5, metrics=str(tmp_path / "m.json"))
     assert not out.exists()
