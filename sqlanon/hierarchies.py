@@ -225,6 +225,11 @@ class Hierarchy:
         if not listed:
             return ""
         found: dict[str, str] = {}
+        groups = set(self.names) - set(self.leaves)
+        for v in listed:  # data coarsened upstream: a value is a group's name (helper-113)
+            if v in groups:
+                found[v] = (f"{v!r} is a group of the hierarchy, not a leaf (map it to one of its leaves, or drop "
+                            "those rows)")
         for how, loose in ways.items():
             index: dict[str, str] = {}
             for leaf in self.leaves:

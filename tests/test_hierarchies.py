@@ -285,6 +285,16 @@ def test_a_missing_value_near_a_leaf_names_the_leaf(tmp_path: Path) -> None:
         f"blanks around it, {nfd!r} differs from the leaf 'café' only by its Unicode form (composed or decomposed)")
 
 
+def test_a_value_that_is_a_group_of_the_hierarchy_is_named_so(tmp_path: Path) -> None:
+    """Data coarsened upstream ('Europe' among countries) had the bare 'no
+    leaf' error (helper-113)."""
+    h = load_hierarchy(write(tmp_path, "h.csv", "Italy;Europe;*\nFrance;Europe;*\nPeru;America;*\n"))
+    with pytest.raises(HierarchyError) as info:
+        h.leaf_codes(["Italy", "Europe", "Spain"], column="c")
+    assert str(info.value).endswith("of column c; 'Europe' is a group of the hierarchy, not a leaf (map it to one "
+                                    "of its leaves, or drop those rows)")
+
+
 # ---------------------------------------------------------------- CSV format
 
 
