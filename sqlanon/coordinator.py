@@ -475,10 +475,11 @@ def domain_stats(
                     unmatched.append(str(exc))
                     continue
                 present = frozenset(as_text(values).to_pylist())
-                if qi.hierarchy.leaves[0] == qi.name and qi.name not in present:  # ARX's format has none
-                    log.warning("hierarchy %s starts with a leaf named as its column, %r, no value of the data: a "
-                                "header row? It is read as a leaf (NCP counts it); remove it", qi.hierarchy.source,
-                                qi.name)
+                if _header_row(qi, present):  # ARX's format has none
+                    log.warning("hierarchy %s starts with a leaf %r, no value of the data%s: a header row? It is "
+                                "read as a leaf (NCP counts it); remove it", qi.hierarchy.source,
+                                qi.hierarchy.leaves[0], " (named as its column)" if qi.hierarchy.leaves[0].casefold()
+                                == qi.name.casefold() else ", alone in the tree's first branch")
             else:
                 domain = tuple(sorted(set(as_text(values).to_pylist())))
         stats[qi.name] = ColumnStats(distinct, domain=domain, present=present)
@@ -1522,6 +1523,28 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
                 raise ConfigError(f"partition key {c!r} of {holding(key, i)!r} holds, in its directory names, "
                                  f"{what}: rename those directories, or drop the key (--drop)")
             raise ConfigError(f"column {c!r} of {holding(key, i)!r} holds {what}{advice}")
+
+
+def _header_row(qi, present: frozenset) -> bool:
+    """Whether the first leaf of ``qi``'s CSV hierarchy looks like a header
+    row read as a leaf: no value of the data, and named as the column (in
+    any case), or alone in the tree's first branch, the path of its cells
+    joining no other row's ('country,continent,top' above ARX's levels: it
+    went unsaid unless named exactly as the column, helper-113)."""
+    h = qi.hierarchy
+    first = h.leaves[0]
+    if first in present or len(h.leaves) < 2:
+        return False
+    if first.casefold() == qi.name.casefold():
+        return True
+    if not str(h.source).lower().endswith(".csv"):  # a JSON tree has no header row
+        return False
+    node = int(h.leaf_node[0])
+    if h.parent[h.parent[node]] == -1:  # a leaf of the root's own: a flat list's, no header's
+        return False
+    while h.parent[h.parent[node]] != -1:  # up to the root's child holding it
+        node = int(h.parent[node])
+    return int(h.last_leaf[node]) == 0
 
 
 _ZONED_TIME = re.compile(r"time(\(\d+\))? with time zone", re.IGNORECASE)
