@@ -659,8 +659,9 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
         if not found:
             return (None, None)
         numeric = found[0][0]
-        options = "quote = '\"', comment = ''" + (f", delim = {literal(source.delimiter)}" if source.delimiter else "") \
-            + (f", encoding = {literal(source.encoding)}" if source.encoding else "")
+        options = "quote = '\"', comment = ''" + (
+            f", delim = {literal(source.delimiter)}" if source.delimiter else "") + (
+            f", encoding = {literal(source.encoding)}" if source.encoding else "")
         try:
             formats = con.execute(f"SELECT DateFormat, TimestampFormat FROM sniff_csv({literal(numeric)}, "
                                   f"{options})").fetchone()
@@ -1010,7 +1011,7 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         coarse = _check_file_columns(files, fmt, spec, max_line_size, encoding)
         return _hive_null_types(FileSource(files[0], fmt, bool(keys), spec, tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse, max_line_size=max_line_size,
-                                           encoding=encoding))
+                                           encoding=encoding if fmt == "csv" else None))
     fmt = _format_of(spec)
     if fmt is None and not os.path.exists(spec) and not any(ch in spec for ch in "*?["):
         raise InputError(f"input {spec!r} does not exist")
@@ -1032,7 +1033,7 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         coarse = _check_file_columns(files, fmt, root, max_line_size, encoding)
         return _hive_null_types(FileSource(spec, fmt, bool(keys), globs=tuple(glob.escape(f) for f in files),
                                            hive_keys=keys, coarse=coarse, max_line_size=max_line_size,
-                                           encoding=encoding))
+                                           encoding=encoding if fmt == "csv" else None))
     if not os.path.isfile(spec):
         if os.path.exists(spec):  # it is read more than once: statistics, sample, fragments
             raise InputError(f"input {spec!r} is not a regular file (a pipe or a device): write it to a file first")
@@ -1041,7 +1042,8 @@ def open_source(path: str | os.PathLike, table: str | None = None, max_line_size
         raise InputError(f"input file {spec!r} is not readable")
     refuse_unreadable_text([spec], encoding, flag)  # before the sniffer reads it to the cut
     coarse = _check_file_columns([spec], fmt, max_line_size=max_line_size, encoding=encoding)
-    return replace(exact_file(spec, fmt), coarse=coarse, max_line_size=max_line_size, encoding=encoding)
+    return replace(exact_file(spec, fmt), coarse=coarse, max_line_size=max_line_size,
+                   encoding=encoding if fmt == "csv" else None)
 
 
 _TABLE_FORMATS = (
