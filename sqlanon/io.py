@@ -101,8 +101,9 @@ ENCODINGS = ("utf-8", "latin-1", "utf-16")
 
 
 def refuse_unreadable_text(paths: list[str], encoding: str | None = None, flag: bool = True) -> None:
-    """Refuse a CSV input that is not UTF-8, or a compressed one that ends
-    before its end (a copy or download cut short).
+    """Refuse a CSV input that is not text of its encoding as DuckDB reads
+    it, or a compressed one that ends before its end (a copy or download
+    cut short).
 
     DuckDB reads a gzip file's rows up to the cut without a word: a run
     published 15,273 of 20,000 rows, the last value cut too ('co' for
@@ -113,8 +114,9 @@ def refuse_unreadable_text(paths: list[str], encoding: str | None = None, flag: 
     size 1', DuckDB 1.4), which ends the connection; only a scan that reads
     no text named the line. Each file is read (decompressed) once to its
     end and decoded (as ``encoding``, one of :data:`ENCODINGS`; None:
-    UTF-8): ~25 ms per 25 MB of text, ~75 ms gzip. ``flag``: whether the
-    command has ``--encoding`` (verify reads UTF-8 only)."""
+    UTF-8) as DuckDB decodes it (:func:`_first_undecodable`): ~25 ms per
+    25 MB of text, ~75 ms gzip. ``flag``: whether the command has
+    ``--encoding`` (verify reads UTF-8 only)."""
     for path in paths:
         compression = "gzip" if path.endswith(".gz") else "zstd" if path.endswith(".zst") else None
         if compression is None and not path.lower().endswith((".csv", ".tsv")):
@@ -134,12 +136,26 @@ def refuse_unreadable_text(paths: list[str], encoding: str | None = None, flag: 
                              "again") from None
         except (zlib.error, pa.ArrowException) as exc:
             raise InputError(f"{path!r} is not a whole {compression} file ({exc}): copy it again") from None
-        if bad is not None and encoding not in (None, "utf-8"):  # a retry fails alike: exit 2, as a .csv.bz2's
-            raise ConfigError(f"cannot read {path!r}: line {bad} is not {encoding} text (--encoding)")
-        if bad is not None:
-            raise ConfigError(f"cannot read {path!r}: line {bad} is not UTF-8 text, as CSV inputs are read by default: "
-                              + ("name its encoding (--encoding latin-1, utf-16) or convert the file first" if flag
-                                 else "convert the file first (e.g. iconv -f LATIN1 -t UTF-8 in.csv > out.csv)"))
+        if bad is None:
+            continue
+        line, why = bad  # a retry fails alike: exit 2, as a .csv.bz2's
+        if line is None:  # latin-1 read, UTF-8 written: every accent two characters (helper-114)
+            log.warning("%r reads as UTF-8 too, holding characters past ASCII: --encoding %s makes each of them two "
+                        "(GenÃ¨ve); leave it out if the file is UTF-8", path, encoding)
+        elif encoding:
+            raise ConfigError(f"cannot read {path!r}: line {line} {why} (--encoding {encoding})")
+        else:
+            raise ConfigError(f"cannot read {path!r}: line {line} is not UTF-8 text, as CSV inputs are read by "
+                              "default: " + ("name its encoding (--encoding latin-1, utf-16) or convert the file "
+                                             "first" if flag else
+                                             "convert the file first (e.g. iconv -f LATIN1 -t UTF-8 in.csv > out.csv)"))
+
+
+_C1 = re.compile(rb"[\x80-\x9f]")
+"""Bytes DuckDB's latin-1 reader refuses (ISO-8859-1's control codes;
+Windows-1252's €, curly quotes and dashes)."""
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+"""Characters past U+FFFF (an emoji), whose surrogate pairs DuckDB's utf-16 reader refuses."""
 
 
 class _Cut(Exception):
@@ -178,23 +194,74 @@ def _unzstd(fh) -> Iterator[bytes]:
         yield chunk
 
 
-def _first_undecodable(chunks: Iterator[bytes], encoding: str | None = None) -> int | None:
-    """The first line of the text ``chunks`` that is no text of ``encoding``
-    (None: UTF-8); None: none. Every chunk is read."""
-    text, lines, bad = codecs.getincrementaldecoder(encoding or "utf-8")(), 0, None
+def _first_undecodable(chunks: Iterator[bytes], encoding: str | None = None) -> tuple[int | None, str] | None:
+    """The first line of the text ``chunks`` that DuckDB's reader of
+    ``encoding`` (None: UTF-8) does not take, and why; None: none. Every
+    chunk is read.
+
+    DuckDB reads less than Python's codecs do (helper-114): its latin-1
+    refuses bytes 0x80-0x9F, its utf-16 is little-endian only (a
+    big-endian file's byte-order mark read as garbled text) and refuses
+    characters past U+FFFF; and Python's UTF-16 decodes any bytes of even
+    length (a Latin-1 file read so is one garbled line, which an error then
+    quoted: its lines must end as UTF-16's). A file named latin-1 that is
+    UTF-8 (every accent two characters) is said so: ``(None, ...)`` when it
+    reads as latin-1 too (a warning), else its line."""
+    utf16, latin1 = encoding == "utf-16", encoding == "latin-1"
+    codec = "utf-16-le" if utf16 else encoding or "utf-8"
+    text, lines, bad = codecs.getincrementaldecoder(codec)(), 0, None
+    as_utf8 = codecs.getincrementaldecoder("utf-8")() if latin1 else None
+    beyond_ascii, first = False, True
     for data in chunks:
+        if latin1:
+            if bad is None and (found := _C1.search(data)):
+                bad = (lines + data.count(b"\n", 0, found.start()) + 1,
+                       "holds a byte of 0x80-0x9F, which DuckDB's latin-1 does not read (Windows-1252's euro sign, "
+                       "curly quotes or dashes?): convert the file first (e.g. iconv -f CP1252 -t UTF-8)")
+            lines += data.count(b"\n")
+            beyond_ascii = beyond_ascii or not data.isascii()
+            if as_utf8 is not None:  # to the end: a UTF-8 file is said so
+                try:
+                    as_utf8.decode(data)
+                except UnicodeDecodeError:
+                    as_utf8 = None
+            continue
         if bad is not None:
             continue  # to the end: a cut stream is said first
+        if utf16 and first and data[:2] == b"\xfe\xff":
+            bad = (1, "is big-endian UTF-16 (its byte-order mark), which DuckDB reads as little-endian only: convert "
+                      "the file first (e.g. iconv -f UTF-16 -t UTF-8)")
+            continue
         held = text.getstate()[0]  # a character's first bytes, from the chunk before: exc.start counts them
         try:
-            lines += text.decode(data).count("\n")
+            decoded = text.decode(data)
         except UnicodeDecodeError as exc:  # the line holding the byte
-            bad = lines + (held + data)[:exc.start].decode(encoding or "utf-8", "replace").count("\n") + 1
-    if bad is None:
+            bad = (lines + (held + data)[:exc.start].decode(codec, "replace").count("\n") + 1,
+                   f"is not {'UTF-16 (little-endian)' if utf16 else 'UTF-8'} text")
+            continue
+        if utf16 and first and data and "\n" not in decoded and b"\n" in data:
+            bad = (1, "is not UTF-16 text (its line ends are no UTF-16 line ends)")
+            continue
+        first = first and not data
+        if utf16 and (found := _ASTRAL.search(decoded)):
+            bad = (lines + decoded.count("\n", 0, found.start()) + 1,
+                   "holds a character past U+FFFF (an emoji?), which DuckDB's utf-16 does not read: convert the "
+                   "file first (e.g. iconv -f UTF-16 -t UTF-8)")
+            continue
+        lines += decoded.count("\n")
+    if bad is None and not latin1:
         try:
             text.decode(b"", final=True)  # a sequence cut at the end
         except UnicodeDecodeError:
-            bad = lines + 1
+            bad = (lines + 1, f"is not {'UTF-16 (little-endian)' if utf16 else 'UTF-8'} text")
+    if as_utf8 is not None and beyond_ascii:
+        try:
+            as_utf8.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return bad
+        if bad is None:
+            return (None, "UTF-8")
+        return (bad[0], "is UTF-8 text (an accented letter's two bytes), not latin-1: leave --encoding out")
     return bad
 
 

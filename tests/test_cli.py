@@ -3963,7 +3963,7 @@ def test_a_csv_input_that_is_not_utf8_is_refused_naming_its_line(tmp_path, out_d
     assert r.exit_code == 2 and "line 2 is not UTF-8 text" in r.stderr, r.stderr
 
 
-def test_a_csv_inputs_encoding_is_named_with_encoding(tmp_path, out_dir):
+def test_a_csv_inputs_encoding_is_named_with_encoding(tmp_path, out_dir, caplog):
     """A Latin-1 export (Excel's, a European system's) had to be converted
     first: --encoding latin-1 (or utf-16) reads it, its text published as
     written (UTF-8), the parameters recording it; a file that is not such
@@ -3987,7 +3987,39 @@ def test_a_csv_inputs_encoding_is_named_with_encoding(tmp_path, out_dir):
     r = cli("anonymize", tmp_path / "bad.csv", "-o", out_dir / "y.csv", "--qi", "age", "-k", "5", "--encoding",
             "utf-16")
     assert r.exit_code == 2
-    assert_one_line_error(r.stderr, r"^Error: cannot read '.*bad.csv': line 25002 is not utf-16 text \(--encoding\)$")
+    assert_one_line_error(r.stderr, r"^Error: cannot read '.*bad.csv': line 25002 is not UTF-16 \(little-endian\) text "
+                                    r"\(--encoding utf-16\)$")
+    # What DuckDB's readers do not take, which Python's codecs do (helper-114): refused by line, exit 2,
+    # where a DuckDB error (exit 1, no line), an internal error, or a garbled file quoted in an error were
+    text = "\n".join(rows)
+    cases = {
+        "be.csv": ("\ufeff" + text).encode("utf-16-be"), "emoji.csv": text.replace("München", "😀").encode("utf-16"),
+        "latin_as_16.csv": latin.read_bytes(), "cp1252.csv": text.replace("München", "€5").encode("cp1252"),
+        "utf8_as_latin.csv": text.replace("München", "Ça").encode(),
+    }
+    for name, (encoding, why) in {
+            "be.csv": ("utf-16", r"line 1 is big-endian UTF-16 \(its byte-order mark\)"),
+            "emoji.csv": ("utf-16", r"line 25002 holds a character past U\+FFFF"),
+            "latin_as_16.csv": ("utf-16", r"line 1 is not UTF-16 text \(its line ends are no UTF-16 line ends\)"),
+            "cp1252.csv": ("latin-1", r"line 25002 holds a byte of 0x80-0x9F, which DuckDB's latin-1 does not read"),
+            "utf8_as_latin.csv": ("latin-1", r"line 25002 is UTF-8 text \(an accented letter's two bytes\), not "
+                                             r"latin-1: leave --encoding out")}.items():
+        (tmp_path / name).write_bytes(cases[name])
+        r = cli("anonymize", tmp_path / name, "-o", out_dir / "w.csv", "--qi", "age", "-k", "5", "--encoding", encoding)
+        assert r.exit_code == 2, r.stderr
+        assert_one_line_error(r.stderr, rf"^Error: cannot read '.*{name}': {why}")
+    assert not (out_dir / "w.csv").exists()
+    # UTF-16 without its byte-order mark (little-endian, as DuckDB reads it) passes; UTF-8 named latin-1
+    # whose bytes latin-1 reads too is warned about: every accent published as two characters
+    (tmp_path / "le.csv").write_bytes(text.encode("utf-16-le"))
+    assert cli("anonymize", tmp_path / "le.csv", "-o", out_dir / "le.csv", "--qi", "age", "-k", "5", "--encoding",
+               "utf-16").exit_code == 0
+    (tmp_path / "u8.csv").write_bytes(text.encode())
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        r = cli("anonymize", tmp_path / "u8.csv", "-o", out_dir / "u8.csv", "--qi", "age", "-k", "5", "--encoding",
+                "latin-1")
+    assert r.exit_code == 0 and "reads as UTF-8 too, holding characters past ASCII: --encoding latin-1 makes each " \
+                                "of them two" in caplog.text, caplog.text
     job = tmp_path / "job.yml"
     job.write_text(f"input: {latin}\noutput: {out_dir / 'job.parquet'}\nqi: [age]\nk: 5\nencoding: latin-1\n")
     assert cli("anonymize", "--config", job).exit_code == 0
