@@ -475,11 +475,10 @@ def domain_stats(
                     unmatched.append(str(exc))
                     continue
                 present = frozenset(as_text(values).to_pylist())
-                if _header_row(qi, present):  # ARX's format has none
-                    log.warning("hierarchy %s starts with a leaf %r, no value of the data%s: a header row? It is "
+                if why := _header_row(qi, present):  # ARX's format has none
+                    log.warning("hierarchy %s starts with a leaf %r, no value of the data (%s): a header row? It is "
                                 "read as a leaf (NCP counts it); remove it", qi.hierarchy.source,
-                                qi.hierarchy.leaves[0], " (named as its column)" if qi.hierarchy.leaves[0].casefold()
-                                == qi.name.casefold() else ", alone in the tree's first branch")
+                                qi.hierarchy.leaves[0], why)
             else:
                 domain = tuple(sorted(set(as_text(values).to_pylist())))
         stats[qi.name] = ColumnStats(distinct, domain=domain, present=present)
@@ -1525,26 +1524,37 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
             raise ConfigError(f"column {c!r} of {holding(key, i)!r} holds {what}{advice}")
 
 
-def _header_row(qi, present: frozenset) -> bool:
-    """Whether the first leaf of ``qi``'s CSV hierarchy looks like a header
-    row read as a leaf: no value of the data, and named as the column (in
-    any case), or alone in the tree's first branch, the path of its cells
-    joining no other row's ('country,continent,top' above ARX's levels: it
-    went unsaid unless named exactly as the column, helper-113)."""
+def _header_row(qi, present: frozenset) -> str | None:
+    """Why the first leaf of ``qi``'s CSV hierarchy looks like a header row
+    read as a leaf, or None. It is no value of the data, and: named as the
+    column (in any case); or a row of its own above the file's root (its
+    last cell, 'top', unlike every other row's '*': the tree got a root,
+    '*' too, above both); or a word over leaves that are all numbers ('years' over
+    ages). A header other than the column's exact name went unsaid
+    (helper-113); a lone first group's leaf ('?;Unknown;*', no value of
+    the data) is no header (helper-114). A JSON tree has no header row."""
     h = qi.hierarchy
     first = h.leaves[0]
-    if first in present or len(h.leaves) < 2:
-        return False
+    if first in present or len(h.leaves) < 2 or not str(h.source).lower().endswith(".csv"):
+        return None
     if first.casefold() == qi.name.casefold():
+        return "named as its column"
+    root = int((h.parent == -1).argmax())
+    kids = (h.parent == root).nonzero()[0]
+    # The file's own root ('*') under the one added above it and the first row's last cell
+    if len(kids) == 2 and int(h.last_leaf[kids[0]]) == 0 and h.names[int(kids[1])] == h.names[root]:
+        return "a row of its own above the file's root"
+
+    def number(text: str) -> bool:
+        try:
+            float(text)
+        except ValueError:
+            return False
         return True
-    if not str(h.source).lower().endswith(".csv"):  # a JSON tree has no header row
-        return False
-    node = int(h.leaf_node[0])
-    if h.parent[h.parent[node]] == -1:  # a leaf of the root's own: a flat list's, no header's
-        return False
-    while h.parent[h.parent[node]] != -1:  # up to the root's child holding it
-        node = int(h.parent[node])
-    return int(h.last_leaf[node]) == 0
+
+    if not number(first) and all(number(leaf) for leaf in h.leaves[1:]):
+        return "a word over leaves that are numbers"
+    return None
 
 
 _ZONED_TIME = re.compile(r"time(\(\d+\))? with time zone", re.IGNORECASE)

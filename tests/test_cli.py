@@ -3206,14 +3206,16 @@ def test_a_hierarchy_file_with_a_header_row_is_warned_about(tmp_path, out_dir, c
     """ARX's levels have no header row: 'age;band;*' first was read as a leaf
     'age', silently, one leaf more in every NCP (helper-66); so was one not
     named as the column ('years,decade,top', helper-113). A flat list's
-    first leaf, absent from the data, is no header."""
+    first leaf, absent from the data, is no header, nor a word leaf alone
+    in its group among word leaves ('?;Unknown;*', helper-114)."""
     src = _small(tmp_path / "s.parquet")
     rows = "".join(f"{a};{a // 10 * 10}s;*\n" for a in range(20, 60))
     h = tmp_path / "age.csv"
     named = "starts with a leaf 'age', no value of the data (named as its column): a header row?"
-    alone = "starts with a leaf 'years', no value of the data, alone in the tree's first branch: a header row?"
+    above = "starts with a leaf 'years', no value of the data (a row of its own above the file's root): a header row?"
+    word = "starts with a leaf 'years', no value of the data (a word over leaves that are numbers): a header row?"
     for text, warned in ((rows, None), ("age;band;*\n" + rows, named), ("AGE;band;*\n" + rows, named.replace(
-            "'age'", "'AGE'")), ("years;decade;top\n" + rows, alone), ("years;decade;*\n" + rows, alone),
+            "'age'", "'AGE'")), ("years;decade;top\n" + rows, above), ("years;decade;*\n" + rows, word),
                          ("".join(f"{a};*\n" for a in range(19, 60)), None)):
         h.write_text(text)
         caplog.clear()
@@ -3222,6 +3224,14 @@ def test_a_hierarchy_file_with_a_header_row_is_warned_about(tmp_path, out_dir, c
                     "5", "--overwrite")
         assert r.exit_code == 0, r.stderr
         assert (warned in caplog.text) if warned else "a header row?" not in caplog.text, caplog.text
+    # a word leaf alone in its group, among word leaves: no header (helper-114)
+    src = _small(tmp_path / "c.parquet", city=[("Berlin", "Paris", "Rome")[i % 3] for i in range(200)])
+    h.write_text("?;Unknown;*\nBerlin;Europe;*\nParis;Europe;*\nRome;Europe;*\n")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "city", "--hierarchy", f"city={h}", "-k", "5",
+                "--overwrite")
+    assert r.exit_code == 0 and "a header row?" not in caplog.text, r.stderr + caplog.text
 
 
 @pytest.mark.parametrize("kind", ["interval", "set"])
