@@ -641,6 +641,8 @@ and '5.0' made DuckDB's guess text, two values there, one to pandas
 
 PARSED_COPY = "input.parquet"
 """The name of a CSV source's copy in a run's staging area (:meth:`Staging.parsed_copy`)."""
+PRIVATE = "private"
+"""The directory of a run's staging area that holds that copy, this user's only."""
 
 
 @dataclass(frozen=True)
@@ -2273,6 +2275,33 @@ def _finish_metrics(staged: Path, path: Path) -> bool:
     return True
 
 
+def held_directory(fd: int, path: str) -> str:
+    """A name of the directory open as ``fd`` (at ``path``) that stays that
+    directory whatever is renamed meanwhile: ``/proc/self/fd/N`` where the
+    system has it (Linux), else ``path``. A staging area next to the output
+    sits in a directory others may write (a team's folder, not sticky):
+    one could rename it away and put a directory of their own in its place,
+    into which the run, writing by name, then put the input's rows
+    (helper-115)."""
+    held = f"/proc/self/fd/{fd}"
+    return held if os.path.isdir(held) else path
+
+
+def open_private(path: str) -> int:
+    """Open the directory ``path``, this user's and no one else's (0700), as
+    a file descriptor (:func:`held_directory`); else the error."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise InputError(f"cannot open {path!r}: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        os.close(fd)
+        raise InputError(f"{path!r} is no longer this run's private directory (another user's, or open to others: "
+                         "was the staging area replaced while the run wrote it?); nothing was published")
+    return fd
+
+
 def _remove(path: Path | str) -> None:
     p = Path(path)
     if p.is_dir() and not p.is_symlink():
@@ -2401,14 +2430,22 @@ class Staging:
         DOUBLE column holds both -0.0 and 0.0 (the statistics' pass tells),
         which Parquet's dictionaries would make one (:func:`copy_relation`
         would parse the file once more to find out)."""
-        path = str(self.root / PARSED_COPY)
+        private = self.root / PRIVATE
+        path = str(private / PARSED_COPY)
         try:
-            copy_relation(con, f"(SELECT {source.kept_columns} FROM {source.relation})", path, "parquet",
-                          plain=signed_zeros)
-            os.chmod(path, 0o600)  # as the area's other files of the input's rows
+            # Into a directory of its own (this user's only: DuckDB writes the file readable by all, then
+            # made 0600), by a name that stays it: the staging area may sit where others may rename
+            # (helper-115).
+            os.mkdir(private, 0o700)
+            fd = open_private(str(private))
+            try:
+                copy_relation(con, f"(SELECT {source.kept_columns} FROM {source.relation})",
+                              f"{held_directory(fd, str(private))}/{PARSED_COPY}", "parquet", plain=signed_zeros)
+            finally:
+                os.close(fd)
         except (InputError, OSError) as exc:
             cause = exc.__cause__ if isinstance(exc, InputError) else exc
-            if isinstance(cause, duckdb.Error) and path not in str(cause) and not isinstance(
+            if isinstance(cause, duckdb.Error) and PARSED_COPY not in str(cause) and not isinstance(
                     cause, duckdb.OutOfMemoryException):  # the CSV's reading failed
                 raise source.unreadable(cause) from cause
             # The write failed: its error named a hidden file only.
@@ -2419,7 +2456,7 @@ class Staging:
     def drop_parsed_copy(self) -> None:
         """Remove :meth:`parsed_copy`'s file, if made: the output is written
         next, and the copy's room may be what it needs."""
-        _remove(self.root / PARSED_COPY)
+        _remove(self.root / PRIVATE)
 
     def part_path(self, fragment_id: int) -> str:
         # Named after the run too: a directory output is swapped whole, but a

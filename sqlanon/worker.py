@@ -21,6 +21,7 @@ import pickle
 import resource
 import shutil
 import socket
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -153,8 +154,21 @@ def probe(paths: tuple[tuple[tuple[str, int, int], ...], str]) -> str:
 @functools.lru_cache(maxsize=1)
 def shared(path: str) -> tuple:
     """What :meth:`sqlanon.io.Staging.share` wrote, loaded once per process
-    and run (the path is the run's own): a worker's next task takes it from memory."""
-    with open(path, "rb") as fh:
+    and run (the path is the run's own): a worker's next task takes it from memory.
+
+    Only from a file of this user's that no one else may write: unpickling
+    runs code, and the staging area next to the output may sit where others
+    may rename (a team's folder): one could put a directory of their own,
+    holding a pickle of their own, in its place (helper-115)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise InputError(f"cannot read {path!r}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022 or not stat.S_ISREG(st.st_mode):
+            raise InputError(f"refusing to load {path!r}: it is not the run's own file (another user's, or one "
+                             "others may write: was the staging area replaced while the run wrote it?)")
         return pickle.load(fh)
 
 
@@ -178,8 +192,6 @@ def run_fragment(task: FragmentTask, spec_and_stats: tuple | None = None) -> Fra
 
 
 def _run_fragment(task: FragmentTask, spec_and_stats: tuple | None) -> FragmentResult:
-    from .engine import anonymize_fragment  # the kernel loads in the worker, not the coordinator
-
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     missing = other_version(task.inputs)
@@ -196,7 +208,23 @@ def _run_fragment(task: FragmentTask, spec_and_stats: tuple | None) -> FragmentR
     except OSError as exc:  # a full disk
         raise InputError(f"cannot make a spill directory in {os.path.dirname(task.temp_directory)!r}: "
                          f"{exc.strerror}{io.no_room_hint(exc)}") from exc
-    con = io.connect(memory_limit=task.memory_limit, threads=task.threads, temp_directory=spill)
+    # DuckDB spills by a name that stays this directory, which others could otherwise swap (helper-115).
+    held = io.open_private(spill) if spill else None
+    closing = contextlib.ExitStack()
+    if held is not None:
+        closing.callback(os.close, held)
+    with closing:
+        return _in_fragment(task, spec_and_stats, t_start, timings, spill,
+                            spill and io.held_directory(held, spill))
+
+
+def _in_fragment(task: FragmentTask, spec_and_stats: tuple | None, t_start: float, timings: dict[str, float],
+                 spill: str | None, temp_directory: str | None) -> FragmentResult:
+    """:func:`_run_fragment`'s work, DuckDB spilling into ``temp_directory``
+    (``spill``, removed at the end)."""
+    from .engine import anonymize_fragment  # the kernel loads in the worker, not the coordinator
+
+    con = io.connect(memory_limit=task.memory_limit, threads=task.threads, temp_directory=temp_directory)
     try:
         t0 = time.perf_counter()
         task.source.attach(con)

@@ -633,7 +633,7 @@ def test_spill_directories_are_private_and_removed(lake, tmp_path, monkeypatch):
 
     def connect(*args, temp_directory=None, **kw):
         if temp_directory:  # the coordinator's own directory, a worker's inside the staging area
-            d = Path(temp_directory)
+            d = Path(os.path.realpath(temp_directory))  # (a worker's by its held name, /proc/self/fd/N)
             d = d if d.name.startswith("sqlanon-spill-") else d.parent
             seen[str(d)] = stat.S_IMODE(os.stat(d).st_mode)
         return real(*args, temp_directory=temp_directory, **kw)
@@ -823,6 +823,58 @@ def test_a_filesystem_without_modes_still_locks(lake, tmp_path, monkeypatch):
         with pytest.raises(sqlanon.InputError, match="another sqlanon run is writing o"):
             PathLock(tmp_path / "o.parquet", "o").acquire()
     assert len(os.listdir("/proc/self/fd")) == before and not (tmp_path / ".o.parquet.sqlanon-lock").exists()
+
+
+def test_a_staging_area_swapped_by_another_user_runs_no_code_and_gets_no_rows(tmp_path, monkeypatch):
+    """The staging area next to the output may sit in a folder others may
+    write (a team's, not sticky): one renamed it away and put a directory of
+    their own in its place, then replaced the pickle every worker loads
+    (their code ran as the run's user) and opened the CSV input's parsed
+    copy, written readable by all before its chmod (helper-115). A pickle
+    not the user's own, or one others may write, is refused; the copy and
+    the workers' spill are written by names that stay the run's own private
+    directories, whatever is renamed."""
+    import pickle
+    import stat
+
+    import sqlanon.io as sio
+    from sqlanon import worker
+
+    payload = tmp_path / "payload.pickle"
+    payload.write_bytes(pickle.dumps(("spec", "stats")))
+    os.chmod(payload, 0o666)  # another user's write
+    with pytest.raises(sqlanon.InputError, match="refusing to load .*: it is not the run's own file"):
+        worker.shared(str(payload))
+    os.chmod(payload, 0o600)
+    assert worker.shared(str(payload)) == ("spec", "stats")
+    worker.shared.cache_clear()  # (loaded once per process and path)
+    if os.geteuid() == 0:  # another user's file, 0600: as root, give it away
+        os.chown(payload, 65534, 65534)
+        with pytest.raises(sqlanon.InputError, match="refusing to load"):
+            worker.shared(str(payload))
+    link = tmp_path / "link.pickle"
+    link.symlink_to(payload)
+    with pytest.raises(sqlanon.InputError, match="cannot read"):
+        worker.shared(str(link))
+    # A directory others may use is not private
+    (tmp_path / "open").mkdir(mode=0o755)
+    os.chmod(tmp_path / "open", 0o755)
+    with pytest.raises(sqlanon.InputError, match="is no longer this run's private directory"):
+        sio.open_private(str(tmp_path / "open"))
+    # The parsed copy: written by its directory's held name, a 0700 directory of the area's
+    src = tmp_path / "in.csv"
+    src.write_text("id,x\n" + "".join(f"{i},{i % 30}\n" for i in range(600)))
+    real, written = sio.copy_relation, []
+
+    def copy_relation(con, relation, path, *args, **kw):
+        written.append((path, stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode)))
+        return real(con, relation, path, *args, **kw)
+
+    monkeypatch.setattr(sio, "copy_relation", copy_relation)
+    r = sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["x"], k=5, workers=2, fragments=6)
+    assert r.metrics.rows == 600
+    copies = [(p, m) for p, m in written if p.endswith(sio.PARSED_COPY)]
+    assert len(copies) == 1 and copies[0][0].startswith("/proc/self/fd/") and copies[0][1] == 0o700, written
 
 
 def test_a_clusters_staging_area_is_shared_and_its_parts_modes_best_effort(tmp_path, monkeypatch):
