@@ -1309,6 +1309,7 @@ def run(
             return io.with_longer_lines(read, staging.line_size, "the output", whose=lambda exc: csv)
 
         t0 = time.perf_counter()
+        staging.check_ours()  # the run's own parts and output are what it checks (helper-115)
         check = check_read_back(relation)
         timings["verify"] = time.perf_counter() - t0
         # In fragment order, not completion order: float sums then do not

@@ -2392,10 +2392,28 @@ class Staging:
     line_size: int | None = None
     """A CSV output's longest line, once reading it back found one past
     DuckDB's default (:func:`longer_lines`)."""
+    made: tuple[int, int] | None = None
+    """The area's device and inode as made (:meth:`check_ours`)."""
 
     @property
     def parts_dir(self) -> Path:
         return self.root / "parts"
+
+    def check_ours(self) -> None:
+        """Refuse to go on when the area is no longer the directory this run
+        made, its user's own: another user who may write the output's folder
+        renamed it away and put a directory of theirs in its place, whose
+        contents the run would have verified and published (helper-115)."""
+        if self.made is None:
+            return
+        try:
+            st = os.lstat(self.root)
+        except OSError as exc:
+            raise InputError(f"the run's staging area {str(self.root)!r} is gone ({exc.strerror}); nothing was "
+                             "published") from None
+        if (st.st_dev, st.st_ino) != self.made or st.st_uid != os.geteuid():
+            raise InputError(f"the run's staging area {str(self.root)!r} was replaced while the run wrote it (by "
+                             "another user who may write the output's folder?); nothing was published")
 
     def share(self, *objects) -> str:
         """Write ``objects`` once for every task of the run, to load by the
@@ -2568,7 +2586,7 @@ class LocalStagingTarget:
         return earlier_run_in_file(con, where or default_metrics_path(self.path), target)
 
     def _swap_with_metrics(self, con, metrics: pa.Table, where: str | None, swap_in: Callable[[], None],
-                           staged_output: str) -> str:
+                           staged_output: str, staging: Staging) -> str:
         """Stage the metrics file, ``swap_in()`` the output (``staged_output``
         moved into place), then swap the metrics in; the staged metrics go if
         the output's swap fails. A run killed between the two swaps left the
@@ -2581,6 +2599,7 @@ class LocalStagingTarget:
         with contextlib.ExitStack() as on_failure:
             on_failure.callback(staged.discard)
             staged.belongs_to(self.path.rstrip("/"), staged_output)
+            staging.check_ours()  # what was verified is what goes in place
             try:
                 swap_in()
             except OSError as exc:  # EBUSY: a bind-mounted file or a mount point; EXDEV…
@@ -2612,6 +2631,8 @@ class LocalStagingTarget:
         another user of the group: the usual mode (the umask's)."""
         s = Staging(_staging_name(Path(self.path.rstrip("/"))))
         s.root.mkdir(mode=0o777 if shared else 0o700)
+        st = os.lstat(s.root)
+        s.made = (st.st_dev, st.st_ino)
         s.parts_dir.mkdir()
         return s
 
@@ -2681,7 +2702,7 @@ class FileTarget(LocalStagingTarget):
             _keep_access(self._staged(staging), self.path)
             os.replace(self._staged(staging), self.path)
 
-        path = self._swap_with_metrics(con, metrics, where, swap_in, self._staged(staging))
+        path = self._swap_with_metrics(con, metrics, where, swap_in, self._staged(staging), staging)
         staging.discard()
         return path
 
@@ -2704,7 +2725,8 @@ class DirectoryTarget(LocalStagingTarget):
         return staging.parts_relation()
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
-        path = self._swap_with_metrics(con, metrics, where, lambda: self._swap_in(staging), str(staging.parts_dir))
+        path = self._swap_with_metrics(con, metrics, where, lambda: self._swap_in(staging), str(staging.parts_dir),
+                                       staging)
         staging.discard()
         return path
 

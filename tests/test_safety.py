@@ -877,6 +877,35 @@ def test_a_staging_area_swapped_by_another_user_runs_no_code_and_gets_no_rows(tm
     assert len(copies) == 1 and copies[0][0].startswith("/proc/self/fd/") and copies[0][1] == 0o700, written
 
 
+@pytest.mark.parametrize("out", ["o.parquet", "d/"])
+def test_a_staging_area_swapped_while_the_run_writes_it_is_not_published(tmp_path, monkeypatch, out):
+    """Swapped for another directory (another user's, who may write the
+    output's folder) once the parts are written: the run verified and
+    published whatever that directory held, a directory output the
+    attacker's own (helper-115). Refused, nothing published."""
+    import duckdb
+
+    import sqlanon.io as sio
+
+    src = tmp_path / "in.parquet"
+    duckdb.sql(f"COPY (SELECT i AS id, i % 30 AS x FROM range(300) t(i)) TO '{src}'")
+    target = sio.DirectoryTarget if out.endswith("/") else sio.FileTarget
+    real = target.assemble
+
+    def assemble(self, con, staging, empty):
+        relation = real(self, con, staging, empty)
+        shutil.copytree(staging.root, f"{staging.root}.theirs")
+        shutil.rmtree(staging.root)
+        os.rename(f"{staging.root}.theirs", staging.root)  # the same contents, another directory
+        return relation
+
+    monkeypatch.setattr(target, "assemble", assemble)
+    with pytest.raises(sqlanon.InputError, match=r"staging area .* was replaced while the run wrote it .*; nothing "
+                                                 r"was published"):
+        sqlanon.anonymize(src, tmp_path / out, qi=["x"], k=5, workers=1)
+    assert not (tmp_path / out).exists() and not (tmp_path / "o__metrics.parquet").exists()
+
+
 def test_a_clusters_staging_area_is_shared_and_its_parts_modes_best_effort(tmp_path, monkeypatch):
     """With a remote scheduler or master the workers may run as another
     user of the group: a private (0700) staging area shut them out, and
