@@ -2457,8 +2457,10 @@ class Staging:
             os.mkdir(private, 0o700)
             fd = open_private(str(private))
             try:
-                copy_relation(con, f"(SELECT {source.kept_columns} FROM {source.relation})",
-                              f"{held_directory(fd, str(private))}/{PARSED_COPY}", "parquet", plain=signed_zeros)
+                held = f"{held_directory(fd, str(private))}/{PARSED_COPY}"
+                copy_relation(con, f"(SELECT {source.kept_columns} FROM {source.relation})", held, "parquet",
+                              plain=signed_zeros)
+                os.chmod(held, 0o600)  # as the area's other files of the input's rows
             finally:
                 os.close(fd)
         except (InputError, OSError) as exc:

@@ -400,10 +400,11 @@ def test_a_csv_source_of_more_fragments_than_workers_is_parsed_once_and_publishe
         def status(text):
             steps.append(text)
             if text == "anonymizing":  # the copy is made; the fragments are to read it
-                copies.extend((pq.read_schema(f).names, stat.S_IMODE(f.stat().st_mode))
-                              for f in out.parent.glob(".*sqlanon-staging-*/input.parquet"))
+                copies.extend((pq.read_schema(f).names, stat.S_IMODE(f.stat().st_mode),
+                               stat.S_IMODE(f.parent.stat().st_mode))  # in a directory of its own (helper-115)
+                              for f in out.parent.glob(".*sqlanon-staging-*/private/input.parquet"))
             if text == "writing the output":  # its room is the output's now
-                left.extend(out.parent.glob(".*sqlanon-staging-*/input.parquet"))
+                left.extend(out.parent.glob(".*sqlanon-staging-*/private"))
 
         # --explain says which the run does (and writes nothing, a copy neither)
         plan = run(src, out, workers=w, fragments=fragments, seed=3, drop=["note"], explain=True).explain()
@@ -412,8 +413,8 @@ def test_a_csv_source_of_more_fragments_than_workers_is_parsed_once_and_publishe
         assert len(result.plan.fragments) == fragments and result.csv_copy == (name == "once")
         assert (PARSED_ONCE in steps) == (name == "once"), steps
         assert len(copies) == (name == "once") and not left
-        for names, mode in copies:
-            assert "note" not in names and "disease" in names and mode == 0o600
+        for names, mode, directory in copies:
+            assert "note" not in names and "disease" in names and mode == 0o600 and directory == 0o700
         assert sorted(p.name for p in out.parent.iterdir()) == sorted([output, "out__metrics.parquet"])
         outputs[name] = duckdb.sql(f"SELECT * FROM '{out}' ORDER BY id").fetch_arrow_table()
     assert outputs["once"].num_rows == 4_000 and outputs["once"].equals(outputs["each"])
@@ -2131,7 +2132,9 @@ def test_a_worker_spills_into_the_runs_staging_area(tmp_path, monkeypatch):
 
     def connect(*args, temp_directory=None, **kwargs):
         con = real(*args, temp_directory=temp_directory, **kwargs)
-        spills.append(con.execute("SELECT current_setting('temp_directory')").fetchone()[0] if temp_directory else None)
+        spill = con.execute("SELECT current_setting('temp_directory')").fetchone()[0] if temp_directory else None
+        # a worker's by a name that stays its directory (/proc/self/fd/N: helper-115), resolved while open
+        spills.append(os.path.realpath(spill) if spill and spill.startswith("/proc/") else spill)
         return con
 
     monkeypatch.setattr(io, "connect", connect)
