@@ -2041,14 +2041,28 @@ def _keep_access(new: str, old: str) -> None:
         st = os.stat(old)
     except OSError:
         return  # nothing replaced
-    with contextlib.suppress(OSError):  # a group this user is not in
-        os.chown(new, -1, st.st_gid)
     # Never set-user/group-ID on a file (a directory keeps its group's inheritance).
     mode = stat.S_IMODE(st.st_mode) & (0o2777 if stat.S_ISDIR(st.st_mode) else 0o777)
     if stat.S_ISDIR(st.st_mode) and not os.path.isdir(new):
         mode &= 0o666  # a file beside a directory output: no x bits
-    with contextlib.suppress(OSError):  # a part a cluster's worker wrote as another user
-        os.chmod(new, mode)
+    with contextlib.suppress(OSError):  # a part a cluster's worker wrote as another user; a link
+        _set_access(new, st.st_gid, mode)
+
+
+def _set_access(path: str, gid: int, mode: int) -> None:
+    """chown ``path`` to group ``gid`` (-1: none; as far as this user may)
+    and chmod it to ``mode``, through the file itself, never a link's
+    target: a staging area in a folder others may write could be swapped
+    for one whose entry of that name links to any file, which the run then
+    made 0777 (helper-116)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if gid != -1:
+            with contextlib.suppress(OSError):  # a group this user is not in
+                os.fchown(fd, -1, gid)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
 
 
 def _staging_name(path: Path) -> Path:
@@ -2215,7 +2229,10 @@ def remove_stale_staging(path: str | os.PathLike, locked: bool = False) -> None:
         if backup.is_symlink() or live(backup.name, re.escape(BACKUP_MARK) + r"(\d+)$"):
             continue
         if p.exists():
-            _remove(backup)  # the swap finished; only the clean-up was lost
+            # The swap finished; only the clean-up was lost. Never another's: a directory of this
+            # user's renamed to such a name by one who may write the folder had its files removed (helper-116).
+            if _ours(backup):
+                _remove(backup)
         else:
             os.rename(backup, p)
     for stale in p.parent.glob(f".{glob.escape(p.name)}{STAGING_MARK}*"):
@@ -2566,6 +2583,14 @@ class Staging:
         os.rename(aside, self.part_path(0))
 
     def discard(self) -> None:
+        """Remove the area: the directory this run made (:attr:`made`), never
+        one put in its place (another user's rename of a directory of this
+        user's to its name had its files removed: helper-116)."""
+        if self.made is not None:
+            with contextlib.suppress(OSError):
+                st = os.lstat(self.root)
+                if (st.st_dev, st.st_ino) != self.made:
+                    return
         _remove(self.root)
 
 
@@ -3220,10 +3245,13 @@ class StagedMetrics:
     it was readable by all until the swap, and so swapped in by the next run
     after a crash: helper-22)."""
 
-    def __init__(self, folder: str, path: str, lock: PathLock) -> None:
+    def __init__(self, folder: str, path: str, lock: PathLock, made: tuple[int, int] | None = None) -> None:
         self.folder, self.path, self._lock = folder, path, lock
         self.aside = os.path.join(folder, os.path.basename(path))
         self.claim = self.folder + CLAIM_SUFFIX
+        self.made = made
+        """The folder's device and inode as made: it sits where others may
+        write (the output's folder), who could put another in its place."""
         self.like: str | None = None
         """Whose access a new metrics file takes (the output it describes,
         a local file or directory); none: the owner's alone. It holds the
@@ -3231,19 +3259,32 @@ class StagedMetrics:
 
     def __call__(self) -> None:
         try:
+            st = os.lstat(self.aside)
+            if not self._ours() or not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                # Put a link or another's file in place, its access set (helper-116): said, not done.
+                raise OSError(errno.EPERM, "its staging folder was replaced while the run wrote it")
             if os.path.exists(self.path) or self.like:
                 _keep_access(self.aside, self.path if os.path.exists(self.path) else self.like)
             else:  # the output is a table on a server: nothing local to match
                 with contextlib.suppress(OSError):
-                    os.chmod(self.aside, 0o600)
+                    _set_access(self.aside, -1, 0o600)
             os.replace(self.aside, self.path)
             _remove(self.folder)
             _remove(self.claim)
         finally:
             self._lock.release()
 
+    def _ours(self) -> bool:
+        """Whether the folder is still the one made (:attr:`made`)."""
+        try:
+            st = os.lstat(self.folder)
+        except OSError:
+            return False
+        return self.made is None or (st.st_dev, st.st_ino) == self.made
+
     def discard(self) -> None:
-        _remove(self.folder)
+        if self._ours():  # never another's put in its place (helper-116)
+            _remove(self.folder)
         _remove(self.claim)
         self._lock.release()
 
@@ -3254,7 +3295,10 @@ class StagedMetrics:
         the record (a write that failed) a dead run's metrics are dropped."""
         try:
             st = os.stat(staged_output)
-            with open(self.claim, "w", encoding="utf-8") as fh:
+            # A new file, never through a link: the folder others may write could hold one to any file,
+            # which the run overwrote (helper-116).
+            fd = os.open(self.claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump({"output": os.path.abspath(output), "dev": st.st_dev, "ino": st.st_ino}, fh)
         except OSError as exc:
             log.debug("cannot record which output %s describes: %s", self.aside, exc)
@@ -3296,7 +3340,11 @@ def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
             os.mkdir(folder, 0o700)
         except OSError as exc:
             raise InputError(f"cannot write the metrics file {path!r}: {exc.strerror}") from exc
-        aside = os.path.join(folder, os.path.basename(path))
+        # Written by a name that stays the folder made, beside the output where others may write (helper-116)
+        fd = open_private(folder)
+        on_failure.callback(os.close, fd)
+        st = os.fstat(fd)
+        aside = os.path.join(held_directory(fd, folder), os.path.basename(path))
         if os.path.exists(path):
             old = _earlier_metrics(path, fmt)
             con.register("__sqlanon_metrics", metrics)
@@ -3307,8 +3355,9 @@ def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
                 con.unregister("__sqlanon_metrics")
         else:
             copy_relation(con, metrics, aside, fmt, like=path)
+        os.close(fd)
         on_failure.pop_all()
-    return StagedMetrics(folder, path, lock)
+    return StagedMetrics(folder, path, lock, (st.st_dev, st.st_ino))
 
 
 _PART_NAME = re.compile(r"part-\d{5,}(-[0-9a-f]{12})?\.parquet")  # without the run's mark: earlier versions

@@ -906,6 +906,65 @@ def test_a_staging_area_swapped_while_the_run_writes_it_is_not_published(tmp_pat
     assert not (tmp_path / out).exists() and not (tmp_path / "o__metrics.parquet").exists()
 
 
+def test_names_in_the_outputs_folder_are_never_followed_or_removed_as_anothers(tmp_path):
+    """One who may write the output's folder could swap the staged metrics'
+    folder for one whose metrics name links to any file (the run then gave
+    it the old metrics' mode: 0777 /etc/shadow as root), link the claim to
+    a file (overwritten), or rename a directory of this user's to a backup's
+    or staging area's name (its files removed) (helper-116)."""
+    import stat
+
+    import sqlanon.io as sio
+
+    canary = tmp_path / "canary"
+    canary.write_text("secret")
+    os.chmod(canary, 0o600)
+    old = tmp_path / "old.parquet"
+    old.write_text("x")
+    os.chmod(old, 0o777)
+    link = tmp_path / "link"
+    link.symlink_to(canary)
+    sio._keep_access(str(link), str(old))  # the mode is not given through the link
+    assert stat.S_IMODE(canary.stat().st_mode) == 0o600
+    # the claim is a new file, never written through a link
+    metrics = tmp_path / "m.parquet"
+    con = sio.connect()
+    staged = sio.stage_metrics_file(con, pa.table({"a": [1]}), str(metrics))
+    os.symlink(canary, staged.claim)
+    staged.belongs_to(str(tmp_path / "out.parquet"), str(old))
+    assert canary.read_text() == "secret"
+    # a folder put in the staged metrics' place: nothing put in place, nothing of it removed
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "m.parquet").symlink_to(canary)
+    os.rename(staged.folder, tmp_path / "moved")
+    os.rename(theirs, staged.folder)
+    with pytest.raises(OSError, match="its staging folder was replaced"):
+        staged()
+    assert not metrics.exists() and canary.read_text() == "secret"
+    staged.discard()
+    assert (Path(staged.folder) / "m.parquet").is_symlink()
+    con.close()
+    # a staging area replaced: not removed; a backup not this user's, beside its output: left
+    area = sio.FileTarget(str(tmp_path / "out.parquet"), "parquet").new_staging()
+    mine = tmp_path / "reports"
+    mine.mkdir()
+    (mine / "q3.txt").write_text("keep")
+    os.rename(area.root, tmp_path / "area-moved")
+    os.rename(mine, area.root)
+    area.discard()
+    assert (area.root / "q3.txt").read_text() == "keep"
+    if os.geteuid() == 0:
+        out = tmp_path / "out2.parquet"
+        out.write_text("published")
+        backup = tmp_path / f".out2.parquet{sio.BACKUP_MARK}1"
+        backup.mkdir()
+        (backup / "keep.txt").write_text("keep")
+        os.chown(backup, 65534, 65534)
+        sio.remove_stale_staging(str(out), locked=True)
+        assert (backup / "keep.txt").exists()
+
+
 def test_a_clusters_staging_area_is_shared_and_its_parts_modes_best_effort(tmp_path, monkeypatch):
     """With a remote scheduler or master the workers may run as another
     user of the group: a private (0700) staging area shut them out, and
