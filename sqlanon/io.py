@@ -2229,10 +2229,7 @@ def remove_stale_staging(path: str | os.PathLike, locked: bool = False) -> None:
         if backup.is_symlink() or live(backup.name, re.escape(BACKUP_MARK) + r"(\d+)$"):
             continue
         if p.exists():
-            # The swap finished; only the clean-up was lost. Never another's: a directory of this
-            # user's renamed to such a name by one who may write the folder had its files removed (helper-116).
-            if _ours(backup):
-                _remove(backup)
+            _remove(backup)  # the swap finished; only the clean-up was lost
         else:
             os.rename(backup, p)
     for stale in p.parent.glob(f".{glob.escape(p.name)}{STAGING_MARK}*"):
@@ -2304,18 +2301,31 @@ def held_directory(fd: int, path: str) -> str:
     return held if os.path.isdir(held) else path
 
 
+def owned(uid: int) -> bool:
+    """Whether a file or directory this run made, found owned by ``uid``,
+    may be taken as still its own: this user's, or for root the user an
+    NFS server's root squashing makes it (nobody). Not its mode: a
+    filesystem without Unix modes (vfat, CIFS) reports 0755 whatever was
+    asked, and every run failed there (helper-117)."""
+    return uid == os.geteuid() or (os.geteuid() == 0 and uid == NFS_NOBODY)
+
+
+NFS_NOBODY = 65534
+"""The user an NFS server's root squashing maps root to, by default."""
+
+
 def open_private(path: str) -> int:
-    """Open the directory ``path``, this user's and no one else's (0700), as
-    a file descriptor (:func:`held_directory`); else the error."""
+    """Open the directory ``path``, made by this run, as a file descriptor
+    (:func:`held_directory`), when it is still this user's (:func:`owned`);
+    else the error."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as exc:
         raise InputError(f"cannot open {path!r}: {exc.strerror}") from None
-    st = os.fstat(fd)
-    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+    if not owned(os.fstat(fd).st_uid):
         os.close(fd)
-        raise InputError(f"{path!r} is no longer this run's private directory (another user's, or open to others: "
-                         "was the staging area replaced while the run wrote it?); nothing was published")
+        raise InputError(f"{path!r} is no longer this run's private directory (another user's: was the staging "
+                         "area replaced while the run wrote it?); nothing was published")
     return fd
 
 
@@ -2428,7 +2438,7 @@ class Staging:
         except OSError as exc:
             raise InputError(f"the run's staging area {str(self.root)!r} is gone ({exc.strerror}); nothing was "
                              "published") from None
-        if (st.st_dev, st.st_ino) != self.made or st.st_uid != os.geteuid():
+        if (st.st_dev, st.st_ino) != self.made or not owned(st.st_uid):
             raise InputError(f"the run's staging area {str(self.root)!r} was replaced while the run wrote it (by "
                              "another user who may write the output's folder?); nothing was published")
 
@@ -3260,7 +3270,7 @@ class StagedMetrics:
     def __call__(self) -> None:
         try:
             st = os.lstat(self.aside)
-            if not self._ours() or not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            if not self._ours() or not stat.S_ISREG(st.st_mode) or not owned(st.st_uid):
                 # Put a link or another's file in place, its access set (helper-116): said, not done.
                 raise OSError(errno.EPERM, "its staging folder was replaced while the run wrote it")
             if os.path.exists(self.path) or self.like:

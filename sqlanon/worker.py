@@ -156,19 +156,21 @@ def shared(path: str) -> tuple:
     """What :meth:`sqlanon.io.Staging.share` wrote, loaded once per process
     and run (the path is the run's own): a worker's next task takes it from memory.
 
-    Only from a file of this user's that no one else may write: unpickling
+    Only from a file of this user's (:func:`sqlanon.io.owned`): unpickling
     runs code, and the staging area next to the output may sit where others
     may rename (a team's folder): one could put a directory of their own,
-    holding a pickle of their own, in its place (helper-115)."""
+    holding a pickle of their own, in its place (helper-115). (Not by its
+    mode: made 0600, another cannot widen it; a filesystem without Unix
+    modes reports 0644 or 0777 whatever was asked: helper-117.)"""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
         raise InputError(f"cannot read {path!r}: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022 or not stat.S_ISREG(st.st_mode):
-            raise InputError(f"refusing to load {path!r}: it is not the run's own file (another user's, or one "
-                             "others may write: was the staging area replaced while the run wrote it?)")
+        if not io.owned(st.st_uid) or not stat.S_ISREG(st.st_mode):
+            raise InputError(f"refusing to load {path!r}: it is not the run's own file (another user's: was the "
+                             "staging area replaced while the run wrote it?)")
         return pickle.load(fh)
 
 
