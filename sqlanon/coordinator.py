@@ -449,8 +449,9 @@ def domain_stats(
     unmatched: list[str] = []
     for i, qi in enumerate(spec.quasi_identifiers):
         kind = kinds[qi.name]
-        has_null = 1 if row.column(f"nulls{i}")[0].as_py() else 0
-        if total and row.column(f"nulls{i}")[0].as_py() == total:  # a nightly source's column gone empty (helper-100)
+        nulls = row.column(f"nulls{i}")[0].as_py()
+        has_null = 1 if nulls else 0
+        if total and nulls == total:  # a nightly source's column gone empty (helper-100)
             log.warning("quasi-identifier %r is NULL in every row: it is published as NULL, as it is", qi.name)
         if kind == "interval":
             # Mondrian and NCP need only the span of an interval column.
@@ -459,11 +460,13 @@ def domain_stats(
             field = schema.field(qi.name)
             lo_hi = pa.concat_arrays([_as_type(row.column(f"{m}{i}").chunk(0), field) for m in ("min", "max")])
             stats[qi.name] = interval_stats(0, lo_hi, qi.name)
-            if total and stats[qi.name].min is None and row.column(f"nulls{i}")[0].as_py() < total:
-                log.warning("quasi-identifier %r is NULL or NaN in every row: it is published as it is", qi.name)
-            continue
-        if qi.name in nan_sets and math.isnan(row.column(f"min{i}")[0].as_py() or 0.0):  # helper-106
+            nan_only = stats[qi.name].min is None  # (NaN is no number of the span)
+        else:  # a set's (helper-106)
+            nan_only = qi.name in nan_sets and math.isnan(row.column(f"min{i}")[0].as_py() or 0.0)
+        if nan_only and nulls < total:
             log.warning("quasi-identifier %r is NULL or NaN in every row: it is published as it is", qi.name)
+        if kind == "interval":
+            continue
         distinct = row.column(f"d{i}")[0].as_py() + has_null
         domain = present = None
         if kind in ("prefix", "hierarchy"):
@@ -1965,10 +1968,10 @@ def _check_csv_as_typed(con, read_as: Callable[[bool], str], qi: list[str], spec
         raise VerificationError(
             f"refusing to publish {target.describe()!r}: read back with its types, as DuckDB and pandas read a CSV "
             f"file, {check.describe_failure()}; a sensitive value written two ways ('5', '05' and '5.0', 'true' "
-            "and 'TRUE', to pyarrow 'true' and '1') is one value to them, as are 'nan' and an empty field of a column of numbers (NaN and NULL, "
-            "one value to the run too), and 'NA', 'NaN', 'null' or 'None' and an empty field (pandas reads them as "
-            "NULL; pyarrow too in a column of numbers): write each value one way, or map the NULLs to a text of "
-            "their own, in a view, or write Parquet"
+            "and 'TRUE', to pyarrow 'true' and '1') is one value to them, as are 'nan' and an empty field of a "
+            "column of numbers (NaN and NULL, one value to the run too), and 'NA', 'NaN', 'null' or 'None' and an "
+            "empty field (pandas reads them as NULL; pyarrow too in a column of numbers): write each value one "
+            "way, or map the NULLs to a text of their own, in a view, or write Parquet"
         )
     return check
 

@@ -2329,6 +2329,29 @@ def open_private(path: str) -> int:
     return fd
 
 
+@contextlib.contextmanager
+def held_private(path: str) -> Iterator[str]:
+    """The directory ``path``, made by this run (:func:`open_private`), by a
+    name that stays it (:func:`held_directory`) while in use."""
+    fd = open_private(path)
+    try:
+        yield held_directory(fd, path)
+    finally:
+        os.close(fd)
+
+
+def _same_directory(path: Path | str, made: tuple[int, int] | None) -> bool:
+    """Whether ``path`` is still the directory made as ``made`` (its device
+    and inode; None: not recorded, taken as it)."""
+    if made is None:
+        return True
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == made
+
+
 def _remove(path: Path | str) -> None:
     p = Path(path)
     if p.is_dir() and not p.is_symlink():
@@ -2482,14 +2505,10 @@ class Staging:
             # made 0600), by a name that stays it: the staging area may sit where others may rename
             # (helper-115).
             os.mkdir(private, 0o700)
-            fd = open_private(str(private))
-            try:
-                held = f"{held_directory(fd, str(private))}/{PARSED_COPY}"
-                copy_relation(con, f"(SELECT {source.kept_columns} FROM {source.relation})", held, "parquet",
-                              plain=signed_zeros)
-                os.chmod(held, 0o600)  # as the area's other files of the input's rows
-            finally:
-                os.close(fd)
+            with held_private(str(private)) as held:
+                copy_relation(con, f"(SELECT {source.kept_columns} FROM {source.relation})",
+                              f"{held}/{PARSED_COPY}", "parquet", plain=signed_zeros)
+                os.chmod(f"{held}/{PARSED_COPY}", 0o600)  # as the area's other files of the input's rows
         except (InputError, OSError) as exc:
             cause = exc.__cause__ if isinstance(exc, InputError) else exc
             if isinstance(cause, duckdb.Error) and PARSED_COPY not in str(cause) and not isinstance(
@@ -2596,12 +2615,8 @@ class Staging:
         """Remove the area: the directory this run made (:attr:`made`), never
         one put in its place (another user's rename of a directory of this
         user's to its name had its files removed: helper-116)."""
-        if self.made is not None:
-            with contextlib.suppress(OSError):
-                st = os.lstat(self.root)
-                if (st.st_dev, st.st_ino) != self.made:
-                    return
-        _remove(self.root)
+        if _same_directory(self.root, self.made):
+            _remove(self.root)
 
 
 @dataclass(frozen=True)
@@ -3270,7 +3285,7 @@ class StagedMetrics:
     def __call__(self) -> None:
         try:
             st = os.lstat(self.aside)
-            if not self._ours() or not stat.S_ISREG(st.st_mode) or not owned(st.st_uid):
+            if not _same_directory(self.folder, self.made) or not stat.S_ISREG(st.st_mode) or not owned(st.st_uid):
                 # Put a link or another's file in place, its access set (helper-116): said, not done.
                 raise OSError(errno.EPERM, "its staging folder was replaced while the run wrote it")
             if os.path.exists(self.path) or self.like:
@@ -3284,16 +3299,8 @@ class StagedMetrics:
         finally:
             self._lock.release()
 
-    def _ours(self) -> bool:
-        """Whether the folder is still the one made (:attr:`made`)."""
-        try:
-            st = os.lstat(self.folder)
-        except OSError:
-            return False
-        return self.made is None or (st.st_dev, st.st_ino) == self.made
-
     def discard(self) -> None:
-        if self._ours():  # never another's put in its place (helper-116)
+        if _same_directory(self.folder, self.made):  # never another's put in its place (helper-116)
             _remove(self.folder)
         _remove(self.claim)
         self._lock.release()
@@ -3351,21 +3358,19 @@ def stage_metrics_file(con, metrics: pa.Table, path: str) -> StagedMetrics:
         except OSError as exc:
             raise InputError(f"cannot write the metrics file {path!r}: {exc.strerror}") from exc
         # Written by a name that stays the folder made, beside the output where others may write (helper-116)
-        fd = open_private(folder)
-        on_failure.callback(os.close, fd)
-        st = os.fstat(fd)
-        aside = os.path.join(held_directory(fd, folder), os.path.basename(path))
-        if os.path.exists(path):
-            old = _earlier_metrics(path, fmt)
-            con.register("__sqlanon_metrics", metrics)
-            try:
-                relation = f'(SELECT * FROM {old} UNION ALL BY NAME SELECT * FROM "__sqlanon_metrics")'
-                copy_relation(con, relation, aside, fmt, like=path)
-            finally:
-                con.unregister("__sqlanon_metrics")
-        else:
-            copy_relation(con, metrics, aside, fmt, like=path)
-        os.close(fd)
+        with held_private(folder) as held:
+            st = os.stat(held)
+            aside = os.path.join(held, os.path.basename(path))
+            if os.path.exists(path):
+                old = _earlier_metrics(path, fmt)
+                con.register("__sqlanon_metrics", metrics)
+                try:
+                    relation = f'(SELECT * FROM {old} UNION ALL BY NAME SELECT * FROM "__sqlanon_metrics")'
+                    copy_relation(con, relation, aside, fmt, like=path)
+                finally:
+                    con.unregister("__sqlanon_metrics")
+            else:
+                copy_relation(con, metrics, aside, fmt, like=path)
         on_failure.pop_all()
     return StagedMetrics(folder, path, lock, (st.st_dev, st.st_ino))
 

@@ -211,13 +211,8 @@ def _run_fragment(task: FragmentTask, spec_and_stats: tuple | None) -> FragmentR
         raise InputError(f"cannot make a spill directory in {os.path.dirname(task.temp_directory)!r}: "
                          f"{exc.strerror}{io.no_room_hint(exc)}") from exc
     # DuckDB spills by a name that stays this directory, which others could otherwise swap (helper-115).
-    held = io.open_private(spill) if spill else None
-    closing = contextlib.ExitStack()
-    if held is not None:
-        closing.callback(os.close, held)
-    with closing:
-        return _in_fragment(task, spec_and_stats, t_start, timings, spill,
-                            spill and io.held_directory(held, spill))
+    with io.held_private(spill) if spill else contextlib.nullcontext() as temp_directory:
+        return _in_fragment(task, spec_and_stats, t_start, timings, spill, temp_directory)
 
 
 def _in_fragment(task: FragmentTask, spec_and_stats: tuple | None, t_start: float, timings: dict[str, float],
