@@ -623,7 +623,7 @@ def verify(
         InputError: the input cannot be read.
     """
     qi = tuple(_column_of(_names(qi, "qi", QuasiIdentifier)))  # as anonymize takes them
-    sensitive = _names(sensitive, "sensitive")
+    sensitive = _names(sensitive, "sensitive", unique=True)  # once each: income twice listed ___distinct_income
     k, l = _whole(k), _whole(l)  # noqa: E741
     table = _text(table, "table")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import traceback
+from typing import TYPE_CHECKING
 import urllib.parse
 
 import click
@@ -30,6 +31,9 @@ from .config import (GENERALIZATIONS, INTERVAL_FORMATS, MIN_K, MIN_L, STRATEGIES
                      strict_json, suggest)
 from .errors import ConfigError, InputError, SqlanonError, plain_log_line, redact_chain, redact_urls
 from .executors import EXECUTORS
+
+if TYPE_CHECKING:  # sqlanon.api is imported inside the commands (below)
+    from .coordinator import RunResult
 
 # sqlanon.api (DuckDB, Arrow, numpy) is imported inside the commands, after
 # `anonymize` has started the worker pool's fork server: the two then load
@@ -1146,7 +1150,7 @@ def anonymize(
     )
 
 
-def run_job(config: str | os.PathLike, *args: str | os.PathLike):
+def run_job(config: str | os.PathLike, *args: str | os.PathLike | int | float) -> RunResult:
     """``sqlanon anonymize --config CONFIG [ARGS]`` as a library call: the
     job file read and checked as the command reads it (relative paths
     relative to it, unknown keys refused), ``args`` the command line's

@@ -176,10 +176,25 @@ def _forkserver_context():
     return ctx
 
 
+def _main_spec() -> None:
+    """Give the caller's ``__main__`` the ``__spec__`` attribute every module
+    has, where a host dropped it: IPython's %run of a script it ran before
+    clears the module's namespace, ``__spec__`` with it, and multiprocessing
+    (this module's :func:`_callers_main`, each worker's start, Dask's
+    nannies) read it as ``main.__spec__``: the second %run failed with
+    "AttributeError: module '__main__' has no attribute '__spec__'".
+    None is what a script's ``__main__`` holds (and the first %run's)."""
+    main = sys.modules.get("__main__")
+    if main is not None and not hasattr(main, "__spec__"):
+        with contextlib.suppress(AttributeError, TypeError):
+            main.__spec__ = None
+
+
 def _callers_main() -> dict[str, str | None]:
     """The caller's script and ``-m`` module, as multiprocessing tells its workers."""
     from multiprocessing import spawn
 
+    _main_spec()
     data = spawn.get_preparation_data("sqlanon")
     return {SCRIPT_ENV: data.get("init_main_from_path") or None, MODULE_ENV: data.get("init_main_from_name") or None}
 
@@ -1418,6 +1433,7 @@ def make_executor(
     name: str, workers: int, *, scheduler: str | None = None, spark_master: str | None = None, retries: int = 2
 ):
     """The executor called ``name`` (one of :data:`EXECUTORS`)."""
+    _main_spec()  # Dask's nannies start as multiprocessing's processes too
     if name == "local":
         return LocalExecutor(workers)
     if name == "dask":

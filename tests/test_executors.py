@@ -1010,6 +1010,37 @@ def test_a_guardless_script_run_after_a_call_of_the_host_is_not_run_again_by_the
     assert proc.stdout.splitlines() == ["job __main__"] * 3 and proc.stderr == ""
 
 
+def test_a_main_module_without_its_spec_runs_as_ipythons_second_run_of_a_script(tmp_path):
+    """IPython's %run of a script it ran before clears the namespace of the
+    module it runs it in, ``__spec__`` with it; multiprocessing reads
+    ``__main__.__spec__`` as it starts the fork server and each worker: the
+    second %run failed with "AttributeError: module '__main__' has no
+    attribute '__spec__'" (helper-145). Done here as IPython does it."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"age": [20 + i % 40 for i in range(400)]}), src)
+    (tmp_path / "job.py").write_text(textwrap.dedent(f"""
+        import sqlanon
+        r = sqlanon.anonymize({str(src)!r}, {str(tmp_path / "job.parquet")!r}, qi=["age"], k=5, workers=2,
+                              overwrite=True)
+        print("job", r.metrics.rows)
+    """))
+    (tmp_path / "host.py").write_text(textwrap.dedent(f"""
+        import sys, types
+        main = types.ModuleType("__main__")  # IPython's InteractiveShell.new_main_mod, on its second call
+        for night in range(2):
+            main.__dict__.clear()
+            main.__name__, main.__file__ = "__main__", {str(tmp_path / "job.py")!r}
+            host, sys.modules["__main__"] = sys.modules["__main__"], main
+            try:
+                exec(compile(open(main.__file__).read(), main.__file__, "exec"), main.__dict__)
+            finally:
+                sys.modules["__main__"] = host
+    """))
+    proc = subprocess.run([sys.executable, str(tmp_path / "host.py")], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["job 400"] * 2 and proc.stderr == ""
+
+
 def test_the_fork_server_is_not_started_again_under_a_pool_of_the_hosts(tmp_path):
     """Started again for a new __main__, the fork server took the host's
     own forkserver pool down with it, mid-task (helper-93): while it has

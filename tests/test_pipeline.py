@@ -1568,6 +1568,16 @@ def test_verify_tells_a_float_qis_signed_zeros_apart(tmp_path):
     assert sqlanon.verify(src, qi=["dx"], k=2).ok  # a float elsewhere is no key
 
 
+def test_verify_counts_a_sensitive_column_named_twice_once(tmp_path):
+    """``sensitive=["dx", "dx"]`` (or ``--sensitive dx,dx``) listed each
+    violation with a second count, ``___distinct_dx``, a column of no
+    table (helper-145); the qi's duplicates were already taken once."""
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": [1] * 4 + [2] * 4, "dx": list("aaaaabcd")}), src)
+    v = sqlanon.verify(src, qi=["a"], k=2, l=2, sensitive=["dx", "dx"])
+    assert not v.ok and [sorted(c) for c in v.violations] == [["__distinct_dx", "__rows", "a"]], v.violations
+
+
 def test_verify_warns_of_sensitive_values_written_two_ways(tmp_path, caplog):
     """'HIV' and 'HIV ', a composed and a decomposed 'Hépatite C', 'HIV' and
     'HIV' with a zero-width space: two values as written, one diagnosis to
