@@ -40,6 +40,7 @@ import os
 import secrets
 import signal
 import socket
+import sys
 import threading
 import time
 import weakref
@@ -331,6 +332,20 @@ def watching(library: bool = True) -> Iterator[None]:
         signal.signal(signum, handler)
     _depth += 1
     outermost = _depth == 1
+    unraisable = sys.unraisablehook
+
+    def quiet_unraisable(info):
+        # The handler's KeyboardInterrupt raised while the main thread ran a
+        # weakref callback or __del__ (importlib's _get_module_lock cb, at the
+        # end of any lazy import) cannot propagate: Python printed it as
+        # "Exception ignored in ..." with a traceback, before the one-line
+        # "Terminated" (the signal is recorded: check() stops the run).
+        if isinstance(info.exc_value, KeyboardInterrupt) and _received.is_set():
+            return
+        unraisable(info)
+
+    if outermost:
+        sys.unraisablehook = quiet_unraisable
     try:
         yield
     except BaseException as exc:
@@ -351,6 +366,8 @@ def watching(library: bool = True) -> Iterator[None]:
                                     "published first")
     finally:
         _depth -= 1
+        if outermost and sys.unraisablehook is quiet_unraisable:  # not one the host put in place meanwhile
+            sys.unraisablehook = unraisable
         for signum, old in previous.items():
             signal.signal(signum, old)
         for signum, keeper in kept.items():

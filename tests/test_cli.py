@@ -938,6 +938,39 @@ def test_a_callers_own_ctrl_c_handler_keeps_its_say(out_dir, monkeypatch):
     assert asked == [signal.SIGINT] and result.metrics.rows == ADULT_ROWS
 
 
+def test_a_sigterm_during_a_weakref_callback_is_one_line(tmp_path):
+    """A SIGTERM the main thread took while it ran a weakref callback
+    (importlib's _get_module_lock cb, at the end of any lazy import) raised
+    the handler's KeyboardInterrupt where it cannot propagate: Python printed
+    "Exception ignored in ..." and its traceback to stderr before the run's
+    "Terminated; nothing was published." (a cron mail of 7 lines; helper-143)."""
+    script = tmp_path / "poke.py"
+    script.write_text(textwrap.dedent("""
+        import os, signal, sys, weakref
+        import duckdb
+        real, calls = duckdb.connect, []
+        class X: pass
+        def cb(_ref):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                pass  # the handler runs here, inside the callback
+        def connect(*a, **k):
+            calls.append(1)
+            if len(calls) == 2:
+                x = X(); r = weakref.ref(x, cb); del x
+            return real(*a, **k)
+        duckdb.connect = connect
+        from sqlanon.cli import entry
+        sys.argv = ["sqlanon", "anonymize", *sys.argv[1:]]
+        entry(prog_name="sqlanon")
+    """))
+    p = subprocess.run([sys.executable, script, ADULTS, "-o", tmp_path / "o.parquet", "--qi", "age", "-k", "10",
+                        "--workers", "1", "-q"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 143, (p.returncode, p.stderr)
+    assert p.stderr.strip() == "Terminated; nothing was published.", p.stderr
+    assert not (tmp_path / "o.parquet").exists()
+
+
 def test_a_sigterm_then_a_ctrl_c_while_publishing_still_ends_the_process(tmp_path):
     """Only the last signal was kept: a Ctrl-C after a SIGTERM, both while
     publishing (which runs to its end), left a KeyboardInterrupt that the
