@@ -1146,7 +1146,7 @@ def anonymize(
         f"k={m.k} l={m.l} verified, DP={m.dp}, NCP={m.ncp:.6g}, GCP={m.gcp:.4g}; "
         f"{_count(len(result.plan.fragments), 'fragment')} on {_count(result.workers, 'worker')}, "
         f"{result.timings['total']:.2f}s; "
-        f"metrics in {result.metrics_location}"
+        + (f"metrics in {result.metrics_location}" if result.metrics_location else "metrics not written (above)")
     )
 
 

@@ -2638,7 +2638,7 @@ class LocalStagingTarget:
         return earlier_run_in_file(con, where or default_metrics_path(self.path), target)
 
     def _swap_with_metrics(self, con, metrics: pa.Table, where: str | None, swap_in: Callable[[], None],
-                           staged_output: str, staging: Staging) -> str:
+                           staged_output: str, staging: Staging) -> str | None:
         """Stage the metrics file, ``swap_in()`` the output (``staged_output``
         moved into place), then swap the metrics in; the staged metrics go if
         the output's swap fails. A run killed between the two swaps left the
@@ -2658,8 +2658,7 @@ class LocalStagingTarget:
                 raise InputError(f"cannot put {self.path!r} in place: {exc.strerror}") from exc
             on_failure.pop_all()
         staged.like = self.path.rstrip("/")
-        staged.after_publishing(self.describe())
-        return path
+        return path if staged.after_publishing(self.describe()) else None
 
     dialect = "duckdb"
     """The engine that reads the output back (verification, checksums)."""
@@ -2749,7 +2748,7 @@ class FileTarget(LocalStagingTarget):
         return FileSource(self._staged(staging), self.fmt, ours=True, max_line_size=staging.line_size,
                           null_strings=READER_NULLS, every_row=every_row).relation
 
-    def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
+    def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str | None:
         def swap_in() -> None:
             _keep_access(self._staged(staging), self.path)
             os.replace(self._staged(staging), self.path)
@@ -2776,7 +2775,7 @@ class DirectoryTarget(LocalStagingTarget):
             write_parquet(con, empty.empty_table(), staging.part_path(0), arrow_fields=staging.arrow_fields)
         return staging.parts_relation()
 
-    def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
+    def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str | None:
         path = self._swap_with_metrics(con, metrics, where, lambda: self._swap_in(staging), str(staging.parts_dir),
                                        staging)
         staging.discard()
@@ -2882,7 +2881,7 @@ class DuckDBTarget(LocalStagingTarget):
             raise self.unwritable(exc) from exc
         return name
 
-    def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str:
+    def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str | None:
         """Swap the staging table in and append the metrics rows, in one transaction."""
         if where and _format_of(where):
             swap = stage_metrics_file(con, metrics, where)
@@ -2927,8 +2926,8 @@ class DuckDBTarget(LocalStagingTarget):
             on_failure.pop_all()
         for args in said:
             log.warning(*args)
-        if swap is not None:
-            swap.after_publishing(self.describe())
+        if swap is not None and not swap.after_publishing(self.describe()):
+            location = None
         staging.discard()
         return location
 
@@ -3320,16 +3319,20 @@ class StagedMetrics:
         except OSError as exc:
             log.debug("cannot record which output %s describes: %s", self.aside, exc)
 
-    def after_publishing(self, output: str) -> None:
-        """Swap it in once ``output`` is published: the run has succeeded
-        then, whatever happens here (exit 0 means published), so a failure
-        (a file made immutable meanwhile) is a warning."""
+    def after_publishing(self, output: str) -> str | None:
+        """Swap it in once ``output`` is published; its path, or None if it
+        could not be: the run has succeeded then, whatever happens here
+        (exit 0 means published), so a failure (a file made immutable
+        meanwhile) is a warning, and ``--json``'s ``metrics_table`` is null
+        (a scheduler reading stdout only could not tell: helper-120)."""
         try:
             self()
         except OSError as exc:
             self.discard()
             log.warning("published %s, but its metrics were not written: cannot put %r in place (%s)",
                         output, self.path, exc.strerror)
+            return None
+        return self.path
 
 
 METRICS_LOCK_WAIT = 60.0

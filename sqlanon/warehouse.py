@@ -1560,7 +1560,7 @@ class PostgresTarget:
         c.execute("SET work_mem = '256MB'")
         return c, "postgres"
 
-    def publish_with_metrics(self, con, staging: PgStaging, metrics: pa.Table, where: str | None) -> str:
+    def publish_with_metrics(self, con, staging: PgStaging, metrics: pa.Table, where: str | None) -> str | None:
         """Swap the staging table in and append the metrics rows, in one transaction
         (or, when ``where`` is a .parquet/.csv path, swap in the metrics file,
         written aside before the transaction, right after it)."""
@@ -1578,11 +1578,11 @@ class PostgresTarget:
                     self._replace(c, ident(list(self._staging_name(staging.run))), staging.grants)
                 on_failure.pop_all()
             self._say_what_was_left()
-            swap_metrics.after_publishing(self.describe())
+            written = swap_metrics.after_publishing(self.describe())
             self._detach(con)
             staging.discard()
             self.unlock()
-            return where
+            return where if written else None
         mname = self._metrics_name(where)
         mstage = self._metrics_staging_name(staging.run)
         self._attach(con)

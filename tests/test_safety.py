@@ -584,10 +584,17 @@ def test_metrics_that_cannot_be_put_in_place_after_publishing_are_a_warning(lake
     monkeypatch.setattr(sio.os, "replace", immutable)
     out = tmp_path / "o.parquet"
     with caplog.at_level("WARNING", logger="sqlanon"):
-        assert sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1).metrics.rows == 100
+        result = sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1)
+    assert result.metrics.rows == 100
     assert out.exists() and not (tmp_path / "o__metrics.parquet").exists()
     assert "but its metrics were not written: cannot put" in caplog.text and "Operation not permitted" in caplog.text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lake", "o.parquet"]
+    # --json's metrics_table said where they were not (a scheduler reading stdout could not tell: helper-120)
+    assert result.metrics_location is None and result.to_dict()["metrics_table"] is None
+    db = tmp_path / "o.duckdb"
+    result = sqlanon.anonymize(lake, db, target_table="t", qi=["x"], k=5, workers=1,
+                               metrics=str(tmp_path / "m__metrics.parquet"))
+    assert result.metrics_location is None and result.metrics.rows == 100
 
 
 def test_a_duckdb_view_as_the_target_or_metrics_table_is_refused_before_any_work(lake, tmp_path):
