@@ -2301,13 +2301,37 @@ def held_directory(fd: int, path: str) -> str:
     return held if os.path.isdir(held) else path
 
 
-def owned(uid: int) -> bool:
-    """Whether a file or directory this run made, found owned by ``uid``,
-    may be taken as still its own: this user's, or for root the user an
-    NFS server's root squashing makes it (nobody). Not its mode: a
-    filesystem without Unix modes (vfat, CIFS) reports 0755 whatever was
-    asked, and every run failed there (helper-117)."""
-    return uid == os.geteuid() or (os.geteuid() == 0 and uid == NFS_NOBODY)
+def owned(uid: int, dev: int) -> bool:
+    """Whether a file or directory this run made, found owned by ``uid``
+    on device ``dev`` (its ``st_dev``), may be taken as still its own: this
+    user's, or for root the user an NFS server's root squashing makes it
+    (nobody), on an NFS mount only (:func:`_on_nfs`): elsewhere a file of
+    nobody's is a local process's running as nobody, which could put a
+    directory and pickle of its own in the place of a root run's (its code
+    ran as root; helper-144). Not its mode: a filesystem without Unix modes
+    (vfat, CIFS) reports 0755 whatever was asked, and every run failed
+    there (helper-117)."""
+    if uid == os.geteuid():
+        return True
+    return os.geteuid() == 0 and uid == NFS_NOBODY and _on_nfs(dev)
+
+
+def _on_nfs(dev: int) -> bool:
+    """Whether the device ``dev`` (a ``st_dev``) is an NFS mount's, as
+    /proc/self/mountinfo tells; where it cannot tell (no /proc), taken as
+    one (as before: root on a squashing mount must still run)."""
+    want = f"{os.major(dev)}:{os.minor(dev)}"
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return True
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        fields = fields.split()
+        if len(fields) > 2 and fields[2] == want:
+            return rest.split()[:1] in (["nfs"], ["nfs4"])
+    return False
 
 
 NFS_NOBODY = 65534
@@ -2322,7 +2346,8 @@ def open_private(path: str) -> int:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as exc:
         raise InputError(f"cannot open {path!r}: {exc.strerror}") from None
-    if not owned(os.fstat(fd).st_uid):
+    st = os.fstat(fd)
+    if not owned(st.st_uid, st.st_dev):
         os.close(fd)
         raise InputError(f"{path!r} is no longer this run's private directory (another user's: was the staging "
                          "area replaced while the run wrote it?); nothing was published")
@@ -2461,7 +2486,7 @@ class Staging:
         except OSError as exc:
             raise InputError(f"the run's staging area {str(self.root)!r} is gone ({exc.strerror}); nothing was "
                              "published") from None
-        if (st.st_dev, st.st_ino) != self.made or not owned(st.st_uid):
+        if (st.st_dev, st.st_ino) != self.made or not owned(st.st_uid, st.st_dev):
             raise InputError(f"the run's staging area {str(self.root)!r} was replaced while the run wrote it (by "
                              "another user who may write the output's folder?); nothing was published")
 
@@ -3284,7 +3309,8 @@ class StagedMetrics:
     def __call__(self) -> None:
         try:
             st = os.lstat(self.aside)
-            if not _same_directory(self.folder, self.made) or not stat.S_ISREG(st.st_mode) or not owned(st.st_uid):
+            if (not _same_directory(self.folder, self.made) or not stat.S_ISREG(st.st_mode)
+                    or not owned(st.st_uid, st.st_dev)):
                 # Put a link or another's file in place, its access set (helper-116): said, not done.
                 raise OSError(errno.EPERM, "its staging folder was replaced while the run wrote it")
             if os.path.exists(self.path) or self.like:

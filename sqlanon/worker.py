@@ -168,7 +168,7 @@ def shared(path: str) -> tuple:
         raise InputError(f"cannot read {path!r}: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
-        if not io.owned(st.st_uid) or not stat.S_ISREG(st.st_mode):
+        if not io.owned(st.st_uid, st.st_dev) or not stat.S_ISREG(st.st_mode):
             raise InputError(f"refusing to load {path!r}: it is not the run's own file (another user's: was the "
                              "staging area replaced while the run wrote it?)")
         return pickle.load(fh)

@@ -885,6 +885,34 @@ def test_a_staging_area_swapped_by_another_user_runs_no_code_and_gets_no_rows(tm
     assert len(copies) == 1 and copies[0][0].startswith("/proc/self/fd/") and copies[0][1] == 0o700, written
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives files away to nobody: root only")
+def test_nobodys_files_are_a_root_runs_own_only_on_nfs(tmp_path, monkeypatch):
+    """Root squashing shows a root run's files on NFS as nobody's (65534),
+    taken as its own there (helper-117); on a local filesystem a file of
+    nobody's is a local process's running as nobody, which swapped a root
+    run's staging area for its own in a folder it may write, and its pickle
+    ran as root in every local worker (helper-144)."""
+    import pickle
+
+    import sqlanon.io as sio
+    from sqlanon import worker
+
+    payload = tmp_path / "shared.pickle"
+    payload.write_bytes(pickle.dumps(("spec", "stats")))
+    os.chown(payload, sio.NFS_NOBODY, sio.NFS_NOBODY)
+    (tmp_path / "spill").mkdir()
+    os.chown(tmp_path / "spill", sio.NFS_NOBODY, sio.NFS_NOBODY)
+    worker.shared.cache_clear()
+    with pytest.raises(sqlanon.InputError, match="refusing to load .*: it is not the run's own file"):
+        worker.shared(str(payload))
+    with pytest.raises(sqlanon.InputError, match="is no longer this run's private directory"):
+        sio.open_private(str(tmp_path / "spill"))
+    monkeypatch.setattr(sio, "_on_nfs", lambda dev: True)  # a squashing NFS mount
+    assert worker.shared(str(payload)) == ("spec", "stats")
+    os.close(sio.open_private(str(tmp_path / "spill")))
+    worker.shared.cache_clear()
+
+
 @pytest.mark.parametrize("out", ["o.parquet", "d/"])
 def test_a_staging_area_swapped_while_the_run_writes_it_is_not_published(tmp_path, monkeypatch, out):
     """Swapped for another directory (another user's, who may write the
