@@ -2308,7 +2308,7 @@ def owned(uid: int, dev: int) -> bool:
     (nobody), on an NFS mount only (:func:`_on_nfs`): elsewhere a file of
     nobody's is a local process's running as nobody, which could put a
     directory and pickle of its own in the place of a root run's (its code
-    ran as root; helper-144). Not its mode: a filesystem without Unix modes
+    ran as root; helper-121). Not its mode: a filesystem without Unix modes
     (vfat, CIFS) reports 0755 whatever was asked, and every run failed
     there (helper-117)."""
     if uid == os.geteuid():

@@ -943,7 +943,7 @@ def test_a_sigterm_during_a_weakref_callback_is_one_line(tmp_path):
     (importlib's _get_module_lock cb, at the end of any lazy import) raised
     the handler's KeyboardInterrupt where it cannot propagate: Python printed
     "Exception ignored in ..." and its traceback to stderr before the run's
-    "Terminated; nothing was published." (a cron mail of 7 lines; helper-143)."""
+    "Terminated; nothing was published." (a cron mail of 7 lines; helper-120)."""
     script = tmp_path / "poke.py"
     script.write_text(textwrap.dedent("""
         import os, signal, sys, weakref

@@ -1015,7 +1015,7 @@ def test_a_main_module_without_its_spec_runs_as_ipythons_second_run_of_a_script(
     module it runs it in, ``__spec__`` with it; multiprocessing reads
     ``__main__.__spec__`` as it starts the fork server and each worker: the
     second %run failed with "AttributeError: module '__main__' has no
-    attribute '__spec__'" (helper-145). Done here as IPython does it."""
+    attribute '__spec__'" (helper-122). Done here as IPython does it."""
     src = tmp_path / "in.parquet"
     pq.write_table(pa.table({"age": [20 + i % 40 for i in range(400)]}), src)
     (tmp_path / "job.py").write_text(textwrap.dedent(f"""

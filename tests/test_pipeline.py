@@ -1571,7 +1571,7 @@ def test_verify_tells_a_float_qis_signed_zeros_apart(tmp_path):
 def test_verify_counts_a_sensitive_column_named_twice_once(tmp_path):
     """``sensitive=["dx", "dx"]`` (or ``--sensitive dx,dx``) listed each
     violation with a second count, ``___distinct_dx``, a column of no
-    table (helper-145); the qi's duplicates were already taken once."""
+    table (helper-122); the qi's duplicates were already taken once."""
     src = tmp_path / "t.parquet"
     pq.write_table(pa.table({"a": [1] * 4 + [2] * 4, "dx": list("aaaaabcd")}), src)
     v = sqlanon.verify(src, qi=["a"], k=2, l=2, sensitive=["dx", "dx"])

@@ -891,7 +891,7 @@ def test_nobodys_files_are_a_root_runs_own_only_on_nfs(tmp_path, monkeypatch):
     taken as its own there (helper-117); on a local filesystem a file of
     nobody's is a local process's running as nobody, which swapped a root
     run's staging area for its own in a folder it may write, and its pickle
-    ran as root in every local worker (helper-144)."""
+    ran as root in every local worker (helper-121)."""
     import pickle
 
     import sqlanon.io as sio
