@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
@@ -197,6 +198,34 @@ def test_identical_generalizations_merge_into_one_class(fig1):
     assert set(r.table.column("c").to_pylist()) == {"World"}
     assert r.metrics.classes == 1 and r.metrics.dp == 36
     assert len(set(r.class_of_row.tolist())) == 1
+
+
+def test_classes_that_publish_alike_are_cut_again_on_the_other_qis(tmp_path):
+    """Asia's 20 rows were cut at the median leaf (China, Japan | Korea,
+    Vietnam): both sides under Asia with ages 30-39, neither cut again (10
+    rows each, k = 10), one published class of 20 rows that a cut on age
+    splits into two valid ones (Adult: age [33, 37] in Asia, 25 rows;
+    helper-124)."""
+    tree = tmp_path / "h.json"
+    tree.write_text(json.dumps({"cat": "*", "subcats": [
+        {"cat": "Asia", "subcats": [{"cat": c, "subcats": None} for c in ("China", "Japan", "Korea", "Vietnam")]},
+        {"cat": "Europe", "subcats": [{"cat": c, "subcats": None} for c in ("France", "Germany", "Italy", "Spain")]},
+    ]}))
+    ages = {"China": range(30, 35), "Japan": range(35, 40), "Korea": range(30, 35), "Vietnam": range(35, 40),
+            "France": range(60, 65), "Germany": range(65, 70), "Italy": range(70, 75), "Spain": range(75, 80)}
+    t = pa.table({"age": [a for c in ages for a in ages[c]], "country": [c for c in ages for _ in ages[c]],
+                  "dx": ["a", "b"] * 20, "id": range(40)})
+    spec = AnonymizationSpec((QuasiIdentifier("age"), QuasiIdentifier("country", hierarchy=load_hierarchy(tree))),
+                             k=10, l=2, sensitive=("dx",))
+    r = anonymize_table(t, spec)
+    published = sorted(set(zip(r.table.column("age").to_pylist(), r.table.column("country").to_pylist())))
+    assert published == [("[30, 34]", "Asia"), ("[35, 39]", "Asia"), ("[60, 69]", "Europe"),
+                         ("[70, 79]", "Europe")], published
+    assert r.metrics.classes == 4 and r.metrics.min_class_size == 10 and r.metrics.dp == 4 * 10 * 10
+    assert sorted(Counter(r.class_of_row.tolist()).values()) == [10] * 4
+    for i, label in zip(r.table.column("id").to_pylist(), r.table.column("age").to_pylist()):
+        lo, hi = map(int, label.strip("[]").split(", "))  # each row's own age within its published interval
+        assert lo <= t.column("age")[i].as_py() <= hi
 
 
 def test_fragments_add_up(fig1, fig2):
