@@ -92,8 +92,46 @@ def total_memory() -> int:
         except (OSError, ValueError):
             continue
         if text.isdigit():  # 'max' (v2) or a huge number (v1) when there is none
-            return min(physical, int(text))
-    return physical
+            physical = min(physical, int(text))
+            break
+    return min([physical, *own_cgroup_limits()])
+
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+"""Where the cgroup hierarchies are mounted."""
+
+
+def own_cgroup_limits(proc: str = "/proc/self/cgroup") -> list[int]:
+    """The memory limits of this process's own cgroup and its ancestors, as
+    ``/proc/self/cgroup`` names them: a run capped by ``systemd-run --scope
+    -p MemoryMax=2G`` or a batch scheduler's job cgroup (not a container's
+    root, :data:`CGROUP_MEMORY_LIMITS`) was sized by the machine's memory,
+    its workers given ~10 GB each under a 2 GB cap (helper-123)."""
+    limits = []
+    try:
+        with open(proc, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return limits
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            base, name = CGROUP_ROOT, "memory.max"  # v2
+        elif "memory" in controllers.split(","):
+            base, name = f"{CGROUP_ROOT}/memory", "memory.limit_in_bytes"  # v1
+        else:
+            continue
+        rel = path.strip("/")
+        while rel and not rel.startswith(".."):  # the cgroup, then its ancestors (the root's is the caller's)
+            try:
+                with open(f"{base}/{rel}/{name}", encoding="ascii") as f:
+                    text = f.read().strip()
+            except (OSError, ValueError):
+                text = ""
+            if text.isdigit():
+                limits.append(int(text))
+            rel = os.path.dirname(rel)
+    return limits
 
 
 def default_workers() -> int:

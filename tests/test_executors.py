@@ -1488,6 +1488,7 @@ def test_workers_are_sized_by_a_containers_memory_limit(tmp_path, monkeypatch):
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
     monkeypatch.setattr(executors, "CGROUP_MEMORY_LIMITS", (str(v2), str(v1)))
+    monkeypatch.setattr(executors, "own_cgroup_limits", lambda: [])
     assert executors.total_memory() == physical  # neither file
     v2.write_text("max\n")
     v1.write_text(f"{2**30}\n")
@@ -1496,6 +1497,30 @@ def test_workers_are_sized_by_a_containers_memory_limit(tmp_path, monkeypatch):
     assert executors.total_memory() == min(physical, 3 * 2**30)
     v2.write_text(f"{2**62}\n")  # no limit, as v1 says it
     assert executors.total_memory() == physical
+
+
+def test_workers_are_sized_by_the_processs_own_cgroup(tmp_path, monkeypatch):
+    """A run capped by its own cgroup (``systemd-run --scope -p
+    MemoryMax=2G``, a batch job's), not a container's root, was sized by the
+    machine's memory: each of 2 workers got ~9.4 GB under a 2 GiB cap
+    (helper-123). Its cgroup's limit and its ancestors' count, v2 and v1."""
+    from sqlanon import executors
+
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    monkeypatch.setattr(executors, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(executors, "CGROUP_MEMORY_LIMITS", ())
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:memory:/jobs/run1\n1:cpu:/x\n0::/user.slice/run-1.scope\n")
+    assert executors.own_cgroup_limits(str(proc)) == []  # no files: no limit
+    (tmp_path / "user.slice" / "run-1.scope").mkdir(parents=True)
+    (tmp_path / "user.slice" / "run-1.scope" / "memory.max").write_text("max\n")
+    (tmp_path / "user.slice" / "memory.max").write_text(f"{3 * 2**30}\n")
+    (tmp_path / "memory" / "jobs" / "run1").mkdir(parents=True)
+    (tmp_path / "memory" / "jobs" / "run1" / "memory.limit_in_bytes").write_text(f"{2**31}\n")
+    assert sorted(executors.own_cgroup_limits(str(proc))) == [2**31, 3 * 2**30]
+    assert executors.own_cgroup_limits(str(tmp_path / "none")) == []  # no /proc: the root's files only
+    monkeypatch.setattr(executors, "own_cgroup_limits", lambda: [2**31])
+    assert executors.total_memory() == min(physical, 2**31)
 
 
 def test_a_long_spark_error_keeps_its_end_which_says_why():

@@ -2630,3 +2630,29 @@ def test_publishing_over_a_metrics_table_is_refused(tmp_path):
     with pytest.raises(sqlanon.ConfigError, match=r"^table 'x__metrics' in '.*w\.duckdb' holds sqlanon's metrics"):
         sqlanon.anonymize(src, db, target_table="x__metrics", overwrite=True, **run)
     assert sqlanon.anonymize(src, tmp_path / "a.parquet", overwrite=True, **run).metrics.rows == 60
+
+
+def test_the_coordinators_duckdb_has_a_memory_limit(tmp_path, monkeypatch):
+    """The coordinator's DuckDB (a CSV input's parsed copy, the output's
+    assembly, the verification's GROUP BY over all rows) had no memory
+    limit: DuckDB's default, 80 % of the cgroup, beside the coordinator's
+    Python and the idle workers; 40M poker rows into one Parquet file in a
+    2 GiB cgroup were killed by the kernel without a word (helper-123).
+    It takes half of the run's memory, and spills past it."""
+    from sqlanon import coordinator, executors
+
+    monkeypatch.setattr(executors, "total_memory", lambda: 2 * 2**30)
+    limits = []
+    real = coordinator.io.connect
+
+    def connect(*args, **kwargs):
+        con = real(*args, **kwargs)
+        if "sqlanon-spill" in str(kwargs.get("temp_directory")):  # the coordinator's own, not a probe's
+            limits.append(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        return con
+
+    monkeypatch.setattr(coordinator.io, "connect", connect)
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": list(range(100))}), src)
+    sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["a"], k=5, workers=2)
+    assert limits == ["976.5 MiB"], limits  # 1024MB, as DuckDB prints it
