@@ -763,6 +763,13 @@ def test_the_progress_line_names_each_step_of_a_run(tmp_path, source):
         assert any(expected in s for s in shown), (expected, shown)
     # The line ends before the summary: the last thing shown is the bar alone.
     assert term.endswith("] 4/4 fragments\r\n") and stdout.startswith("wrote "), (term, stdout)
+    assert not any("CSV" in s for s in shown), shown
+    csv = tmp_path / "people.csv"
+    pq.write_table(people(2_000), tmp_path / "p.parquet")
+    duckdb.sql(f"COPY (FROM '{tmp_path / 'p.parquet'}') TO '{csv}'")
+    code, stdout, term = _on_a_terminal(["anonymize", csv, "-o", tmp_path / "c.parquet", "--qi", ",".join(QI),
+                                         "-k", 5, "--workers", 1])
+    assert code == 0 and "checking the CSV input's text" in term, term  # a pass of ~0.6 s per million rows
     # One row of the terminal (a longer line wrapped, and \r went back to its
     # last row only); a warning starts a line of its own (helper-36).
     assert max(len(s) for s in shown) < 80, shown
