@@ -103,7 +103,7 @@ def _numba_args(X: np.ndarray, S: np.ndarray, span: np.ndarray) -> tuple:
     c_off = np.concatenate([[0], np.cumsum(dom + 1)]).astype(np.int64)
     s_dom = int(S.max()) + 1
     s_off = np.array([0, s_dom + 1], np.int64)
-    return is_cat, values, v_off, span.astype(np.float64), c_off, s_off
+    return (is_cat, values, v_off, span.astype(np.float64), c_off, s_off) + kernel.no_hierarchy(d)
 
 
 def numba_warm_up(X: np.ndarray, S: np.ndarray, span: np.ndarray) -> float:

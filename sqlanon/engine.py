@@ -11,8 +11,8 @@ Steps, all vectorized (no Python loop over rows):
    :mod:`sqlanon.mondrian` (compiled once, see :mod:`sqlanon.kernel`).
 3. **Generalize** each class per QI from its code range (interval, hierarchy
    LCA, prefix) or code set (set), computed per class, then spread to the rows
-   with one ``take``. Classes that come out alike (a hierarchy's median
-   leaf with both sides under one node) are cut again on the other QIs
+   with one ``take``. Classes that come out alike (a hierarchy cut
+   within one node's leaves) are cut again on the other QIs
    (:func:`_split_merged`) and generalized anew; what still comes out
    alike is one published class.
 4. **Measure** the information loss of :mod:`sqlanon.metrics`.
@@ -380,7 +380,8 @@ def anonymize_fragment(table, spec: AnonymizationSpec, stats: dict[str, ColumnSt
 
     t0 = time.perf_counter()
     kernel_args = (spec.k, spec.l, is_cat, values, v_off, gspan, c_off, s_off)
-    perm, bounds = kernel.partition(X, S, *kernel_args)
+    hier = _hierarchy_arrays(enc)
+    perm, bounds = kernel.partition(X, S, *kernel_args, *hier)
     timings["partition"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -392,7 +393,7 @@ def anonymize_fragment(table, spec: AnonymizationSpec, stats: dict[str, ColumnSt
     held = [e.kind in _LABELS_MAY_MEET for e in enc]
     if int(group.max()) + 1 < len(bounds) - 1 and any(held) and not all(held):
         t1 = time.perf_counter()
-        perm, bounds = _split_merged(X, S, perm, bounds, group, held, kernel_args)
+        perm, bounds = _split_merged(X, S, perm, bounds, group, held, kernel_args, hier)
         timings["partition"] += time.perf_counter() - t1
         columns, ncp_by_attr, keys = _generalize_classes(enc, stats, X, bounds, spec.interval_format)
         group = _merge_identical(keys, len(bounds) - 1)
@@ -421,6 +422,35 @@ def anonymize_fragment(table, spec: AnonymizationSpec, stats: dict[str, ColumnSt
         g_sizes, ncp_by_attr, k=spec.k, l=spec.l, achieved_l=achieved_l, n_qi=d
     )
     return EngineResult(table_out, metrics, row_group[order], timings)
+
+
+def _hierarchy_arrays(enc: list[_Encoded]) -> tuple:
+    """The trees of the hierarchy QIs, as :func:`sqlanon.kernel.partition`
+    takes them to cut at a child boundary of a node's LCA: ``h_off[a]`` is
+    column ``a``'s offset into the concatenated leaf -> node array ``h_leaf``
+    (-1: no hierarchy); node ids are global over the concatenated trees
+    (node 0 and leaf slot 0 are a placeholder, so no array is empty)."""
+    d = len(enc)
+    h_off = np.full(d, -1, np.int64)
+    h_nleaves = np.zeros(d, np.int64)
+    leaf, parent, first, last = ([np.zeros(1, np.int64)], [np.full(1, -1, np.int64)], [np.zeros(1, np.int64)],
+                                 [np.zeros(1, np.int64)])
+    n_leaf, n_node = 1, 1
+    for a, e in enumerate(enc):
+        if e.kind != "hierarchy":
+            continue
+        h = e.qi.hierarchy
+        h_off[a] = n_leaf
+        h_nleaves[a] = h.n_leaves
+        leaf.append(h.leaf_node.astype(np.int64) + n_node)
+        par = h.parent.astype(np.int64)
+        parent.append(np.where(par < 0, -1, par + n_node))
+        first.append(h.first_leaf.astype(np.int64))
+        last.append(h.last_leaf.astype(np.int64))
+        n_leaf += h.n_leaves
+        n_node += len(h.parent)
+    return (h_off, h_nleaves, np.concatenate(leaf), np.concatenate(parent), np.concatenate(first),
+            np.concatenate(last))
 
 
 def _generalize_classes(enc: list[_Encoded], stats: dict[str, ColumnStats], X: np.ndarray, bounds: np.ndarray,
@@ -452,7 +482,7 @@ disjoint sets.)"""
 
 
 def _split_merged(X: np.ndarray, S: np.ndarray, perm: np.ndarray, bounds: np.ndarray, group: np.ndarray,
-                  held: list[bool], kernel_args: tuple) -> tuple[np.ndarray, np.ndarray]:
+                  held: list[bool], kernel_args: tuple, hier: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Cut again the classes that publish as one (``group``: the same
     generalized values), on the other QIs only: Mondrian cut such a class
     on a hierarchy QI (``held``: those whose sides may publish alike) at a
@@ -489,6 +519,7 @@ def _split_merged(X: np.ndarray, S: np.ndarray, perm: np.ndarray, bounds: np.nda
         Xg, Sg, k, l, np.append(is_cat, True), np.concatenate([values, np.zeros(n_groups + 1)]),
         np.append(v_off, len(values)), np.append(gspan, 1e-200),
         np.append(c_off, c_off[-1] + n_groups + 1), s_off,
+        np.append(hier[0], -1), np.append(hier[1], 0), *hier[2:],
     )
     order = np.concatenate([kept, moved[perm_g]])
     X[:] = X[order]

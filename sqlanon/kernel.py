@@ -47,7 +47,8 @@ import numpy as np
 
 from .cache import cache_dirs
 
-__all__ = ["partition", "class_ranges", "count_distinct", "class_distinct", "class_max_of", "shuffle_blocks", "load"]
+__all__ = ["partition", "no_hierarchy", "class_ranges", "count_distinct", "class_distinct", "class_max_of",
+           "shuffle_blocks", "load"]
 
 log = logging.getLogger("sqlanon")
 
@@ -58,7 +59,8 @@ _SOURCE = Path(__file__).with_name("mondrian.py")
 # code matrices are C-contiguous; a single column may be a strided view.
 _X = "i4[:, ::1]"
 SIGNATURES = {
-    "partition": f"Tuple((i8[::1], i8[::1]))({_X}, {_X}, i8, i8, b1[::1], f8[::1], i8[::1], f8[::1], i8[::1], i8[::1])",
+    "partition": f"Tuple((i8[::1], i8[::1]))({_X}, {_X}, i8, i8, b1[::1], f8[::1], i8[::1], f8[::1], i8[::1], i8[::1], "
+                 "i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8[::1])",
     "class_ranges": f"Tuple((i8[:, ::1], i8[:, ::1], b1[:, ::1]))({_X}, i8[::1], i8[::1])",
     "count_distinct": "i8[::1](i4[:], i8[::1], i8)",
     "class_distinct": "Tuple((i8[::1], i8[::1]))(i4[:], i8[::1], i8, i8)",
@@ -98,12 +100,22 @@ def _col(a: np.ndarray) -> np.ndarray:
     return a if a.dtype == np.int32 else a.astype(np.int32)
 
 
-def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
-    """:func:`sqlanon.mondrian.partition`: reorders ``X`` and ``S`` in place, returns ``(perm, bounds)``."""
+def no_hierarchy(d: int) -> tuple:
+    """The ``h_*`` arrays of :func:`partition` for ``d`` columns none of which has a hierarchy."""
+    none = np.full(d, -1, np.int64)
+    empty = np.zeros(1, np.int64)
+    return none, np.zeros(d, np.int64), empty, empty, empty, empty
+
+
+def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off, h_off, h_nleaves, h_leaf, h_parent,
+              h_first, h_last):
+    """:func:`sqlanon.mondrian.partition`: reorders ``X`` and ``S`` in place, returns ``(perm, bounds)``.
+    ``h_*``: the hierarchy trees whose child boundaries the cuts prefer
+    (:func:`no_hierarchy` when no column has one)."""
     return load().partition(
         _codes(X, "X"), _codes(S, "S"), int(k), int(l), np.ascontiguousarray(is_cat, np.bool_),
         np.ascontiguousarray(values, np.float64), _i8(v_off), np.ascontiguousarray(global_span, np.float64),
-        _i8(c_off), _i8(s_off),
+        _i8(c_off), _i8(s_off), _i8(h_off), _i8(h_nleaves), _i8(h_leaf), _i8(h_parent), _i8(h_first), _i8(h_last),
     )
 
 

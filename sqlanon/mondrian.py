@@ -29,6 +29,18 @@ Cut rule (per node, paper §5 with Eq. 1):
   (Preferring the more balanced of the two raised NCP on poker by ~2%.) A cut is valid when both
   sides keep at least ``k`` rows and at least ``l`` distinct codes of every
   sensitive column.
+* A column with a hierarchy (its codes are the leaves in tree order, so
+  every node covers a range of them) first tries the boundaries of the
+  child of the node's LCA that holds the median leaf: with that child's
+  leaves ``[f, e]``, ``code <= f - 1`` and ``code <= e``, the more balanced
+  first, each valid as above; then the median cuts. A side then keeps whole
+  subtrees of the LCA where a median cut splits one child and publishes
+  both sides at the LCA (on UCI Adult: total NCP lower in 29 of 30
+  configurations, median -19 %). Snapped cuts are less balanced: the sum of
+  squared class sizes (DP) rose up to 47 % with l = 2 and eight QIs. A
+  guard taking a snapped cut only when its smaller side holds 1/4 or 1/3
+  of the rows kept DP rises of up to 20 % and halved the NCP gain, so there
+  is none.
 * If no attribute admits a valid cut, the node is an equivalence class.
 """
 
@@ -118,7 +130,54 @@ def _median_counts(X, start, end, a, lo, hi, hist, buf):
 
 
 @kernel_jit(nogil=True)
-def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
+def _snap_bounds(a, mn, mx, m, h_off, h_nleaves, h_leaf, h_parent, h_first, h_last):
+    """Child boundaries of the LCA of leaves ``[mn, mx]`` around leaf ``m``:
+    ``(f - 1, e)`` where ``[f, e]`` is the leaf range of the LCA's child that
+    holds ``m``. ``(-1, -1)`` when column ``a`` has no hierarchy or the
+    block holds its NULL code."""
+    off = h_off[a]
+    if off < 0 or mx >= h_nleaves[a]:
+        return -1, -1
+    node = h_leaf[off + mn]
+    while h_last[node] < mx:
+        node = h_parent[node]
+    lca = node
+    node = h_leaf[off + m]
+    while h_parent[node] != lca:
+        node = h_parent[node]
+    return h_first[node] - 1, h_last[node]
+
+
+@kernel_jit(nogil=True)
+def _counts_le(X, start, end, a, lo, hi, hist, t1, t2):
+    """The counts ``#(code <= t1)``, ``#(code <= t2)`` of column ``a`` in the
+    block (``t1 <= t2``): from the histogram :func:`_median_counts` left in
+    ``hist`` when it built one (same ``lo``, ``hi``), else by a scan."""
+    size = end - start
+    width = hi - lo + 1
+    if width <= 4 * size:
+        c1 = 0
+        cum = 0
+        last = min(t2, hi) - lo
+        for j in range(last + 1):
+            cum += hist[j]
+            if j == t1 - lo:
+                c1 = cum
+        return c1, cum
+    c1 = 0
+    c2 = 0
+    for i in range(start, end):
+        v = X[i, a]
+        if v <= t1:
+            c1 += 1
+        if v <= t2:
+            c2 += 1
+    return c1, c2
+
+
+@kernel_jit(nogil=True)
+def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off,
+              h_off, h_nleaves, h_leaf, h_parent, h_first, h_last):
     """Cut the rows of ``X`` into Mondrian equivalence classes.
 
     Args:
@@ -132,6 +191,15 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
         global_span: (d,) dataset span (numeric) or distinct count (categorical).
         c_off: (d + 1,) offsets of each column's code domain (stamp arrays).
         s_off: (s + 1,) offsets of each sensitive column's code domain.
+        h_off: (d,) per column, the offset of its leaves into ``h_leaf``, or -1
+            for a column without a hierarchy (its codes are then cut at the
+            median only).
+        h_nleaves: (d,) leaves of each column's hierarchy (0 without one);
+            codes from it up (NULL) are not leaves.
+        h_leaf: the tree node of every leaf code, concatenated over columns.
+        h_parent, h_first, h_last: per node (ids global over the
+            concatenated trees), its parent (-1 at a root) and the first and
+            last leaf code below it.
 
     Returns:
         ``(perm, bounds)``: ``perm[i]`` is the original row now at position ``i``;
@@ -239,11 +307,35 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off):
                 if ok2 and not ok1:
                     t1, c1, ok1 = t2, c2, True
                     ok2 = False
+                # Hierarchy column: first the child boundaries of the node's
+                # LCA on either side of the median leaf, the more balanced first.
+                b_lo, b_hi = _snap_bounds(a, mn[a], mx[a], m, h_off, h_nleaves, h_leaf, h_parent, h_first, h_last)
+                ts0 = 0
+                cs0 = 0
+                oks0 = False
+                ts1 = 0
+                cs1 = 0
+                oks1 = False
+                if b_hi >= 0:
+                    n_lo, n_hi = _counts_le(X, start, end, a, mn[a], mx[a], hist, b_lo, b_hi)
+                    ok_lo = n_lo >= k and size - n_lo >= k
+                    ok_hi = n_hi >= k and size - n_hi >= k
+                    if abs(2 * n_lo - size) <= abs(2 * n_hi - size):
+                        ts0, cs0, oks0, ts1, cs1, oks1 = b_lo, n_lo, ok_lo, b_hi, n_hi, ok_hi
+                    else:
+                        ts0, cs0, oks0, ts1, cs1, oks1 = b_hi, n_hi, ok_hi, b_lo, n_lo, ok_lo
                 # The first threshold whose cut is valid for k and for l wins.
                 chosen = -1
                 t = 0
-                for attempt in range(2):
-                    ok_, t_, c_ = (ok1, t1, c1) if attempt == 0 else (ok2, t2, c2)
+                for attempt in range(4):
+                    if attempt == 0:
+                        ok_, t_, c_ = oks0, ts0, cs0
+                    elif attempt == 1:
+                        ok_, t_, c_ = oks1, ts1, cs1
+                    elif attempt == 2:
+                        ok_, t_, c_ = ok1, t1, c1
+                    else:
+                        ok_, t_, c_ = ok2, t2, c2
                     if not ok_:
                         continue
                     if l > 1:
@@ -425,7 +517,9 @@ def warm_up() -> None:
     X = np.zeros((4, 1), np.int32)
     S = np.zeros((4, 1), np.int32)
     off = np.array([0, 2], np.int64)
-    perm, bounds = partition(X, S, 2, 1, np.zeros(1, np.bool_), np.zeros(2), off[:1], np.ones(1), off, off)
+    none = np.full(1, -1, np.int64)
+    perm, bounds = partition(X, S, 2, 1, np.zeros(1, np.bool_), np.zeros(2), off[:1], np.ones(1), off, off,
+                             none, np.zeros(1, np.int64), off, off, off, off)
     class_ranges(X, bounds, np.full(1, -1, np.int64))
     col = np.zeros(4, np.int32)
     count_distinct(col, bounds, 1)

@@ -41,6 +41,38 @@ def _inputs(seed: int):
     return X, S, k, l, is_cat, values, v_off, gspan, c_off, s_off, dom
 
 
+def _trees(dom, seed):
+    """Random trees over the codes ``0 .. dom[a] - 1`` of every other column
+    (code ``dom[a]`` is its NULL), as the engine passes hierarchies to the kernel."""
+    rng = np.random.default_rng(seed)
+    d = len(dom)
+    h_off = np.full(d, -1, np.int64)
+    h_nleaves = np.zeros(d, np.int64)
+    leaf, parent, first, last = [0], [-1], [0], [0]
+
+    def build(lo, hi, par):
+        node = len(parent)
+        parent.append(par)
+        first.append(lo)
+        last.append(hi)
+        if lo == hi:
+            leaf[off + lo] = node
+            return
+        cuts = np.sort(rng.choice(np.arange(lo + 1, hi + 1), min(int(rng.integers(1, 4)), hi - lo), replace=False))
+        for a_, b_ in zip(np.r_[lo, cuts], np.r_[cuts - 1, hi]):
+            build(int(a_), int(b_), node)
+
+    for a in range(0, d, 2):
+        if dom[a] < 1:
+            continue
+        off = len(leaf)
+        h_off[a] = off
+        h_nleaves[a] = dom[a]
+        leaf.extend([0] * int(dom[a]))
+        build(0, int(dom[a]) - 1, -1)
+    return h_off, h_nleaves, *(np.array(x, np.int64) for x in (leaf, parent, first, last))
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_compiled_module_matches_the_jit(seed):
     """What ships (the ahead-of-time module) cuts and summarizes exactly as numba's JIT does."""
@@ -48,8 +80,9 @@ def test_compiled_module_matches_the_jit(seed):
     assert aot.__name__ == "sqlanon._mondrian_aot", "the kernel should load compiled ahead of time here"
     X, S, k, l, is_cat, values, v_off, gspan, c_off, s_off, dom = _inputs(seed)
     X2, S2 = X.copy(), S.copy()
-    perm, bounds = kernel.partition(X, S, k, l, is_cat, values, v_off, gspan, c_off, s_off)
-    perm2, bounds2 = mondrian.partition(X2, S2, k, l, is_cat, values, v_off, gspan, c_off, s_off)
+    hier = _trees(dom, seed) if seed % 2 else kernel.no_hierarchy(X.shape[1])
+    perm, bounds = kernel.partition(X, S, k, l, is_cat, values, v_off, gspan, c_off, s_off, *hier)
+    perm2, bounds2 = mondrian.partition(X2, S2, k, l, is_cat, values, v_off, gspan, c_off, s_off, *hier)
     np.testing.assert_array_equal(perm, perm2)
     np.testing.assert_array_equal(bounds, bounds2)
     np.testing.assert_array_equal(X, X2)  # both reorder in place, identically
