@@ -391,12 +391,32 @@ def anonymize_fragment(table, spec: AnonymizationSpec, stats: dict[str, ColumnSt
     # of identical generalized rows, so merge them.
     group = _merge_identical(keys, len(bounds) - 1)
     held = [e.kind in _LABELS_MAY_MEET for e in enc]
+    split_time = 0.0
     if int(group.max()) + 1 < len(bounds) - 1 and any(held) and not all(held):
-        t1 = time.perf_counter()
-        perm, bounds = _split_merged(X, S, perm, bounds, group, held, kernel_args, hier)
-        timings["partition"] += time.perf_counter() - t1
-        columns, ncp_by_attr, keys = _generalize_classes(enc, stats, X, bounds, spec.interval_format)
-        group = _merge_identical(keys, len(bounds) - 1)
+        # A refined group's class may publish as another published class (a
+        # kept one, or another group's): the two would merge, fewer and larger
+        # classes than before (8 rows: 3 classes of DP 24 became 2 of DP 32,
+        # helper-125). Such groups stay as they were, until no published class
+        # joins two.
+        refine = np.bincount(group) > 1
+        while refine.any():
+            t1 = time.perf_counter()
+            order, bounds1, origin = _split_merged(X, S, bounds, group, refine, held, kernel_args, hier)
+            X1, S1 = X[order], S[order]
+            split_time += time.perf_counter() - t1  # counted in partition, not in generalize
+            out = _generalize_classes(enc, stats, X1, bounds1, spec.interval_format)
+            group1 = _merge_identical(out[2], len(bounds1) - 1)
+            width = int(origin.max()) + 1
+            pairs = np.unique(group1 * width + origin)
+            joins = np.bincount(pairs // width) > 1  # per new published class: rows of two groups
+            undo = np.unique(origin[joins[group1]])
+            undo = undo[refine[undo]]
+            if len(undo) == 0:
+                X, S, perm, bounds, group = X1, S1, perm[order], bounds1, group1
+                columns, ncp_by_attr, keys = out
+                break
+            refine[undo] = False
+        timings["partition"] += split_time
     sizes = np.diff(bounds)
     n_cls = len(sizes)
     class_of_row = np.empty(n, np.int32)
@@ -416,7 +436,7 @@ def anonymize_fragment(table, spec: AnonymizationSpec, stats: dict[str, ColumnSt
         achieved_l = min((_min_distinct(row_group, codes, n_groups) for codes, _ in sens), default=None)
         order = publication_order(row_group)
     table_out = _assemble(table, spec, columns, class_of_row, order)
-    timings["generalize"] = time.perf_counter() - t0
+    timings["generalize"] = time.perf_counter() - t0 - split_time
 
     metrics = Metrics.from_classes(
         g_sizes, ncp_by_attr, k=spec.k, l=spec.l, achieved_l=achieved_l, n_qi=d
@@ -481,10 +501,11 @@ common to both sides. (An interval's sides are disjoint ranges, a set's
 disjoint sets.)"""
 
 
-def _split_merged(X: np.ndarray, S: np.ndarray, perm: np.ndarray, bounds: np.ndarray, group: np.ndarray,
-                  held: list[bool], kernel_args: tuple, hier: tuple) -> tuple[np.ndarray, np.ndarray]:
+def _split_merged(X: np.ndarray, S: np.ndarray, bounds: np.ndarray, group: np.ndarray, refine: np.ndarray,
+                  held: list[bool], kernel_args: tuple, hier: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cut again the classes that publish as one (``group``: the same
-    generalized values), on the other QIs only: Mondrian cut such a class
+    generalized values; ``refine``: per group, whether to), on the other
+    QIs only: Mondrian cut such a class
     on a hierarchy QI (``held``: those whose sides may publish alike) at a
     median leaf with both sides under one node, then neither side could be
     cut again, and they published as one class that a cut on another QI
@@ -496,13 +517,13 @@ def _split_merged(X: np.ndarray, S: np.ndarray, perm: np.ndarray, bounds: np.nda
     to nothing), is cut first until each node holds one group, whose union
     of valid classes is itself valid; the ``held`` columns are constant, so
     within a group only the other QIs are cut. Never coarser than the merged
-    class: a group no valid cut splits stays one class. ``X``, ``S`` and
-    ``perm`` are reordered in place (the groups' rows after the others);
-    returns ``(perm, bounds)``."""
+    class: a group no valid cut splits stays one class. Returns
+    ``(order, bounds, origin)``: the rows' new order (the other classes'
+    rows first, then the groups'), the new classes' bounds in it, and each
+    new class's group."""
     k, l, is_cat, values, v_off, gspan, c_off, s_off = kernel_args
     sizes = np.diff(bounds)
-    members = np.bincount(group)
-    merged = members[group] > 1  # per class
+    merged = refine[group]  # per class
     row_group = np.repeat(group, sizes)
     in_merged = np.repeat(merged, sizes)
     kept = np.flatnonzero(~in_merged)
@@ -522,10 +543,9 @@ def _split_merged(X: np.ndarray, S: np.ndarray, perm: np.ndarray, bounds: np.nda
         np.append(hier[0], -1), np.append(hier[1], 0), *hier[2:],
     )
     order = np.concatenate([kept, moved[perm_g]])
-    X[:] = X[order]
-    S[:] = S[order]
     kept_bounds = np.concatenate([[0], np.cumsum(sizes[~merged])])
-    return perm[order], np.concatenate([kept_bounds, len(kept) + bounds_g[1:]]).astype(np.int64)
+    new_bounds = np.concatenate([kept_bounds, len(kept) + bounds_g[1:]]).astype(np.int64)
+    return order, new_bounds, row_group[order[new_bounds[:-1]]]
 
 
 def _merge_identical(keys: list[np.ndarray], n_cls: int) -> np.ndarray:

@@ -228,6 +228,26 @@ def test_classes_that_publish_alike_are_cut_again_on_the_other_qis(tmp_path):
         assert lo <= t.column("age")[i].as_py() <= hi
 
 
+def test_classes_cut_again_never_join_another_published_class(tmp_path):
+    """X (A P 0, B Q 1) and Y (C Q 0, D P 1) publish [0, 1], Asia, Europe
+    and merge; cut again on age, their halves published as K0 (A R 0, B S 0)
+    and K1 (C R 1, D S 1) did and joined them: 3 classes of DP 24 became 2
+    of DP 32 (helper-125). They stay one class."""
+    for name, root, leaves in (("c1", "Asia", "ABCD"), ("c2", "Europe", "PQRS")):
+        (tmp_path / f"{name}.json").write_text(json.dumps(
+            {"cat": root, "subcats": [{"cat": c, "subcats": None} for c in leaves]}))
+    rows = [("A", "P", 0), ("B", "Q", 1), ("A", "R", 0), ("B", "S", 0),
+            ("C", "Q", 0), ("D", "P", 1), ("C", "R", 1), ("D", "S", 1)]
+    t = pa.table({"c1": [r[0] for r in rows], "c2": [r[1] for r in rows], "age": [r[2] for r in rows]})
+    spec = AnonymizationSpec((QuasiIdentifier("c1", hierarchy=load_hierarchy(tmp_path / "c1.json")),
+                              QuasiIdentifier("c2", hierarchy=load_hierarchy(tmp_path / "c2.json")),
+                              QuasiIdentifier("age")), k=2)
+    r = anonymize_table(t, spec)
+    published = Counter(zip(*(r.table.column(c).to_pylist() for c in ("age", "c1", "c2"))))
+    assert sorted(published.values()) == [2, 2, 4], published
+    assert r.metrics.classes == 3 and r.metrics.dp == 24
+
+
 def test_a_hierarchy_is_cut_at_a_child_boundary_of_its_lca(tmp_path):
     """The median leaf (a2) split A's leaves: {a1, a2} | {a3, b1}, the
     latter published as '*' (20 rows of NCP 1). Cut at the boundary of the
