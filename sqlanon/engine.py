@@ -397,9 +397,11 @@ def anonymize_fragment(table, spec: AnonymizationSpec, stats: dict[str, ColumnSt
         # kept one, or another group's): the two would merge, fewer and larger
         # classes than before (8 rows: 3 classes of DP 24 became 2 of DP 32,
         # helper-125). Such groups stay as they were, until no published class
-        # joins two.
+        # joins two (a few rounds at most: past them, the classes as they were).
         refine = np.bincount(group) > 1
-        while refine.any():
+        for _ in range(_REFINE_ROUNDS):
+            if not refine.any():
+                break
             t1 = time.perf_counter()
             order, bounds1, origin = _split_merged(X, S, bounds, group, refine, held, kernel_args, hier)
             X1, S1 = X[order], S[order]
@@ -493,6 +495,12 @@ def _generalize_classes(enc: list[_Encoded], stats: dict[str, ColumnStats], X: n
         keys.append(g.key)
     return columns, ncp_by_attr, keys
 
+
+_REFINE_ROUNDS = 8
+"""Rounds of :func:`_split_merged` a fragment may take, each giving up the
+groups whose new classes joined another published class: a round's new
+joins come only from groups given up in the one before, rare past the
+second; each round generalizes every class again."""
 
 _LABELS_MAY_MEET = ("hierarchy", "prefix")
 """Generalizations under which the two sides of a cut may publish the same
