@@ -5,7 +5,8 @@ The public API mirrors the ``sqlanon`` command line:
 * :func:`anonymize` — publish an anonymized copy of a table;
 * :func:`verify` — check k-anonymity / l-diversity of a generalized table;
 * :func:`anonymize_table` — the engine on an in-memory Arrow table;
-* :func:`run_job` — ``sqlanon anonymize --config job.yml``: a scheduled job's file.
+* :func:`run_job` — ``sqlanon anonymize --config job.yml``: a scheduled job's file;
+* :func:`verify_job` — ``sqlanon verify --config job.yml``: that job's published output checked.
 """
 
 import importlib
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from .config import AnonymizationSpec, QuasiIdentifier
     from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
     from .api import RunResult, anonymize, build_spec, verify
-    from .cli import run_job
+    from .cli import run_job, verify_job
     from .domain import ColumnStats
     from .engine import EngineResult, anonymize_table, column_stats
     from .hierarchies import Hierarchy, load_hierarchy
@@ -28,7 +29,7 @@ __version__ = "0.1.0"
 # the engine numba on top. The CLI starts the worker pool's fork server
 # before it needs them, and a worker loads the engine in its own process.
 _LAZY = {
-    "RunResult": "api", "anonymize": "api", "build_spec": "api", "verify": "api", "run_job": "cli",
+    "RunResult": "api", "anonymize": "api", "build_spec": "api", "verify": "api", "run_job": "cli", "verify_job": "cli",
     "ColumnStats": "domain",
     "EngineResult": "engine", "anonymize_table": "engine", "column_stats": "engine",
     "Hierarchy": "hierarchies", "load_hierarchy": "hierarchies",
@@ -100,4 +101,5 @@ __all__ = [
     "load_hierarchy",
     "run_job",
     "verify",
+    "verify_job",
 ]

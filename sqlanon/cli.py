@@ -34,6 +34,7 @@ from .executors import EXECUTORS
 
 if TYPE_CHECKING:  # sqlanon.api is imported inside the commands (below)
     from .coordinator import RunResult
+    from .verification import Verification
 
 # sqlanon.api (DuckDB, Arrow, numpy) is imported inside the commands, after
 # `anonymize` has started the worker pool's fork server: the two then load
@@ -1158,32 +1159,52 @@ def run_job(config: str | os.PathLike, *args: str | os.PathLike | int | float) -
     never weaker), and the run's :class:`~sqlanon.RunResult` returned. A
     failure raises the library's error (:class:`~sqlanon.ConfigError` for
     what exit 2 stands for, naming the file's key); nothing is printed."""
+    return _as_library(anonymize, "run_job", config, args)
+
+
+def verify_job(config: str | os.PathLike, *args: str | os.PathLike | int | float) -> Verification:
+    """``sqlanon verify --config CONFIG [ARGS]`` as a library call: the job
+    file's published output checked for what the job protects (its qi,
+    sensitive, k and l), read as the command reads it; ``args`` its flags
+    (never weaker than the file), the :class:`~sqlanon.Verification`
+    returned (``.ok``), whether it passed or failed; a file or an output
+    that cannot be read raises, as :func:`run_job` does, and nothing is
+    printed. A scheduler's task that checks a job's output read the file
+    itself (helper-122)."""
+    return _as_library(verify, "verify_job", config, args)
+
+
+def _as_library(command: click.Command, name: str, config, args: tuple):
+    """``command`` run with ``--config config`` and ``args`` as a library
+    call (:func:`run_job`, :func:`verify_job`): its result returned, its
+    errors raised, nothing printed."""
     argv = ["--config", _flag_text(config, "config")]
     argv += [_flag_text(a, f"flag {i}") for i, a in enumerate(args, 1)]
     if any(a in ("-h", "--help") for a in argv[2:]):  # click would print the help, then ask to exit
-        raise ConfigError("run_job() runs a job: --help is the command line's (sqlanon anonymize --help)")
+        raise ConfigError(f"{name}() runs a job: --help is the command line's (sqlanon {command.name} --help)")
     _raise_open_file_limit()  # as the command does
     ours = logging.getLogger("sqlanon")
     level = ours.level  # -v sets it for the run
     try:
         try:
-            ctx = anonymize.make_context("sqlanon anonymize", argv, obj=_LIBRARY_RUN)
+            ctx = command.make_context(f"sqlanon {command.name}", argv, obj=_LIBRARY_RUN)
         except click.UsageError as exc:  # a flag, or a value of the file click checks
             raise ConfigError(_one_line(exc).format_message()) from None
         except click.ClickException as exc:  # the file (_ConfigFileError)
             raise ConfigError(exc.format_message()) from None
         with ctx:
-            return anonymize.invoke(ctx)
+            return command.invoke(ctx)
     finally:
         ours.setLevel(level)
 
 
 _LIBRARY_RUN = object()
-"""The click context's ``obj`` of a :func:`run_job` call."""
+"""The click context's ``obj`` of a :func:`run_job` or :func:`verify_job` call."""
 
 
 def _library(ctx: click.Context | None) -> bool:
-    """Whether ``ctx`` is a :func:`run_job` call's (errors raised, nothing printed, the host's logging kept)."""
+    """Whether ``ctx`` is a :func:`run_job` or :func:`verify_job` call's (errors raised, nothing printed, the
+    host's logging kept)."""
     return ctx is not None and ctx.find_root().obj is _LIBRARY_RUN
 
 
@@ -1268,6 +1289,8 @@ def verify(input, qi, k, l_, sensitive, table, show, as_json, quiet):
     sensitive = _covering(ctx, "sensitive", sensitive, "which would then go unchecked for l")
     k, l_ = _not_below_file(ctx, "k", "-k", k, least=1), _not_below_file(ctx, "l_", "-l", l_, least=1)
     check = api.verify.with_flags(input, qi=qi, k=k, l=l_, sensitive=sensitive, table=table, show=show)
+    if _library(ctx):  # verify_job: the result, passed or failed
+        return check
     if as_json:
         click.echo(strict_json(check.to_dict()))
     elif check.ok and not quiet:

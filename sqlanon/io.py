@@ -3437,8 +3437,8 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
     """Resolve an output argument; refuses to replace an existing output without ``overwrite``."""
     spec = utf8_path(os.fspath(path), "output")
     if spec == "-":  # it used to become a directory named '-'
-        raise ConfigError("-o - (standard output) is not an output: name a .parquet or .csv file, a directory/, "
-                          "a .duckdb file or a database URL")
+        raise ConfigError("the output '-' (standard output) cannot be written: name a .parquet or .csv file, a "
+                          "directory/, a .duckdb file or a database URL")  # the CLI's -o and the library's output=
     if table is not None or spec.lower().endswith(DUCKDB_SUFFIXES):
         if table is None:
             if os.path.isfile(spec) and os.path.getsize(spec):

@@ -1350,6 +1350,33 @@ def test_config_values_of_the_wrong_kind_are_usage_errors(tmp_path, out_dir, bod
     assert snapshot(out_dir) == {}
 
 
+def test_a_jobs_output_is_verified_from_python_as_from_the_command_line(tmp_path, capfd):
+    """`sqlanon verify --config job.yml` had no library counterpart: a
+    scheduler's task checking a job's output read the YAML itself
+    (helper-122). sqlanon.verify_job checks the job's output for its qi,
+    sensitive, k and l, flags never weaker, returns the check passed or
+    failed, raises what cannot be read, prints nothing."""
+    (tmp_path / "jobs").mkdir()
+    job = tmp_path / "jobs" / "adults.yml"
+    job.write_text(f"input: {ADULTS}\noutput: ../out.parquet\nqi: [age, race]\nsensitive: income\nk: 10\nl: 2\n"
+                   "workers: 1\n")
+    with pytest.raises(sqlanon.InputError, match="out.parquet"):
+        sqlanon.verify_job(job)  # nothing published yet
+    sqlanon.run_job(job)
+    check = sqlanon.verify_job(job)
+    assert isinstance(check, sqlanon.Verification) and check.ok and check.rows == 32561 and check.achieved_l >= 2
+    stricter = sqlanon.verify_job(job, "-k", 100_000)
+    assert not stricter.ok and stricter.violations
+    for args, message in [(("-k", "5"), f"-k 5 is below 'k' in {str(job)!r} (10)"),
+                          (("--qi", "age"), "--qi leaves out 'race' of 'qi' in"),
+                          (("--help",), "verify_job() runs a job: --help is the command line's (sqlanon verify"),
+                          (("--bogus",), "No such option '--bogus'")]:
+        with pytest.raises(sqlanon.ConfigError) as caught:
+            sqlanon.verify_job(job, *args)
+        assert message in str(caught.value), (args, str(caught.value))
+    assert capfd.readouterr() == ("", "")
+
+
 def test_a_job_file_runs_from_python_as_from_the_command_line(tmp_path, capfd):
     """A scheduler in Python (Airflow's PythonOperator) ran a job file only
     through a subprocess: the library had no --config (helper-51).
@@ -3494,7 +3521,7 @@ def test_output_to_stdout_is_refused(tmp_path):
     """'-o -' used to write part files into a directory named '-'."""
     r = cli("anonymize", ADULTS, "-o", "-", "--qi", "age", "-k", "10")
     assert r.exit_code == 2
-    assert_one_line_error(r.stderr, r"-o -", r"standard output")
+    assert_one_line_error(r.stderr, r"the output '-'", r"standard output")
     assert not Path("-").exists()
 
 
