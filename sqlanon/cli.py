@@ -1178,8 +1178,8 @@ def _as_library(command: click.Command, name: str, config, args: tuple):
     """``command`` run with ``--config config`` and ``args`` as a library
     call (:func:`run_job`, :func:`verify_job`): its result returned, its
     errors raised, nothing printed."""
-    argv = ["--config", _flag_text(config, "config")]
-    argv += [_flag_text(a, f"flag {i}") for i, a in enumerate(args, 1)]
+    argv = ["--config", _flag_text(config, "config", name)]
+    argv += [_flag_text(a, f"flag {i}", name) for i, a in enumerate(args, 1)]
     if any(a in ("-h", "--help") for a in argv[2:]):  # click would print the help, then ask to exit
         raise ConfigError(f"{name}() runs a job: --help is the command line's (sqlanon {command.name} --help)")
     _raise_open_file_limit()  # as the command does
@@ -1208,17 +1208,18 @@ def _library(ctx: click.Context | None) -> bool:
     return ctx is not None and ctx.find_root().obj is _LIBRARY_RUN
 
 
-def _flag_text(value, what: str) -> str:
-    """One of :func:`run_job`'s arguments as command-line text: a path, a
-    string, or a number (``"--seed", 3``); other values are refused by name
-    (an int was a bare TypeError: helper-53)."""
+def _flag_text(value, what: str, name: str) -> str:
+    """One of the arguments of :func:`run_job` or :func:`verify_job`
+    (``name``) as command-line text: a path, a string, or a number
+    (``"--seed", 3``); other values are refused by name (an int was a bare
+    TypeError: helper-53)."""
     if isinstance(value, (str, os.PathLike)) and isinstance(os.fspath(value), str):
         return os.fspath(value)
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return str(int(value))  # numpy's too, as the library takes them (helper-60)
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return str(float(value))  # np.float32 too (helper-63)
-    raise ConfigError(f"run_job(): {what} must be text, a path or a number, not {type(value).__name__} {value!r}")
+    raise ConfigError(f"{name}(): {what} must be text, a path or a number, not {type(value).__name__} {value!r}")
 
 
 def _report(text: str) -> None:

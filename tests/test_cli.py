@@ -1374,6 +1374,8 @@ def test_a_jobs_output_is_verified_from_python_as_from_the_command_line(tmp_path
         with pytest.raises(sqlanon.ConfigError) as caught:
             sqlanon.verify_job(job, *args)
         assert message in str(caught.value), (args, str(caught.value))
+    with pytest.raises(sqlanon.ConfigError, match=r"^verify_job\(\): flag 2 must be text, a path or a number"):
+        sqlanon.verify_job(job, "-k", None)
     assert capfd.readouterr() == ("", "")
 
 
