@@ -513,10 +513,9 @@ def _split_merged(X: np.ndarray, S: np.ndarray, bounds: np.ndarray, group: np.nd
                   held: list[bool], kernel_args: tuple, hier: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cut again the classes that publish as one (``group``: the same
     generalized values; ``refine``: per group, whether to), on the other
-    QIs only: Mondrian cut such a class
-    on a hierarchy QI (``held``: those whose sides may publish alike) at a
-    median leaf with both sides under one node, then neither side could be
-    cut again, and they published as one class that a cut on another QI
+    QIs only: Mondrian cut such a class on a hierarchy QI (``held``: those
+    whose sides may publish alike) within one node's leaves, then neither
+    side could be cut again, and they published as one class that a cut on another QI
     could have split (Adult: age [33, 37] in Asia, 25 rows, where age <= 35
     keeps k = 10 and l = 2 on both sides; ~1 % of the classes, helper-124).
 

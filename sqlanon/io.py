@@ -3345,20 +3345,20 @@ class StagedMetrics:
         except OSError as exc:
             log.debug("cannot record which output %s describes: %s", self.aside, exc)
 
-    def after_publishing(self, output: str) -> str | None:
-        """Swap it in once ``output`` is published; its path, or None if it
-        could not be: the run has succeeded then, whatever happens here
-        (exit 0 means published), so a failure (a file made immutable
-        meanwhile) is a warning, and ``--json``'s ``metrics_table`` is null
-        (a scheduler reading stdout only could not tell: helper-120)."""
+    def after_publishing(self, output: str) -> bool:
+        """Swap it in once ``output`` is published; whether it was: the run
+        has succeeded then, whatever happens here (exit 0 means published),
+        so a failure (a file made immutable meanwhile) is a warning, and
+        ``--json``'s ``metrics_table`` is null (a scheduler reading stdout
+        only could not tell: helper-120)."""
         try:
             self()
         except OSError as exc:
             self.discard()
             log.warning("published %s, but its metrics were not written: cannot put %r in place (%s)",
                         output, self.path, exc.strerror)
-            return None
-        return self.path
+            return False
+        return True
 
 
 METRICS_LOCK_WAIT = 60.0
