@@ -42,6 +42,7 @@ def pg_url(pg_server):
     return pg_server.url
 
 
+@_pg_pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups: after it, none held
 def pytest_collection_modifyitems(items):
     """How pytest-xdist (``--dist loadgroup``) shares the tests out: each
     worker starts its own throwaway PostgreSQL cluster on first use; an
