@@ -1488,11 +1488,23 @@ class PostgresTarget:
                 if retype:  # one statement: the table is rewritten once
                     self._run(f"ALTER TABLE {ident(list(name))} {', '.join(retype)}", "stage")
             else:
-                con.execute(f"CREATE TABLE {local} AS SELECT * FROM {parts} LIMIT 0")
+                # DuckDB's extension writes some decimals wrongly in its binary COPY (DECIMAL(18,17):
+                # 1.25 arrived as 1.0655…, 1.5 refused by the server; helper-131): they travel as
+                # their exact text and get their type back on the server.
+                decimals = {row[0]: row[1] for row in con.execute(f"DESCRIBE SELECT * FROM {parts}").fetchall()
+                            if row[1].startswith("DECIMAL")}
+                select = ", ".join(f"CAST({ident(c)} AS VARCHAR) AS {ident(c)}" if c in decimals else ident(c)
+                                   for c in cols)
+                con.execute(f"CREATE TABLE {local} AS SELECT {select} FROM {parts} LIMIT 0")
                 with self._transaction("stage") as c:
                     staging.grants = self._private(c, name)
                     staging.unlogged = self._unpublished(c, name)
-                con.execute(f"INSERT INTO {local} SELECT * FROM {parts}")
+                con.execute(f"INSERT INTO {local} SELECT {select} FROM {parts}")
+                if decimals:
+                    self._run(f"ALTER TABLE {ident(list(name))} " + ", ".join(
+                        f"ALTER COLUMN {ident(c)} TYPE {_pg_type(t)} USING {ident(c)}::{_pg_type(t)}"
+                        for c, t in decimals.items()), "stage")
+                    con.execute("CALL pg_clear_cache()")  # read back through DuckDB: as numeric, not text
         except duckdb.Error as exc:
             hint = ""
             if "malformed array literal" in str(exc):

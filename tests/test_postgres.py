@@ -44,6 +44,7 @@ import tempfile
 import textwrap
 import time
 import uuid
+from decimal import Decimal
 from pathlib import Path
 from urllib.parse import quote
 
@@ -3421,6 +3422,34 @@ def test_unsigned_integers_from_a_lake_keep_their_values_in_postgresql(pg_url, t
     sqlanon.anonymize(src, pg_url, target_table="unsigned.dst", qi=["age"], k=5, workers=1)
     got = sorted(sql(pg_url, "SELECT u64::text, u32, u16, u8 FROM unsigned.dst"))
     assert got == sorted((str(2**64 - 1 - i), 2**32 - 1 - i, 2**16 - 1 - i, 255 - i) for i in range(n))
+
+
+def test_decimals_from_a_lake_keep_their_values_in_postgresql(pg_url, tmp_path):
+    """DuckDB's postgres extension writes some decimals wrongly in its binary
+    COPY: a DECIMAL(18,17) 1.25 arrived as 1.0655…, 1.5 was refused by the
+    server, so such a pass-through column failed every run (the checksums
+    caught it; helper-131). Decimals travel as their exact text and keep
+    their type on the server; a QI's interval bounds too."""
+    src = tmp_path / "d.parquet"
+    n = 60
+    values = [Decimal("1.25"), Decimal("1.5"), Decimal("0.5"), Decimal("-5"), None, Decimal("0.00000000000000001")]
+    pq.write_table(pa.table({
+        "age": pa.array([18 + i % 12 for i in range(n)], pa.int64()),
+        "d18": pa.array([values[i % 6] for i in range(n)], pa.decimal128(18, 17)),
+        "d38": pa.array([values[i % 6] for i in range(n)], pa.decimal128(38, 37)),
+        "q": pa.array([Decimal(i % 10) / 4 for i in range(n)], pa.decimal128(18, 17)),
+    }), src)
+    fresh_schema(pg_url, "deci")
+    sqlanon.anonymize(src, pg_url, target_table="deci.dst", qi=["age", "q"], k=5, workers=1,
+                      interval_format="bounds")
+    got = sorted(sql(pg_url, "SELECT d18::text, d38::text FROM deci.dst"), key=str)
+    want = [(None if v is None else f"{v:.17f}", None if v is None else f"{v:.37f}") for v in values] * 10
+    assert got == sorted(want, key=str)
+    types = dict(sql(pg_url, "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                             "WHERE attrelid = 'deci.dst'::regclass AND attnum > 0"))
+    assert types["d18"] == "numeric(18,17)" and types["d38"] == "numeric(38,37)"
+    assert {types["q_lo"], types["q_hi"]} == {"numeric(18,17)"}
+    assert all(lo <= hi for lo, hi in sql(pg_url, "SELECT q_lo, q_hi FROM deci.dst"))
 
 
 @pytest.mark.parametrize("column", ["note", "zip", "tags"])
