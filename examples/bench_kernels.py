@@ -1,6 +1,6 @@
 """Mondrian kernel benchmark: numba (ahead of time, JIT) vs plain numpy recursion vs level-wise numpy.
 
-    python -m examples.bench_kernels [--rows 1000000] [--k 10] [--repeat 3] [--seed 0]
+    python3 -m examples.bench_kernels [--rows 1000000] [--k 10] [--repeat 3] [--seed 0]
 
 All kernels run in ONE process on the same encoded Poker Hand data
 (:func:`examples.poker.poker_table`, seed 0):
@@ -391,7 +391,7 @@ def machine() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point: runs the three kernels and prints the table; returns 0."""
-    parser = argparse.ArgumentParser(prog="python -m examples.bench_kernels", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m examples.bench_kernels", description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="poker rows (default: 1000000)")
     parser.add_argument("--k", type=int, default=10, help="k (default: 10)")
     parser.add_argument("--l", type=int, default=2, help="l on hand (default: 2)")
@@ -437,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
     argv_shown = sys.argv[1:] if argv is None else list(argv)
-    print(f"command: python -m examples.bench_kernels {' '.join(argv_shown)}".rstrip())
+    print(f"command: python3 -m examples.bench_kernels {' '.join(argv_shown)}".rstrip())
     print(f"machine: {machine()}")
     print(
         f"data: poker {args.rows:,} rows (seed {args.seed}), 10 numeric QIs, sensitive hand, "

@@ -25,7 +25,7 @@ rows of :func:`poker_table`.
 
 CLI::
 
-    python -m examples.poker --rows 1000000 --seed 0 -o poker.parquet
+    python3 -m examples.poker --rows 1000000 --seed 0 -o poker.parquet
 """
 
 from __future__ import annotations
@@ -351,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         Process exit status (0 on success).
     """
     parser = argparse.ArgumentParser(
-        prog="python -m examples.poker",
+        prog="python3 -m examples.poker",
         description="Generate a UCI Poker Hand-like data set (random 5-card hands).",
     )
     parser.add_argument("--rows", "-n", type=int, default=1_000_000,

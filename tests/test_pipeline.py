@@ -146,6 +146,10 @@ def test_cuts_of_a_nanosecond_timestamp_qi_are_the_ones_recorded(tmp_path):
     recorded = con.execute("SELECT rows, where_clause, where_params FROM read_parquet(?) WHERE kind = 'fragment' "
                            "ORDER BY fragment_id", [str(out.with_name("out__metrics.parquet"))]).fetchall()
     assert [rows for rows, _, _ in recorded] == [400] * 5 == planned
+    # Fetched into Python, its zoned started_at needs pytz, which nothing else installed (helper-130).
+    started = con.execute("SELECT started_at FROM read_parquet(?) WHERE kind = 'total'",
+                          [str(out.with_name("out__metrics.parquet"))]).fetchone()[0]
+    assert started.tzinfo is not None and started.utcoffset().total_seconds() == 0
     for rows, where, params in recorded:
         assert con.execute(f"SELECT count(*) FROM read_parquet(?) WHERE {where}",
                            [str(src), *json.loads(params)]).fetchone()[0] == rows
