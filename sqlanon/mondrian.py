@@ -36,11 +36,16 @@ Cut rule (per node, paper §5 with Eq. 1):
   first, each valid as above; then the median cuts. A side then keeps whole
   subtrees of the LCA where a median cut splits one child and publishes
   both sides at the LCA (on UCI Adult: total NCP lower in 29 of 30
-  configurations, median -19 %). Snapped cuts are less balanced: the sum of
-  squared class sizes (DP) rose up to 47 % with l = 2 and eight QIs. A
-  guard taking a snapped cut only when its smaller side holds 1/4 or 1/3
-  of the rows kept DP rises of up to 20 % and halved the NCP gain, so there
-  is none.
+  configurations, median -19 %). With l > 1 a valid snapped cut is
+  weighed against the first valid median cut by the least DP each leaves
+  reachable (:func:`_cut_bound`: a side with few of a sensitive column's
+  rarer values makes few l-diverse classes, however it is cut) and taken
+  unless that is over 1.1 times the median's: hierarchy subtrees track the
+  sensitive value (married, higher education: income), and on Adult's
+  eight QIs with l = 2 the snapped cuts alone stranded such sides (DP
+  +44-47 %, largest class 885 rows; with the bound -5 to +5 %, 405-583,
+  the NCP median -19 % kept; helper-129). Guards on the row balance
+  (1/4, 0.4) kept DP rises of up to 20 % and halved the NCP gain.
 * If no attribute admits a valid cut, the node is an equivalence class.
 """
 
@@ -49,6 +54,12 @@ from __future__ import annotations
 import numpy as np
 
 from .cache import kernel_jit
+
+_SNAP_SLACK = 1.1
+"""With l > 1, a hierarchy's snapped cut is taken over the median cut when
+the least DP it leaves reachable (:func:`_cut_bound`) is at most this
+times the median cut's (helper-129: 1.0 lost most of the NCP gain on C,
+the bound's rounding favouring the balanced cut; 1.1 kept it)."""
 
 __all__ = ["partition", "class_ranges", "class_distinct", "class_max_of", "count_distinct", "shuffle_blocks"]
 
@@ -176,6 +187,56 @@ def _counts_le(X, start, end, a, lo, hi, hist, t1, t2):
 
 
 @kernel_jit(nogil=True)
+def _l_capacity(cnt, lo, hi, l, qmax):
+    """The most classes (at most ``qmax``) that rows with the sensitive code
+    counts ``cnt[lo:hi]`` can make with ``l`` distinct codes in each: the
+    largest ``q`` with ``sum(min(c, q)) >= l * q`` (concave in ``q``, so a
+    bisection)."""
+    a = 0
+    b = qmax
+    while a < b:
+        q = (a + b + 1) // 2
+        tot = 0
+        for v in range(lo, hi):
+            c = cnt[v]
+            tot += c if c < q else q
+        if tot >= l * q:
+            a = q
+        else:
+            b = q - 1
+    return a
+
+
+@kernel_jit(nogil=True)
+def _cut_bound(X, S, start, end, a, t, l, k, s_off, cl, cr):
+    """The least sum of squared class sizes the two sides of the cut
+    ``X[:, a] <= t`` could reach: per side, ``n * n / q`` where ``q`` is the
+    most classes it can make (``n / k``, and :func:`_l_capacity` of every
+    sensitive column). A side whose rows hold few of a sensitive column's
+    rarer codes can be cut into few l-diverse classes, however it is cut."""
+    n_s = S.shape[1]
+    for c in range(s_off[n_s]):
+        cl[c] = 0
+        cr[c] = 0
+    nl = 0
+    for i in range(start, end):
+        if X[i, a] <= t:
+            nl += 1
+            for s in range(n_s):
+                cl[s_off[s] + S[i, s]] += 1
+        else:
+            for s in range(n_s):
+                cr[s_off[s] + S[i, s]] += 1
+    nr = end - start - nl
+    ql = nl / k  # not rounded down: k alone then bounds every cut alike (k * rows)
+    qr = nr / k
+    for s in range(n_s):
+        ql = min(ql, _l_capacity(cl, s_off[s], s_off[s + 1], l, nl // k + 1))
+        qr = min(qr, _l_capacity(cr, s_off[s], s_off[s + 1], l, nr // k + 1))
+    return nl * nl / max(ql, 1.0) + nr * nr / max(qr, 1.0)
+
+
+@kernel_jit(nogil=True)
 def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off,
               h_off, h_nleaves, h_leaf, h_parent, h_first, h_last):
     """Cut the rows of ``X`` into Mondrian equivalence classes.
@@ -218,6 +279,8 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off,
     stamp_l = np.zeros(s_off[S.shape[1]] + 1, np.int64)
     stamp_r = np.zeros(s_off[S.shape[1]] + 1, np.int64)
     mark = 0
+    cnt_l = np.zeros(s_off[S.shape[1]] + 1, np.int64)  # _cut_bound's sensitive counts
+    cnt_r = np.zeros(s_off[S.shape[1]] + 1, np.int64)
     mn = np.empty(d, np.int64)
     mx = np.empty(d, np.int64)
     rep = np.empty(d, np.float64)
@@ -324,9 +387,13 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off,
                         ts0, cs0, oks0, ts1, cs1, oks1 = b_lo, n_lo, ok_lo, b_hi, n_hi, ok_hi
                     else:
                         ts0, cs0, oks0, ts1, cs1, oks1 = b_hi, n_hi, ok_hi, b_lo, n_lo, ok_lo
-                # The first threshold whose cut is valid for k and for l wins.
+                # The first threshold whose cut is valid for k and for l wins;
+                # with l > 1, a snapped cut only against the first valid median
+                # cut, by the least DP each could still reach (_cut_bound).
                 chosen = -1
                 t = 0
+                snap_c = -1
+                snap_t = 0
                 for attempt in range(4):
                     if attempt == 0:
                         ok_, t_, c_ = oks0, ts0, cs0
@@ -336,15 +403,25 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off,
                         ok_, t_, c_ = ok1, t1, c1
                     else:
                         ok_, t_, c_ = ok2, t2, c2
-                    if not ok_:
+                    if not ok_ or (snap_c >= 0 and t_ == snap_t):
                         continue
                     if l > 1:
                         good, mark = _sides_diverse(X, S, start, end, a, t_, l, s_off, stamp_l, stamp_r, mark)
                         if not good:
                             continue
+                        if attempt < 2:
+                            if snap_c < 0:
+                                snap_c = c_
+                                snap_t = t_
+                            continue
                     chosen = c_
                     t = t_
                     break
+                if snap_c >= 0:
+                    if chosen < 0 or (_cut_bound(X, S, start, end, a, snap_t, l, k, s_off, cnt_l, cnt_r)
+                                      <= _SNAP_SLACK * _cut_bound(X, S, start, end, a, t, l, k, s_off, cnt_l, cnt_r)):
+                        chosen = snap_c
+                        t = snap_t
                 if chosen < 0:
                     continue
                 # In-place partition of the block: rows with code <= t first,
