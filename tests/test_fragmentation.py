@@ -533,6 +533,21 @@ def test_merge_quantile_neighbours(con, source, full, countries):
     assert plan.fragments[0].predicates == () and plan.fragments[0].path == "0-4"
 
 
+def test_merge_quantile_neighbours_cut_on_a_hierarchy(con, source, full, countries):
+    """A quantile plan cut on a hierarchy: each fragment's own cut is the
+    list of the leaves up to it, so a merged run is within its last list
+    (the union), not its first (which lost the rows of the run's later
+    fragments)."""
+    plan = plan_fragments(sample_of(source, 0.01), spec_of(countries, "country"), 5, strategy="quantile", total_rows=N)
+    assert len(plan.fragments) >= 3 and all(p.column == "country" for f in plan.fragments for p in f.predicates)
+    assert any(f.predicates and f.predicates[-1].op == "in" for f in plan.fragments)
+    for f in plan.fragments:
+        check_partition(con, full, merge(plan, [f.id, *plan.sibling_of(f.id)]))
+    while len(plan.fragments) > 1:  # runs of three and more, from the left
+        plan = merge(plan, [plan.fragments[0].id, *plan.sibling_of(plan.fragments[0].id)])
+        check_partition(con, full, plan)
+
+
 def test_quantile_sibling_is_the_smaller_neighbour():
     frags = tuple(Fragment(i, (), str(i), 1, est) for i, est in enumerate([10, 5, 20, 30, 7, 7, 7]))
     plan = Plan("quantile", frags)
