@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from .cache import cache_dirs
+from .errors import InputError
 
 __all__ = ["partition", "no_hierarchy", "class_ranges", "count_distinct", "class_distinct", "class_max_of",
            "shuffle_blocks", "load"]
@@ -175,6 +176,8 @@ def _load():
                 return module
             try:
                 _build(d, path)
+            except InputError:
+                raise  # not the compiler's failure: no marker
             except Exception as exc:  # noqa: BLE001 - any failure leaves the JIT as the way
                 why = _first_sentences(f"{type(exc).__name__}: {exc}")
                 marker = _failed_marker(d, key)
@@ -304,11 +307,17 @@ def _flock(f) -> None:
 
 def _build(directory: Path, path: Path) -> None:
     """Compile :mod:`sqlanon.mondrian` into ``path`` (written aside, then renamed into place)."""
+    from . import mondrian
+
+    if mondrian.SOURCE_DIGEST != hashlib.sha256(_SOURCE.read_bytes()).hexdigest():
+        # The key names the file as it is now; this process's functions are older: compiled, they
+        # were every later process's kernel under the new key (helper-129).
+        raise InputError(f"the Mondrian kernel's source ({_SOURCE}) changed after this process imported it (sqlanon "
+                         "upgraded or edited while it ran): restart the process")
     log.info("compiling the Mondrian kernel (once; about 10 s)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pycc is "pending deprecation" since numba 0.57
         from numba.pycc import CC, platform
-    from . import mondrian
 
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
     # numba's check for a working C compiler leaves its test files in the

@@ -51,9 +51,16 @@ Cut rule (per node, paper §5 with Eq. 1):
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 
 from .cache import kernel_jit
+
+SOURCE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+"""This file as this process imported it: :func:`sqlanon.kernel._build` compiles
+these functions only under a key of the same source."""
 
 _SNAP_SLACK = 1.1
 """With l > 1, a hierarchy's snapped cut is taken over the median cut when

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from sqlanon import kernel, mondrian
+from sqlanon.errors import InputError
 
 # One test process for the module: each compiles numba's JIT of the kernel
 # on first use (~20 s of CPU), once instead of once per process.
@@ -164,6 +165,18 @@ def test_a_failed_builds_reason_is_not_cut_mid_advice(tmp_path, monkeypatch, cap
     assert kernel._load() is mondrian
     assert ("(RuntimeError: Attempted to compile AOT function without the compiler used by numpy.distutils "
             "present.); using numba's JIT") in caplog.text, caplog.text
+
+
+def test_a_process_whose_kernel_source_changed_compiles_nothing(tmp_path, monkeypatch):
+    """A process that imported the kernel's source, which then changed (an
+    upgrade or an edit while it ran), compiled its old functions under the
+    new source's key: every later process loaded them (helper-129). It is
+    refused, and nothing is left that a later process would take."""
+    monkeypatch.setenv("SQLANON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(mondrian, "SOURCE_DIGEST", "an older source")
+    with pytest.raises(InputError, match="changed after this process imported it"):
+        kernel._load()
+    assert not list(tmp_path.glob("_mondrian_aot-*"))
 
 
 def test_the_key_follows_the_kernel_source(tmp_path, monkeypatch):
