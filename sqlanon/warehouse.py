@@ -1464,11 +1464,16 @@ class PostgresTarget:
         local = ident([DST, *name])
         try:
             con.execute("CALL pg_clear_cache()")  # duckdb-postgres#160: stale catalog → silent empty writes
+            duck = {row[0]: row[1] for row in con.execute(f"DESCRIBE SELECT * FROM {parts}").fetchall()}
+            decimals = [c for c in cols if _miswritten_decimal(duck[c])]
+            select = ", ".join(f"CAST({ident(c)} AS VARCHAR) AS {ident(c)}" if c in decimals else ident(c)
+                               for c in cols)
             if self.column_types:
-                duck = {row[0]: row[1] for row in con.execute(f"DESCRIBE SELECT * FROM {parts}").fetchall()}
+                # (a PostgreSQL source's numeric QI: its _lo/_hi bounds are DECIMAL here)
+                as_text = {*self.text_columns, *decimals}
 
                 def server_type(c: str) -> str:
-                    if c in self.text_columns:
+                    if c in as_text:
                         return "text"  # retyped on the server below
                     return self.column_types.get(c) or _pg_type(duck[c])
 
@@ -1479,32 +1484,20 @@ class PostgresTarget:
                     staging.unlogged = self._unpublished(c, name)
                 con.execute("CALL pg_clear_cache()")
                 collist = ", ".join(ident(c) for c in cols)
-                con.execute(f"INSERT INTO {local} ({collist}) SELECT {collist} FROM {parts}")
-                retype = [
-                    f"ALTER COLUMN {ident(c)} TYPE {self.column_types[c]} USING {ident(c)}::{self.column_types[c]}"
-                    for c in cols
-                    if c in self.text_columns and c in self.column_types
-                ]
-                if retype:  # one statement: the table is rewritten once
-                    self._run(f"ALTER TABLE {ident(list(name))} {', '.join(retype)}", "stage")
+                con.execute(f"INSERT INTO {local} ({collist}) SELECT {select} FROM {parts}")
+                types = {c: self.column_types.get(c) or _pg_type(duck[c]) for c in cols
+                         if c in decimals or (c in self.text_columns and c in self.column_types)}
             else:
-                # DuckDB's extension writes some decimals wrongly in its binary COPY (DECIMAL(18,17):
-                # 1.25 arrived as 1.0655…, 1.5 refused by the server; helper-131): they travel as
-                # their exact text and get their type back on the server.
-                decimals = {row[0]: row[1] for row in con.execute(f"DESCRIBE SELECT * FROM {parts}").fetchall()
-                            if row[1].startswith("DECIMAL")}
-                select = ", ".join(f"CAST({ident(c)} AS VARCHAR) AS {ident(c)}" if c in decimals else ident(c)
-                                   for c in cols)
                 con.execute(f"CREATE TABLE {local} AS SELECT {select} FROM {parts} LIMIT 0")
                 with self._transaction("stage") as c:
                     staging.grants = self._private(c, name)
                     staging.unlogged = self._unpublished(c, name)
                 con.execute(f"INSERT INTO {local} SELECT {select} FROM {parts}")
-                if decimals:
-                    self._run(f"ALTER TABLE {ident(list(name))} " + ", ".join(
-                        f"ALTER COLUMN {ident(c)} TYPE {_pg_type(t)} USING {ident(c)}::{_pg_type(t)}"
-                        for c, t in decimals.items()), "stage")
-                    con.execute("CALL pg_clear_cache()")  # read back through DuckDB: as numeric, not text
+                types = {c: _pg_type(duck[c]) for c in decimals}
+            if types:  # one statement: the table is rewritten once
+                self._run(f"ALTER TABLE {ident(list(name))} " + ", ".join(
+                    f"ALTER COLUMN {ident(c)} TYPE {t} USING {ident(c)}::{t}" for c, t in types.items()), "stage")
+                con.execute("CALL pg_clear_cache()")  # read back through DuckDB: as numeric, not text
         except duckdb.Error as exc:
             hint = ""
             if "malformed array literal" in str(exc):
@@ -1706,6 +1699,28 @@ def _schema_publications(c, schema: str) -> list[str]:
             "SELECT p.pubname FROM pg_catalog.pg_publication_namespace pn JOIN pg_catalog.pg_publication p "
             "ON p.oid = pn.pnpubid WHERE pn.pnnspid = to_regnamespace(%s)", (ident(schema),))]
     return sorted(set(found))
+
+
+def _miswritten_decimal(duck: str) -> bool:
+    """Whether DuckDB's postgres extension writes the values of a DuckDB
+    column type ``duck`` wrongly in its binary COPY, so that they must travel
+    as their text (and get their type back on the server).
+
+    It writes a decimal's fraction as base-10000 digits after multiplying it,
+    in the decimal's own integer type, up to a multiple of 4 digits; past the
+    type's digits (int32: 9, int64: 18, int128: 38) that overflows: DECIMAL(18,17)
+    1.25 arrived as 1.0655…, 1.5 was refused ('invalid digit in external
+    "numeric" value'), DECIMAL(9,9) 0.25 as 0.000891896. So a scale of 9 in
+    DECIMAL(9,9), 17-18 of an int64 decimal, 37-38 of an int128 one (a sweep
+    of every precision and scale found exactly these: helper-131, helper-133).
+    A list of decimals is written exactly; its DuckDB text (``[1.5, 2.5]``)
+    would be no array literal."""
+    m = re.fullmatch(r"DECIMAL\((\d+),(\d+)\)", duck)
+    if m is None:
+        return False
+    precision, scale = int(m[1]), int(m[2])
+    digits = 4 if precision <= 4 else 9 if precision <= 9 else 18 if precision <= 18 else 38
+    return -(-scale // 4) * 4 > digits
 
 
 def _pg_type(duck: str) -> str:
