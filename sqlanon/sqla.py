@@ -75,6 +75,10 @@ class SqlAlchemySource:
     conn: Conn
     table: tuple[str, ...]
     fields: tuple[tuple[str, pa.DataType], ...] = field(default=(), repr=False)
+    mixed: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """Untyped SQLite columns whose values are of kinds no one type holds
+    (integers and text…), with those kinds: read as text, a chunk holding
+    one kind only read as text silently; refused by name wherever read."""
 
     @property
     def dialect(self) -> str:
@@ -154,6 +158,7 @@ class SqlAlchemySource:
                 stmt = text(sql) if isinstance(sql, str) else sql
                 result = c.execute(stmt, {f"p{i}": v for i, v in enumerate(params)})
                 names = list(result.keys())
+                self._refuse_mixed(names, types)
                 batches = []
                 while rows := result.fetchmany(FETCH_ROWS):
                     columns = list(zip(*rows))
@@ -165,6 +170,19 @@ class SqlAlchemySource:
             empty = {n: getattr(types.get(n), "type", types.get(n)) or pa.null() for n in names}
             return pa.table({n: pa.array([], t) for n, t in empty.items()})
         return pa.Table.from_batches(_unify(batches))
+
+    def _refuse_mixed(self, names: list[str], types: dict) -> None:
+        """A column of :attr:`mixed` values fails the read wherever it is read,
+        not only where one chunk of it holds two kinds (a fragment or sample
+        of its integers alone was published as their text: helper-134)."""
+        kinds = dict(self.mixed)
+        for n in names:
+            name = getattr(types.get(n), "name", n)
+            if name in kinds and n in types:
+                raise ConfigError(
+                    f"column {name!r}: cannot read its values as one type: it declares none and holds "
+                    f"{kinds[name]} values; read the table through a view that gives the column one type, "
+                    "or drop it (--drop)")
 
 
 def _unify(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
@@ -397,19 +415,29 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
         # Each alone: one holding values of mixed kinds must not fail the
         # run before --drop can leave it out (typed as text, it fails by name
         # where it is read).
-        def probed(n: str) -> pa.DataType:
+        def probed(n: str) -> pa.DataType | frozenset:
             if conn.backend == "sqlite":  # every row's storage class: the first rows may all be NULL (helper-13)
                 stmt = select(func.typeof(column(n)).label("t")).distinct().select_from(
                     table_clause(name, schema=schema))
-                kinds = set(source._query(stmt, [], {}).column("t").to_pylist()) - {"null"}
-                return SQLITE_CLASSES.get(frozenset(kinds), pa.string())
+                kinds = frozenset(source._query(stmt, [], {}).column("t").to_pylist()) - {"null"}
+                return SQLITE_CLASSES.get(kinds, kinds)
             stmt = select(column(n)).select_from(table_clause(name, schema=schema)).limit(PROBE_ROWS)
             try:
                 return _inferred(source._query(stmt, [], {}).column(n).type)
             except InputError:
                 return pa.string()
 
-        known = [(n, t if t is not None else probed(n)) for n, t in known]
+        mixed: list[tuple[str, str]] = []
+
+        def typed(n: str) -> pa.DataType:
+            t = probed(n)
+            if isinstance(t, frozenset):  # SQLite storage classes no one type holds
+                mixed.append((n, " and ".join(sorted(t))))
+                return pa.string()
+            return t
+
+        known = [(n, t if t is not None else typed(n)) for n, t in known]
+        return SqlAlchemySource(conn, parts, tuple(known), tuple(mixed))
     return SqlAlchemySource(conn, parts, tuple(known))
 
 

@@ -561,6 +561,24 @@ def test_drop_spares_an_untyped_column_of_mixed_values(tmp_path):
         sqlanon.anonymize(url, tmp_path / "o2.parquet", table="p", qi=["age"], k=5, workers=1)
 
 
+@pytest.mark.parametrize("qi", ["mixed", "age"])
+def test_an_untyped_column_of_mixed_values_fails_though_a_read_holds_one_kind(tmp_path, qi):
+    """Integers and a few texts in a column without a type: typed as text, a
+    sample or fragment holding only its integers read them as text, and the
+    run published them so (one catching a text failed): it fails by name
+    wherever the column is read (helper-134)."""
+    db = tmp_path / "hr.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE p (id INT, age INT, mixed)")
+        c.executemany("INSERT INTO p VALUES (?, ?, ?)",
+                      [(i, 20 + i % 40, i % 50 if i < 3000 else "zz") for i in range(3006)])
+    with pytest.raises(sqlanon.ConfigError, match="column 'mixed': cannot read its values as one type: it declares "
+                       "none and holds integer and text values"):
+        sqlanon.anonymize(f"sqlite:///{db}", tmp_path / "o.parquet", table="p", qi=[qi], k=5, workers=1,
+                          fragments=2, fragmentation="quantile", sample=20)
+    assert not (tmp_path / "o.parquet").exists()
+
+
 @pytest.mark.parametrize("url, name", [("mssql+pyodbc://me:secret@db/hr", "SQL Server"),
                                        ("oracle+oracledb://me:secret@db/hr", "Oracle")])
 def test_sql_server_and_oracle_are_refused_by_name(tmp_path, url, name):
