@@ -456,8 +456,23 @@ class DuckDBReadable:
         return self, None
 
     def arrow_schema(self, con: duckdb.DuckDBPyConnection) -> pa.Schema:
-        """Column names and types, from a query that reads no rows."""
-        return self.fetch(con, render("schema.sql", relation=self.relation)).schema
+        """Column names and types, from a query that reads no rows. A type
+        DuckDB cannot hand to Arrow at all (TIME_NS) failed with its words
+        alone, no column named (helper-133): named, with what to do."""
+        stmt = render("schema.sql", relation=self.relation)
+        try:
+            return con.execute(stmt.sql, stmt.params).fetch_arrow_table().schema
+        except duckdb.NotImplementedException as exc:
+            m = re.search(r"Arrow Conversion: (\w+)", str(exc))
+            named = [(n, t) for n, t, *_ in con.execute(f"DESCRIBE SELECT * FROM {self.relation}").fetchall()
+                     if m and re.search(rf"(?<![A-Z_]){m[1]}(?![A-Z_])", t)] if m else []
+            if not named:
+                raise self.unreadable(exc) from exc
+            raise ConfigError(f"column {named[0][0]!r} of {self.describe()!r} is {named[0][1]}, which DuckDB cannot "
+                              "hand over to the anonymizer or any output (not even to leave it out): cast it (to "
+                              "TIME, or text) in a view of the table") from None
+        except duckdb.Error as exc:
+            raise self.unreadable(exc) from exc
 
     def fetch(self, con: duckdb.DuckDBPyConnection, stmt, types=None) -> pa.Table:
         """Run a rendered statement over this source (in DuckDB's types: ``types`` is for other databases)."""

@@ -1886,6 +1886,18 @@ def test_dates_and_timestamps_past_year_9999_are_published_as_dates(tmp_path):
         assert any(d.startswith("[40000-01-") or d.startswith("40000-01-") or "40000-01-" in d for _, d, _ in got)
 
 
+def test_a_duckdb_column_arrow_cannot_take_is_named(tmp_path):
+    """A TIME_NS column (or a list of them) of a DuckDB table failed every
+    run, --drop or not, with DuckDB's 'Unsupported type in DuckDB -> Arrow
+    Conversion: TIME_NS' and no column named (helper-133): named, exit 2."""
+    db = tmp_path / "t.duckdb"
+    with duckdb.connect(str(db)) as c:
+        c.execute("CREATE TABLE t AS SELECT i AS a, [CAST('01:00' AS TIME_NS)] AS l FROM range(20) r(i)")
+    with pytest.raises(sqlanon.ConfigError, match=r"column 'l' of .* is TIME_NS\[\], which DuckDB cannot hand over"):
+        sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["a"], k=2, workers=1, drop=["l"])
+    assert not (tmp_path / "o.parquet").exists()
+
+
 def test_parquet_nanoseconds_duckdb_reads_coarser_are_refused(tmp_path):
     """DuckDB reads a Parquet timestamp[ns, tz] to microseconds: 100 distinct
     instants came out as 1, and the checksums (both sides read by DuckDB)
