@@ -463,16 +463,26 @@ class DuckDBReadable:
         try:
             return con.execute(stmt.sql, stmt.params).fetch_arrow_table().schema
         except duckdb.NotImplementedException as exc:
-            m = re.search(r"Arrow Conversion: (\w+)", str(exc))
-            named = [(n, t) for n, t, *_ in con.execute(f"DESCRIBE SELECT * FROM {self.relation}").fetchall()
-                     if m and re.search(rf"(?<![A-Z_]){m[1]}(?![A-Z_])", t)] if m else []
+            named = self._unconvertible(con) if "Arrow Conversion" in str(exc) else []
             if not named:
                 raise self.unreadable(exc) from exc
             raise ConfigError(f"column {named[0][0]!r} of {self.describe()!r} is {named[0][1]}, which DuckDB cannot "
-                              "hand over to the anonymizer or any output (not even to leave it out): cast it (to "
-                              "TIME, or text) in a view of the table") from None
+                              "hand over to the anonymizer or any output (not even to leave it out): cast it in a "
+                              "view of the table (a TIME_NS to TIME; any type to text)") from None
         except duckdb.Error as exc:
             raise self.unreadable(exc) from exc
+
+    def _unconvertible(self, con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+        """The first column (name, DuckDB type) that Arrow cannot take, each
+        column tried alone: its type's text would also match a struct's field
+        or an enum's value spelt so ('STRUCT(TIME_NS INTEGER)')."""
+        with contextlib.suppress(duckdb.Error):  # then the probe's own error is the message
+            for n, t, *_ in con.execute(f"DESCRIBE SELECT * FROM {self.relation}").fetchall():
+                try:
+                    con.execute(f"SELECT {ident(n)} FROM {self.relation} LIMIT 0").fetch_arrow_table()
+                except duckdb.NotImplementedException:
+                    return [(n, t)]
+        return []
 
     def fetch(self, con: duckdb.DuckDBPyConnection, stmt, types=None) -> pa.Table:
         """Run a rendered statement over this source (in DuckDB's types: ``types`` is for other databases)."""

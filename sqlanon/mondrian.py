@@ -52,13 +52,12 @@ Cut rule (per node, paper §5 with Eq. 1):
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import numpy as np
 
 from .cache import kernel_jit
 
-SOURCE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+SOURCE_DIGEST = hashlib.sha256(__loader__.get_data(__file__)).hexdigest()  # (a zip import too)
 """This file as this process imported it: :func:`sqlanon.kernel._build` compiles
 these functions only under a key of the same source."""
 

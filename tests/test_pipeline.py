@@ -1898,6 +1898,17 @@ def test_a_duckdb_column_arrow_cannot_take_is_named(tmp_path):
     assert not (tmp_path / "o.parquet").exists()
 
 
+def test_the_duckdb_column_arrow_cannot_take_is_the_one_named(tmp_path):
+    """A struct's field or an enum's value spelt like the type Arrow cannot
+    take ('STRUCT(TIME_NS INTEGER)') named that column, not the TIME_NS one."""
+    db = tmp_path / "t.duckdb"
+    with duckdb.connect(str(db)) as c:
+        c.execute("CREATE TABLE t AS SELECT i AS a, {'TIME_NS': 1} AS s, CAST('TIME_NS' AS ENUM('TIME_NS')) AS e, "
+                  "CAST('01:00' AS TIME_NS) AS real_one FROM range(20) r(i)")
+    with pytest.raises(sqlanon.ConfigError, match=r"column 'real_one' of .* is TIME_NS, which DuckDB cannot"):
+        sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["a"], k=2, workers=1)
+
+
 def test_parquet_nanoseconds_duckdb_reads_coarser_are_refused(tmp_path):
     """DuckDB reads a Parquet timestamp[ns, tz] to microseconds: 100 distinct
     instants came out as 1, and the checksums (both sides read by DuckDB)
