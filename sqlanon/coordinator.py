@@ -1183,7 +1183,8 @@ def run(
                 # across databases. There every domain is its base type.
                 same_database = compare_on == "postgres"
                 target.column_types = _server_types(columns, spec, drop, output_qi(schema) if output_qi else [],
-                                                    declared if same_database else bases)
+                                                    declared if same_database else bases,
+                                                    {} if same_database else bases)
                 # (pass-through columns only: a generalized QI is text, whatever the old target had)
                 target.base_types = {n: t for n, t in columns if n not in spec.qi_names} if same_database else {}
                 target.text_columns = pulled
@@ -2220,18 +2221,20 @@ def _text_pulls(source, spec: AnonymizationSpec, columns: list[tuple[str, str]],
 
 
 def _server_types(columns, spec: AnonymizationSpec, drop, qi_out: list[str],
-                  declared: dict[str, str]) -> dict[str, str]:
+                  declared: dict[str, str], bases: dict[str, str] | None = None) -> dict[str, str]:
     """Server types for the target: pass-through columns keep theirs (a
     domain's name: its base type dropped the domain and its constraint,
     helper-54), generalized QIs become text, ``_lo``/``_hi`` bounds take the
-    QI's (base) type."""
+    QI's (base) type: ``bases``' in another database, where a domain of the
+    source's is no type (a QI of a domain over integer was refused there,
+    naming its ``_lo`` column, helper-135)."""
     out: dict[str, str] = {}
     for name, typ in columns:
         if name in drop:
             continue
         if name in spec.qi_names:
             if f"{name}_lo" in qi_out:
-                out[f"{name}_lo"] = out[f"{name}_hi"] = typ
+                out[f"{name}_lo"] = out[f"{name}_hi"] = (bases or {}).get(name, typ)
             else:
                 out[name] = "text"
         else:

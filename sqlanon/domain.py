@@ -205,6 +205,18 @@ def _far_years(values: pa.Array, text: pa.Array) -> pa.Array:
     far = pc.fill_null(pc.or_(pc.less(ticks, lo), pc.greater_equal(ticks, hi)), False)
     if not pc.any(far).as_py():
         return text
+    # DuckDB's (and PostgreSQL's, through it) 'infinity' and '-infinity': the
+    # type's largest integer and its negation, written as SQL writes them (a
+    # set published {294247-01-10 04:00:54.775807, …} for 'infinity', and a
+    # date beyond PostgreSQL's range for a date's).
+    top = 2**31 - 1 if pa.types.is_date32(t) else 2**63 - 1
+    inf = pc.fill_null(pc.equal(ticks, top), False)
+    neg = pc.fill_null(pc.equal(ticks, -top), False)
+    if pc.any(pc.or_(inf, neg)).as_py():
+        text = pc.if_else(inf, pa.scalar("infinity"), pc.if_else(neg, pa.scalar("-infinity"), text))
+        far = pc.and_(far, pc.invert(pc.or_(inf, neg)))
+        if not pc.any(far).as_py():
+            return text
     picked = ticks.filter(far).to_numpy(zero_copy_only=False).astype(f"datetime64[{unit}]")
     formatted = np.char.replace(np.datetime_as_string(picked), "T", " ")
     if pa.types.is_date64(t):

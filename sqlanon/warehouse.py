@@ -953,6 +953,10 @@ class PostgresTarget:
             if name in self.column_types and self._old_types.get(name) == base.split(" COLLATE ", 1)[0]:
                 self.column_types[name] = base
         types = {name: typ.split(" COLLATE ", 1)[0] for name, typ in self.column_types.items()}
+        # A collation of the source's (pg_collation is per database) failed
+        # the staging table after all the work, naming no column (helper-135).
+        collations = {name: typ.split(" COLLATE ", 1)[1] for name, typ in self.column_types.items()
+                      if " COLLATE " in typ}
         names = sorted({t.removesuffix("[]") for t in types.values()})
         try:
             in_source = {} if source is None else {
@@ -964,6 +968,8 @@ class PostgresTarget:
             try:
                 found = dict(c.execute("SELECT t, to_regtype(t) IS NOT NULL FROM unnest(%s::text[]) AS t",
                                        (sorted(set(types.values())),)).fetchall())
+                collated = dict(c.execute("SELECT t, to_regcollation(t) IS NOT NULL FROM unnest(%s::text[]) AS t",
+                                          (sorted(set(collations.values())),)).fetchall())
                 in_target = {n: (kind, d) for n, kind, d in c.execute(
                     TYPE_DEFINITIONS, (sorted(in_source),)).fetchall()} if in_source else {}
             except psycopg.Error as exc:
@@ -974,6 +980,12 @@ class PostgresTarget:
                 raise ConfigError(
                     f"column {name!r} has type {typ}, which {self.conn.safe()} does not have: create it there, "
                     "or cast the column to a built-in type in a view"
+                )
+        for name, collation in collations.items():
+            if not collated.get(collation):
+                raise ConfigError(
+                    f"column {name!r} has collation {collation}, which {self.conn.safe()} does not have: create it "
+                    "there, or give the column another collation in a view"
                 )
         for name, (kind, wanted) in sorted(in_source.items()):
             have = in_target.get(name, (kind, None))[1]

@@ -1886,6 +1886,31 @@ def test_dates_and_timestamps_past_year_9999_are_published_as_dates(tmp_path):
         assert any(d.startswith("[40000-01-") or d.startswith("40000-01-") or "40000-01-" in d for _, d, _ in got)
 
 
+def test_infinite_dates_and_timestamps_of_a_set_qi_are_published_as_infinity(tmp_path):
+    """'infinity' and '-infinity' (DuckDB's, and PostgreSQL's through it) reach
+    Arrow as the type's largest integer and its negation: a set published them
+    as {294247-01-10 04:00:54.775807, …}, -290308-12-21 19:59:05.224193 and
+    the dates 5881580-07-11 and -5877641-06-24 (beyond PostgreSQL's range),
+    where the refusal of an interval says to use a set (helper-135)."""
+    db = tmp_path / "inf.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE t AS SELECT i AS id,
+            CASE i % 10 WHEN 0 THEN 'infinity'::DATE WHEN 1 THEN '-infinity'::DATE
+                 ELSE DATE '2020-01-01' + i::INT END AS d,
+            CASE i % 10 WHEN 0 THEN 'infinity'::TIMESTAMPTZ WHEN 1 THEN '-infinity'::TIMESTAMPTZ
+                 ELSE TIMESTAMPTZ '2020-01-01 00:00:00+00' + i * INTERVAL 1 HOUR END AS ts
+            FROM range(40) r(i)""")
+    out = tmp_path / "o.parquet"
+    sqlanon.anonymize(db, out, table="t", qi=["d", "ts"], k=4, workers=1, generalization={"d": "set", "ts": "set"})
+    got = duckdb.sql(f"SELECT id, d, ts FROM '{out}'").fetchall()
+    assert len(got) == 40
+    for i, d, ts in got:
+        assert "294247" not in ts and "290308" not in ts and "5881580" not in d and "5877641" not in d, (i, d, ts)
+        if i % 10 in (0, 1):
+            want = "infinity" if i % 10 == 0 else "-infinity"
+            assert want in d.strip("{}").split(", ") and want in ts.strip("{}").split(", "), (i, d, ts)
+
+
 def test_a_duckdb_column_arrow_cannot_take_is_named(tmp_path):
     """A TIME_NS column (or a list of them) of a DuckDB table failed every
     run, --drop or not, with DuckDB's 'Unsupported type in DuckDB -> Arrow

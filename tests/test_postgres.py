@@ -3088,6 +3088,51 @@ def test_every_domain_takes_its_base_type_in_another_database(pg_url):
     assert sql(target, "SELECT qty, qtys[1] FROM public.dst_qty WHERE id = 1") == [(16777217, 16777217)]
 
 
+def test_bounds_of_a_domain_qi_take_its_base_type_in_another_database(pg_url):
+    """A QI's _lo/_hi bounds were created with the source's domain name in
+    another database: refused there when it had no such domain (naming
+    'qty_lo', no column of the input), and with a domain of that name over
+    real, 16777219 was published inside the bounds [16777220, 16777220],
+    exit 0 (helper-135). Bounds take the base type there, as pass-through
+    columns do."""
+    schema, other = "domain bounds apart", "sqlanon_other_db"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_bqty CASCADE; CREATE DOMAIN public.sqlanon_bqty AS integer")
+    sql(pg_url, f"""CREATE TABLE {q(schema)}.src AS SELECT g AS id,
+                    (16777216 + g)::public.sqlanon_bqty AS qty FROM generate_series(1, 300) g""")
+    target = other_database(pg_url, other)
+    sql(target, "DROP TABLE IF EXISTS public.dst_bqty; DROP DOMAIN IF EXISTS public.sqlanon_bqty CASCADE")
+    run = dict(table=f"{q(schema)}.src", target_table="public.dst_bqty", qi=["qty"], k=2, workers=1,
+               interval_format="bounds")
+    sqlanon.anonymize(pg_url, target, **run)
+    sql(target, "DROP TABLE public.dst_bqty; CREATE DOMAIN public.sqlanon_bqty AS real")
+    sqlanon.anonymize(pg_url, target, **run)
+    types = dict(sql(target, "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute "
+                              "WHERE attrelid = 'public.dst_bqty'::regclass AND attname IN ('qty_lo', 'qty_hi')"))
+    assert types == {"qty_lo": "integer", "qty_hi": "integer"}
+    rows = dict((i, (lo, hi)) for i, lo, hi in sql(target, "SELECT id, qty_lo, qty_hi FROM public.dst_bqty"))
+    assert all(rows[i][0] <= 16777216 + i <= rows[i][1] for i in range(1, 301))
+
+
+def test_a_collation_another_database_lacks_is_refused_before_any_work(pg_url):
+    """A pass-through column's collation of the source's database (collations
+    are per database) failed the staging table in another one after all the
+    work, exit 1, naming no column (helper-135): refused by name up front."""
+    schema, other = "collation apart", "sqlanon_other_db"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, "DROP COLLATION IF EXISTS public.sqlanon_de; "
+                "CREATE COLLATION public.sqlanon_de (provider = icu, locale = 'de')")
+    sql(pg_url, f"""CREATE TABLE {q(schema)}.src (id int, age int, name text COLLATE public.sqlanon_de);
+                    INSERT INTO {q(schema)}.src SELECT g, 18 + g % 30, 'n' || g FROM generate_series(1, 300) g""")
+    target = other_database(pg_url, other)
+    sql(target, "DROP TABLE IF EXISTS public.dst_coll")
+    with pytest.raises(sqlanon.ConfigError, match=r"column 'name' has collation public\.sqlanon_de, which .* does "
+                                                  r"not have"):
+        sqlanon.anonymize(pg_url, target, table=f"{q(schema)}.src", target_table="public.dst_coll", qi=["age"], k=5,
+                          workers=1)
+    assert scalar(target, "SELECT count(*) FROM pg_class WHERE relname LIKE 'dst_coll%'") == 0
+
+
 def test_publishing_over_a_metrics_table_is_refused(pg_url):
     """--target-table people__metrics --overwrite replaced the run history
     with anonymized rows (helper-62, on files and DuckDB; here too)."""
