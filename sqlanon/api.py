@@ -713,9 +713,10 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
                                  "which DuckDB reads to microseconds: values apart would be counted as one")
         relation = source.relation
         if isinstance(source, io.DuckDBSource):
-            # A QI's collation (NOCASE) made 'PARIS' and 'Paris' one class, two to every reader. (A
-            # sensitive column's merges values: fewer, a stricter count, as a person reads them.)
-            text = [c for c in qi if typeof[c] == "VARCHAR"]
+            # A QI's collation (NOCASE) made 'PARIS' and 'Paris' one class, two to every reader. A
+            # sensitive column's values count as written (README), as count(DISTINCT …) counts them
+            # with two sensitive columns: GROUP BY, with one, merged 'Flu' and 'flu' (helper-137).
+            text = [c for c in (*qi, *sensitive) if typeof[c] == "VARCHAR"]
             relation = render("binary_text.sql", relation=relation, columns=text).sql if text else relation
         check = verify_relation(con, relation, list(qi), k, l, sensitive, limit=show)
         if csv and check.ok and l > 1:  # ... and as its readers type it, as the publishing check counts too
