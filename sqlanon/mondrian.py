@@ -135,14 +135,7 @@ def _median_counts(X, start, end, a, lo, hi, hist, buf):
     for i in range(start, end):
         buf[i - start] = X[i, a]
     m = np.partition(buf[:size], half - 1)[half - 1]
-    le = 0
-    lt = 0
-    for i in range(start, end):
-        v = X[i, a]
-        if v <= m:
-            le += 1
-            if v < m:
-                lt += 1
+    lt, le = _counts_le(X, start, end, a, lo, hi, hist, m - 1, m)  # a scan: the range is wide
     return m, le, lt
 
 
