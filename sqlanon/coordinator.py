@@ -582,6 +582,29 @@ PROBE_SECONDS = 120.0
 """How long the probe task of a remote cluster may take (a worker starting)."""
 
 
+def _check_bounds_written(con, staging, target, qi_out: list[str], step) -> None:
+    """The generalized QI columns of a PostgreSQL target that are not text
+    (``--interval-format bounds``: numbers, dates, timestamps), read back
+    through DuckDB and compared with the workers' parts by checksums: they
+    travel in DuckDB's postgres extension's binary COPY, whose encoding is
+    per type, and its fault with some decimals published wrong bounds, exit
+    0 (helper-131): k and l, the row count and the pass-through checksums
+    could not see it. Text travels as its bytes and is not read again."""
+    parts = staging.parts_relation()
+    types = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {parts})").fetchall())
+    bounds = [c for c in qi_out if types.get(c, "VARCHAR") != "VARCHAR"]
+    if not bounds:
+        return
+    step("comparing the generalized bounds with what the workers wrote")
+    changed = column_checksums(con, parts, bounds).differences(
+        column_checksums(con, target.attached_relation(staging), bounds))
+    if changed:
+        raise VerificationError(
+            f"refusing to publish {target.describe()!r}: the generalized values of {', '.join(changed)} did not "
+            "reach the server as the workers wrote them (their checksums differ): the column's type does not "
+            "travel exactly into PostgreSQL here; publish it as text (--interval-format text)")
+
+
 def _checksum_dialect(source, target) -> str | None:
     """Where the pass-through columns of the input and the output can be
     compared value for value (by checksums, ``_checksum.sql``): within one
@@ -1291,6 +1314,8 @@ def run(
                         + (_qi_collation_hint(columns, spec) if source.dialect == "postgres"
                            else " (did the input change during the run?)")
                     )
+                if getattr(target, "dialect", None) == "postgres" and staging.has_parts():
+                    _check_bounds_written(con, staging, target, qi_out, step)
                 if compare_on:
                     if compare_on != dialect:  # a lake into PostgreSQL: the server's table read back through DuckDB
                         sums_con, typed = con, target.attached_relation(staging)

@@ -3499,6 +3499,31 @@ def test_decimals_from_a_lake_keep_their_values_in_postgresql(pg_url, tmp_path):
     assert all(lo <= hi for lo, hi in sql(pg_url, "SELECT q_lo, q_hi FROM deci.dst"))
 
 
+def test_bounds_the_server_got_wrong_are_not_published(pg_url, tmp_path, monkeypatch):
+    """The generalized bounds are read back from the server and compared with
+    what the workers wrote: when the extension writes a type wrongly (as it
+    did DECIMAL(9,9) before warehouse._miswritten_decimal sent it as text:
+    0.25 published as 0.000891896, exit 0), nothing is published."""
+    src = tmp_path / "q.parquet"
+    n = 60
+    pq.write_table(pa.table({
+        "age": pa.array([18 + i % 12 for i in range(n)], pa.int64()),
+        "q": pa.array([Decimal(i % 4 + 1) / 8 for i in range(n)], pa.decimal128(9, 9)),
+    }), src)
+    fresh_schema(pg_url, "bounds_back")
+    sql(pg_url, "CREATE TABLE bounds_back.dst AS SELECT 1 AS old")
+    monkeypatch.setattr(warehouse, "_miswritten_decimal", lambda duck: False)
+    with pytest.raises(sqlanon.VerificationError, match=r"generalized values of 'q_lo', 'q_hi' did not reach"):
+        sqlanon.anonymize(src, pg_url, target_table="bounds_back.dst", qi=["age", "q"], k=5, workers=1,
+                          interval_format="bounds", overwrite=True)
+    assert sql(pg_url, "SELECT * FROM bounds_back.dst") == [(1,)]
+    monkeypatch.undo()
+    sqlanon.anonymize(src, pg_url, target_table="bounds_back.dst", qi=["age", "q"], k=5, workers=1,
+                      interval_format="bounds", overwrite=True)
+    assert sql(pg_url, "SELECT min(q_lo)::text, max(q_hi)::text FROM bounds_back.dst") == [
+        ("0.125000000", "0.500000000")]
+
+
 def test_the_decimals_the_extension_writes_wrongly_are_the_ones_sent_as_text(pg_url):
     """warehouse._miswritten_decimal names the decimal types whose values
     DuckDB's postgres extension (pinned with duckdb) writes wrongly in its
