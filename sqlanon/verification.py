@@ -297,17 +297,20 @@ class Checksums:
         return changed
 
 
-def column_checksums(con, relation: str, columns: list[str], dialect: str = "duckdb") -> Checksums:
+def column_checksums(con, relation: str, columns: list[str], dialect: str = "duckdb", *,
+                     native: bool = False) -> Checksums:
     """The checksums of ``columns`` of ``relation``, in one statement.
 
     ``con`` is a DuckDB connection or a psycopg connection (then its session's
     text output settings are pinned first: :data:`CANONICAL_TEXT`).
+    ``native``: DuckDB hashes the values as they are, not their text (for
+    two relations whose columns have the same types).
     """
     server = not isinstance(con, duckdb.DuckDBPyConnection)
     with _one_line_errors("compare the pass-through columns", server):
         for stmt in CANONICAL_TEXT if server else ():
             con.execute(stmt)
-        names, rows = _fetch(con, "checksum.sql", dialect, relation=relation, checksum=columns)
+        names, rows = _fetch(con, "checksum.sql", dialect, relation=relation, checksum=columns, native=native)
     return Checksums.from_row(names, list(rows[0]), columns)
 
 
