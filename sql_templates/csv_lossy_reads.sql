@@ -19,7 +19,9 @@
      `02134` published as 2134 (`l<i>`);
    - per column of `dates` (text DuckDB guessed to be dates), the ISO
      timestamps with a time of day other than midnight, whose time that
-     reading drops (`a<i>`);
+     reading drops (`a<i>`), and the dates followed by words that are no
+     time of day ('0044-03-15 BC', as PostgreSQL writes a date before
+     year 1), which that reading drops: 44 BC read as 44 AD (`b<i>`);
    - per column of `yeared` (text DuckDB guessed to be dates or timestamps),
      a value written with a two-digit year ('12/25/45'), which that reading
      takes as 2045 (00-68 as 2000-2068) (`y<i>`);
@@ -56,6 +58,10 @@ FROM
 {% endfor %}
 {% for c in dates %}
     , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) <> CAST(TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) AS DATE)) AS {{ ("a" ~ loop.index0) | ident }}
+{% endfor %}
+{% for c in dates %}
+    , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '\s') AND TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) IS NULL
+      AND TRY_CAST(trim({{ c | ident }}) AS DATE) IS NOT NULL) AS {{ ("b" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in yeared %}
     , min(nullif(trim({{ c | ident }}), '')) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '^\d{1,2}[/.-]\d{1,2}[/.-]\d{2}(\s|T|$)')) AS {{ ("y" ~ loop.index0) | ident }}

@@ -1484,7 +1484,9 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
       fraction in a column it guessed to hold integers (112.03 published
       as 112) or one written with leading zeros, a base prefix or digit
       separators (ZIP code 02134 published as 2134, 0x10 as 16: helper-58),
-      a time of day in a column it guessed to hold dates, a UTC
+      a time of day in a column it guessed to hold dates, or words after
+      a date ('0044-03-15 BC', PostgreSQL's text of 44 BC, published as
+      0044-03-15, 44 AD: helper-140), a UTC
       offset in one it guessed to hold timestamps without a time zone, or
       times (``10:00:00+05:00`` published as 10:00);
     * a date or timestamp written with a two-digit year ('12/25/45', as
@@ -1552,6 +1554,8 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
         ("l", integers, "numbers written with leading zeros, a base prefix or digit separators ('0123', '0x10', "
                         "'1_000'), which DuckDB reads from CSV as integers, their text lost", past),
         ("a", dates, "timestamps with a time of day, which DuckDB reads from CSV as dates, without it", past),
+        ("b", dates, "dates followed by words ('0044-03-15 BC', as PostgreSQL writes dates before year 1), which "
+                     "DuckDB reads from CSV as dates without them (44 BC as 44 AD)", past),
         ("z", naive, "times with a UTC offset, which DuckDB reads from CSV into a column without a time zone, "
                      "the offset dropped", past),
         ("d", doubles, "numbers of more than 15 significant digits, which DuckDB reads from CSV as DOUBLE (rounded)",

@@ -4135,6 +4135,22 @@ def test_csv_dates_with_two_digit_years_are_refused(tmp_path, out_dir):
                                     r"two-digit years")
 
 
+def test_csv_dates_followed_by_words_are_refused(tmp_path, out_dir):
+    """'0044-03-15 BC', as PostgreSQL writes a date before year 1, past the
+    rows DuckDB sniffs: its DATE reading drops the words after a date, so
+    44 BC was read as 44 AD, and a QI's interval ([0044-03-15, 2000-01-10])
+    missed its row's value, exit 0 (helper-140). Refused by column."""
+    src = tmp_path / "late.csv"
+    src.write_text("id,age,d\n" + "".join(f"{i},{20 + i % 30},{2000 + i % 20}-0{1 + i % 9}-1{i % 9}\n"
+                                            for i in range(21_000)) + "21000,30,0044-03-15 BC\n")
+    r = cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age,d", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, rf"^Error: column 'd' of '{re.escape(str(src))}' holds dates followed by words")
+    assert not list(out_dir.iterdir())
+    src.write_text(src.read_text().replace("0044-03-15 BC", "2020-01-01 00:00:00"))  # midnight: nothing lost
+    assert cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age,d", "-k", "5").exit_code == 0
+
+
 @pytest.mark.parametrize("column, values", [("code", ["5", "05"]), ("code", ["5", "+5.0"]),
                                             ("flag", ["true", "1"])])
 def test_a_csv_output_whose_readers_read_two_spellings_as_one_value_is_refused(tmp_path, out_dir, column, values):
