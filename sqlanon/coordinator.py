@@ -604,7 +604,7 @@ def _check_bounds_written(con, staging, target, qi_out: list[str], step) -> None
         raise VerificationError(
             f"refusing to publish {target.describe()!r}: the generalized values of {', '.join(changed)} did not "
             "reach the server as the workers wrote them (their checksums differ): the column's type does not "
-            "travel exactly into PostgreSQL here; publish it as text (--interval-format text)")
+            "travel exactly into PostgreSQL here; publish it as text (--interval-format=text)")
 
 
 def _checksum_dialect(source, target) -> str | None:
@@ -1130,6 +1130,8 @@ def run(
         _refuse_untravelling_types(con, source, described, drop, passthrough if source.dialect == "duckdb" else [])
         if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres":
             _check_postgres_bound_types(described, passthrough)
+            _refuse_nanoseconds_into_postgres(con, source, described, passthrough, spec.qi_names,
+                                              output_qi(schema) if output_qi else spec.qi_names)
         compare_on = _checksum_dialect(source, target) if passthrough else None
         # A DuckDB table's storage does not keep -0.0 and 0.0 of one column
         # apart (it compresses them as equal at a checkpoint, after the checksums).
@@ -1789,6 +1791,30 @@ def _check_postgres_bound_types(described: list[tuple[str, str]], passthrough: l
                 f"column {name!r} is {typ}, which cannot reach a PostgreSQL table as it is ({found.group(1)} has no "
                 "exact PostgreSQL type on the way): drop it (--drop) or cast it to text in a view"
             )
+
+
+def _refuse_nanoseconds_into_postgres(con: duckdb.DuckDBPyConnection, source, described: list[tuple[str, str]],
+                                      passthrough: list[str], qi: Sequence[str], qi_out: list[str]) -> None:
+    """Lake into PostgreSQL: a ``TIMESTAMP_NS`` column (Parquet's nanosecond
+    timestamps) holding a digit past the microsecond, which the server's
+    ``timestamp`` cuts, refused by name before any work where that changes
+    what is published: passed through (refused after all the work by the
+    checksums, with a list of other types), counted as sensitive (two values
+    made one), or a QI's ``bounds`` (its upper bound below its rows' values:
+    refused after the work by the bounds' read-back, helper-140). Read to
+    tell: whole microseconds pass; a QI published as text keeps every digit."""
+    bounds = {q for q in qi if q not in qi_out and f"{q}_lo" in qi_out}
+    cut = [name for name, typ in described if typ == "TIMESTAMP_NS" and (name in passthrough or name in bounds)]
+    if not cut:
+        return
+    row = con.execute("SELECT " + ", ".join(f"bool_or(epoch_ns({ident(c)}) % 1000 <> 0)" for c in cut)
+                      + f" FROM {source.relation}").fetchone()
+    for c, finer in zip(cut, row):
+        if finer:
+            fix = ("publish it as text (--interval-format=text)" if c in bounds else
+                   "cast it to TIMESTAMP (microseconds) or text in a view, or drop it (--drop)")
+            raise ConfigError(f"column {c!r} holds nanosecond timestamps, which a PostgreSQL table keeps to "
+                              f"microseconds: {fix}")
 
 
 _NESTED_HUGEINT = re.compile(r"(?<![A-Z])HUGEINT(?=[\[\],) ])")

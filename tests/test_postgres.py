@@ -3524,6 +3524,34 @@ def test_bounds_the_server_got_wrong_are_not_published(pg_url, tmp_path, monkeyp
         ("0.125000000", "0.500000000")]
 
 
+def test_nanosecond_timestamps_into_postgresql_are_refused_where_cut(pg_url, tmp_path):
+    """A Parquet TIMESTAMP_NS with a digit past the microsecond, which the
+    server's timestamp cuts: passed through it was refused only after all
+    the work (the checksums, naming other types), as a QI's bounds the
+    upper bound fell below its rows' values (helper-140). Refused by name
+    up front; a QI published as text keeps every digit; whole microseconds
+    pass."""
+    src = tmp_path / "ns.parquet"
+    n = 60
+    stamps = [1_600_000_000_000_000_000 + i * 1_234_567_891 for i in range(n)]
+    pq.write_table(pa.table({"age": pa.array([18 + i % 12 for i in range(n)], pa.int64()),
+                             "t": pa.array(stamps, pa.timestamp("ns"))}), src)
+    fresh_schema(pg_url, "nanos")
+    for qi, fmt, fix in [(["age"], "text", r"cast it to TIMESTAMP \(microseconds\) or text in a view"),
+                         (["age", "t"], "bounds", r"publish it as text \(interval_format='text'\)")]:
+        with pytest.raises(sqlanon.ConfigError, match=r"^column 't' holds nanosecond timestamps, which a "
+                                                      rf"PostgreSQL table keeps to microseconds: {fix}"):
+            sqlanon.anonymize(src, pg_url, target_table="nanos.dst", qi=qi, k=5, workers=1, interval_format=fmt)
+    assert sql(pg_url, "SELECT to_regclass('nanos.dst') IS NULL") == [(True,)]
+    sqlanon.anonymize(src, pg_url, target_table="nanos.dst", qi=["age", "t"], k=5, workers=1)
+    assert all(text.count(".") == 2 and len(text.split(", ")[1]) == 30 for (text,) in sql(
+        pg_url, "SELECT t FROM nanos.dst WHERE t LIKE '[%'"))  # [a, b] with nine decimals each
+    pq.write_table(pa.table({"age": pa.array([18 + i % 12 for i in range(n)], pa.int64()),
+                             "t": pa.array([s // 1000 * 1000 for s in stamps], pa.timestamp("ns"))}), src)
+    sqlanon.anonymize(src, pg_url, target_table="nanos.dst", qi=["age"], k=5, workers=1, overwrite=True)
+    assert sql(pg_url, "SELECT count(DISTINCT t) FROM nanos.dst") == [(n,)]
+
+
 def test_the_decimals_the_extension_writes_wrongly_are_the_ones_sent_as_text(pg_url):
     """warehouse._miswritten_decimal names the decimal types whose values
     DuckDB's postgres extension (pinned with duckdb) writes wrongly in its
