@@ -3201,6 +3201,28 @@ def test_hierarchy_on_the_command_line_keeps_the_config_files_other_columns(tmp_
     assert set(params["hierarchy"]) == {"race", "sex"}
 
 
+def test_a_command_line_column_mapping_overrides_the_job_files_entry_for_that_column(tmp_path):
+    """Flags override the --config file, in a column mapping too: the
+    flag's entry for a column wins over the job's entry for it (helper-141:
+    with the file's entries merged last, the job's interval and hierarchy
+    file were published instead, exit 0, and no test told)."""
+    h = REPO / "hierarchies" / "adult"
+    mine = tmp_path / "race.csv"
+    shutil.copy(h / "race.csv", mine)
+    job = tmp_path / "job.yml"
+    job.write_text(f"qi: [age, race, sex]\nhierarchy: {{race: {h / 'race.csv'}}}\nk: 10\n"
+                   "generalization: {age: interval, sex: set}\n")
+    src, out = tmp_path / "a.parquet", tmp_path / "o.parquet"
+    duckdb.execute(f"COPY (SELECT age, race, sex FROM read_csv('{ADULTS}') LIMIT 1000) TO '{src}'")
+    r = cli("anonymize", "--config", job, src, "-o", out, "--workers", "1", "--generalization", "age=set",
+            "--hierarchy", f"race={mine}")
+    assert r.exit_code == 0, r.stderr
+    params = json.loads(duckdb.execute("SELECT parameters FROM read_parquet(?) WHERE kind = 'total'",
+                                       [str(tmp_path / "o__metrics.parquet")]).fetchone()[0])
+    assert params["generalization"] == {"age": "set", "race": "hierarchy", "sex": "set"}
+    assert params["hierarchy"]["race"] == str(mine), params["hierarchy"]
+
+
 def test_generalization_on_the_command_line_switches_a_job_files_hierarchy_off(tmp_path):
     """The job's hierarchy of a column could not be switched off from the
     command line: '--generalization sex=set' failed with 'drop one of the

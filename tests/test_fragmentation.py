@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import pickle
 import struct
 
 import duckdb
@@ -342,6 +343,25 @@ def test_float_zeros_and_nans_count_as_sql_does(con):
         plan = plan_fragments(table, spec, 6, strategy=strategy)  # room for a cut at every boundary
         assert [f.sample_rows for f in plan.fragments] == [4, 2, 4, 2]
         assert check_partition(con, table, plan) == [4, 2, 4, 2]
+
+
+def test_a_nan_leaf_folds_as_one_value_in_a_plan_sent_elsewhere(con, tmp_path):
+    """A fragment's lists of one column fold into one list by their values'
+    keys, a NaN one value as SQL's IN has it, not by Python's equality: a
+    plan pickled (as tasks travel; floats are not memoized) holds its NaN
+    leaf as a new object in each list, and ``nan in {nan}`` by identity left
+    it out of the folded list, its rows in no fragment (helper-141; the
+    coordinator renders the clauses before its tasks travel, so only this
+    test tells)."""
+    tree = tmp_path / "f.csv"
+    tree.write_text("0;a;*\nnan;a;*\n18;b;*\n18.5;b;*\n19;c;*\n20;c;*\n21;d;*\n22;d;*\n")
+    spec = AnonymizationSpec((QuasiIdentifier("f", hierarchy=load_hierarchy(tree)),), k=2)
+    leaves = [0.0, math.nan, 18.0, 18.5, 19.0, 20.0, 21.0, 22.0]
+    table = pa.table({"f": pa.array([leaves[i % 8] for i in range(80)] + [None], pa.float64())})
+    plan = plan_fragments(table, spec, 4, strategy="mondrian")
+    sent = pickle.loads(pickle.dumps(plan))
+    assert len(plan.fragments) == 4 and sent.to_dict() == plan.to_dict()
+    assert check_partition(con, table, sent) == check_partition(con, table, plan) == [20, 20, 20, 21]
 
 
 def test_uncuttable_sample_is_one_fragment(con, full, countries):

@@ -2611,6 +2611,26 @@ def test_a_nan_leaf_of_a_hierarchy_cut_lands_in_its_fragment(tmp_path):
     assert r.metrics.rows == 300 and len(r.plan.fragments) > 1
 
 
+def test_a_nan_leaf_of_a_hierarchy_cut_is_read_through_a_view_of_parquet(tmp_path):
+    """A DuckDB view reads Parquet without ``can_have_nan``: ``v IN (0.0,
+    NaN)`` skipped the row groups whose statistics (18.5 to 18.5: NaN left
+    out) hold no 0.0, and the other side's NOT IN leaves NaN out. Only the
+    cut's ``OR isnan(v)`` reads them (helper-141: without it, '300 rows
+    written, 400 in the source'; the test above reads the file itself)."""
+    v = [0.0] * 100 + ([math.nan] * 50 + [18.5] * 50) * 2 + [18.0] * 100
+    src = tmp_path / "v.parquet"
+    pq.write_table(pa.table({"v": pa.array(v, pa.float64())}), src, row_group_size=100)
+    db = tmp_path / "v.duckdb"
+    with duckdb.connect(str(db)) as c:
+        c.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{src}')")
+    tree = tmp_path / "v.csv"
+    tree.write_text("0;a;*\nnan;a;*\n18;b;*\n18.5;b;*\n")
+    r = sqlanon.anonymize(db, tmp_path / "o.parquet", table="t", qi=["v"], k=5, hierarchies={"v": tree},
+                          fragments=2, workers=1)
+    assert [f.to_dict()["predicates"][0]["value"] for f in r.plan.fragments] == [[0.0, "nan"]] * 2
+    assert r.metrics.rows == 400
+
+
 def test_a_fragment_larger_than_a_workers_memory_says_so(tmp_path):
     """A worker's DuckDB running out of its --worker-memory said 'cannot read
     the input: Out of Memory Error', as if the input were broken (helper-26);

@@ -831,11 +831,12 @@ def test_prefix_with_trailing_nul():
     assert res.table.column("a").to_pylist()[:2] == ["a\x00*", "a\x00*"]
 
 
-@pytest.mark.parametrize("gen", ["prefix", "hierarchy"])
+@pytest.mark.parametrize("gen", ["prefix", "hierarchy", "set"])
 def test_a_value_ending_as_the_null_mark_is_quoted(tmp_path, gen):
     """A class of the value 'x or NULL' and one of 'x' beside NULLs were both
     published as 'x or NULL' under prefix and hierarchy (set quoted its
-    members): NCP 0 and 1 for one text (helper-49)."""
+    members): NCP 0 and 1 for one text (helper-49). Set's quoting of a
+    member ending ' or NULL' had no test of its own (helper-141)."""
     import json
 
     from sqlanon.hierarchies import load_hierarchy
