@@ -605,24 +605,31 @@ def _plain(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     return arr
 
 
-def _leaf_values(leaves: list[str], dtype: pa.DataType) -> list[Any]:
-    """Each leaf label as a value of a column of type ``dtype`` (None if no value has that text).
+def _leaf_values(leaves: list[str], dtype: pa.DataType) -> tuple[list[Any], set[str]]:
+    """Each leaf label as a value of a column of type ``dtype`` (None if no value has that text),
+    and the labels that are values of the type without a Python form to bind
+    (a date before year 1, '-0043-03-15': such a column is left uncut).
 
     The engine matches a non-string column to a hierarchy through the value's
     text, so value ``v`` is leaf ``label`` iff ``str(v) == label``; an ``IN``
     list on such a column must hold the typed values.
     """
     if is_text(dtype):
-        return list(leaves)
+        return list(leaves), set()
     out: list[Any] = []
+    unbindable: set[str] = set()
     for label in leaves:  # one pass over the hierarchy, not over rows
         try:
             v = pa.scalar(label, pa.string()).cast(dtype)
             ok = as_text(pa.array([v], dtype))[0].as_py() == label
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             ok = False
-        out.append(v.as_py() if ok else None)
-    return out
+        try:
+            out.append(v.as_py() if ok else None)
+        except (OverflowError, ValueError):
+            out.append(None)
+            unbindable.add(label)
+    return out, unbindable
 
 
 def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None,
@@ -652,13 +659,14 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None,
         n_leaves = h.n_leaves
         lut = np.where(found < 0, n_leaves, found).astype(np.int64)  # not a leaf: after the leaves
         null_code = n_leaves + 1
-        leaf_values = _leaf_values(h.leaves, arr.type)
+        leaf_values, unbindable = _leaf_values(h.leaves, arr.type)
         if present is not None:
             leaf_values = [v if label in present else None for label, v in zip(h.leaves, leaf_values)]
+            unbindable &= present
         foldable = bytewise if bytewise is not None else _apart_under_any_collation(
             v for v in leaf_values if v is not None)
         col_out = _Column(qi.name, False, np.empty(0, np.int64), null_code, leaf_values=leaf_values,
-                          n_leaves=n_leaves, foldable=foldable)
+                          n_leaves=n_leaves, foldable=foldable, cuttable=not unbindable)  # (an IN list's values)
     else:
         # SQL compares -0.0 equal to 0.0 and every NaN equal to NaN; Arrow
         # hashes them apart. One code each keeps sample counts equal to SQL's.
@@ -676,9 +684,9 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None,
         col_out = _Column(qi.name, numeric, np.empty(0, np.int64), null_code, sorted_values=sorted_values,
                           span_values=span_values(sorted_values, unit) if numeric else None,
                           cuttable=_bindable(sorted_values), foldable=text_order or not is_text(arr.type))
-        if not col_out.cuttable:  # a run with no other QI was one fragment, whatever --fragments said (helper-34)
-            log.warning("quasi-identifier %r holds dates or timestamps outside years 1-9999, which cannot be a "
-                        "cut's value: the fragments are not cut on it", qi.name)
+    if not col_out.cuttable:  # a run with no other QI was one fragment, whatever --fragments said (helper-34)
+        log.warning("quasi-identifier %r holds dates or timestamps outside years 1-9999, which cannot be a "
+                    "cut's value: the fragments are not cut on it", qi.name)
     idx = enc.indices
     if idx.null_count:
         codes = np.append(lut, np.int64(null_code))[idx.fill_null(-1).to_numpy(zero_copy_only=False)]

@@ -4173,6 +4173,29 @@ def test_csv_dates_followed_by_words_are_refused(tmp_path, out_dir):
     assert cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age,d", "-k", "5").exit_code == 0
 
 
+def test_a_hierarchy_of_dates_before_year_1_is_left_uncut(tmp_path, out_dir, caplog):
+    """A date QI with a hierarchy whose leaves name dates before year 1
+    ('-0043-03-15', the text of 44 BC): the plan bound each leaf as a Python
+    date for its IN lists, which has no year 0 or below, and the run failed
+    with "internal error (OverflowError: date value out of range)" as soon
+    as it had two fragments (helper-142). Such a column is left uncut, as a
+    value column is, and its rows publish their leaves."""
+    src = tmp_path / "d.csv"
+    values = ["2020-01-01", "2020-01-02", "-0043-03-15", "0000-01-01"]
+    src.write_text("id,d\n" + "".join(f"{i},{values[i % 4]}\n" for i in range(8)))
+    h = tmp_path / "h.json"
+    h.write_text(json.dumps({"cat": "*", "subcats": [
+        {"cat": "now", "subcats": [{"cat": "2020-01-01"}, {"cat": "2020-01-02"}]},
+        {"cat": "old", "subcats": [{"cat": "-0043-03-15"}, {"cat": "0000-01-01"}]}]}))
+    out = out_dir / "o.parquet"
+    r = cli("anonymize", src, "-o", out, "--qi", "d", "-k", "2", "--hierarchy", f"d={h}", "--workers", "1",
+            "--fragments", "2")
+    assert r.exit_code == 0, r.stderr
+    assert "cannot be a cut's value" in caplog.text
+    got = {row["id"]: row["d"] for row in pq.read_table(out).to_pylist()}
+    assert got == {i: values[i % 4] for i in range(8)}
+
+
 @pytest.mark.parametrize("column, values", [("code", ["5", "05"]), ("code", ["5", "+5.0"]),
                                             ("flag", ["true", "1"])])
 def test_a_csv_output_whose_readers_read_two_spellings_as_one_value_is_refused(tmp_path, out_dir, column, values):
