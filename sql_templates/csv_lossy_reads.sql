@@ -29,6 +29,10 @@
      time zone, or times, from the rows it sniffed), the values with a
      non-zero UTC offset after their time of day, which that reading drops
      (`2020-01-05 10:00:00+05:00` becomes 10:00, not 05:00) (`z<i>`);
+   - per column of `booleans` (text DuckDB guessed to be BOOLEAN), whether
+     a truth value is written more than one way ('true' and 'yes', 'false'
+     and '0'; case aside), which that reading makes one: the text 'yes'
+     published as true (`o<i>`);
    - per column of `worded` (text QIs), the values that are numbers
      (`w<i>`), those that are ISO dates or timestamps (`wd<i>`; a failed
      cast is slow, words are not cast at all: helper-112) and all its
@@ -43,7 +47,7 @@
    filter ~0.1 s (BENCHMARKS.md, section 2). #}
 SELECT *
 FROM
-{% if doubles or times or dates or naive or worded or not integers %}
+{% if doubles or times or dates or naive or booleans or worded or not integers %}
 (SELECT count(*) AS "n"
 {% for c in doubles %}
     , count(*) FILTER (WHERE length(ltrim(regexp_replace(regexp_replace(regexp_replace(trim({{ c | ident }}),
@@ -69,6 +73,10 @@ FROM
 {% for c in naive %}
     , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '[0-9]:[0-9]{2}(:[0-9]{2}(\.[0-9]*)?)?[+-][0-9]{1,2}(:?[0-9]{2})?$')
       AND NOT regexp_matches(trim({{ c | ident }}), '[+-]0{1,2}(:?00)?$')) AS {{ ("z" ~ loop.index0) | ident }}
+{% endfor %}
+{% for c in booleans %}
+    , (count(DISTINCT lower(trim({{ c | ident }}))) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS BOOLEAN)) > 1
+      OR count(DISTINCT lower(trim({{ c | ident }}))) FILTER (WHERE NOT TRY_CAST(trim({{ c | ident }}) AS BOOLEAN)) > 1) AS {{ ("o" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in worded %}
     , count(*) FILTER (WHERE TRY_CAST({{ c | ident }} AS DOUBLE) IS NOT NULL) AS {{ ("w" ~ loop.index0) | ident }}

@@ -1494,6 +1494,8 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
       fraction in a column it guessed to hold integers (112.03 published
       as 112) or one written with leading zeros, a base prefix or digit
       separators (ZIP code 02134 published as 2134, 0x10 as 16: helper-58),
+      a truth value written two ways in a column it guessed to hold
+      booleans ('yes' beside 'true': published as true, helper-142),
       a time of day in a column it guessed to hold dates, or words after
       a date ('0044-03-15 BC', PostgreSQL's text of 44 BC, published as
       0044-03-15, 44 AD: helper-140), a UTC
@@ -1520,12 +1522,14 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
     times = [c for c in columns if pa.types.is_timestamp(schema.field(c).type) or pa.types.is_time(schema.field(c).type)]
     integers = [c for c in columns if pa.types.is_integer(schema.field(c).type)]
     dates = [c for c in columns if pa.types.is_date(schema.field(c).type)]
+    booleans = [c for c in columns if pa.types.is_boolean(schema.field(c).type)]
     naive = [c for c in times if getattr(schema.field(c).type, "tz", None) is None]
     yeared = [*dates, *(c for c in times if pa.types.is_timestamp(schema.field(c).type))]
-    if not doubles and not times and not integers and not dates and not worded:
+    if not doubles and not times and not integers and not dates and not booleans and not worded:
         return
     text = io.csv_text(source)
-    checks = dict(doubles=doubles, times=times, integers=integers, dates=dates, naive=naive, yeared=yeared)
+    checks = dict(doubles=doubles, times=times, integers=integers, dates=dates, naive=naive, yeared=yeared,
+                  booleans=booleans)
     row = text.fetch(con, render("csv_lossy_reads.sql", relation=text.relation, worded=worded, **checks))
 
     def holding(key: str, i: int) -> str:
@@ -1566,6 +1570,10 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
         ("a", dates, "timestamps with a time of day, which DuckDB reads from CSV as dates, without it", past),
         ("b", dates, "dates followed by words ('0044-03-15 BC', as PostgreSQL writes dates before year 1), which "
                      "DuckDB reads from CSV as dates without them (44 BC as 44 AD)", past),
+        ("o", booleans, "truth values written more than one way ('true' and 'yes', 'false' and '0'), which "
+                        "DuckDB reads from CSV as one, their text lost",
+         ": write each one way, convert the file with that column as VARCHAR (e.g. to Parquet), drop it (--drop), "
+         "or, as a pass-through column, write CSV (its text passes through)"),
         ("z", naive, "times with a UTC offset, which DuckDB reads from CSV into a column without a time zone, "
                      "the offset dropped", past),
         ("d", doubles, "numbers of more than 15 significant digits, which DuckDB reads from CSV as DOUBLE (rounded)",

@@ -4173,6 +4173,26 @@ def test_csv_dates_followed_by_words_are_refused(tmp_path, out_dir):
     assert cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age,d", "-k", "5").exit_code == 0
 
 
+def test_csv_truth_values_written_two_ways_are_refused(tmp_path, out_dir):
+    """'yes' and '1' past the rows DuckDB sniffs a column of true/false from:
+    its BOOLEAN reading made them true, their text lost, exit 0 (helper-142;
+    in the sniffed rows they make the column text). Refused by column; one
+    spelling each, in any case, reads as it is; CSV to CSV passes the text."""
+    src = tmp_path / "b.csv"
+    rows = "".join(f"{i % 40},{'True' if i % 2 else 'false'}\n" for i in range(21_000))
+    src.write_text("age,flag\n" + rows + "1,yes\n2,0\n")
+    r = cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5")
+    assert r.exit_code == 2
+    assert_one_line_error(r.stderr, rf"^Error: column 'flag' of '{re.escape(str(src))}' holds truth values written "
+                                    r"more than one way")
+    assert not list(out_dir.iterdir())
+    assert cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age", "-k", "5").exit_code == 0
+    assert {line.rsplit(",", 1)[1] for line in (out_dir / "o.csv").read_text().splitlines()[1:]} == {
+        "yes", "0", "True", "false"}
+    src.write_text("age,flag\n" + rows + "1,TRUE\n2,False\n")
+    assert cli("anonymize", src, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "5").exit_code == 0
+
+
 def test_a_hierarchy_of_dates_before_year_1_is_left_uncut(tmp_path, out_dir, caplog):
     """A date QI with a hierarchy whose leaves name dates before year 1
     ('-0043-03-15', the text of 44 BC): the plan bound each leaf as a Python
