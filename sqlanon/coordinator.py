@@ -606,8 +606,9 @@ def _check_bounds_written(con, staging, target, qi_out: list[str], step) -> None
     step("comparing the generalized bounds with what the workers wrote")
     # Hashed as they are, the server's read back at the parts' types: half the time of their text.
     back = io.cast_columns(target.attached_relation(staging), {c: types[c] for c in bounds})
-    changed = column_checksums(con, parts, bounds, native=True).differences(
-        column_checksums(con, back, bounds, native=True))
+    doing = "compare the generalized bounds with what the workers wrote"
+    changed = column_checksums(con, parts, bounds, native=True, doing=doing).differences(
+        column_checksums(con, back, bounds, native=True, doing=doing))
     if changed:
         raise VerificationError(
             f"refusing to publish {target.describe()!r}: the generalized values of {', '.join(changed)} did not "

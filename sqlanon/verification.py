@@ -298,7 +298,7 @@ class Checksums:
 
 
 def column_checksums(con, relation: str, columns: list[str], dialect: str = "duckdb", *,
-                     native: bool = False) -> Checksums:
+                     native: bool = False, doing: str = "compare the pass-through columns") -> Checksums:
     """The checksums of ``columns`` of ``relation``, in one statement.
 
     ``con`` is a DuckDB connection or a psycopg connection (then its session's
@@ -307,7 +307,7 @@ def column_checksums(con, relation: str, columns: list[str], dialect: str = "duc
     two relations whose columns have the same types).
     """
     server = not isinstance(con, duckdb.DuckDBPyConnection)
-    with _one_line_errors("compare the pass-through columns", server):
+    with _one_line_errors(doing, server):
         for stmt in CANONICAL_TEXT if server else ():
             con.execute(stmt)
         names, rows = _fetch(con, "checksum.sql", dialect, relation=relation, checksum=columns, native=native)
