@@ -904,6 +904,27 @@ def test_the_library_raises_a_ctrl_c_while_publishing_once_published(out_dir, mo
     assert pq.read_metadata(out).num_rows == ADULT_ROWS and (out_dir / "o__metrics.parquet").exists()
 
 
+def test_a_ctrl_c_swallowed_in_the_status_of_publishing_still_publishes_nothing(out_dir):
+    """The step's look for a stop comes before the caller's status callback
+    is told "publishing": a Ctrl-C in the callback that something swallows
+    there (a status written with a DuckDB query, which reports it as "Query
+    interrupted", and an except that logs and goes on) is seen by the look
+    publishing itself begins with, or the run published after it
+    (helper-143)."""
+
+    def status(text: str) -> None:
+        if text == "publishing":
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+            except KeyboardInterrupt:
+                pass
+
+    with pytest.raises(KeyboardInterrupt):
+        sqlanon.anonymize(ADULTS, out_dir / "o.parquet", qi=["age"], k=10, workers=1, status=status)
+    assert snapshot(out_dir) == {}
+
+
 def test_a_ctrl_c_after_publishing_is_told_as_such(out_dir, monkeypatch):
     """A Ctrl-C (SIGTERM) just after the swap landed in the run's clean-up:
     "Interrupted; nothing was published.", exit 130, with the output and its

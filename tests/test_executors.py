@@ -8,6 +8,7 @@ import json
 import os
 import pickle
 import re
+import signal
 import socket
 import socketserver
 import subprocess
@@ -270,6 +271,44 @@ def test_abort_kills_a_running_task():
     assert _time.monotonic() - t0 < 10
     with pytest.raises(Exception):
         fut.result(timeout=10)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] == "Z"  # ended, not reaped yet
+    except FileNotFoundError:
+        return True
+
+
+def test_an_abort_ends_the_process_of_a_running_task():
+    """ProcessPoolExecutor cannot cancel a running task, and an abort's
+    shutdown does not wait for it: a failed or stopped run (Ctrl-C,
+    SIGTERM) left its worker at its fragment (its CPU, its server session
+    and snapshot) until the task's end, and the interpreter waited that
+    long at exit; the task's future only timed out meanwhile (helper-143).
+    The abort ends the worker's process."""
+    import time as _time
+    from concurrent.futures.process import BrokenProcessPool
+
+    from sqlanon.executors import LocalExecutor
+
+    pool = LocalExecutor(1)
+    fut = pool.submit(_time.sleep, 600)
+    pids = list(pool._pool._processes)
+    try:
+        _time.sleep(0.5)
+        pool.shutdown(abort=True)
+        with pytest.raises(BrokenProcessPool):
+            fut.result(timeout=10)
+        deadline = _time.monotonic() + 10
+        while not all(map(_gone, pids)) and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+        assert pids and all(map(_gone, pids)), pids
+    finally:
+        for pid in pids:  # a worker left running would hold this process's exit for its 600 s
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.spark

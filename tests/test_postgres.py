@@ -2141,6 +2141,31 @@ def test_a_target_with_a_before_insert_trigger_is_refused(pg_url):
     assert p.returncode == 0, p.stderr
 
 
+def test_a_refill_that_a_replica_trigger_cuts_short_keeps_the_old_table(pg_url):
+    """Sessions in replica mode (session_replication_role in the URL's
+    options, or a role's or database's setting) fire the triggers ENABLE
+    REPLICA leaves on, which the check for rewriters before the refill
+    passes: the refill's count of the rows that went in is what stops one
+    that skips rows, which published a table short of rows (classes below
+    k), no error (helper-143)."""
+    schema = "replica trig"
+    _small_source(pg_url, schema, "")
+    _run_small(pg_url, schema)
+    dst = rel(schema, "dst")
+    sql(pg_url, f"CREATE INDEX ON {dst} (id)")  # makes the next run refill in place
+    sql(pg_url, f"""CREATE FUNCTION {rel(schema, 'skip')}() RETURNS trigger LANGUAGE plpgsql AS
+                    $$BEGIN IF NEW.id % 10 = 0 THEN RETURN NULL; END IF; RETURN NEW; END$$""")
+    sql(pg_url, f"CREATE TRIGGER skip BEFORE INSERT ON {dst} FOR EACH ROW EXECUTE FUNCTION {rel(schema, 'skip')}(); "
+                f"ALTER TABLE {dst} ENABLE REPLICA TRIGGER skip")
+    before = _rows(pg_url, schema, "dst")
+    replica = pg_url + "?options=" + quote("-c session_replication_role=replica")
+    with pytest.raises(InputError, match=r"cannot replace .*dst.*: 540 of 600 rows went in \(a trigger on the "
+                                         r"table\?\); the old table is kept"):
+        _run_small(replica, schema)
+    assert _rows(pg_url, schema, "dst") == before
+    assert not staging_left(pg_url, schema)
+
+
 def test_a_target_whose_refill_would_publish_other_rows_is_refused(pg_url):
     """Refilled in place, the target's INSERT rule moved the checked rows to
     another table (the target left empty, exit 0), and TRUNCATE emptied an
