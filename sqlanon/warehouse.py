@@ -1081,21 +1081,29 @@ class PostgresTarget:
             except psycopg.Error as exc:
                 raise InputError(f"cannot look up {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
 
+    _FIRING = "CASE current_setting('session_replication_role') WHEN 'replica' THEN 'R' ELSE 'O' END"
+    """The ``tgenabled``/``ev_enabled`` mark, beside 'A' (always), of the
+    triggers and rules that fire in this session."""
+
     def _refuse_rewriters(self, c, target: str) -> None:
         """Refuse an existing target whose refill (``TRUNCATE`` + ``INSERT``,
         :meth:`_replace`) would publish other rows than the checked ones: a
         BEFORE INSERT row trigger (on it or a partition) rewrote them (exit 0,
         every class below l), an INSERT ... DO INSTEAD rule put them elsewhere (the target
         left empty), and TRUNCATE emptied an inheritance child's own rows,
-        which SELECT from the target reads with the published ones (helper-43)."""
+        which SELECT from the target reads with the published ones (helper-43).
+        Those that fire in the session's ``session_replication_role``: in
+        replica mode (the URL's options, a role's or a database's setting)
+        the ones enabled REPLICA, not the ordinary ones (helper-143)."""
         found = c.execute(
             "SELECT ARRAY("
             " SELECT format('trigger %%I on %%s', t.tgname, t.tgrelid::regclass::text) FROM pg_trigger t"
             " WHERE (t.tgrelid = %s::regclass OR t.tgrelid IN (SELECT relid FROM pg_partition_tree(%s::regclass)))"
             " AND NOT t.tgisinternal"
-            " AND t.tgenabled IN ('O', 'A') AND t.tgtype & 7 = 7"  # row, before, insert
+            " AND t.tgenabled IN ('A', " + self._FIRING + ") AND t.tgtype & 7 = 7"  # row, before, insert
             " UNION ALL SELECT format('rule %%I', r.rulename) FROM pg_rewrite r"  # DO INSTEAD: DO ALSO adds its own
-            " WHERE r.ev_class = %s::regclass AND r.ev_type = '3' AND r.ev_enabled IN ('O', 'A') AND r.is_instead"
+            " WHERE r.ev_class = %s::regclass AND r.ev_type = '3' AND r.ev_enabled IN ('A', " + self._FIRING + ")"
+            " AND r.is_instead"
             " UNION ALL SELECT format('inheritance child %%s', i.inhrelid::regclass::text)"
             " FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent"
             " WHERE i.inhparent = %s::regclass AND p.relkind = 'r')",
