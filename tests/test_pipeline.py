@@ -2103,8 +2103,8 @@ def test_the_csv_integer_checks_over_the_rows_they_could_flag_count_as_over_ever
     con = duckdb.connect()
     con.execute(f'CREATE TABLE t ({", ".join(ident(c) + " VARCHAR" for c in names)})')
     con.executemany(f"INSERT INTO t VALUES ({', '.join('?' for _ in names)})", rows)
-    stmt = render("csv_lossy_reads.sql", relation='"t"', doubles=[], times=[], integers=names, dates=[], naive=[], booleans=[],
-                  worded=[])
+    stmt = render("csv_lossy_reads.sql", relation='"t"', doubles=[], times=[], integers=names, dates=[], naive=[],
+                  booleans=[], worded=[])
     result = con.execute(stmt.sql, stmt.params)
     got = dict(zip([d[0] for d in result.description], result.fetchone()))
     for i, c in enumerate(names):
