@@ -273,6 +273,9 @@ def _keys_advised(rest: str, ctx: click.Context, keys: dict[str, str]) -> str:
     return re.sub(r"(\(|\bin )(--[\w-]+)(?=\)|\b(?!-))", key, rest)
 
 
+_PUBLISHED_FIRST = "Interrupted once publishing had begun: the output and its metrics were published first."
+
+
 def handle_errors(fn):
     """Turn sqlanon errors into a one-line ``Error:`` and their exit code."""
 
@@ -533,6 +536,8 @@ def _cluster_errors_left_to_the_run(record: logging.LogRecord) -> bool:
 _REPORTED = threading.Event()
 """Set when the CLI's run has failed (its one line follows): no cluster
 library's record is shown after it (without -v)."""
+_TOLD_PUBLISHED = threading.Event()
+"""The command said that a signal came once publishing had begun."""
 
 
 class _LogHandler(logging.StreamHandler):
@@ -1125,8 +1130,8 @@ def anonymize(
         if line is not None:
             line.done()
         if interrupts.received() and not library:  # during publishing, which runs to its end
-            click.echo("Interrupted once publishing had begun: the output and its metrics were published first.",
-                       err=True)
+            click.echo(_PUBLISHED_FIRST, err=True)
+            _TOLD_PUBLISHED.set()
     finally:
         if not finished:
             # The run failed, perhaps before the fork server had even loaded:
@@ -1324,6 +1329,7 @@ def entry(args: list[str] | None = None, prog_name: str | None = None) -> None:
     # coordinator and in the worker pool's fork server, on the cores the run
     # needs. With one BLAS thread nothing spins. A setting of the user's wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    interrupts.hold_to_exit()  # a signal after a published run's end is recorded, and told below
     try:
         main(args=args, prog_name=prog_name)
         code = 0
@@ -1338,6 +1344,9 @@ def entry(args: list[str] | None = None, prog_name: str | None = None) -> None:
     try:
         atexit._run_exitfuncs()
     finally:
+        if code == 0 and interrupts.late_signals() and not _TOLD_PUBLISHED.is_set():
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(_PUBLISHED_FIRST + "\n")
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -57,6 +57,10 @@ _depth = 0
 _deferring = 0
 _published = False
 """Whether the outermost :func:`watching`'s run has published (:func:`published`)."""
+_hold_to_exit = False
+"""Whether this process ends once its command is done (:func:`hold_to_exit`)."""
+_late: list[int] = []
+"""Stop signals that came after a command's run that published, once its :func:`watching` had ended."""
 _host_errors: list[BaseException] = []
 """What a host's signal handler raised during the outermost :func:`watching`,
 not raised yet (the first is raised)."""
@@ -365,11 +369,19 @@ def watching(library: bool = True) -> Iterator[None]:
             raise KeyboardInterrupt("interrupted once publishing had begun: the output and its metrics were "
                                     "published first")
     finally:
+        # A command's run that published: a signal from here to the process's
+        # end (its exit handlers: the worker pool's, temporary files') is only
+        # recorded, then told (:func:`late_signals`). With the handlers put
+        # back, a SIGTERM there ended the process by it (exit 143, "nothing
+        # published", after "wrote …") and a Ctrl-C printed a traceback from
+        # an exit handler (helper-145). A second one ends the process as it
+        # asks: an exit handler stuck there.
+        hold = outermost and _hold_to_exit and not library and _published
         _depth -= 1
         if outermost and sys.unraisablehook is quiet_unraisable:  # not one the host put in place meanwhile
             sys.unraisablehook = unraisable
         for signum, old in previous.items():
-            signal.signal(signum, old)
+            signal.signal(signum, _record_late if hold else old)
         for signum, keeper in kept.items():
             if signal.getsignal(signum) is keeper:  # not one the host put in place meanwhile
                 signal.signal(signum, hosts[signum])
@@ -385,6 +397,26 @@ def watching(library: bool = True) -> Iterator[None]:
             _published = False
             if stop in _STOPS and stop in previous and library:
                 os.kill(os.getpid(), stop)
+
+
+def hold_to_exit() -> None:
+    """This process ends once its command is done (the ``sqlanon`` script):
+    after a run that published, a stop signal is only recorded until then
+    (:func:`late_signals`), as while publishing."""
+    global _hold_to_exit
+    _hold_to_exit = True
+
+
+def _record_late(signum, frame) -> None:
+    _late.append(signum)
+    if len(_late) > 1:  # asked again: an exit handler is stuck; end as the signal does
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def late_signals() -> list[int]:
+    """The stop signals that came after a published run's :func:`watching` ended."""
+    return list(_late)
 
 
 def watched(function):

@@ -992,6 +992,57 @@ def test_a_sigterm_during_a_weakref_callback_is_one_line(tmp_path):
     assert not (tmp_path / "o.parquet").exists()
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_in_the_exit_handlers_after_publishing_is_told_as_such(tmp_path, signum):
+    """A SIGTERM after the command's run had published and printed "wrote …",
+    while the script ran its exit handlers (the worker pool's, temporary
+    files'), ended the process by it: exit 143, "nothing published" to a
+    scheduler, which would run it again; a Ctrl-C there printed a traceback
+    from an exit handler (helper-145)."""
+    script = tmp_path / "poke.py"
+    script.write_text(textwrap.dedent(f"""
+        import atexit, os, sys, time
+        def poke():
+            os.kill(os.getpid(), {int(signum)})
+            time.sleep(0.2)  # a handler runs here
+        atexit.register(poke)  # the first exit handler to run: the run's watch has ended
+        from sqlanon.cli import entry
+        sys.argv = ["sqlanon", "anonymize", *sys.argv[1:]]
+        entry(prog_name="sqlanon")
+    """))
+    out = tmp_path / "o.parquet"
+    p = subprocess.run([sys.executable, script, ADULTS, "-o", out, "--qi", "age", "-k", "10", "--workers", "2",
+                        "-q"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert p.stdout.startswith("wrote ")
+    assert p.stderr.strip() == "Interrupted once publishing had begun: the output and its metrics were published first."
+    assert pq.read_metadata(out).num_rows == ADULT_ROWS and (tmp_path / "o__metrics.parquet").exists()
+
+
+def test_a_second_sigterm_ends_an_exit_stuck_after_publishing(tmp_path):
+    """After a published run, a first SIGTERM in the exit handlers is only
+    recorded (above); a second one ends the process as SIGTERM does: an exit
+    handler stuck there is not left to run on."""
+    script = tmp_path / "stuck.py"
+    script.write_text(textwrap.dedent("""
+        import atexit, os, signal, sys, time
+        def stuck():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(60)
+        atexit.register(stuck)
+        from sqlanon.cli import entry
+        sys.argv = ["sqlanon", "anonymize", *sys.argv[1:]]
+        entry(prog_name="sqlanon")
+    """))
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, script, ADULTS, "-o", tmp_path / "o.parquet", "--qi", "age", "-k", "10",
+                        "--workers", "1", "-q"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == -signal.SIGTERM and p.stdout.startswith("wrote "), (p.returncode, p.stderr)
+    assert time.monotonic() - t0 < 50
+
+
 def test_a_sigterm_then_a_ctrl_c_while_publishing_still_ends_the_process(tmp_path):
     """Only the last signal was kept: a Ctrl-C after a SIGTERM, both while
     publishing (which runs to its end), left a KeyboardInterrupt that the
