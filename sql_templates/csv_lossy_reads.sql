@@ -19,9 +19,11 @@
      `02134` published as 2134 (`l<i>`);
    - per column of `dates` (text DuckDB guessed to be dates), the ISO
      timestamps with a time of day other than midnight, whose time that
-     reading drops (`a<i>`), and the dates followed by words that are no
-     time of day ('0044-03-15 BC', as PostgreSQL writes a date before
-     year 1), which that reading drops: 44 BC read as 44 AD (`b<i>`);
+     reading drops (`a<i>`), and the dates followed, after a space, by
+     other text that is no timestamp's ('0044-03-15 BC', as PostgreSQL
+     writes a date before year 1; '12:00 PM'), which that reading drops:
+     44 BC read as 44 AD (`b<i>`; a substring test, not a regular
+     expression: 0.86 -> 1.19 s, not 1.66 s, over 5M dates, helper-146);
    - per column of `yeared` (text DuckDB guessed to be dates or timestamps),
      a value written with a two-digit year ('12/25/45'), which that reading
      takes as 2045 (00-68 as 2000-2068) (`y<i>`);
@@ -64,7 +66,7 @@ FROM
     , count(*) FILTER (WHERE TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) <> CAST(TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) AS DATE)) AS {{ ("a" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in dates %}
-    , count(*) FILTER (WHERE regexp_matches(trim({{ c | ident }}), '\s') AND TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) IS NULL
+    , count(*) FILTER (WHERE contains(trim({{ c | ident }}), ' ') AND TRY_CAST(trim({{ c | ident }}) AS TIMESTAMP) IS NULL
       AND TRY_CAST(trim({{ c | ident }}) AS DATE) IS NOT NULL) AS {{ ("b" ~ loop.index0) | ident }}
 {% endfor %}
 {% for c in yeared %}

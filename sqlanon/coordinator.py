@@ -1569,8 +1569,8 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
         ("l", integers, "numbers written with leading zeros, a base prefix or digit separators ('0123', '0x10', "
                         "'1_000'), which DuckDB reads from CSV as integers, their text lost", past),
         ("a", dates, "timestamps with a time of day, which DuckDB reads from CSV as dates, without it", past),
-        ("b", dates, "dates followed by words ('0044-03-15 BC', as PostgreSQL writes dates before year 1), which "
-                     "DuckDB reads from CSV as dates without them (44 BC as 44 AD)", past),
+        ("b", dates, "dates followed by other text ('0044-03-15 BC', as PostgreSQL writes dates before year 1; "
+                     "'12:00 PM'), which DuckDB reads from CSV as dates without it (44 BC as 44 AD)", past),
         ("o", booleans, "truth values written more than one way ('true' and 'yes', 'false' and '0'), which "
                         "DuckDB reads from CSV as one, their text lost",
          ": write each one way, convert the file with that column as VARCHAR (e.g. to Parquet), drop it (--drop), "

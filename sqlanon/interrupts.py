@@ -61,6 +61,8 @@ _hold_to_exit = False
 """Whether this process ends once its command is done (:func:`hold_to_exit`)."""
 _late: list[int] = []
 """Stop signals that came after a command's run that published, once its :func:`watching` had ended."""
+_late_first: list[float] = []
+"""When the first of :data:`_late` came (monotonic seconds)."""
 _host_errors: list[BaseException] = []
 """What a host's signal handler raised during the outermost :func:`watching`,
 not raised yet (the first is raised)."""
@@ -408,8 +410,15 @@ def hold_to_exit() -> None:
 
 
 def _record_late(signum, frame) -> None:
+    """Record a stop signal after a published run; one :data:`AGAIN_AFTER`
+    seconds or more after the first ends the process as the signal does
+    (an exit handler is stuck). A pair a few ms apart is one
+    request, as `timeout` sends it to the run and then to its process group:
+    ending on the second one exited 143 after "wrote …"."""
+    now = time.monotonic()
+    _late_first[:] = _late_first or [now]
     _late.append(signum)
-    if len(_late) > 1:  # asked again: an exit handler is stuck; end as the signal does
+    if now - _late_first[0] >= AGAIN_AFTER:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
