@@ -612,8 +612,8 @@ def _check_bounds_written(con, staging, target, qi_out: list[str], step) -> None
     if changed:
         raise VerificationError(
             f"refusing to publish {target.describe()!r}: the generalized values of {', '.join(changed)} did not "
-            "reach the server as the workers wrote them (their checksums differ): the column's type does not "
-            "travel exactly into PostgreSQL here; publish it as text (--interval-format=text)")
+            "reach the server as the workers wrote them (their checksums differ): their type does not travel "
+            "exactly into PostgreSQL here; publish the QI as text (--interval-format=text)")
 
 
 def _checksum_dialect(source, target) -> str | None:

@@ -4272,8 +4272,9 @@ def test_csv_dates_followed_by_words_are_refused(tmp_path, out_dir):
 def test_csv_truth_values_written_two_ways_are_refused(tmp_path, out_dir):
     """'yes' and '1' past the rows DuckDB sniffs a column of true/false from:
     its BOOLEAN reading made them true, their text lost, exit 0 (helper-142;
-    in the sniffed rows they make the column text). Refused by column; one
-    spelling each, in any case, reads as it is; CSV to CSV passes the text."""
+    '1' among the sniffed rows makes the column text, 'yes' or 't' there do
+    not: the check reads every row). Refused by column; one spelling each,
+    in any case, reads as it is; CSV to CSV passes the text."""
     src = tmp_path / "b.csv"
     rows = "".join(f"{i % 40},{'True' if i % 2 else 'false'}\n" for i in range(21_000))
     src.write_text("age,flag\n" + rows + "1,yes\n2,0\n")
