@@ -992,31 +992,39 @@ def test_a_sigterm_during_a_weakref_callback_is_one_line(tmp_path):
     assert not (tmp_path / "o.parquet").exists()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_in_the_exit_handlers_after_publishing_is_told_as_such(tmp_path, signum):
+_PUBLISHED_FIRST = "Interrupted once publishing had begun: the output and its metrics were published first."
+
+
+def _signalled_in_exit_handlers(tmp_path, *steps: int | float) -> subprocess.CompletedProcess:
+    """The sqlanon script on Adult, and in its exit handlers after the run
+    published (an exit handler registered first runs last: the run's watch
+    has ended), ``steps``: a signal number is sent to the process, a float
+    is slept."""
+    body = "".join(f"    time.sleep({x})\n" if isinstance(x, float) else f"    os.kill(os.getpid(), {int(x)})\n"
+                   for x in steps)
+    script = tmp_path / "late.py"
+    script.write_text("import atexit, os, sys, time\ndef late():\n" + body + "atexit.register(late)\n"
+                      "from sqlanon.cli import entry\nsys.argv = ['sqlanon', 'anonymize', *sys.argv[1:]]\n"
+                      "entry(prog_name='sqlanon')\n")
+    return subprocess.run([sys.executable, script, ADULTS, "-o", tmp_path / "o.parquet", "--qi", "age", "-k", "10",
+                           "--workers", "2", "-q"], capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize("steps", [(signal.SIGTERM, 0.2), (signal.SIGINT, 0.2), (signal.SIGTERM, signal.SIGTERM, 0.2)],
+                         ids=["sigterm", "sigint", "sigterm-pair"])
+def test_a_signal_in_the_exit_handlers_after_publishing_is_told_as_such(tmp_path, steps):
     """A SIGTERM after the command's run had published and printed "wrote …",
     while the script ran its exit handlers (the worker pool's, temporary
     files'), ended the process by it: exit 143, "nothing published" to a
     scheduler, which would run it again; a Ctrl-C there printed a traceback
-    from an exit handler (helper-145)."""
-    script = tmp_path / "poke.py"
-    script.write_text(textwrap.dedent(f"""
-        import atexit, os, sys, time
-        def poke():
-            os.kill(os.getpid(), {int(signum)})
-            time.sleep(0.2)  # a handler runs here
-        atexit.register(poke)  # registered first, run last: the run's watch has ended
-        from sqlanon.cli import entry
-        sys.argv = ["sqlanon", "anonymize", *sys.argv[1:]]
-        entry(prog_name="sqlanon")
-    """))
-    out = tmp_path / "o.parquet"
-    p = subprocess.run([sys.executable, script, ADULTS, "-o", out, "--qi", "age", "-k", "10", "--workers", "2",
-                        "-q"], capture_output=True, text=True, timeout=120)
+    from an exit handler (helper-145). `timeout` sends its SIGTERM to the
+    run and then to its process group, a few ms apart: one request, whose
+    second signal ended the process all the same (helper-146)."""
+    p = _signalled_in_exit_handlers(tmp_path, *steps)
     assert p.returncode == 0, (p.returncode, p.stderr)
-    assert p.stdout.startswith("wrote ")
-    assert p.stderr.strip() == "Interrupted once publishing had begun: the output and its metrics were published first."
-    assert pq.read_metadata(out).num_rows == ADULT_ROWS and (tmp_path / "o__metrics.parquet").exists()
+    assert p.stdout.startswith("wrote ") and p.stderr.strip() == _PUBLISHED_FIRST
+    assert pq.read_metadata(tmp_path / "o.parquet").num_rows == ADULT_ROWS
+    assert (tmp_path / "o__metrics.parquet").exists()
 
 
 def test_a_second_sigterm_ends_an_exit_stuck_after_publishing(tmp_path):
@@ -1024,47 +1032,8 @@ def test_a_second_sigterm_ends_an_exit_stuck_after_publishing(tmp_path):
     recorded (above); another, interrupts.AGAIN_AFTER seconds later, ends
     the process as SIGTERM does: an exit handler stuck there is not left to
     run on (its 60 s sleep would exit 0)."""
-    script = tmp_path / "stuck.py"
-    script.write_text(textwrap.dedent(f"""
-        import atexit, os, signal, sys, time
-        def stuck():
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep({interrupts.AGAIN_AFTER + 0.2})
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(60)
-        atexit.register(stuck)
-        from sqlanon.cli import entry
-        sys.argv = ["sqlanon", "anonymize", *sys.argv[1:]]
-        entry(prog_name="sqlanon")
-    """))
-    p = subprocess.run([sys.executable, script, ADULTS, "-o", tmp_path / "o.parquet", "--qi", "age", "-k", "10",
-                        "--workers", "1", "-q"], capture_output=True, text=True, timeout=120)
+    p = _signalled_in_exit_handlers(tmp_path, signal.SIGTERM, interrupts.AGAIN_AFTER + 0.2, signal.SIGTERM, 60.0)
     assert p.returncode == -signal.SIGTERM and p.stdout.startswith("wrote "), (p.returncode, p.stderr)
-
-
-def test_a_sigterm_pair_in_the_exit_handlers_after_publishing_is_one_request(tmp_path):
-    """`timeout` sends its SIGTERM to the run and then to its process group,
-    a few ms apart: one request. In the exit handlers after a published run
-    the second one ended the process by it, exit 143 after "wrote …", as if
-    nothing had been published (what helper-145 fixed for one SIGTERM)."""
-    script = tmp_path / "pair.py"
-    script.write_text(textwrap.dedent("""
-        import atexit, os, signal, sys, time
-        def pair():
-            os.kill(os.getpid(), signal.SIGTERM)
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.2)
-        atexit.register(pair)
-        from sqlanon.cli import entry
-        sys.argv = ["sqlanon", "anonymize", *sys.argv[1:]]
-        entry(prog_name="sqlanon")
-    """))
-    out = tmp_path / "o.parquet"
-    p = subprocess.run([sys.executable, script, ADULTS, "-o", out, "--qi", "age", "-k", "10", "--workers", "1",
-                        "-q"], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, (p.returncode, p.stderr)
-    assert p.stderr.strip() == "Interrupted once publishing had begun: the output and its metrics were published first."
-    assert pq.read_metadata(out).num_rows == ADULT_ROWS
 
 
 def test_a_sigterm_then_a_ctrl_c_while_publishing_still_ends_the_process(tmp_path):
@@ -4263,7 +4232,8 @@ def test_csv_dates_followed_by_words_are_refused(tmp_path, out_dir):
                                             for i in range(21_000)) + "21000,30,0044-03-15 BC\n")
     r = cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age,d", "-k", "5")
     assert r.exit_code == 2
-    assert_one_line_error(r.stderr, rf"^Error: column 'd' of '{re.escape(str(src))}' holds dates followed by other text")
+    assert_one_line_error(r.stderr, rf"^Error: column 'd' of '{re.escape(str(src))}' holds dates followed by "
+                                    "other text")
     assert not list(out_dir.iterdir())
     src.write_text(src.read_text().replace("0044-03-15 BC", "2020-01-01 00:00:00"))  # midnight: nothing lost
     assert cli("anonymize", src, "-o", out_dir / "o.csv", "--qi", "age,d", "-k", "5").exit_code == 0
