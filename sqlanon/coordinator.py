@@ -605,7 +605,7 @@ def _check_bounds_written(con, staging, target, qi_out: list[str], step) -> None
         return
     step("comparing the generalized bounds with what the workers wrote")
     # Hashed as they are, the server's read back at the parts' types: half the time of their text.
-    back = io.cast_columns(target.attached_relation(staging), {c: types[c] for c in bounds})
+    back = target.bounds_relation(con, staging, {c: types[c] for c in bounds})
     doing = "compare the generalized bounds with what the workers wrote"
     changed = column_checksums(con, parts, bounds, native=True, doing=doing).differences(
         column_checksums(con, back, bounds, native=True, doing=doing))

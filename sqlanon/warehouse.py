@@ -1575,6 +1575,25 @@ class PostgresTarget:
         by :meth:`assemble`), to compare a lake's values with in DuckDB."""
         return ident([DST, *self._staging_name(staging.run)])
 
+    def bounds_relation(self, con: duckdb.DuckDBPyConnection, staging: PgStaging, types: dict[str, str]) -> str:
+        """The staging table's columns ``types`` (name → the parts' DuckDB
+        type), read back through DuckDB at those types. DuckDB's postgres
+        extension reads a column of a domain (a PostgreSQL source's QI's
+        bounds keep its type) as the server's text, which DuckDB's casts
+        misread: '0044-03-15 BC' as a date 44 AD (the bounds refused as
+        changed), '0100-01-01 00:00:00 BC' not at all (the run failed). Such
+        columns are cast to their base type on the server (postgres_query)."""
+        rel = self.attached_relation(staging)
+        seen = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM {rel})").fetchall())
+        back = ", ".join(f"CAST({ident(c)} AS {t}) AS {ident(c)}" for c, t in types.items())
+        as_text = {c for c, t in types.items() if seen.get(c) == "VARCHAR" != t}
+        if not as_text:
+            return f"(SELECT {back} FROM {rel})"
+        cols = ", ".join(f"{ident(c)}::{_pg_base(t)} AS {ident(c)}" if c in as_text else ident(c)
+                         for c, t in types.items())
+        query = f"SELECT {cols} FROM {ident(list(self._staging_name(staging.run)))}"
+        return f"(SELECT {back} FROM postgres_query({literal(DST)}, {literal(query)}))"
+
     def verifier(self):
         """Where the k/l check runs: a connection to the server.
 
@@ -1741,6 +1760,14 @@ def _miswritten_decimal(duck: str) -> bool:
     precision, scale = int(m[1]), int(m[2])
     digits = 4 if precision <= 4 else 9 if precision <= 9 else 18 if precision <= 18 else 38
     return -(-scale // 4) * 4 > digits
+
+
+def _pg_base(duck: str) -> str:
+    """The PostgreSQL type a value of DuckDB type ``duck`` is read back in
+    (:meth:`PostgresTarget.bounds_relation`)."""
+    if duck.startswith("TIMESTAMP_"):
+        return "timestamp"
+    return {"TIME": "time", "UBIGINT": "numeric(20,0)", "HUGEINT": "numeric(38,0)"}.get(duck) or _pg_type(duck)
 
 
 def _pg_type(duck: str) -> str:

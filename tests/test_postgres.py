@@ -3562,6 +3562,39 @@ def test_bounds_the_server_got_wrong_are_not_published(pg_url, tmp_path, monkeyp
         ("0.125000000", "0.500000000")]
 
 
+def test_bounds_of_domains_before_year_one_are_read_back_as_they_are(pg_url):
+    """A PostgreSQL source's QI of a domain keeps the domain in its bounds,
+    which DuckDB's postgres extension reads back as the server's text: the
+    bounds' read-back cast '0044-03-15 BC' to a date 44 AD (refused as
+    changed: the workers wrote 44 BC) and '0100-01-01 00:00:00 BC' not at
+    all (exit 1), on valid runs (helper-147). Read back in their base type."""
+    schema = "dom bc"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE DOMAIN {q(schema)}.dd AS date; CREATE DOMAIN {q(schema)}.dts AS timestamp; "
+                f"CREATE DOMAIN {q(schema)}.dtz AS timestamptz; CREATE DOMAIN {q(schema)}.dn AS numeric(9,9)")
+    sql(pg_url, f"CREATE TABLE {q(schema)}.src (id integer, age integer, d {q(schema)}.dd, ts {q(schema)}.dts, "
+                f"tz {q(schema)}.dtz, n {q(schema)}.dn)")
+    sql(pg_url, f"""INSERT INTO {q(schema)}.src SELECT g, 18 + g % 3,
+        (ARRAY['0044-03-15 BC', '4713-01-01 BC', '2020-01-01'])[1 + g % 3]::date,
+        (ARRAY['0100-01-01 00:00:00 BC', '0001-12-31 23:59:59.5 BC', '2020-01-01'])[1 + g % 3]::timestamp,
+        (ARRAY['0100-01-01 00:00:00+00 BC', '1883-11-18 12:00:00-04:56:02', '2020-01-01'])[1 + g % 3]::timestamptz,
+        (ARRAY[0.25, 0.5, 0.000000001])[1 + g % 3]
+        FROM generate_series(1, 60) g""")
+    p = _cli("anonymize", pg_url, "--table", f"{q(schema)}.src", "-o", pg_url, "--target-table",
+             f"{q(schema)}.dst", "--qi", "age,d,ts,tz,n", "-k", 5, "--workers", 1, "--fragments", 2,
+             "--interval-format", "bounds", "--quiet")
+    assert p.returncode == 0, p.stderr
+    # Each class's bounds are its rows' least and greatest values, compared by the server.
+    wrong = scalar(pg_url, f"""SELECT count(*) FROM (
+        SELECT t.d_lo, t.d_hi, t.ts_lo, t.ts_hi, t.tz_lo, t.tz_hi, t.n_lo, t.n_hi, min(s.d) AS d1, max(s.d) AS d2,
+               min(s.ts) AS ts1, max(s.ts) AS ts2, min(s.tz) AS tz1, max(s.tz) AS tz2, min(s.n) AS n1, max(s.n) AS n2
+        FROM {q(schema)}.src s JOIN {q(schema)}.dst t USING (id) GROUP BY 1, 2, 3, 4, 5, 6, 7, 8) c
+        WHERE (d_lo, d_hi, ts_lo, ts_hi, tz_lo, tz_hi, n_lo, n_hi)
+              IS DISTINCT FROM (d1, d2, ts1, ts2, tz1, tz2, n1, n2)""")
+    assert wrong == 0
+    assert scalar(pg_url, f"SELECT min(d_lo)::text FROM {q(schema)}.dst") == "4713-01-01 BC"
+
+
 def test_nanosecond_timestamps_into_postgresql_are_refused_where_cut(pg_url, tmp_path):
     """A Parquet TIMESTAMP_NS with a digit past the microsecond, which the
     server's timestamp cuts: passed through it was refused only after all
