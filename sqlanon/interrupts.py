@@ -376,8 +376,8 @@ def watching(library: bool = True) -> Iterator[None]:
         # recorded, then told (:func:`late_signals`). With the handlers put
         # back, a SIGTERM there ended the process by it (exit 143, "nothing
         # published", after "wrote …") and a Ctrl-C printed a traceback from
-        # an exit handler (helper-145). A second one ends the process as it
-        # asks: an exit handler stuck there.
+        # an exit handler (helper-145). One AGAIN_AFTER seconds after the
+        # first ends the process as it asks: an exit handler stuck there.
         hold = outermost and _hold_to_exit and not library and _published
         _depth -= 1
         if outermost and sys.unraisablehook is quiet_unraisable:  # not one the host put in place meanwhile
