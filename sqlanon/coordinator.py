@@ -1497,9 +1497,9 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
       separators (ZIP code 02134 published as 2134, 0x10 as 16: helper-58),
       a truth value written two ways in a column it guessed to hold
       booleans ('yes' beside 'true': published as true, helper-142),
-      a time of day in a column it guessed to hold dates, or words after
-      a date ('0044-03-15 BC', PostgreSQL's text of 44 BC, published as
-      0044-03-15, 44 AD: helper-140), a UTC
+      a time of day in a column it guessed to hold dates, or other text
+      after a date ('0044-03-15 BC', PostgreSQL's text of 44 BC, published
+      as 0044-03-15, 44 AD: helper-140), a UTC
       offset in one it guessed to hold timestamps without a time zone, or
       times (``10:00:00+05:00`` published as 10:00);
     * a date or timestamp written with a two-digit year ('12/25/45', as

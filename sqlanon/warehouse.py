@@ -1589,7 +1589,7 @@ class PostgresTarget:
         as_text = {c for c, t in types.items() if seen.get(c) == "VARCHAR" != t}
         if not as_text:
             return f"(SELECT {back} FROM {rel})"
-        cols = ", ".join(f"{ident(c)}::{_pg_base(t)} AS {ident(c)}" if c in as_text else ident(c)
+        cols = ", ".join(f"{ident(c)}::{_pg_type(t)} AS {ident(c)}" if c in as_text else ident(c)
                          for c, t in types.items())
         query = f"SELECT {cols} FROM {ident(list(self._staging_name(staging.run)))}"
         return f"(SELECT {back} FROM postgres_query({literal(DST)}, {literal(query)}))"
@@ -1762,20 +1762,15 @@ def _miswritten_decimal(duck: str) -> bool:
     return -(-scale // 4) * 4 > digits
 
 
-def _pg_base(duck: str) -> str:
-    """The PostgreSQL type a value of DuckDB type ``duck`` is read back in
-    (:meth:`PostgresTarget.bounds_relation`)."""
-    if duck.startswith("TIMESTAMP_"):
-        return "timestamp"
-    return {"TIME": "time", "UBIGINT": "numeric(20,0)", "HUGEINT": "numeric(38,0)"}.get(duck) or _pg_type(duck)
-
-
 def _pg_type(duck: str) -> str:
-    """The PostgreSQL type for a DuckDB column type (generalized QIs are text)."""
+    """The PostgreSQL type for a DuckDB column type (generalized QIs are text;
+    a second's fraction and integers past bigint as PostgreSQL holds them)."""
+    if duck.startswith("TIMESTAMP_"):  # _S, _MS, _NS
+        return "timestamp"
     return {
         "VARCHAR": "text", "BIGINT": "bigint", "INTEGER": "integer", "SMALLINT": "smallint", "DOUBLE": "double precision",
         "FLOAT": "real", "BOOLEAN": "boolean", "DATE": "date", "TIMESTAMP": "timestamp",
-        "TIMESTAMP WITH TIME ZONE": "timestamptz",
+        "TIMESTAMP WITH TIME ZONE": "timestamptz", "UBIGINT": "numeric(20,0)", "HUGEINT": "numeric(38,0)",
     }.get(duck, "text" if duck.startswith("VARCHAR") else duck.lower().replace("decimal", "numeric"))
 
 
