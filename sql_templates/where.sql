@@ -18,7 +18,11 @@
    The join does not match a NaN leaf, as `IN (…)` does: a float list is
    bound without it, and a NaN leaf is `isnan()` (a float hierarchy's cuts
    were long `IN (…)` lists, and a run 40-140 times slower than the same
-   values as integers: helper-34). #}
+   values as integers: helper-34). SQLite keeps timestamps as text and
+   compares them as text: an ordering predicate (`ordered`, `order_value`)
+   compares the column with ' ' for ISO's 'T' against the cut's text with
+   every fraction digit (sqlanon.sql.render._sqlite_stamp); other databases
+   take the column and the value as they are. #}
 {% if not predicates %}
 TRUE
 {% else %}
@@ -26,16 +30,16 @@ TRUE
 {%- for pr in predicates -%}
 {%- if not loop.first %} AND {% endif -%}
 {%- if pr.op == "le" -%}
-{{ pr.column | ident }} <= {{ p(pr.value) }}
+{{ pr | ordered }} <= {{ p(pr.value | order_value) }}
 {%- elif pr.op == "gt_or_null" -%}
-({{ pr.column | ident }} > {{ p(pr.value) }} OR {{ pr.column | ident }} IS NULL
+({{ pr | ordered }} > {{ p(pr.value | order_value) }} OR {{ pr.column | ident }} IS NULL
 {%- if dialect == "duckdb" and pr.value is float and pr.value == pr.value %} OR isnan({{ pr.column | ident }}){% endif %})
 {%- elif pr.op == "gt" and dialect == "duckdb" and pr.value is float and pr.value == pr.value -%}
 ({{ pr.column | ident }} > {{ p(pr.value) }} OR isnan({{ pr.column | ident }}))
 {%- elif pr.op == "gt" -%}
-{{ pr.column | ident }} > {{ p(pr.value) }}
+{{ pr | ordered }} > {{ p(pr.value | order_value) }}
 {%- elif pr.op == "le_any" -%}
-({% for v in pr.value %}{{ pr.column | ident }} <= {{ p(v) }}{% if not loop.last %} OR {% endif %}{% endfor %})
+({% for v in pr.value %}{{ pr | ordered }} <= {{ p(v | order_value) }}{% if not loop.last %} OR {% endif %}{% endfor %})
 {%- elif pr.op == "in" and dialect == "duckdb" and pr.value | length > 64 -%}
 {%- for v in pr.value if v is float and v != v %}({% endfor -%}
 {{ pr.column | ident }} IN (SELECT unnest({{ p(pr.value | without_nan) }}))
