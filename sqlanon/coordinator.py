@@ -1830,7 +1830,10 @@ def _refuse_nanoseconds_into_postgres(con: duckdb.DuckDBPyConnection, source, de
         if finer:
             fix = ("publish it as text (--interval-format=text)" if c in bounds else
                    "cast it to TIMESTAMP (microseconds) or text in a view, or drop it (--drop)")
-            raise ConfigError(f"column {c!r} holds nanosecond timestamps, which a PostgreSQL table keeps to "
+            files = source.files() if isinstance(source, io.FileSource) else []
+            where = io.finer_than_microseconds(files, c) if len(files) > 1 else None
+            of = f" of {where!r}" if where else ""  # the file of a lake, as the coarse columns' check says
+            raise ConfigError(f"column {c!r}{of} holds nanosecond timestamps, which a PostgreSQL table keeps to "
                               f"microseconds: {fix}")
 
 
