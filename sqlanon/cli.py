@@ -968,12 +968,12 @@ def _sample(value: str | None) -> float | None:
     "PostgreSQL table goes where CREATE TABLE would put it).",
 )
 @click.option("--qi", "qi", multiple=True,
-              help="Quasi-identifier columns, comma-separated. [required: here or in --config]")
+              help="Quasi-identifier columns, comma-separated or repeated. [required: here or in --config]")
 @click.option("-k", type=int,
               help="Every equivalence class has at least k rows (k >= 2). [required: here or in --config]")
 @click.option("-l", "l_", type=int, default=1, show_default=True,
               help="Every equivalence class holds at least l distinct values of each sensitive column.")
-@click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated (needed for -l > 1).")
+@click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated or repeated (needed for -l > 1).")
 @click.option(
     "--hierarchy", multiple=True, metavar="COL=FILE",
     help=("Generalization hierarchy of a QI column: a JSON tree {\"cat\": name, \"subcats\": [...]} or ARX-style "
@@ -985,7 +985,8 @@ def _sample(value: str | None) -> float | None:
     "interval for numbers and dates, set otherwise. Repeat it for each column, or comma-separate them "
     "(age=interval,zip=prefix; a name holding a comma takes a flag of its own).",
 )
-@click.option("--drop", multiple=True, help="Columns to remove from the output (direct identifiers), comma-separated.")
+@click.option("--drop", multiple=True,
+              help="Columns to remove from the output (direct identifiers), comma-separated or repeated.")
 @click.option(
     "--keep", multiple=True,
     help="Columns to publish unchanged, comma-separated: with it, every other column must be a QI, sensitive or "
