@@ -1079,6 +1079,7 @@ def anonymize(
     the terminal hung up (SIGHUP).
     """
     _require(ctx, ("INPUT", "input", input), ("-o", "output", output), ("--qi", "qi", qi), ("-k", "k", k))
+    table, target_table, metrics = _job_tables_left(ctx, input, output, table, target_table, metrics)
     library = _library(ctx)
     _check_open_file_limit()
     if executor == "local" and not library and not executors.in_process(executor, workers, explain):
@@ -1155,6 +1156,36 @@ def anonymize(
         f"{result.timings['total']:.2f}s; "
         + (f"metrics in {result.metrics_location}" if result.metrics_location else "metrics not written (above)")
     )
+
+
+def _holds_tables(path: str) -> bool:
+    """Whether ``path`` names a database (a URL, a DuckDB file by its suffix,
+    or an existing file of no data format), whose tables ``--table`` and
+    ``--target-table`` name."""
+    from .io import DUCKDB_SUFFIXES  # here: it imports DuckDB, which the CLI loads later
+
+    return ("://" in path or path.lower().endswith(DUCKDB_SUFFIXES)
+            or (file_format(path) is None and os.path.isfile(path)))
+
+
+def _job_tables_left(ctx: click.Context, input, output, table, target_table, metrics):
+    """A job file's ``table`` (``target_table``, and a ``metrics`` table)
+    names a table of the job's input (output) database: an INPUT (``-o``)
+    on the command line that is a file or a lake replaces that database, and
+    the file's table with it, as ``verify --config`` takes a file named on
+    its command line. A backfill to a Parquet file of a job writing a table
+    was refused ("'target_table' in 'job.yml' writes into a DuckDB file"),
+    with no flag to unset it (helper-149)."""
+    from_job, typed = click.core.ParameterSource.DEFAULT_MAP, click.core.ParameterSource.COMMANDLINE
+    if (ctx.get_parameter_source("input") is typed and ctx.get_parameter_source("table") is from_job
+            and not _holds_tables(input)):
+        table = None
+    if (ctx.get_parameter_source("output") is typed and ctx.get_parameter_source("target_table") is from_job
+            and not _holds_tables(output)):
+        target_table = None
+        if ctx.get_parameter_source("metrics") is from_job and metrics is not None and file_format(metrics) is None:
+            metrics = None  # a table of the job's output database: the run's metrics go next to -o's output
+    return table, target_table, metrics
 
 
 def run_job(config: str | os.PathLike, *args: str | os.PathLike | int | float) -> RunResult:

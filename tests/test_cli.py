@@ -1509,6 +1509,37 @@ def test_empty_lists_in_a_job_file_mean_none(tmp_path, out_dir):
     assert r.exit_code == 2 and "'qi' in" in r.stderr and "must name at least one column" in r.stderr, r.stderr
 
 
+def test_a_backfill_to_a_file_drops_the_jobs_tables(tmp_path, out_dir):
+    """A job reading a DuckDB table, or writing one (and its metrics table),
+    run with INPUT or -o a file on the command line (a backfill): the file's
+    table, target_table and metrics table belong to the job's database, not
+    to the file named, as verify --config takes them (helper-45). They were
+    applied to it, the run refused ("--table names a table in a DuckDB
+    file"; "'target_table' in 'job.yml' writes into a DuckDB file"), and no
+    flag unsets them (helper-149)."""
+    db = tmp_path / "hr.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE TABLE people AS SELECT * FROM read_csv('{ADULTS}')")
+    base = "qi: [age, race]\nk: 10\nworkers: 1\n"
+    reads = tmp_path / "reads.yml"
+    reads.write_text(base + f"input: {db}\ntable: people\noutput: {out_dir / 'o.parquet'}\n")
+    r = cli("anonymize", "--config", reads, ADULTS, "-o", out_dir / "back.parquet")
+    assert r.exit_code == 0, r.stderr
+    assert sqlanon.verify(out_dir / "back.parquet", qi=["age", "race"], k=10).ok
+    writes = tmp_path / "writes.yml"
+    writes.write_text(base + f"input: {ADULTS}\noutput: {db}\ntarget_table: anon\nmetrics: runs\n")
+    r = cli("anonymize", "--config", writes, "-o", out_dir / "back2.parquet")
+    assert r.exit_code == 0, r.stderr
+    assert (out_dir / "back2.parquet").exists() and (out_dir / "back2__metrics.parquet").exists()
+    # Another database keeps them; a table named on the command line is still the user's.
+    r = cli("anonymize", "--config", writes, "-o", out_dir / "other.duckdb")
+    assert r.exit_code == 0, r.stderr
+    with duckdb.connect(str(out_dir / "other.duckdb"), read_only=True) as con:
+        assert {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()} == {"anon", "runs"}
+    r = cli("anonymize", "--config", reads, ADULTS, "--table", "people", "-o", out_dir / "back3.parquet")
+    assert r.exit_code == 2 and "is not a DuckDB database" in r.stderr, r.stderr
+
+
 def test_a_value_built_of_yaml_aliases_is_shown_shortened(tmp_path, out_dir):
     """Aliases of aliases ('billion laughs'): a 368-byte job file's error
     message was 580 MB and took 2.8 GB to build (helper-6)."""
