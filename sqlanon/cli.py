@@ -1048,8 +1048,9 @@ def _sample(value: str | None) -> float | None:
     "--overwrite/--no-overwrite", default=False,
     help="Replace an existing output (only once the new one is verified). Default: refuse to.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the run's metrics and timings as one JSON object.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("--json/--no-json", "as_json", default=False,
+              help="Print the run's metrics and timings as one JSON object.")
+@click.option("-q", "--quiet/--no-quiet", default=False, help="No progress on stderr.")
 @debug_option
 @verbose_option("Log progress to stderr, each fragment instead of the bar (-vv for debug).")
 @click.pass_context
@@ -1294,8 +1295,8 @@ def _report(text: str) -> None:
 @click.option("--table", help="The table, when TABLE_OR_FILE is a DuckDB file or a database URL ([schema.]table).")
 @click.option("--show", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many violating groups a failed check lists (smallest first).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-q", "--quiet", is_flag=True,
+@click.option("--json/--no-json", "as_json", default=False, help="Print the result as JSON.")
+@click.option("-q", "--quiet/--no-quiet", default=False,
               help="Print nothing when the check passes (the exit code tells); a failed check is still listed.")
 @debug_option
 @verbose_option("Log the checks' steps to stderr (-vv for debug).")

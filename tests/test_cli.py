@@ -2258,6 +2258,16 @@ def test_a_config_file_overwrite_can_be_turned_off(tmp_path):
     assert out.read_bytes() == b"previous"
 
 
+def test_a_config_file_json_and_quiet_can_be_turned_off(tmp_path):
+    """A job file's json: true and quiet: true had no flag to undo them for
+    one run, as --no-overwrite undoes overwrite: true (helper-149)."""
+    out = tmp_path / "o.parquet"
+    cfg = tmp_path / "job.yml"
+    cfg.write_text(f"input: {ADULTS}\noutput: {out}\nqi: age\nk: 10\njson: true\nquiet: true\nworkers: 1\n")
+    r = cli("anonymize", "--config", cfg, "--no-json", "--no-quiet")
+    assert r.exit_code == 0 and r.stdout.startswith("wrote "), r.stdout  # (progress needs a terminal)
+
+
 def test_relative_sqlite_url_in_a_config_file_is_relative_to_the_file(tmp_path, monkeypatch):
     import sqlite3
 
