@@ -554,6 +554,13 @@ class _LogFormat(logging.Formatter):
     with -v every line is a timestamped log line."""
 
     def format(self, record: logging.LogRecord) -> str:
+        if record.levelno >= logging.WARNING and record.name.startswith("sqlanon"):
+            # A value of the --config file named by its key, as its errors are
+            # ("'retries' in 'job.yml' applies to Dask and Spark", helper-149).
+            message = record.getMessage()
+            named = _config_keys_named(message)
+            if named != message:
+                record = logging.makeLogRecord({**record.__dict__, "msg": named, "args": ()})
         if not logging.getLogger().isEnabledFor(logging.INFO):
             return plain_log_line(record.levelname, record.getMessage())
         return redact_urls(super().format(record))

@@ -790,6 +790,12 @@ def test_retries_with_the_local_pool_are_said_to_do_nothing(out_dir, caplog):
     r = subprocess.run([sys.executable, "-m", "sqlanon", "anonymize", str(ADULTS), "-o", str(out_dir / "c.parquet"),
                         "--qi", "age", "-k", "10", "--workers", "1", "--retries", "5"], capture_output=True, text=True)
     assert r.returncode == 0 and "Warning: --retries applies to Dask and Spark" in r.stderr
+    # From a job file: its key, as the file's errors name it (helper-149).
+    job = out_dir.parent / "job.yml"
+    job.write_text(f"input: {ADULTS}\noutput: {out_dir / 'd.parquet'}\nqi: [age]\nk: 10\nworkers: 1\nretries: 5\n")
+    r = subprocess.run([sys.executable, "-m", "sqlanon", "anonymize", "--config", str(job)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and f"Warning: 'retries' in {str(job)!r} applies to Dask and Spark" in r.stderr, r.stderr
 
 
 def test_the_summary_shows_a_small_gcp_as_a_number(out_dir):
