@@ -82,7 +82,11 @@ class SqlAlchemySource:
 
     @property
     def dialect(self) -> str:
-        return GENERIC + self.conn.drivername
+        """``sqla:<drivername>``; SQLite's whatever its driver: ``sqlite+pysqlite://``
+        runs SQLite's SQL, but the templates' SQLite branches (``sqla:sqlite``:
+        its timestamps' text, COLLATE BINARY, the NUL check) were skipped for
+        it (helper-151)."""
+        return GENERIC + ("sqlite" if self.conn.backend == "sqlite" else self.conn.drivername)
 
     @property
     def relation(self) -> str:

@@ -429,14 +429,17 @@ def test_sqlite_text_timestamps_span_by_their_instants(tmp_path):
         assert r.metrics.classes == 1 and r.metrics.gcp == pytest.approx(1.0), stamps
 
 
-def test_sqlite_text_timestamps_land_in_the_fragment_their_instant_is_planned_in(tmp_path):
+@pytest.mark.parametrize("scheme", ["sqlite", "sqlite+pysqlite"])
+def test_sqlite_text_timestamps_land_in_the_fragment_their_instant_is_planned_in(tmp_path, scheme):
     """SQLite compares its timestamp text as text: a cut bound as
     '2020-01-21 19:47:00' sent a cut day's '2020-01-21T05:00:00' rows, and a
     row at the cut written '2020-01-21 19:47:00.000000' (SQLAlchemy's form),
     to the fragment above the one the plan counted them in (helper-144):
     each row still in one fragment, the fragments uneven and the recorded
     clauses not what the plan says. With the whole table as the sample,
-    each clause run on SQLite holds the rows the plan estimated."""
+    each clause run on SQLite holds the rows the plan estimated; so with
+    the driver named in the URL (sqlite+pysqlite:// rendered as another
+    database, its cuts bound as before: helper-151)."""
     path = tmp_path / "ts.db"
     forms = ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.000000", "%Y-%m-%dT%H:%M:%S.000",
              "%Y-%m-%d %H:%M"]
@@ -445,7 +448,7 @@ def test_sqlite_text_timestamps_land_in_the_fragment_their_instant_is_planned_in
     with sqlite3.connect(path) as c:
         c.execute("CREATE TABLE t (id INTEGER, at TIMESTAMP, dx TEXT)")
         c.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i, s, "abc"[i % 3]) for i, s in enumerate(stamps)])
-    r = sqlanon.anonymize(f"sqlite:///{path}", tmp_path / "o.parquet", table="t", qi=["at"], k=5, l=2,
+    r = sqlanon.anonymize(f"{scheme}:///{path}", tmp_path / "o.parquet", table="t", qi=["at"], k=5, l=2,
                           sensitive=["dx"], workers=1, fragments=4, sample=1.0, seed=7)
     planned = r.explain()["fragments"]
     with sqlite3.connect(path) as c:
