@@ -19,27 +19,38 @@
    bound without it, and a NaN leaf is `isnan()` (a float hierarchy's cuts
    were long `IN (…)` lists, and a run 40-140 times slower than the same
    values as integers: helper-34). SQLite keeps timestamps as text and
-   compares them as text: an ordering predicate (`ordered`, `order_value`)
-   compares the column with ' ' for ISO's 'T' against the cut's text with
-   every fraction digit (sqlanon.sql.render._sqlite_stamp); other databases
-   take the column and the value as they are. #}
+   compares them as text: '2020-01-07T05:00' sorted above a cut at
+   '2020-01-07 14:00', and a cut day's rows went to the fragment above the
+   one the plan counted them in (helper-144). A timestamp cut there compares
+   the row's text with ' ' for 'T' (as domain_stats.sql reads min and max)
+   with the cut's text to the microsecond (stamp_text); beside it, a looser
+   test of the column as it is (against the 'T' spelling for `<=`), which an
+   index on the column serves: each fragment read the whole table without. #}
 {% if not predicates %}
 TRUE
 {% else %}
 {% if predicates | length > 1 %}({% endif %}
 {%- for pr in predicates -%}
 {%- if not loop.first %} AND {% endif -%}
-{%- if pr.op == "le" -%}
-{{ pr | ordered }} <= {{ p(pr.value | order_value) }}
+{%- if pr is sqlite_stamp_cut and pr.op == "le" -%}
+({{ pr.column | ident }} <= {{ p(pr.value | stamp_t) }} AND replace({{ pr.column | ident }}, 'T', ' ') <= {{ p(pr.value | stamp_text) }})
+{%- elif pr is sqlite_stamp_cut and pr.op == "gt_or_null" -%}
+(({{ pr.column | ident }} > {{ p(pr.value | stamp_text) }} AND replace({{ pr.column | ident }}, 'T', ' ') > {{ p(pr.value | stamp_text) }}) OR {{ pr.column | ident }} IS NULL)
+{%- elif pr is sqlite_stamp_cut and pr.op == "gt" -%}
+({{ pr.column | ident }} > {{ p(pr.value | stamp_text) }} AND replace({{ pr.column | ident }}, 'T', ' ') > {{ p(pr.value | stamp_text) }})
+{%- elif pr is sqlite_stamp_cut and pr.op == "le_any" -%}
+({% for v in pr.value %}({{ pr.column | ident }} <= {{ p(v | stamp_t) }} AND replace({{ pr.column | ident }}, 'T', ' ') <= {{ p(v | stamp_text) }}){% if not loop.last %} OR {% endif %}{% endfor %})
+{%- elif pr.op == "le" -%}
+{{ pr.column | ident }} <= {{ p(pr.value) }}
 {%- elif pr.op == "gt_or_null" -%}
-({{ pr | ordered }} > {{ p(pr.value | order_value) }} OR {{ pr.column | ident }} IS NULL
+({{ pr.column | ident }} > {{ p(pr.value) }} OR {{ pr.column | ident }} IS NULL
 {%- if dialect == "duckdb" and pr.value is float and pr.value == pr.value %} OR isnan({{ pr.column | ident }}){% endif %})
 {%- elif pr.op == "gt" and dialect == "duckdb" and pr.value is float and pr.value == pr.value -%}
 ({{ pr.column | ident }} > {{ p(pr.value) }} OR isnan({{ pr.column | ident }}))
 {%- elif pr.op == "gt" -%}
-{{ pr | ordered }} > {{ p(pr.value | order_value) }}
+{{ pr.column | ident }} > {{ p(pr.value) }}
 {%- elif pr.op == "le_any" -%}
-({% for v in pr.value %}{{ pr | ordered }} <= {{ p(v | order_value) }}{% if not loop.last %} OR {% endif %}{% endfor %})
+({% for v in pr.value %}{{ pr.column | ident }} <= {{ p(v) }}{% if not loop.last %} OR {% endif %}{% endfor %})
 {%- elif pr.op == "in" and dialect == "duckdb" and pr.value | length > 64 -%}
 {%- for v in pr.value if v is float and v != v %}({% endfor -%}
 {{ pr.column | ident }} IN (SELECT unnest({{ p(pr.value | without_nan) }}))

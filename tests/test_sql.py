@@ -79,8 +79,7 @@ def template_problems(source: str) -> list[str]:
         expr = " ".join(m.group(1).split())
         if expr in RAW_ALLOWED or expr in block_sets:
             continue
-        # `ordered` quotes a predicate's column through `ident` (SQLite's timestamps in replace())
-        if re.fullmatch(r".+\|\s*(ident|lit|ordered)", expr) and expr.count("|") == 1:
+        if re.fullmatch(r".+\|\s*(ident|lit)", expr) and expr.count("|") == 1:
             continue
         if re.fullmatch(r"p\([^()]*\)", expr):
             continue

@@ -455,6 +455,12 @@ def test_sqlite_text_timestamps_land_in_the_fragment_their_instant_is_planned_in
         counts = [c.execute(f"SELECT count(*) FROM t WHERE {f['where']}",
                             {f"p{i}": v for i, v in enumerate(f["params"])}).fetchone()[0] for f in planned]
     assert counts == [f["estimated_rows"] for f in planned] == [1000] * 4, counts
+    # An index on the column serves each clause, as it served the plain comparisons (helper-151)
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE INDEX ix ON t (at)")
+        plans = [c.execute(f"EXPLAIN QUERY PLAN SELECT * FROM t WHERE {f['where']}",
+                           {f"p{i}": v for i, v in enumerate(f["params"])}).fetchall() for f in planned]
+    assert all("USING INDEX ix" in str(plan) for plan in plans), plans
 
 
 def test_quoting_and_binds_follow_the_dialect():

@@ -4,8 +4,7 @@ Two rules make the templates injection-proof:
 
 * identifiers only enter through the ``ident`` filter, which quotes them and
   doubles embedded quote characters (a column named ``a"; DROP TABLE x; --``
-  is just a column); dotted names are passed as lists and quoted part by part
-  (``where.sql``'s ``ordered`` quotes a predicate's column through it too);
+  is just a column); dotted names are passed as lists and quoted part by part;
 * values only enter through ``p(value)``, which appends the value to the bound
   parameter list and emits a placeholder (``?`` for DuckDB, a named ``:p0``
   for other SQLAlchemy databases, whose SQL runs as ``text()``); where an
@@ -191,10 +190,10 @@ def _environment(dialect: str) -> jinja2.Environment:
     env.filters["ident"] = _generic_ident(dialect) if is_generic(dialect) else ident
     env.filters["lit"] = literal
     env.filters["without_nan"] = _without_nan
-    quote = env.filters["ident"]
     sqlite = dialect == "sqla:sqlite"
-    env.filters["ordered"] = _sqlite_ordered(quote) if sqlite else (lambda pr: quote(pr.column))
-    env.filters["order_value"] = _sqlite_stamp if sqlite else (lambda value: value)
+    env.tests["sqlite_stamp_cut"] = _stamp_cut if sqlite else (lambda pr: False)
+    env.filters["stamp_text"] = _stamp_text
+    env.filters["stamp_t"] = _stamp_t
     return env
 
 
@@ -210,36 +209,26 @@ def quote_for(dialect: str):
     return _generic_ident(dialect) if is_generic(dialect) else ident
 
 
-def _is_naive_stamp(value: Any) -> bool:
-    return isinstance(value, dt.datetime) and value.tzinfo is None
+def _stamp_cut(pr: Any) -> bool:
+    """Whether a predicate cuts by naive timestamps (``where.sql`` on SQLite,
+    which keeps them as text and compares them as text)."""
+    values = pr.value if isinstance(pr.value, (list, tuple)) else (pr.value,)
+    return any(isinstance(v, dt.datetime) and v.tzinfo is None for v in values)
 
 
-def _sqlite_stamp(value: Any) -> Any:
-    """A naive timestamp as the text SQLite compares with a stored one
-    (``where.sql``'s ``order_value`` on SQLite; other values as they are).
-    SQLite keeps timestamps as text and compares them as text: pysqlite's
+def _stamp_text(value: dt.datetime) -> str:
+    """A cut's timestamp as the text SQLite compares a row's with (``where.sql``):
+    with every fraction digit, each shorter spelling of the same instant (no
+    fraction, fewer digits, no seconds) is a prefix and sorts below; pysqlite's
     '2020-01-07 14:00:00' sorted below a row's '2020-01-07 14:00:00.000000'
-    (SQLAlchemy's own storage form), so the row went above a cut at its own
-    value; with every fraction digit, each shorter form of the same time
-    (no fraction, fewer digits, no seconds) is a prefix and sorts below."""
-    return value.isoformat(sep=" ", timespec="microseconds") if _is_naive_stamp(value) else value
+    (SQLAlchemy's own storage form), and the row went above a cut at its own value."""
+    return value.isoformat(sep=" ", timespec="microseconds")
 
 
-def _sqlite_ordered(quote: Callable[[Any], str]) -> Callable[[Any], str]:
-    """``where.sql``'s ``ordered`` filter on SQLite: a predicate's column as
-    compared with its ordering value (``le``, ``gt``…), with ' ' for the ISO
-    'T' where the values are timestamps, as ``domain_stats.sql`` reads their
-    min and max: '2020-01-07T05:00' sorted above a cut at '2020-01-07 14:00'
-    as text, and a cut day's rows went to the fragment above the one the plan
-    counted them in (each row still in one fragment, the fragments uneven,
-    helper-144)."""
-
-    def ordered(pr: Any) -> str:
-        values = pr.value if isinstance(pr.value, (list, tuple)) else (pr.value,)
-        column = quote(pr.column)
-        return f"replace({column}, 'T', ' ')" if any(map(_is_naive_stamp, values)) else column
-
-    return ordered
+def _stamp_t(value: dt.datetime) -> str:
+    """:func:`_stamp_text` with ISO's 'T': above every row text at or before
+    the instant, in either spelling (``where.sql``'s guard for an index)."""
+    return value.isoformat(sep="T", timespec="microseconds")
 
 
 def _without_nan(values) -> list:
