@@ -38,7 +38,7 @@ Cut rule (per node, paper §5 with Eq. 1):
   both sides at the LCA (on UCI Adult: total NCP lower in 29 of 30
   configurations, median -19 %). With l > 1 a valid snapped cut is
   weighed against the first valid median cut other than itself by the
-  least DP each leaves reachable (:func:`_cut_bound`: a side with few of a sensitive column's
+  least DP each leaves reachable (:func:`_cut_bounds`: a side with few of a sensitive column's
   rarer values makes few l-diverse classes, however it is cut) and taken
   unless that is over 1.1 times the median's: hierarchy subtrees track the
   sensitive value (married, higher education: income), and on Adult's
@@ -63,7 +63,7 @@ these functions only under a key of the same source."""
 
 _SNAP_SLACK = 1.1
 """With l > 1, a hierarchy's snapped cut is taken over the median cut when
-the least DP it leaves reachable (:func:`_cut_bound`) is at most this
+the least DP it leaves reachable (:func:`_cut_bounds`) is at most this
 times the median cut's (helper-129: 1.0 lost most of the NCP gain on C,
 the bound's rounding favouring the balanced cut; 1.1 kept it)."""
 
@@ -208,44 +208,67 @@ def _l_capacity(cnt, codes, m, l, qmax):
 
 
 @kernel_jit(nogil=True)
-def _cut_bound(X, S, start, end, a, t, l, k, s_off, cl, cr, seen_l, seen_r):
-    """The least sum of squared class sizes the two sides of the cut
-    ``X[:, a] <= t`` could reach: per side, ``n * n / q`` where ``q`` is the
-    most classes it can make (``n / k``, and :func:`_l_capacity` of every
-    sensitive column). A side whose rows hold few of a sensitive column's
-    rarer codes can be cut into few l-diverse classes, however it is cut.
-    Linear in the block's rows (only the codes present are reset and read)."""
+def _cut_bounds(X, S, start, end, a, t0, n0, t1, n1, l, k, s_off, cnt, seen):
+    """The least sums of squared class sizes the two sides of the cuts
+    ``X[:, a] <= t0`` and ``X[:, a] <= t1`` (with ``n0`` and ``n1`` rows
+    on their left) could reach: per side, ``n * n / q`` where
+    ``q`` is the most classes it can make (``n / k``, and
+    :func:`_l_capacity` of every sensitive column). A side whose rows hold
+    few of a sensitive column's rarer codes can be cut into few l-diverse
+    classes, however it is cut. One scan of the block per sensitive column
+    for both cuts: ``cnt[j]``/``seen[j]`` are the counts and codes of the
+    sides ``<= t0``, ``> t0``, ``<= t1``, ``> t1``; the counts are all
+    zero between calls (only the codes a call counted are reset, after it)."""
     n_s = S.shape[1]
-    nl = 0
-    for i in range(start, end):
-        if X[i, a] <= t:
-            nl += 1
-    nr = end - start - nl
-    ql = nl / k  # not rounded down: k alone then bounds every cut alike (k * rows)
-    qr = nr / k
+    nr0 = end - start - n0
+    nr1 = end - start - n1
+    q0l = n0 / k  # not rounded down: k alone then bounds every cut alike (k * rows)
+    q0r = nr0 / k
+    q1l = n1 / k
+    q1r = nr1 / k
     for s in range(n_s):
         base = s_off[s]
+        m0 = 0
+        m1 = 0
+        m2 = 0
+        m3 = 0
         for i in range(start, end):
             c = base + S[i, s]
-            cl[c] = 0
-            cr[c] = 0
-        ml = 0
-        mr = 0
-        for i in range(start, end):
-            c = base + S[i, s]
-            if X[i, a] <= t:
-                if cl[c] == 0:
-                    seen_l[ml] = c
-                    ml += 1
-                cl[c] += 1
+            v = X[i, a]
+            if v <= t0:
+                if cnt[0, c] == 0:
+                    seen[0, m0] = c
+                    m0 += 1
+                cnt[0, c] += 1
             else:
-                if cr[c] == 0:
-                    seen_r[mr] = c
-                    mr += 1
-                cr[c] += 1
-        ql = min(ql, _l_capacity(cl, seen_l, ml, l, nl // k + 1))
-        qr = min(qr, _l_capacity(cr, seen_r, mr, l, nr // k + 1))
-    return nl * nl / max(ql, 1.0) + nr * nr / max(qr, 1.0)
+                if cnt[1, c] == 0:
+                    seen[1, m1] = c
+                    m1 += 1
+                cnt[1, c] += 1
+            if v <= t1:
+                if cnt[2, c] == 0:
+                    seen[2, m2] = c
+                    m2 += 1
+                cnt[2, c] += 1
+            else:
+                if cnt[3, c] == 0:
+                    seen[3, m3] = c
+                    m3 += 1
+                cnt[3, c] += 1
+        q0l = min(q0l, _l_capacity(cnt[0], seen[0], m0, l, n0 // k + 1))
+        q0r = min(q0r, _l_capacity(cnt[1], seen[1], m1, l, nr0 // k + 1))
+        q1l = min(q1l, _l_capacity(cnt[2], seen[2], m2, l, n1 // k + 1))
+        q1r = min(q1r, _l_capacity(cnt[3], seen[3], m3, l, nr1 // k + 1))
+        for j in range(m0):
+            cnt[0, seen[0, j]] = 0
+        for j in range(m1):
+            cnt[1, seen[1, j]] = 0
+        for j in range(m2):
+            cnt[2, seen[2, j]] = 0
+        for j in range(m3):
+            cnt[3, seen[3, j]] = 0
+    return (n0 * n0 / max(q0l, 1.0) + nr0 * nr0 / max(q0r, 1.0),
+            n1 * n1 / max(q1l, 1.0) + nr1 * nr1 / max(q1r, 1.0))
 
 
 @kernel_jit(nogil=True)
@@ -291,10 +314,8 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off,
     stamp_l = np.zeros(s_off[S.shape[1]] + 1, np.int64)
     stamp_r = np.zeros(s_off[S.shape[1]] + 1, np.int64)
     mark = 0
-    cnt_l = np.zeros(s_off[S.shape[1]] + 1, np.int64)  # _cut_bound's sensitive counts
-    cnt_r = np.zeros(s_off[S.shape[1]] + 1, np.int64)
-    seen_l = np.empty(s_off[S.shape[1]] + 1, np.int64)  # and the codes they hold
-    seen_r = np.empty(s_off[S.shape[1]] + 1, np.int64)
+    cnt_b = np.zeros((4, s_off[S.shape[1]] + 1), np.int64)  # _cut_bounds' sensitive counts (zero between calls)
+    seen_b = np.empty((4, s_off[S.shape[1]] + 1), np.int64)  # and the codes they hold
     mn = np.empty(d, np.int64)
     mx = np.empty(d, np.int64)
     rep = np.empty(d, np.float64)
@@ -403,7 +424,7 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off,
                         ts0, cs0, oks0, ts1, cs1, oks1 = b_hi, n_hi, ok_hi, b_lo, n_lo, ok_lo
                 # The first threshold whose cut is valid for k and for l wins;
                 # with l > 1, a snapped cut only against the first valid median
-                # cut, by the least DP each could still reach (_cut_bound).
+                # cut, by the least DP each could still reach (_cut_bounds, one scan for both).
                 chosen = -1
                 t = 0
                 snap_c = -1
@@ -432,9 +453,12 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off,
                     t = t_
                     break
                 if snap_c >= 0:
-                    if chosen < 0 or (_cut_bound(X, S, start, end, a, snap_t, l, k, s_off, cnt_l, cnt_r, seen_l, seen_r)
-                                      <= _SNAP_SLACK * _cut_bound(X, S, start, end, a, t, l, k, s_off, cnt_l, cnt_r,
-                                                                  seen_l, seen_r)):
+                    take = chosen < 0
+                    if not take:
+                        b_snap, b_med = _cut_bounds(X, S, start, end, a, snap_t, snap_c, t, chosen, l, k, s_off, cnt_b,
+                                                    seen_b)
+                        take = b_snap <= _SNAP_SLACK * b_med
+                    if take:
                         chosen = snap_c
                         t = snap_t
                 if chosen < 0:

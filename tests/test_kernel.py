@@ -428,3 +428,43 @@ def test_partition_of_a_tree_deeper_than_its_first_stack():
     _same_classes(got, kernel_numpy_recursive(X.copy(), S.copy(), k, 1, span))
     jit = mondrian.partition(X.copy(), S.copy(), k, 1, *_numba_args(X, S, span))
     _same_classes(got, jit)
+
+
+def _bound_by_numpy(x, S, t, l, k):
+    """The least DP the two sides of the cut ``x <= t`` could reach, as
+    :func:`sqlanon.mondrian._cut_bounds` defines it, by brute force: per side
+    ``n * n / q``, ``q`` the least of ``n / k`` and, per sensitive column, the
+    most classes (up to ``n // k + 1``) with ``l`` distinct codes each."""
+    total = 0.0
+    for side in (x <= t, x > t):
+        n = int(side.sum())
+        q = n / k
+        for s in range(S.shape[1]):
+            cnt = np.bincount(S[side, s])
+            q = min(q, max(q_ for q_ in range(n // k + 2) if np.minimum(cnt, q_).sum() >= l * q_))
+        total += n * n / max(q, 1.0)
+    return total
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cut_bounds_match_a_numpy_count_and_leave_their_counts_zero(seed):
+    """One scan gives both cuts' bounds; the shared count arrays are zero again after each call."""
+    rng = np.random.default_rng(seed)
+    n, d, n_s = int(rng.integers(20, 400)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    X = rng.integers(0, 12, (n, d)).astype(np.int32)
+    sdom = rng.integers(2, 9, n_s)
+    S = np.column_stack([rng.integers(0, dm, n) for dm in sdom]).astype(np.int32)
+    s_off = np.concatenate([[0], np.cumsum(sdom + 1)]).astype(np.int64)
+    cnt = np.zeros((4, s_off[-1] + 1), np.int64)
+    seen = np.empty((4, s_off[-1] + 1), np.int64)
+    for _ in range(5):
+        start = int(rng.integers(0, n // 2))
+        end = int(rng.integers(start + 2, n + 1))
+        a = int(rng.integers(0, d))
+        t0, t1 = (int(t) for t in rng.choice(12, 2, replace=False))  # either order
+        l, k = int(rng.integers(1, 4)), int(rng.integers(1, 6))
+        x, Sb = X[start:end, a], S[start:end]
+        got = mondrian._cut_bounds(X, S, start, end, a, t0, int((x <= t0).sum()), t1, int((x <= t1).sum()), l, k,
+                                   s_off, cnt, seen)
+        assert got == (_bound_by_numpy(x, Sb, t0, l, k), _bound_by_numpy(x, Sb, t1, l, k))
+        assert not cnt.any()
