@@ -797,6 +797,10 @@ _COLUMNS = ("WITH RECURSIVE c AS (SELECT attnum, attname, atttypid AS typ, attty
 """A table's columns and their types (a domain's base type), by its quoted
 name (none: no such table)."""
 
+_METRICS_PG_TYPES = {"text": "text", "int32": "integer", "int64": "bigint", "float64": "double precision",
+                     "bool": "boolean", "timestamptz": "timestamp with time zone"}
+"""The PostgreSQL type of each kind of metrics column (``io._arrow_kind``), as the run adds it."""
+
 TYPE_DEFINITIONS = (
     "SELECT n, t.typtype, CASE t.typtype "
     "WHEN 'c' THEN (SELECT string_agg(quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod), ', ' "
@@ -1153,7 +1157,7 @@ class PostgresTarget:
         rows (``schema``) exactly (found when publishing, after all the work)."""
         import psycopg
 
-        from .io import file_format
+        from .io import _arrow_kind, file_format
 
         if where and file_format(where):
             return
@@ -1165,6 +1169,14 @@ class PostgresTarget:
                 # after all the work ('permission denied', helper-57).
                 may_insert = not have or c.execute("SELECT has_table_privilege(%s, 'INSERT')",
                                                    (ident(list(table)),)).fetchone()[0]
+                # An older sqlanon's table lacks columns (achieved_l, worker_pid, …) that the run
+                # adds when publishing, which only its owner may: a role that may only INSERT
+                # failed each night after all the work ('permission denied for table …').
+                names = {n for n, _ in have}
+                lacks = [f for f in schema if f.name not in names] if have else []
+                owner = c.execute("SELECT pg_has_role(relowner, 'USAGE'), pg_get_userbyid(relowner) FROM "
+                                  "pg_catalog.pg_class WHERE oid = to_regclass(%s)",
+                                  (ident(list(table)),)).fetchone() if lacks else None
             except psycopg.Error as exc:  # e.g. no USAGE on its schema
                 raise InputError(f"cannot look up {table_text(table)} in {self.conn.safe()}: "
                                  f"{self.conn.redact(_first_line(exc))}") from None
@@ -1173,6 +1185,12 @@ class PostgresTarget:
         if not may_insert:
             raise InputError(f"cannot write the metrics table {table_text(table)!r} of {self.conn.safe()}: the role "
                              "may not INSERT into it; GRANT INSERT ON it first, or name another with --metrics")
+        if owner is not None and not owner[0]:
+            add = ", ".join(f"ADD COLUMN {ident(f.name)} {_METRICS_PG_TYPES[_arrow_kind(f.type)]}" for f in lacks)
+            raise InputError(f"cannot write the metrics table {table_text(table)!r} of {self.conn.safe()}: an older "
+                             f"sqlanon's, it lacks {', '.join(repr(f.name) for f in lacks)}, which only its owner "
+                             f"{owner[1]!r} may add; have it run ALTER TABLE {ident(list(table))} {add}, or name "
+                             "another with --metrics")
 
     def earlier_run(self, con: duckdb.DuckDBPyConnection, where: str | None, target: str) -> tuple[str, str] | None:
         """The parameters and start of the last run that published this

@@ -4032,6 +4032,31 @@ def test_a_metrics_table_the_role_may_not_insert_into_is_refused_before_any_work
     assert sqlanon.anonymize(as_role, as_role, target_table=rel(schema, "second"), **run).metrics.rows == 500
 
 
+def test_an_older_metrics_table_the_role_may_not_alter_is_refused_before_any_work(pg_url):
+    """An older sqlanon's metrics table lacks columns (achieved_l) the run
+    adds when publishing, which only its owner may: a role that may only
+    INSERT into it failed each night after all the work ('permission
+    denied for table m'), after upgrading sqlanon (helper-152)."""
+    schema, role = "metrics older", "sqlanon_noalter"
+    as_role = people_reader(pg_url, schema, role, "nipw", 500)
+    sql(pg_url, f"GRANT CREATE ON SCHEMA {q(schema)} TO {role}")
+    run = dict(table=rel(schema, "src"), qi=PEOPLE_QI.split(","), k=5, l=2, sensitive=["disease"], workers=1,
+               metrics=rel(schema, "m"))
+    sqlanon.anonymize(pg_url, pg_url, target_table=rel(schema, "first"), **run)  # m: the superuser's
+    sql(pg_url, f"ALTER TABLE {rel(schema, 'm')} DROP COLUMN achieved_l")  # as an older sqlanon made it
+    sql(pg_url, f"GRANT SELECT, INSERT ON {rel(schema, 'm')} TO {role}")
+    before = scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'm')}")
+    with pytest.raises(InputError, match=r"cannot write the metrics table .*'metrics older\.m'.*: an older sqlanon's, "
+                                         r"it lacks 'achieved_l', which only its owner '[^']+' may add; have it run "
+                                         r"ALTER TABLE .* ADD COLUMN \"achieved_l\" integer, or name another"):
+        sqlanon.anonymize(as_role, as_role, target_table=rel(schema, "second"), **run)
+    assert not exists(pg_url, schema, "second") and not staging_left(pg_url, schema)
+    assert scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'm')}") == before
+    sql(pg_url, f"ALTER TABLE {rel(schema, 'm')} ADD COLUMN achieved_l integer")  # as the message says
+    assert sqlanon.anonymize(as_role, as_role, target_table=rel(schema, "second"), **run).metrics.rows == 500
+    assert scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'm')}") == before + 2
+
+
 def test_another_roles_functions_on_the_search_path_are_never_run(pg_url):
     """CVE-2018-1058's pattern: a role that may create in a schema on the
     run's search_path (public, before PostgreSQL 15, or one set for the
