@@ -228,45 +228,22 @@ def _cut_bounds(X, S, start, end, a, t0, n0, t1, n1, l, k, s_off, cnt, seen):
     q1r = nr1 / k
     for s in range(n_s):
         base = s_off[s]
-        m0 = 0
-        m1 = 0
-        m2 = 0
-        m3 = 0
+        m = np.zeros(4, np.int64)  # codes seen per side
         for i in range(start, end):
             c = base + S[i, s]
             v = X[i, a]
-            if v <= t0:
-                if cnt[0, c] == 0:
-                    seen[0, m0] = c
-                    m0 += 1
-                cnt[0, c] += 1
-            else:
-                if cnt[1, c] == 0:
-                    seen[1, m1] = c
-                    m1 += 1
-                cnt[1, c] += 1
-            if v <= t1:
-                if cnt[2, c] == 0:
-                    seen[2, m2] = c
-                    m2 += 1
-                cnt[2, c] += 1
-            else:
-                if cnt[3, c] == 0:
-                    seen[3, m3] = c
-                    m3 += 1
-                cnt[3, c] += 1
-        q0l = min(q0l, _l_capacity(cnt[0], seen[0], m0, l, n0 // k + 1))
-        q0r = min(q0r, _l_capacity(cnt[1], seen[1], m1, l, nr0 // k + 1))
-        q1l = min(q1l, _l_capacity(cnt[2], seen[2], m2, l, n1 // k + 1))
-        q1r = min(q1r, _l_capacity(cnt[3], seen[3], m3, l, nr1 // k + 1))
-        for j in range(m0):
-            cnt[0, seen[0, j]] = 0
-        for j in range(m1):
-            cnt[1, seen[1, j]] = 0
-        for j in range(m2):
-            cnt[2, seen[2, j]] = 0
-        for j in range(m3):
-            cnt[3, seen[3, j]] = 0
+            for j in (0 if v <= t0 else 1, 2 if v <= t1 else 3):
+                if cnt[j, c] == 0:
+                    seen[j, m[j]] = c
+                    m[j] += 1
+                cnt[j, c] += 1
+        q0l = min(q0l, _l_capacity(cnt[0], seen[0], m[0], l, n0 // k + 1))
+        q0r = min(q0r, _l_capacity(cnt[1], seen[1], m[1], l, nr0 // k + 1))
+        q1l = min(q1l, _l_capacity(cnt[2], seen[2], m[2], l, n1 // k + 1))
+        q1r = min(q1r, _l_capacity(cnt[3], seen[3], m[3], l, nr1 // k + 1))
+        for j in range(4):
+            for i in range(m[j]):
+                cnt[j, seen[j, i]] = 0
     return (n0 * n0 / max(q0l, 1.0) + nr0 * nr0 / max(q0r, 1.0),
             n1 * n1 / max(q1l, 1.0) + nr1 * nr1 / max(q1r, 1.0))
 

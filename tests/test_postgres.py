@@ -4012,16 +4012,24 @@ def test_a_server_error_in_the_array_check_is_a_read_error(pg_url):
                                                 [("pair", "integer[]")], spec, (), "a file", server)
 
 
+def _superusers_metrics_and_a_role(pg_url: str, schema: str, role: str) -> tuple[str, dict]:
+    """A run's metrics table ``m`` in ``schema``, made by the superuser's run,
+    and a role that may read the people table there and create in the schema:
+    (the role's URL, the run's arguments)."""
+    as_role = people_reader(pg_url, schema, role, "nipw", 500)
+    sql(pg_url, f"GRANT CREATE ON SCHEMA {q(schema)} TO {role}")
+    run = dict(table=rel(schema, "src"), qi=PEOPLE_QI.split(","), k=5, l=2, sensitive=["disease"], workers=1,
+               metrics=rel(schema, "m"))
+    sqlanon.anonymize(pg_url, pg_url, target_table=rel(schema, "first"), **run)
+    return as_role, run
+
+
 def test_a_metrics_table_the_role_may_not_insert_into_is_refused_before_any_work(pg_url):
     """The run appends its rows to an existing metrics table: a role that
     may not INSERT into it failed when publishing, after all the work
     ('permission denied for table …', helper-57)."""
     schema, role = "metrics grant", "sqlanon_noinsert"
-    as_role = people_reader(pg_url, schema, role, "nipw", 500)
-    sql(pg_url, f"GRANT CREATE ON SCHEMA {q(schema)} TO {role}")
-    run = dict(table=rel(schema, "src"), qi=PEOPLE_QI.split(","), k=5, l=2, sensitive=["disease"], workers=1,
-               metrics=rel(schema, "m"))
-    sqlanon.anonymize(pg_url, pg_url, target_table=rel(schema, "first"), **run)  # m: the superuser's
+    as_role, run = _superusers_metrics_and_a_role(pg_url, schema, role)
     sql(pg_url, f"GRANT SELECT ON {rel(schema, 'm')} TO {role}")
     before = scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'm')}")
     with pytest.raises(InputError, match=r"cannot write the metrics table .*'metrics grant\.m'.* may not INSERT"):
@@ -4038,11 +4046,7 @@ def test_an_older_metrics_table_the_role_may_not_alter_is_refused_before_any_wor
     INSERT into it failed each night after all the work ('permission
     denied for table m'), after upgrading sqlanon (helper-152)."""
     schema, role = "metrics older", "sqlanon_noalter"
-    as_role = people_reader(pg_url, schema, role, "nipw", 500)
-    sql(pg_url, f"GRANT CREATE ON SCHEMA {q(schema)} TO {role}")
-    run = dict(table=rel(schema, "src"), qi=PEOPLE_QI.split(","), k=5, l=2, sensitive=["disease"], workers=1,
-               metrics=rel(schema, "m"))
-    sqlanon.anonymize(pg_url, pg_url, target_table=rel(schema, "first"), **run)  # m: the superuser's
+    as_role, run = _superusers_metrics_and_a_role(pg_url, schema, role)
     sql(pg_url, f"ALTER TABLE {rel(schema, 'm')} DROP COLUMN achieved_l")  # as an older sqlanon made it
     sql(pg_url, f"GRANT SELECT, INSERT ON {rel(schema, 'm')} TO {role}")
     before = scalar(pg_url, f"SELECT count(*) FROM {rel(schema, 'm')}")
