@@ -996,8 +996,9 @@ def _sample(value: str | None) -> float | None:
               help="Columns to remove from the output (direct identifiers), comma-separated or repeated.")
 @click.option(
     "--keep", multiple=True,
-    help="Columns to publish unchanged, comma-separated: with it, every other column must be a QI, sensitive or "
-         "dropped, or the run is refused (a column new in the input is not published raw). Default: all others.",
+    help="Columns to publish unchanged, comma-separated or repeated: with it, every other column must be a QI, "
+         "sensitive or dropped, or the run is refused (a column new in the input is not published raw). "
+         "Default: all others.",
 )
 @click.option(
     "--date-order", type=click.Choice(["DMY", "MDY"], case_sensitive=False),
@@ -1294,11 +1295,11 @@ def _report(text: str) -> None:
 )
 @click.argument("input", metavar="TABLE_OR_FILE", required=False)
 @click.option("--qi", "qi", multiple=True,
-              help="Generalized QI columns, comma-separated (a QI published with --interval-format bounds "
-                   "by its name: age means age_lo,age_hi). [required: here or in --config]")
+              help="Generalized QI columns, comma-separated or repeated (a QI published with --interval-format "
+                   "bounds by its name: age means age_lo,age_hi). [required: here or in --config]")
 @click.option("-k", type=int, help="Minimum rows per class. [required: here or in --config]")
 @click.option("-l", "l_", type=int, default=1, show_default=True, help="Minimum distinct sensitive values per class.")
-@click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated.")
+@click.option("--sensitive", multiple=True, help="Sensitive columns, comma-separated or repeated.")
 @click.option("--table", help="The table, when TABLE_OR_FILE is a DuckDB file or a database URL ([schema.]table).")
 @click.option("--show", type=click.IntRange(min=0), default=20, show_default=True,
               help="How many violating groups a failed check lists (smallest first).")

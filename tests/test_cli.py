@@ -2005,6 +2005,19 @@ def test_help_mentions_every_option(path, cmd):
                 assert choice in text
 
 
+@pytest.mark.parametrize("path, cmd", list(_commands()), ids=lambda x: "-".join(x) if isinstance(x, list) else None)
+def test_help_of_a_column_list_says_the_flag_may_be_repeated(path, cmd):
+    """A repeated --qi adds its columns, as click's multiple options do; the
+    help of anonymize's --qi, --sensitive and --drop says so (helper-150),
+    and so must every list option's: verify's --qi and --sensitive and
+    anonymize's --keep spoke of a comma-separated list only."""
+    ctx = click.Context(cmd, info_name=path[-1] if path else "sqlanon", parent=click.Context(main) if path else None)
+    lists = [p for p in cmd.get_params(ctx) if isinstance(p, click.Option) and p.multiple
+             and "comma-separated" in (p.help or "")]
+    for p in lists:
+        assert re.search(r"\b[Rr]epeat", p.help), f"{p.opts[0]} of {path}: {p.help!r}"
+
+
 def test_help_lists_commands():
     r = cli("--help")
     assert r.exit_code == 0
