@@ -25,7 +25,11 @@
    the row's text with ' ' for 'T' (as domain_stats.sql reads min and max)
    with the cut's text to the microsecond (stamp_text); beside it, a looser
    test of the column as it is (against the 'T' spelling for `<=`), which an
-   index on the column serves: each fragment read the whole table without. #}
+   index on the column serves: each fragment read the whole table without.
+   A hierarchy's leaves (`in`) are matched against the row's text written
+   out to the microsecond, ' ' for 'T' (a row spelled '…T05:00' or
+   '… 05:00:00.000000' matched no leaf, and went to the last fragment);
+   SQLAlchemy's text() takes ':00' for a parameter, whence '\:'. #}
 {% if not predicates %}
 TRUE
 {% else %}
@@ -40,6 +44,8 @@ TRUE
 ({{ pr.column | ident }} > {{ p(pr.value | stamp_text) }} AND replace({{ pr.column | ident }}, 'T', ' ') > {{ p(pr.value | stamp_text) }})
 {%- elif pr is sqlite_stamp_cut and pr.op == "le_any" -%}
 ({% for v in pr.value %}({{ pr.column | ident }} <= {{ p(v | stamp_t) }} AND replace({{ pr.column | ident }}, 'T', ' ') <= {{ p(v | stamp_text) }}){% if not loop.last %} OR {% endif %}{% endfor %})
+{%- elif pr is sqlite_stamp_cut and pr.op in ("in", "not_in_or_null") -%}
+{% if pr.op == "not_in_or_null" %}({% endif %}(substr({{ pr.column | ident }}, 1, 10) || ' ' || substr(substr({{ pr.column | ident }}, 12) || CASE length({{ pr.column | ident }}) WHEN 10 THEN '00\:00\:00.' WHEN 13 THEN '\:00\:00.' WHEN 16 THEN '\:00.' WHEN 19 THEN '.' ELSE '' END || '000000', 1, 15)){% if pr.op == "not_in_or_null" %} NOT{% endif %} IN ({% for v in pr.value %}{{ p(v | stamp_text) }}{{ ", " if not loop.last }}{% endfor %}){% if pr.op == "not_in_or_null" %} OR {{ pr.column | ident }} IS NULL){% endif %}
 {%- elif pr.op == "le" -%}
 {{ pr.column | ident }} <= {{ p(pr.value) }}
 {%- elif pr.op == "gt_or_null" -%}

@@ -463,6 +463,32 @@ def test_sqlite_text_timestamps_land_in_the_fragment_their_instant_is_planned_in
     assert all("USING INDEX ix" in str(plan) for plan in plans), plans
 
 
+def test_sqlite_text_timestamps_meet_their_hierarchy_leaf_in_the_planned_fragment(tmp_path):
+    """A hierarchy's cut lists its leaves (IN …): bound as pysqlite writes a
+    datetime, '2020-01-01 01:00:00', they matched no row spelled
+    '2020-01-01T01:00', '… 01:00:00.000000' or '2020-01-01 01', and such
+    rows all went to the fragment of the cut's other side (372 rows of 400
+    in the last of four; helper-151). With the whole table as the sample,
+    each clause run on SQLite holds the rows the plan estimated."""
+    path = tmp_path / "h.db"
+    forms = ["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.000000", "%Y-%m-%d %H", "%Y-%m-%dT%H:%M:%S.0"]
+    hours = [dt.datetime(2020, 1, 1) + dt.timedelta(hours=h) for h in range(80)]
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE t (id INTEGER, at DATETIME, dx TEXT)")
+        c.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i, hours[i % 80].strftime(forms[i % 5]), "abc"[i % 3])
+                                                         for i in range(400)])
+    tree = tmp_path / "at.csv"
+    tree.write_text("".join(f"{h.isoformat(sep=' ', timespec='microseconds')};day{h.day};*\n" for h in hours))
+    r = sqlanon.anonymize(f"sqlite:///{path}", tmp_path / "o.parquet", table="t", qi=["at"], k=5,
+                          hierarchies={"at": tree}, workers=1, fragments=4, sample=1.0, seed=7)
+    planned = r.explain()["fragments"]
+    assert any(" IN (" in f["where"] for f in planned), planned
+    with sqlite3.connect(path) as c:
+        counts = [c.execute(f"SELECT count(*) FROM t WHERE {f['where']}",
+                            {f"p{i}": v for i, v in enumerate(f["params"])}).fetchone()[0] for f in planned]
+    assert counts == [f["estimated_rows"] for f in planned] and sum(counts) == 400, counts
+
+
 def test_quoting_and_binds_follow_the_dialect():
     """Names are quoted the dialect's way, a ``:`` in a name is escaped for
     text(), values are named binds; compiled for a driver that formats with
