@@ -620,7 +620,7 @@ def _leaf_values(leaves: list[str], dtype: pa.DataType) -> tuple[list[Any], set[
     unbindable: set[str] = set()
     for label in leaves:  # one pass over the hierarchy, not over rows
         try:
-            v = pa.scalar(label, pa.string()).cast(dtype)
+            v = _time_scalar(label, dtype) if pa.types.is_time(dtype) else pa.scalar(label, pa.string()).cast(dtype)
             ok = as_text(pa.array([v], dtype))[0].as_py() == label
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             ok = False
@@ -630,6 +630,33 @@ def _leaf_values(leaves: list[str], dtype: pa.DataType) -> tuple[list[Any], set[
             out.append(None)
             unbindable.add(label)
     return out, unbindable
+
+
+_TIME_TEXT = re.compile(r"(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
+_TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+
+
+def _time_scalar(label: str, dtype: pa.DataType) -> pa.Scalar:
+    """A TIME column's value written ``label`` (``10:00:00.000000``, as
+    :func:`~sqlanon.domain.as_text` writes it; 24:00:00 has no Python form,
+    and is listed in no cut: its rows go to the cuts' right sides, as a
+    value that is no leaf does): Arrow casts no text to a
+    time, and every leaf of a TIME QI's hierarchy was None, each cut's
+    list empty: its left side ``FALSE``, and all rows in the last fragment,
+    which the plan had counted a quarter of (helper-155).
+
+    Raises:
+        pa.ArrowInvalid: ``label`` is not a time's text.
+    """
+    m = _TIME_TEXT.fullmatch(label)
+    if m is None:
+        raise pa.ArrowInvalid(f"not a time: {label!r}")
+    h, mi, s, frac = m.groups()
+    per_s = _TICKS_PER_SECOND[dtype.unit]
+    ticks = ((int(h) * 60 + int(mi)) * 60 + int(s)) * per_s + int((frac or "").ljust(9, "0")) * per_s // 10**9
+    if ticks >= 86_400 * per_s:  # SQL's 24:00:00, which Python's time (a bound value) wraps to 00:00:00
+        raise pa.ArrowInvalid(f"no Python time: {label!r}")
+    return pa.array([ticks], pa.int32() if pa.types.is_time32(dtype) else pa.int64()).cast(dtype)[0]
 
 
 def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None,

@@ -973,3 +973,28 @@ def test_blanks_are_str_isspace() -> None:
     chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
     found = pc.match_substring_regex(pa.array(chars), _BLANK_CELL).to_pylist()
     assert [c for c, hit in zip(chars, found) if hit] == [c for c in chars if c.isspace()]
+
+
+def test_a_time_column_with_a_hierarchy_is_cut_as_planned(tmp_path: Path) -> None:
+    """Arrow casts no text to a time: every leaf of a TIME QI's hierarchy
+    had no value to list, every cut's left side was ``FALSE`` and all rows
+    went to the last fragment, which the plan counted a quarter of
+    (helper-155)."""
+    import datetime as dt
+
+    import duckdb
+
+    from sqlanon import AnonymizationSpec, QuasiIdentifier
+    from sqlanon.domain import as_text
+    from sqlanon.fragmentation import plan_fragments, where_sql
+
+    times = pa.array([dt.time(10, m) for m in range(8)], pa.time64("us"))
+    labels = as_text(times).to_pylist()  # 10:00:00.000000 …
+    h = load_hierarchy(write(tmp_path, "t.csv", "".join(f"{v};g{i // 2};*\n" for i, v in enumerate(labels))))
+    column = pa.array([times[i % 8].as_py() for i in range(400)], pa.time64("us"))
+    plan = plan_fragments(pa.table({"t": column}), AnonymizationSpec((QuasiIdentifier("t", hierarchy=h),), k=2), 4)
+    con = duckdb.connect()
+    con.register("src", pa.table({"t": column}))
+    counts = [con.execute(f"SELECT count(*) FROM src WHERE {sql}", params).fetchone()[0]
+              for sql, params in (where_sql(f.predicates) for f in plan.fragments)]
+    assert counts == [f.estimated_rows for f in plan.fragments], counts
