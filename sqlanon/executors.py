@@ -56,6 +56,7 @@ import weakref
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 
+from . import errors
 from .errors import AFTER_SHUTDOWN, ConfigError, InputError
 
 log = logging.getLogger(__name__)
@@ -1108,6 +1109,25 @@ def _spark_error(exc: BaseException) -> str:
     return _cut(lines[0]) if lines else type(exc).__name__
 
 
+_TASKS_OWN_ERROR = re.compile(r"^sqlanon\.errors\.(\w+): (.+)$")
+
+
+def _tasks_own_error(exc: BaseException) -> errors.SqlanonError | None:
+    """A Spark task's own sqlanon error (the last line of the Python
+    traceback Spark reports: 'sqlanon.errors.HierarchyError: …') as that
+    error, or None. Dask hands the task's exception back as it was raised;
+    Spark only its text, and the run reported 'fragment 0 failed on the
+    spark executor: sqlanon.errors.InputError: …', and a worker's usage
+    error (a value no hierarchy leaf names, exit 2 elsewhere) as a runtime
+    one, exit 1, which a scheduler retries (helper-156)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    found = _TASKS_OWN_ERROR.match(lines[-1]) if lines else None
+    kind = getattr(errors, found.group(1), None) if found else None
+    if not (isinstance(kind, type) and issubclass(kind, errors.SqlanonError)):
+        return None
+    return kind(found.group(2))
+
+
 def _cut(line: str, most: int = 300) -> str:
     """``line`` in at most about ``most`` characters: its start and its end,
     cut between words ('…' says where). The end is kept as it often says
@@ -1433,7 +1453,16 @@ class SparkExecutor:
         def call(one):  # on the executor: the broadcasts' values
             return fn(one, *(b.value for b in handles))
 
-        return self._threads.submit(lambda: sc.parallelize([task], 1).map(call).collect()[0])
+        def run():
+            try:
+                return sc.parallelize([task], 1).map(call).collect()[0]
+            except Exception as exc:  # noqa: BLE001 - re-raised: as the task's own error where it was one
+                own = _tasks_own_error(exc)
+                if own is None:
+                    raise
+                raise own from exc
+
+        return self._threads.submit(run)
 
     def shutdown(self, abort: bool = False) -> None:
         # A driver's JVM that died mid-run fails every call to it: the

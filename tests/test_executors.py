@@ -822,6 +822,38 @@ def test_spark_errors_are_told_by_their_meaningful_line():
     assert SparkExecutor.describe_error(start) == "org.apache.spark.SparkException: Could not parse Master URL: 'x'"
 
 
+def test_a_spark_tasks_own_error_comes_back_as_that_error():
+    """Spark hands back a task's exception as text only: a worker's
+    HierarchyError (a usage error, exit 2 with the local pool and Dask) was
+    reported as 'fragment 0 failed on the spark executor:
+    sqlanon.errors.HierarchyError: …', an InputError, exit 1, which a
+    scheduler retries (helper-156). Other errors stay as they were."""
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    from sqlanon.errors import HierarchyError
+    from sqlanon.executors import SparkExecutor
+
+    def failing(text):
+        def collect():
+            raise RuntimeError(text)
+
+        rdd = SimpleNamespace(map=lambda call: SimpleNamespace(collect=collect))
+        ex = object.__new__(SparkExecutor)
+        ex._spark = SimpleNamespace(sparkContext=SimpleNamespace(parallelize=lambda items, n: rdd))
+        ex._threads = ThreadPoolExecutor(1)
+        try:
+            return ex.submit(None, "task").exception()
+        finally:
+            ex._threads.shutdown()
+
+    trace = "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n  File \"w.py\"\n"
+    own = failing(trace + "sqlanon.errors.HierarchyError: hierarchy h.csv has no leaf for value(s) 'x'\n")
+    assert type(own) is HierarchyError and str(own) == "hierarchy h.csv has no leaf for value(s) 'x'"
+    other = failing(trace + "ValueError: disk full\n")
+    assert type(other) is RuntimeError and SparkExecutor.describe_error(other) == "ValueError: disk full"
+
+
 def test_task_timeout_with_one_worker_says_it_is_not_applied(source, tmp_path, caplog):
     caplog.set_level("WARNING", logger="sqlanon")
     r = sqlanon.anonymize(source, tmp_path / "o.parquet", qi=QI, k=5, workers=1, task_timeout=0.001)
