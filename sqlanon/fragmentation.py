@@ -684,9 +684,14 @@ def _encode(qi: QuasiIdentifier, col: pa.ChunkedArray, unit: float | None,
 
         found = pd.Index(h.leaves, dtype=object).get_indexer(enc.dictionary.to_numpy(zero_copy_only=False))
         n_leaves = h.n_leaves
-        lut = np.where(found < 0, n_leaves, found).astype(np.int64)  # not a leaf: after the leaves
         null_code = n_leaves + 1
         leaf_values, unbindable = _leaf_values(h.leaves, arr.type)
+        # Not a leaf, or a leaf no cut can list (a TIME's 24:00:00, which has
+        # no Python form): after the leaves, on every cut's right side, where
+        # its SQL sends the rows (24:00:00 listed first was planned in the
+        # first fragment and read in the last).
+        listed = np.array([v is not None for v in leaf_values] + [False], bool)
+        lut = np.where(listed[found], found, n_leaves).astype(np.int64)
         if present is not None:
             leaf_values = [v if label in present else None for label, v in zip(h.leaves, leaf_values)]
             unbindable &= present

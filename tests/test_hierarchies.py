@@ -998,3 +998,30 @@ def test_a_time_column_with_a_hierarchy_is_cut_as_planned(tmp_path: Path) -> Non
     counts = [con.execute(f"SELECT count(*) FROM src WHERE {sql}", params).fetchone()[0]
               for sql, params in (where_sql(f.predicates) for f in plan.fragments)]
     assert counts == [f.estimated_rows for f in plan.fragments], counts
+
+
+def test_a_time_columns_24_00_rows_are_planned_where_its_cuts_send_them(tmp_path: Path) -> None:
+    """TIME '24:00:00' has no Python form, so no cut lists it and its SQL
+    sends its rows to every cut's right side; the plan coded them as their
+    leaf: with 24:00:00 listed first, they were counted in the first
+    fragment and read in the last."""
+    import datetime as dt
+
+    import duckdb
+
+    from sqlanon import AnonymizationSpec, QuasiIdentifier
+    from sqlanon.domain import as_text
+    from sqlanon.fragmentation import plan_fragments, where_sql
+
+    ticks = [86_400_000_000] + [(36_000 + 7 * m) * 1_000_000 for m in range(11)]
+    times = pa.array(ticks, pa.int64()).cast(pa.time64("us"))
+    labels = as_text(times).to_pylist()  # 24:00:00.000000, 10:00:00.000000 …
+    h = load_hierarchy(write(tmp_path, "t.csv", "".join(f"{v};g{i // 3};*\n" for i, v in enumerate(labels))))
+    column = pa.array([ticks[i % 12] for i in range(480)], pa.int64()).cast(pa.time64("us"))
+    plan = plan_fragments(pa.table({"t": column}), AnonymizationSpec((QuasiIdentifier("t", hierarchy=h),), k=2), 4)
+    con = duckdb.connect()
+    con.register("src", pa.table({"t": column}))
+    assert con.execute("SELECT count(*) FROM src WHERE t = '24:00:00'::TIME").fetchone()[0] == 40
+    counts = [con.execute(f"SELECT count(*) FROM src WHERE {sql}", params).fetchone()[0]
+              for sql, params in (where_sql(f.predicates) for f in plan.fragments)]
+    assert counts == [f.estimated_rows for f in plan.fragments], counts
