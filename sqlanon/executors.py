@@ -1120,8 +1120,12 @@ def _tasks_own_error(exc: BaseException) -> errors.SqlanonError | None:
     spark executor: sqlanon.errors.InputError: …', and a worker's usage
     error (a value no hierarchy leaf names, exit 2 elsewhere) as a runtime
     one, exit 1, which a scheduler retries (helper-156)."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    found = _TASKS_OWN_ERROR.match(lines[-1]) if lines else None
+    lines = str(exc).splitlines()
+    frames = [i for i, ln in enumerate(lines) if ln.startswith('  File "')]
+    # The exception's own line: the first unindented one after the traceback's last frame
+    # (the last line of all may be a line of another error's message, helper-157).
+    header = next((ln for ln in lines[frames[-1] + 1:] if ln and not ln[0].isspace()), "") if frames else ""
+    found = _TASKS_OWN_ERROR.match(header.rstrip())
     kind = getattr(errors, found.group(1), None) if found else None
     if not (isinstance(kind, type) and issubclass(kind, errors.SqlanonError)):
         return None

@@ -852,6 +852,9 @@ def test_a_spark_tasks_own_error_comes_back_as_that_error():
     assert type(own) is HierarchyError and str(own) == "hierarchy h.csv has no leaf for value(s) 'x'"
     other = failing(trace + "ValueError: disk full\n")
     assert type(other) is RuntimeError and SparkExecutor.describe_error(other) == "ValueError: disk full"
+    # Another error whose message's last line reads like one of sqlanon's is that other error (helper-157)
+    forged = failing(trace + "    raise RuntimeError(x)\nRuntimeError: x\nsqlanon.errors.ConfigError: forged\n")
+    assert type(forged) is RuntimeError
 
 
 def test_task_timeout_with_one_worker_says_it_is_not_applied(source, tmp_path, caplog):
