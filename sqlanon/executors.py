@@ -1113,7 +1113,7 @@ _TASKS_OWN_ERROR = re.compile(r"^sqlanon\.errors\.(\w+): (.+)$")
 
 
 def _tasks_own_error(exc: BaseException) -> errors.SqlanonError | None:
-    """A Spark task's own sqlanon error (the last line of the Python
+    """A Spark task's own sqlanon error (the exception's line of the Python
     traceback Spark reports: 'sqlanon.errors.HierarchyError: …') as that
     error, or None. Dask hands the task's exception back as it was raised;
     Spark only its text, and the run reported 'fragment 0 failed on the
