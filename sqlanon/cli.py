@@ -1169,11 +1169,12 @@ def anonymize(
 
 def _holds_tables(path: str) -> bool:
     """Whether ``path`` names a database (a URL, a DuckDB file by its suffix,
-    or an existing file of no data format), whose tables ``--table`` and
-    ``--target-table`` name."""
+    not a directory, or an existing file of no data format), whose tables
+    ``--table`` and ``--target-table`` name: a job's table goes with the
+    database, not with a file or lake named on the command line."""
     from .io import DUCKDB_SUFFIXES  # here: it imports DuckDB, which the CLI loads later
 
-    return ("://" in path or path.lower().endswith(DUCKDB_SUFFIXES)
+    return ("://" in path or (path.lower().endswith(DUCKDB_SUFFIXES) and not os.path.isdir(path))
             or (file_format(path) is None and os.path.isfile(path)))
 
 
@@ -1327,8 +1328,7 @@ def verify(input, qi, k, l_, sensitive, table, show, as_json, quiet):
     if ctx.get_parameter_source("k") is from_job and k < MIN_K:  # a job anonymize refuses has no output to check
         raise click.UsageError(f"{ctx.meta['sqlanon.config_keys']['k']!r} in {job!r} must be an integer >= {MIN_K}, "
                                f"got {k} (anonymize refuses the job)", ctx)
-    if ctx.get_parameter_source("table") is from_job and not (
-            "://" in input or (file_format(input) is None and os.path.isfile(input))):
+    if ctx.get_parameter_source("table") is from_job and not _holds_tables(input):
         table = None  # the job's target_table, of a database output; not of this file or lake (helper-45, -47)
     # As for anonymize, a flag may make the job's check stricter, not weaker: `-k 2` or `--qi age` passed
     # output the job's own check fails (helper-51).
