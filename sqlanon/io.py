@@ -1453,16 +1453,21 @@ def finer_than_microseconds(files: list[str], column: str) -> str | None:
     value with a digit past the microsecond (DuckDB reads it cut there), or
     None: pandas writes a zoned datetime64[ns] column so, holding whole
     microseconds mostly, which DuckDB reads exactly. Reads that column of
-    each file (pyarrow)."""
+    each file (pyarrow), named as DuckDB matches it (``TS`` in one file,
+    ``ts`` in the next: read as ``ts``, whole microseconds were refused); a
+    file that cannot be read fails the run by name (it was refused as
+    holding nanoseconds)."""
     import numpy as np
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     for f in files:
         try:
-            values = pq.read_table(f, columns=[column]).column(0)
-        except (OSError, pa.ArrowException, KeyError):
-            return f  # cannot tell: as the schema says
+            names = pq.read_schema(f).names
+            name = next((n for n in names if fold_name(n) == fold_name(column)), column)
+            values = pq.read_table(f, columns=[name]).column(0)
+        except (OSError, pa.ArrowException, KeyError) as exc:
+            raise InputError(f"cannot read column {column!r} of {f!r}: {first_line(exc)}") from None
         if getattr(values.type, "unit", None) != "ns":  # an old TIMESTAMP_MILLIS, say: nothing past the microsecond
             continue
         ticks = pc.fill_null(values.cast(pa.int64(), safe=False), 0).to_numpy(zero_copy_only=False)

@@ -1976,6 +1976,12 @@ def test_parquet_nanoseconds_duckdb_reads_coarser_are_refused(tmp_path):
         use_deprecated_int96_timestamps=True)
     with pytest.raises(sqlanon.ConfigError, match=r"^column 'at' of '.*/lake/b\.parquet' holds nanosecond timestamps"):
         sqlanon.anonymize(tmp_path / "lake", tmp_path / "l.parquet", qi=["age"], k=5, workers=1, overwrite=True)
+    # ... read by the name DuckDB matches: whole microseconds in a file spelling it 'AT' were refused as finer
+    pq.write_table(pa.table({"age": [i % 10 for i in range(100)], "AT": pa.array(
+        [1_600_000_000_000_000_000 + i * 1000 for i in range(100)], pa.timestamp("ns"))}),
+        tmp_path / "lake" / "b.parquet", use_deprecated_int96_timestamps=True)
+    assert sqlanon.anonymize(tmp_path / "lake", tmp_path / "l.parquet", qi=["age"], k=5, workers=1,
+                             overwrite=True).metrics.rows == 200
     # Whole microseconds (pandas' zoned datetime64[ns], mostly) read exactly: taken, as a QI too (helper-41)
     whole = tmp_path / "whole.parquet"
     pq.write_table(pa.table({"age": [i % 10 for i in range(100)], "at": pa.array(
