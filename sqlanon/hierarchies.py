@@ -210,9 +210,9 @@ class Hierarchy:
         values, naming a leaf that differs from one only by blanks around
         it, its case or its Unicode form: a value and a leaf that print
         alike ('café' composed and decomposed) baffled (helper-66)."""
-        where = f" of column {column}" if column is not None else ""
+        where = f" of column {column!r}" if column is not None else ""
         raise HierarchyError(
-            f"hierarchy {self.source} has no leaf for value(s) "
+            f"hierarchy {self.source!r} has no leaf for value(s) "
             f"{_list_values(bad)}{where}{self._near_leaves(bad)}"
         )
 

@@ -243,7 +243,7 @@ def test_leaf_codes_arrow_input(fig1: Hierarchy, tmp_path: Path) -> None:
     with pytest.raises(HierarchyError) as info:
         fig1.leaf_codes(pa.array(["Japan", None, "Mars", "Mars"]), column="country")
     assert str(info.value) == (
-        f"hierarchy {fig1.source} has no leaf for value(s) 'Mars', None of column country"
+        f"hierarchy {fig1.source!r} has no leaf for value(s) 'Mars', None of column 'country'"
     )
     ages = load_hierarchy(write(tmp_path, "age.csv", "1;young;*\n2;young;*\n3;old;*\n"))
     assert ages.leaf_codes(pa.array([3, 1], pa.int8())).tolist() == [2, 0]
@@ -256,8 +256,8 @@ def test_leaf_codes_missing_values_message(fig1: Hierarchy) -> None:
     msg = str(info.value)
     assert "\n" not in msg
     assert msg == (
-        f"hierarchy {fig1.source} has no leaf for value(s) "
-        "'Atlantis', 'Avalon', 'Eden', 'Mars', 'Oz' (and 2 more) of column country"
+        f"hierarchy {fig1.source!r} has no leaf for value(s) "
+        "'Atlantis', 'Avalon', 'Eden', 'Mars', 'Oz' (and 2 more) of column 'country'"
     )
 
 
@@ -266,7 +266,7 @@ def test_leaf_codes_missing_values_few_and_no_column(fig1: Hierarchy) -> None:
         fig1.leaf_codes(np.array(["italy", "France", None], dtype=object))
     msg = str(info.value)
     # sorted by text, nulls last; a value differing from a leaf only by its case is told so (helper-66)
-    assert msg == (f"hierarchy {fig1.source} has no leaf for value(s) 'italy', None; 'italy' differs from the "
+    assert msg == (f"hierarchy {fig1.source!r} has no leaf for value(s) 'italy', None; 'italy' differs from the "
                    "leaf 'Italy' only by case")
     assert "more" not in msg and "column" not in msg
 
@@ -281,7 +281,7 @@ def test_a_missing_value_near_a_leaf_names_the_leaf(tmp_path: Path) -> None:
     with pytest.raises(HierarchyError) as info:
         h.leaf_codes(["a", nfd, "Male", "other"], column="c")
     assert str(info.value).endswith(
-        f"of column c; 'Male' differs from the leaf 'male' only by case, 'a' differs from the leaf 'a ' only by "
+        f"of column 'c'; 'Male' differs from the leaf 'male' only by case, 'a' differs from the leaf 'a ' only by "
         f"blanks around it, {nfd!r} differs from the leaf 'café' only by its Unicode form (composed or decomposed)")
 
 
@@ -291,7 +291,7 @@ def test_a_value_that_is_a_group_of_the_hierarchy_is_named_so(tmp_path: Path) ->
     h = load_hierarchy(write(tmp_path, "h.csv", "Italy;Europe;*\nFrance;Europe;*\nPeru;America;*\n"))
     with pytest.raises(HierarchyError) as info:
         h.leaf_codes(["Italy", "Europe", "Spain"], column="c")
-    assert str(info.value).endswith("of column c; 'Europe' is a group of the hierarchy, not a leaf (map it to one "
+    assert str(info.value).endswith("of column 'c'; 'Europe' is a group of the hierarchy, not a leaf (map it to one "
                                     "of its leaves, or drop those rows)")
 
 
@@ -788,7 +788,7 @@ def test_arx_native_country_misses_adults_question_mark() -> None:
     with pytest.raises(HierarchyError) as info:
         h.leaf_codes(values, column="native-country")
     assert str(info.value) == (
-        f"hierarchy {path} has no leaf for value(s) '?' of column native-country"
+        f"hierarchy {str(path)!r} has no leaf for value(s) '?' of column 'native-country'"
     )
 
 
