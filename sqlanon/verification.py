@@ -246,7 +246,9 @@ def _as_readers_compare(con: duckdb.DuckDBPyConnection, relation: str, sensitive
     """``relation`` (a CSV file read typed) with each sensitive column that
     DuckDB keeps as text compared as pandas and pyarrow read it: one whose
     every value reads as a number ('5', '05', '+5', '5.0') by that number,
-    one of pyarrow's boolean texts only ('true', '1') as a boolean. DuckDB
+    one of pyarrow's boolean texts only ('true', '1') as a boolean,
+    one of ISO dates and timestamps only ('2020-01-01', '2020-01-01
+    00:00:00') as the timestamp pyarrow reads. DuckDB
     keeps '05' beside '5' as text, and l = 2 of '5' and '05' was published
     and verified where pandas reads one value (helper-107). Each column is
     looked at up to its first value that is neither (at once, for most)."""
@@ -263,6 +265,14 @@ def _as_readers_compare(con: duckdb.DuckDBPyConnection, relation: str, sensitive
         if not con.execute(f"SELECT 1 FROM {relation} WHERE {v} <> '' AND {v} NOT IN ({booleans}) LIMIT 1").fetchall():
             replaced.append(f"CASE WHEN {v} IN ('1', 'true', 'True', 'TRUE') THEN 'true' WHEN {v} <> '' THEN 'false' "
                             f"END AS {ident(c)}")
+            continue
+        # pyarrow (and pandas' engine="pyarrow") reads a column of ISO dates and
+        # timestamps as timestamps: '2020-01-01' and '2020-01-01 00:00:00' one
+        # value, which DuckDB's sniffer kept as two texts (helper-159).
+        if not con.execute(f"SELECT 1 FROM {relation} WHERE {v} <> '' AND (NOT regexp_matches({v}, "
+                           f"'^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}') OR TRY_CAST({v} AS TIMESTAMP) IS NULL) "
+                           "LIMIT 1").fetchall():
+            replaced.append(f"CAST(TRY_CAST({v} AS TIMESTAMP) AS VARCHAR) AS {ident(c)}")
     return f"(SELECT * REPLACE ({', '.join(replaced)}) FROM {relation})" if replaced else relation
 
 
