@@ -1325,6 +1325,33 @@ def test_verify_counts_a_nocase_qi_as_its_readers_do(tmp_path):
     assert both.min_distinct["dx"] == v.min_distinct["dx"]
 
 
+def test_anonymize_warns_of_a_sensitive_column_its_collation_counts_fewer(tmp_path, caplog):
+    """l counts a DuckDB table's NOCASE sensitive column as written, as the
+    output's plain VARCHAR is read; but 'Flu' and 'flu' are one value to the
+    source's GROUP BY, and only verify said so (helper-159)."""
+    import duckdb
+
+    db = tmp_path / "w.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE t(age INTEGER, dx VARCHAR COLLATE NOCASE, dy VARCHAR)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?)",
+                    [(20 + i, ["Flu", "FLU", "flu", "cold"][i % 4], ["Flu", "FLU"][i % 2]) for i in range(40)])
+    con.close()
+    out = tmp_path / "o.duckdb"
+    with caplog.at_level(logging.WARNING, logger="sqlanon"):
+        r = sqlanon.anonymize(db, out, table="t", target_table="a", qi=["age"], sensitive=["dx"], k=5, l=2,
+                              workers=1)
+    assert r.metrics.rows == 40
+    said = [m for m in caplog.messages if "its collation" in m]
+    assert len(said) == 1 and "'dx'" in said[0] and "4 distinct values that its collation (such as NOCASE) " \
+        "holds as 2" in said[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="sqlanon"):  # a column without a collation: nothing to say
+        sqlanon.anonymize(db, out, table="t", target_table="a", qi=["age"], sensitive=["dy"], k=5, l=2, workers=1,
+                          overwrite=True)
+    assert not [m for m in caplog.messages if "its collation" in m]
+
+
 def test_an_existing_duckdb_table_in_another_case_needs_overwrite(people_db):
     before = _tables(people_db)
     with pytest.raises(ConfigError, match="already exists"):
