@@ -1048,7 +1048,8 @@ def run(
             target.check_swappable(out_names)
         if isinstance(target, io.FileTarget) and target.fmt == "csv":
             _refuse_trimmed_csv_names(out_names, target)
-        _warn_of_changed_generalizations(con, target, options.metrics, spec, schema)
+        _warn_of_changes_since_last_run(con, target, options.metrics, spec, schema, keep,
+                                        [c for c in schema.names if c not in (*spec.qi_names, *spec.sensitive, *drop)])
         if cluster:
             step(f"starting {'Spark' if options.executor == 'spark' else 'the Dask cluster'}")
             t_cluster = time.perf_counter()
@@ -2371,33 +2372,74 @@ METRICS_SCHEMA = pa.schema(
 )
 
 
-def _warn_of_changed_generalizations(con, target, where: str | None, spec: AnonymizationSpec,
-                                     schema: pa.Schema) -> None:
-    """Warn of a QI generalized, by its type, otherwise than by the last run
-    that published ``target`` (its metrics, ``where``): the published values
-    change form under the output's readers (ages as sets, ``{23, 25}``,
-    where they were intervals), and the run succeeds (helper-67). A column's
-    type can change between nights: a CSV's guessed from its first rows, a
-    lake's file written by another tool. Pinned or given a hierarchy, a QI
-    is the job's to change."""
+def _warn_of_changes_since_last_run(con, target, where: str | None, spec: AnonymizationSpec, schema: pa.Schema,
+                                    keep: tuple[str, ...] | None, unchanged: list[str]) -> None:
+    """Warn of what the output's readers see change since the last run that
+    published ``target`` (its metrics, ``where``), while the run succeeds:
+
+    - a QI generalized, by its type, otherwise: ages as sets, ``{23, 25}``,
+      where they were intervals (helper-67). A column's type can change
+      between nights: a CSV's guessed from its first rows, a lake's file
+      written by another tool. Pinned or given a hierarchy, a QI is the
+      job's to change;
+    - a QI's intervals written as another kind of value: dates that became
+      timestamps, ``[1950-07-03 00:00:00, …]`` for ``[1950-07-03, …]``
+      (helper-158);
+    - a column published ``unchanged`` (neither a QI nor sensitive) that the
+      last run did not publish so: new in the input (an ``ssn`` added
+      upstream went out raw, not a word), or a QI no more; unless ``keep``
+      lists every such column, which a new one fails (helper-158)."""
     loose = [q for q in spec.quasi_identifiers if q.by_type]
-    earlier = target.earlier_run(con, where, _recorded(target)) if loose else None
+    earlier = target.earlier_run(con, where, _recorded(target))
     if earlier is None:
         return
     try:
-        before = json.loads(earlier[0])["generalization"]
-    except (TypeError, ValueError, KeyError):  # not a run's parameters: nothing to compare with
+        before = json.loads(earlier[0])
+    except (TypeError, ValueError):  # not a run's parameters: nothing to compare with
         return
     if not isinstance(before, dict):
         return
-    for q in loose:
-        was, now = before.get(q.name), resolve_generalization(q, schema.field(q.name).type)
+    last = f"the last run publishing {target.describe()!r} ({earlier[1]})"
+    kinds = before.get("generalization")
+    for q in loose if isinstance(kinds, dict) else ():
+        was, now = kinds.get(q.name), resolve_generalization(q, schema.field(q.name).type)
         if was in _KINDS and was != now:
-            log.warning("quasi-identifier %r is generalized as %s by its type (%s), where the last run publishing "
-                        "%r (%s) generalized it as %s: its published values change form under the output's "
-                        "readers; pin it (--generalization %s=%s, or generalization: in a job file)", q.name,
-                        _KINDS[now], schema.field(q.name).type, target.describe(), earlier[1], _KINDS[was],
-                        q.name, was)
+            log.warning("quasi-identifier %r is generalized as %s by its type (%s), where %s generalized it as %s: "
+                        "its published values change form under the output's readers; pin it (--generalization "
+                        "%s=%s, or generalization: in a job file)", q.name, _KINDS[now], schema.field(q.name).type,
+                        last, _KINDS[was], q.name, was)
+    types = before.get("qi_types")
+    for q in spec.quasi_identifiers if isinstance(types, dict) and isinstance(kinds, dict) else ():
+        was, now = _value_kind(types.get(q.name)), _value_kind(str(schema.field(q.name).type))
+        if kinds.get(q.name) == "interval" and resolve_generalization(q, schema.field(q.name).type) == "interval" \
+                and was and now and was != now:
+            log.warning("quasi-identifier %r holds %s (%s), where %s found %s (%s): its intervals are written "
+                        "otherwise under the output's readers; cast it back in a view if the change is not meant",
+                        q.name, now, schema.field(q.name).type, last, was, types[q.name])
+    published = before.get("unchanged")
+    if keep is None and isinstance(published, list):
+        new = [c for c in unchanged if c not in published]
+        if new:
+            log.warning("%s %s through unchanged into %r, where %s published no such column unchanged: new in "
+                        "the input? drop what identifies a person (--drop, drop: in a job file), or list the "
+                        "columns to publish unchanged (--keep, keep: in a job file), which fails a run whose input "
+                        "gains another", _columns(new), "passes" if len(new) == 1 else "pass", target.describe(), last)
+
+
+def _value_kind(arrow_type: str | None) -> str | None:
+    """What an interval's bounds are written as, for a QI of ``arrow_type``
+    (as Arrow prints it): dates, timestamps, times, or None (numbers and
+    others, which an integer column turned floating writes alike)."""
+    if not isinstance(arrow_type, str):
+        return None
+    return next((kind for prefix, kind in (("date", "dates"), ("timestamp", "timestamps"), ("time", "times"))
+                 if arrow_type.startswith(prefix)), None)
+
+
+def _columns(names: list[str]) -> str:
+    """'column 'a'' or 'columns 'a', 'b', … (3 more)', for a warning."""
+    shown = ", ".join(map(repr, names[:10])) + (f", … ({len(names) - 10} more)" if len(names) > 10 else "")
+    return f"column {shown}" if len(names) == 1 else f"columns {shown}"
 
 
 _KINDS = {"interval": "intervals", "set": "sets"}
@@ -2445,6 +2487,10 @@ def _metrics_rows(
         "drop": list(drop),
         "keep": None if keep is None else list(keep),
         "sensitive": list(spec.sensitive),
+        # What the next run compares with (_warn_of_changes_since_last_run): each QI's type, and the
+        # columns published unchanged, neither QI nor sensitive.
+        "qi_types": {q: str(schema.field(q).type) for q in spec.qi_names},
+        "unchanged": [c for c in schema.names if c not in (*spec.qi_names, *spec.sensitive, *drop)],
         "interval_format": spec.interval_format,
         "fragmentation": plan.strategy,
         # As asked (--fragments, or one per worker): a rerun with it cuts the same plan. The

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import decimal
 import json
 import math
@@ -2165,6 +2166,42 @@ def test_a_qi_generalized_otherwise_than_by_the_last_run_is_warned_about(tmp_pat
             con.execute("ALTER TABLE src ALTER age TYPE VARCHAR")
         sqlanon.anonymize(db, db, table="src", target_table="t", **run)
     assert "quasi-identifier 'age' is generalized as sets by its type (string)" in caplog.text, caplog.text
+
+
+def test_a_column_new_since_the_last_run_and_dates_turned_timestamps_are_warned_about(tmp_path, caplog):
+    """A column added upstream ('ssn') went out raw with a job without keep:,
+    and a QI of dates turned timestamps wrote its intervals otherwise
+    ('[1950-07-03 00:00:00, …]'), not a word (helper-158). Compared with
+    the last run publishing the output, as its metrics record it."""
+    n = 400
+    dob = pa.array([datetime.date(1950, 1, 1) + datetime.timedelta(days=37 * i) for i in range(n)])
+    first = pa.table({"age": [20 + i % 50 for i in range(n)], "dob": dob,
+                      "dx": [("Flu", "Cold")[i % 2] for i in range(n)], "ward": ["a"] * n})
+    src, out = tmp_path / "in.parquet", tmp_path / "o.parquet"
+    run = dict(qi=["age", "dob"], sensitive=["dx"], k=5, l=2, workers=1, overwrite=True)
+    pq.write_table(first, src)
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        sqlanon.anonymize(src, out, **run)
+        sqlanon.anonymize(src, out, **run)
+    assert not caplog.messages, caplog.messages  # the same input: no word
+    later = first.append_column("ssn", pa.array([f"{i:09d}" for i in range(n)])).set_column(
+        1, "dob", dob.cast(pa.timestamp("us")))
+    pq.write_table(later, src)
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        sqlanon.anonymize(src, out, **run, drop=["ssn"])  # dropped: nothing new goes out
+        assert [m for m in caplog.messages if "unchanged" not in m] == caplog.messages
+        sqlanon.anonymize(src, out, **run)
+    said = [m for m in caplog.messages if "passes through unchanged" in m]
+    assert len(said) == 1 and said[0].startswith(f"column 'ssn' passes through unchanged into {str(out)!r}, where the "
+                                                 "last run publishing"), caplog.messages
+    assert sum("quasi-identifier 'dob' holds timestamps (timestamp[us]), where the last run publishing" in m and
+               "found dates (date32[day])" in m for m in caplog.messages) == 1, caplog.messages
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        sqlanon.anonymize(src, out, **run)  # as the last run: no word
+        pq.write_table(later.append_column("email", pa.array(["x"] * n)), src)
+        sqlanon.anonymize(src, out, **run, keep=["ward", "ssn", "email"])  # listed: the job's own choice
+    assert not caplog.messages, caplog.messages
 
 
 def test_a_csv_qi_of_numbers_read_as_text_for_a_few_words_is_warned_about(tmp_path, caplog):
