@@ -299,12 +299,30 @@ _server_main: dict[str, str | None] | None = None
 server was started with, which it gives its workers as their ``__main__``."""
 
 
+_server_env: dict[str, str] | None = None
+"""This process's environment when the running fork server started: the
+workers it forks have that one, not the caller's of a later run."""
+
+
 def _start_server_alone() -> None:
-    global _server_main
+    global _server_main, _server_env
     from multiprocessing import forkserver, util
 
     main = _callers_main()
+    env = dict(os.environ)
     pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public handle
+    changed = sorted(n for n in {*env, *(_server_env or {})} if env.get(n) != (_server_env or {}).get(n))
+    if pid is not None and _server_env is not None and changed and main == _server_main:
+        # A variable set (or changed) since the server started: a
+        # notebook's PGPASSWORD for a PostgreSQL input, after a first run on
+        # a file. The coordinator saw it, the workers did not ('no password
+        # supplied' from the workers only; helper-160).
+        if _children(pid):
+            log.warning("the environment changed since the local workers' server started (%s), and other "
+                        "processes still use it: this run's workers have the environment as it was then",
+                        ", ".join(changed[:5]) + (", …" if len(changed) > 5 else ""))
+        else:
+            _end_server(pid)
     if pid is not None and _server_main is not None and main != _server_main:
         # The caller's __main__ changed since (IPython's %run, runpy): the
         # server would give the workers the old one, and they would import
@@ -335,6 +353,8 @@ def _start_server_alone() -> None:
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
         try:
             forkserver.ensure_running()
+            if getattr(forkserver._forkserver, "_forkserver_pid", None) != pid:  # a new server: this environment
+                _server_env = env
             _server_main = main
         except ChildProcessError as exc:  # (an OSError) its server is the parent's: ChildProcessError (helper-35)
             raise ConfigError("this process was forked from one that had started sqlanon's local worker pool, which "

@@ -1084,6 +1084,38 @@ def test_a_guardless_script_run_after_a_call_of_the_host_is_not_run_again_by_the
     assert proc.stdout.splitlines() == ["job __main__"] * 3 and proc.stderr == ""
 
 
+def test_a_variable_set_after_a_call_reaches_the_next_calls_workers(tmp_path):
+    """The local workers fork from a server that keeps the environment it
+    started with: a PGPASSWORD a notebook set after a first run (on a file)
+    reached the coordinator of a run on PostgreSQL but not its workers,
+    which failed with 'no password supplied' (helper-160). A changed
+    environment starts a new server; an unchanged one is kept."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"age": [20 + i % 40 for i in range(400)]}), src)
+    (tmp_path / "host.py").write_text(textwrap.dedent(f"""
+        import multiprocessing as mp, os
+        from multiprocessing import forkserver
+        import sqlanon
+
+        def late(_):
+            return os.environ.get("SQLANON_TEST_LATE")
+
+        if __name__ == "__main__":
+            servers = []
+            for night in range(3):
+                if night == 2:
+                    os.environ["SQLANON_TEST_LATE"] = "set"
+                sqlanon.anonymize({str(src)!r}, {str(tmp_path / "out.parquet")!r}, qi=["age"], k=5, workers=2,
+                                  overwrite=True)
+                servers.append(forkserver._forkserver._forkserver_pid)
+            with mp.get_context("forkserver").Pool(1) as pool:  # forks from the same server
+                print(servers[0] == servers[1] != servers[2], pool.map(late, [0]))
+    """))
+    proc = subprocess.run([sys.executable, str(tmp_path / "host.py")], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["True ['set']"] and proc.stderr == ""
+
+
 def test_a_main_module_without_its_spec_runs_as_ipythons_second_run_of_a_script(tmp_path):
     """IPython's %run of a script it ran before clears the namespace of the
     module it runs it in, ``__spec__`` with it; multiprocessing reads
