@@ -40,7 +40,7 @@ from .domain import ColumnStats, as_text, check_type, interval_stats, is_text, r
 from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import fold_name, ident, render
-from .sql.render import is_generic
+from .sql.render import Rendered, is_generic
 from .verification import (
     Checksums, Verification, column_checksums, refuse_reserved, verify_as_typed, verify_relation,
     warn_null_counted,
@@ -1184,7 +1184,9 @@ def run(
             raise PrivacyError(f"cannot reach k={spec.k}: the input has only {total} row{'' if total == 1 else 's'}")
         for s, d in sens_distinct.items():
             if d < spec.l:
-                raise PrivacyError(f"cannot reach l={spec.l}: sensitive column {s!r} has only {d} distinct value(s)")
+                held = (f"is NULL in every row of {source.describe()!r}" if d == 1 and _all_null(con, source, s)
+                        else f"has only {d} distinct value(s)")
+                raise PrivacyError(f"cannot reach l={spec.l}: sensitive column {s!r} {held}")
         timings["read"] = time.perf_counter() - t0 - timings.get("cluster", 0.0)
 
         t0 = time.perf_counter()
@@ -1469,6 +1471,20 @@ def _has_no_rows(con: duckdb.DuckDBPyConnection, source) -> bool:
         return con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {source.relation} LIMIT 1)").fetchone()[0] == 0
     except duckdb.Error:
         return False
+
+
+def _all_null(con: duckdb.DuckDBPyConnection, source, column: str) -> bool:
+    """Whether ``column`` of ``source`` is NULL in every row, to say so (a
+    sensitive column gone NULL upstream was 'only 1 distinct value(s)';
+    helper-158). False when that cannot be read (the caller's message stands)
+    or told here (a database's by SQLAlchemy, which quotes its own way)."""
+    if source.dialect not in ("duckdb", "postgres"):
+        return False
+    try:
+        counted = source.fetch(con, Rendered(f"SELECT count({ident(column)}) AS n FROM {source.relation}"))
+    except SqlanonError:
+        return False
+    return counted.column(0)[0].as_py() == 0
 
 
 class _InputChanged(InputError):

@@ -1406,6 +1406,19 @@ def test_class_sizes_are_those_of_the_published_classes(tmp_path):
     assert r.metrics.dp == int((sizes.astype(np.int64) ** 2).sum())
 
 
+def test_a_sensitive_column_null_in_every_row_is_named_so(tmp_path):
+    """'has only 1 distinct value(s)' of a column gone NULL upstream sent an
+    on-call engineer looking for the one value (helper-158)."""
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"age": list(range(40)), "dx": pa.array([None] * 40, pa.string()),
+                             "one": ["a"] * 40}), src)
+    with pytest.raises(sqlanon.PrivacyError, match=r"^cannot reach l=2: sensitive column 'dx' is NULL in every row of "
+                                                   r"'.*in\.parquet'$"):
+        sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], sensitive=["dx"], k=5, l=2, workers=1)
+    with pytest.raises(sqlanon.PrivacyError, match=r"^cannot reach l=2: sensitive column 'one' has only 1 distinct "):
+        sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["age"], sensitive=["one"], k=5, l=2, workers=1)
+
+
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_a_nan_and_a_null_of_a_sensitive_float_are_one_value(tmp_path, suffix):
     """A class whose sensitive float held a NaN and a NULL was published as

@@ -4136,3 +4136,16 @@ def test_user_code_naming_a_table_without_its_schema_fails_saying_why(pg_url):
     sql(pg_url, f"ALTER FUNCTION {schema}.log_load() SET search_path = {schema}")
     assert sqlanon.anonymize(on_path, on_path, overwrite=True, **{**run, "k": 7}).metrics.rows == 300
     assert scalar(pg_url, f"SELECT n FROM {schema}.audit") == 300
+
+
+def test_a_sensitive_column_null_in_every_row_is_named_so(pg_url, tmp_path):
+    """A sensitive column gone NULL upstream failed 'has only 1 distinct
+    value(s)', which sent an on-call engineer looking for the one value
+    (helper-158); the same on a lake (test_pipeline)."""
+    fresh_schema(pg_url, "alln")
+    sql(pg_url, "CREATE TABLE alln.t AS SELECT g AS age, NULL::text AS dx FROM generate_series(1, 40) g")
+    with pytest.raises(sqlanon.PrivacyError, match=r"^cannot reach l=2: sensitive column 'dx' is NULL in every row of "
+                                                   r"'postgresql://.* table alln\.t'$"):
+        sqlanon.anonymize(pg_url, tmp_path / "o.parquet", table="alln.t", qi=["age"], sensitive=["dx"], k=5, l=2,
+                          workers=1)
+    assert not (tmp_path / "o.parquet").exists()
