@@ -354,6 +354,16 @@ server ran for it (a view's function, a policy, trigger, constraint, domain
 check, index expression, event trigger) looked it up on the run's path."""
 
 
+def _binds(con: duckdb.DuckDBPyConnection, relation: str) -> bool:
+    """Whether DuckDB binds a query of ``relation`` (a view whose tables and
+    columns are there); reads no row, and leaves a transaction usable."""
+    try:
+        con.execute(f"DESCRIBE SELECT * FROM {relation}")
+    except duckdb.Error:
+        return False
+    return True
+
+
 def lost_columns(target: str, old: list[str], new: list[str], same=lambda name: name) -> list[tuple]:
     """The warning (``log.warning``'s arguments, in a list: none or one)
     that the columns of the table ``target`` replaces (``old``) that the
@@ -2957,9 +2967,11 @@ class DuckDBTarget(LocalStagingTarget):
                     raise InputError(f"table {table_text(self.table)!r} was created in {self.path!r} during the run; "
                                      "nothing was published: pass --overwrite to replace it")
                 kept, said = self._comments(con, staging)
+                readers = self._reading_views(con)
                 con.execute(f"DROP TABLE IF EXISTS {target}")
                 staged = ident(["__sqlanon_dst", *self.staging_table(staging)])
                 con.execute(f"ALTER TABLE {staged} RENAME TO {ident(self.table[-1])}")
+                self._refuse_broken_views(con, readers)
                 for what, comment in kept:
                     con.execute(f"COMMENT ON {what} IS {literal(comment, 'duckdb')}")
                 if swap is None:
@@ -2985,6 +2997,31 @@ class DuckDBTarget(LocalStagingTarget):
             location = None
         staging.discard()
         return location
+
+    def _reading_views(self, con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+        """The views of the target's file that may read the table being
+        replaced (their SQL names it) and that work now: DuckDB keeps no
+        dependencies, and a replacing table without a column a view reads
+        broke the view, exit 0 (helper-158; PostgreSQL refuses it)."""
+        if not self.overwrite:
+            return []
+        rows = con.execute("SELECT schema_name, view_name, sql FROM duckdb_views() WHERE database_name = "
+                           "'__sqlanon_dst' AND NOT internal").fetchall()
+        named = [(schema, view) for schema, view, text in rows if fold_name(self.table[-1]) in fold_name(text or "")]
+        return [(schema, view) for schema, view in named if _binds(con, ident(["__sqlanon_dst", schema, view]))]
+
+    def _refuse_broken_views(self, con: duckdb.DuckDBPyConnection, views: list[tuple[str, str]]) -> None:
+        """Refuse, in the publishing transaction (rolled back: the old table
+        stays), to publish a table that ``views`` (schema, name), which
+        worked, no longer read (a column they name is gone)."""
+        for schema, view in views:
+            try:
+                con.execute(f"DESCRIBE SELECT * FROM {ident(['__sqlanon_dst', schema, view])}")
+            except duckdb.Error as exc:
+                shown = table_text((schema, view))
+                raise InputError(f"cannot replace {self.describe()!r}: view {shown!r} reads it and would no longer "
+                                 f"work ({first_line(exc)}); redefine or drop the view, or publish to another "
+                                 "table") from None
 
     def _comments(self, con: duckdb.DuckDBPyConnection, staging: Staging) -> tuple[list[tuple[str, str]], list]:
         """The comments of the table being replaced and of its columns, as

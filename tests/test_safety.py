@@ -1160,6 +1160,13 @@ def test_a_table_below_the_input_view_is_not_an_output(people_db):
             sqlanon.anonymize(people_db, people_db, table=view, target_table="people", qi=["id"], k=2, workers=1,
                               overwrite=True)
     assert _tables(people_db) == before
+    # (while the views over people, which its anonymized copy would break, stand, it is not replaced)
+    with pytest.raises(sqlanon.InputError, match=r"view '.*' reads it and would no longer work"):
+        sqlanon.anonymize(people_db, people_db, table="other", target_table="people", qi=["id"], k=2, workers=1,
+                          overwrite=True)
+    with duckdb.connect(str(people_db)) as con:
+        for view in ("top", '"my s"."v AS x"', "people_v", "by_macro", "by_name", "by_scalar"):
+            con.execute(f"DROP VIEW {view}")
     sqlanon.anonymize(people_db, people_db, table="other", target_table="people", qi=["id"], k=2, workers=1,
                       overwrite=True)
     assert _tables(people_db)["main.people"][0][0] == 10  # the copy of "my s".people
@@ -1350,6 +1357,33 @@ def test_anonymize_warns_of_a_sensitive_column_its_collation_counts_fewer(tmp_pa
         sqlanon.anonymize(db, out, table="t", target_table="a", qi=["age"], sensitive=["dy"], k=5, l=2, workers=1,
                           overwrite=True)
     assert not [m for m in caplog.messages if "its collation" in m]
+
+
+def test_a_duckdb_target_a_view_reads_is_not_replaced_under_it(people_db, tmp_path):
+    """DuckDB keeps no dependencies: a replacing table without the column a
+    view of the file reads broke the view, exit 0 and not a word
+    (helper-158). Refused in the publishing transaction, the old table and
+    its view intact, as PostgreSQL refuses it; a view the new table serves
+    is no obstacle."""
+    import duckdb
+
+    with duckdb.connect(str(people_db)) as con:
+        con.execute("CREATE TABLE anon AS SELECT 'x' AS age, 1 AS extra")
+        con.execute("CREATE SCHEMA rpt")
+        con.execute("CREATE VIEW rpt.v AS SELECT age, extra FROM main.anon")
+        con.execute("CREATE VIEW fine AS SELECT age FROM anon")
+    before = _tables(people_db)
+    run = dict(table="people", target_table="anon", qi=["age"], k=5, workers=1, overwrite=True)
+    with pytest.raises(sqlanon.InputError, match=r"^cannot replace '.*v\.duckdb table anon': view 'rpt\.v' reads it and "
+                                         r"would no longer work \(Binder Error: .*\"extra\".*\); redefine or drop"):
+        sqlanon.anonymize(people_db, people_db, **run)
+    assert _tables(people_db) == before
+    with duckdb.connect(str(people_db)) as con:
+        assert con.execute("SELECT * FROM rpt.v").fetchall() == [("x", 1)]
+        con.execute("DROP VIEW rpt.v")
+    assert sqlanon.anonymize(people_db, people_db, **run).metrics.rows == 500
+    with duckdb.connect(str(people_db)) as con:
+        assert con.execute("SELECT count(*) FROM fine").fetchone()[0] == 500
 
 
 def test_an_existing_duckdb_table_in_another_case_needs_overwrite(people_db):
