@@ -57,6 +57,8 @@ def _names(value, option: str, objects: type | None = None, unique: bool = False
         return tuple(split_names(value))
     if value is None:
         return ()
+    if isinstance(value, (bytes, bytearray)):  # b"age,race": its byte values were named (helper-160)
+        raise ConfigError(f"{option} takes column names as text, got bytes {bytes(value)!r}")
     if isinstance(value, Mapping):  # qi={"age": "set"}: its values were ignored
         raise ConfigError(f"{option} takes column names, got a mapping {value!r}"
                           + ("; give generalization={column: kind} for the kinds" if option == "qi" else ""))

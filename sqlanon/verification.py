@@ -13,7 +13,7 @@ import contextlib
 import logging
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import duckdb
 
@@ -61,7 +61,10 @@ class Verification:
     def describe_failure(self, limit: int = 3, lines: bool = False) -> str:
         """The violations in one line (an error message), or with ``lines``
         one class per indented line (``sqlanon verify``'s report: 20 classes
-        on one line made a line of 2,400 characters, helper-42)."""
+        on one line made a line of 2,400 characters, helper-42). Of a check
+        that passed, that no class breaks them (not '0 class(es) …: ')."""
+        if self.ok:
+            return f"no class breaks k={self.k}/l={self.l}"
         sep = "\n  " if lines else "; "
         shown = sep.join(", ".join(f"{key}={_shown(val)}" for key, val in v.items()) for v in self.violations[:limit])
         shown_n = min(limit, len(self.violations))
@@ -71,6 +74,11 @@ class Verification:
         how = f" ({self.reading})" if self.reading else ""
         head = f"{self.n_violations} class(es) of {self.violating_rows} row(s) break k={self.k}/l={self.l}{how}:"
         return f"{head}{sep if lines else ' '}{shown}{more}"
+
+    def __repr__(self) -> str:
+        """With ``ok`` first, the field one looks for (a property, which the dataclass's repr left out)."""
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+        return f"Verification(ok={self.ok!r}, {shown})"
 
     def to_dict(self) -> dict:
         return plain({

@@ -1615,6 +1615,7 @@ def test_library_checks_seed_and_types_like_the_cli(lake, tmp_path):
     ({"metrics": 3}, "metrics= takes a path or a database URL, got int"),
     ({"sensitive": [1], "l": 2}, "sensitive takes column names, got 1 among them"),
     ({"qi": ["x", 1]}, "qi takes column names, got 1 among them"),
+    ({"qi": b"x,y"}, r"qi takes column names as text, got bytes b'x,y'"),  # was 'got 120 among them' (helper-160)
     ({"hierarchies": "x=h.json"}, r"hierarchies takes a mapping \{column: hierarchy file\}"),
     ({"generalization": {"x": 1}}, r"generalization takes a mapping .* got 'x': 1 in it"),
     ({"task_timeout": "10"}, "task_timeout must be a number, got '10'"),
@@ -1632,6 +1633,18 @@ def test_library_arguments_of_the_wrong_kind_are_named(lake, tmp_path, kwargs, p
     with pytest.raises(ConfigError, match=pattern):
         sqlanon.anonymize(lake, out, **args)
     assert out.read_bytes() == b"precious"
+
+
+def test_a_verification_shows_whether_it_passed(lake):
+    """The repr of a Verification left out ok, a property, the one thing
+    looked for; describe_failure() of a check that passed read '0 class(es)
+    of 0 row(s) break k=5/l=1: ' (helper-160)."""
+    passed, failed = sqlanon.verify(lake, qi=["x"], k=1), sqlanon.verify(lake, qi=["x"], k=10**6)
+    assert repr(passed).startswith("Verification(ok=True, k=1, l=1, rows=")
+    assert repr(failed).startswith("Verification(ok=False, k=1000000, l=1, rows=")
+    assert passed.describe_failure() == "no class breaks k=1/l=1"
+    assert failed.describe_failure().startswith(f"{failed.n_violations} class(es) of {failed.rows} row(s) break "
+                                                "k=1000000/l=1: ")
 
 
 def test_library_takes_paths_and_numpy_numbers(lake, tmp_path):
