@@ -358,7 +358,8 @@ def _start_server_alone() -> None:
             _server_main = main
         except ChildProcessError as exc:  # (an OSError) its server is the parent's: ChildProcessError (helper-35)
             raise ConfigError("this process was forked from one that had started sqlanon's local worker pool, which "
-                              "stays the parent's: run it with one worker here, or from a fresh process") from exc
+                              "stays the parent's: run it with one worker here (workers=1, --workers 1), or from a "
+                              "fresh process") from exc
         except OSError as exc:
             if "AF_UNIX path too long" not in str(exc):
                 raise
@@ -594,10 +595,12 @@ class LocalExecutor:
 
     def __init__(self, workers: int) -> None:
         if not threading.main_thread().is_alive():  # "cannot schedule new futures after interpreter shutdown"
-            raise ConfigError(AFTER_SHUTDOWN + ", or run it with one worker (its work then runs in this thread)")
+            raise ConfigError(AFTER_SHUTDOWN + ", or run it with one worker (workers=1: its work then runs in this "
+                              "thread)")
         if multiprocessing.current_process().daemon:  # it raised AssertionError from the pool's first start (helper-35)
             raise ConfigError("local worker processes cannot start from a daemonic process (a multiprocessing.Pool "
-                              "or Celery prefork worker): run it with one worker there (its work then runs in that process)")
+                              "or Celery prefork worker): run it with one worker there (workers=1, --workers 1: its "
+                              "work then runs in that process)")
         # The fork server is multiprocessing's, one per process, shared with
         # the caller's own forkserver pools (sqlanon._preload lets those find
         # the caller's functions); it stays up for the next run.
