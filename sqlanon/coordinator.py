@@ -36,7 +36,8 @@ import pyarrow as pa
 
 from . import __version__, executors, fragmentation, interrupts, io
 from .config import AnonymizationSpec, missing_column, plain, strict_json, suggest
-from .domain import ColumnStats, as_text, check_type, interval_stats, is_text, resolve_generalization
+from .domain import (ColumnStats, as_text, check_type, interval_stats, is_numeric, is_temporal, is_text,
+                     resolve_generalization)
 from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
 from .sql import fold_name, ident, render
@@ -373,13 +374,23 @@ def check_columns(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, .
 
 
 def check_column_types(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[str, ...],
-                       names: list[str] | None = None) -> None:
+                       names: list[str] | None = None, where: str | None = None,
+                       server_types: dict[str, str] | None = None) -> None:
     """Refuse QIs and sensitive columns whose type cannot play their part
     (after :func:`check_columns` found them all), and output columns of
-    ``--interval-format bounds`` the input already has."""
+    ``--interval-format bounds`` the input already has. A QI pinned to
+    intervals that reads as text is named with the input (``where``) and its
+    type there (``server_types``: a database's), not Arrow's 'string' alone:
+    a nightly job's column turned text upstream (helper-158)."""
     names = names or schema.names
     for c in spec.qi_names:
         check_type(c, schema.field(c).type, "quasi-identifier")
+    for q in spec.quasi_identifiers:
+        typ = schema.field(q.name).type
+        if q.generalization == "interval" and not (is_numeric(typ) or is_temporal(typ)) and where:
+            shown = (server_types or {}).get(q.name) or str(typ)
+            raise ConfigError(f"quasi-identifier {q.name!r} of {where} reads as {shown}, and 'interval', asked for "
+                              "it, needs numbers, dates or timestamps: cast it in a view, or use set or prefix")
     for c in spec.sensitive:
         check_type(c, schema.field(c).type, "sensitive column")
     # DuckDB (and so Parquet, CSV and DuckDB targets) matches names case-insensitively.
@@ -1032,7 +1043,8 @@ def run(
                 raise
             raise InputError(f"{exc}{io.csv_break(source.files(), schema.names[0], source.encoding)}") from None
         try:
-            check_column_types(schema, spec, drop, names=[n for n, _ in columns] or None)
+            check_column_types(schema, spec, drop, names=[n for n, _ in columns] or None, where=repr(source.describe()),
+                               server_types=dict(columns))
         except ConfigError:
             # A CSV file of a header only reads as text in every column, which
             # a pinned interval (or bounds) refused as a job's mistake, exit 2:

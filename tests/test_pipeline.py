@@ -2230,7 +2230,9 @@ def test_a_csv_qi_of_numbers_read_as_text_for_a_few_words_is_warned_about(tmp_pa
         sqlanon.anonymize(src, tmp_path / "o.parquet", **run)
     assert re.search(r"quasi-identifier 'age' of '.*ages.csv' reads as text, so it is generalized as a set, not by "
                      r"intervals: 399 of its 400 values are numbers, 1 are not", caplog.text), caplog.text
-    with pytest.raises(sqlanon.ConfigError, match="'interval' needs numbers"):  # pinned, such a file is refused
+    # pinned, such a file is refused, naming it (not only "column 'age' has type string": helper-158)
+    with pytest.raises(sqlanon.ConfigError, match=r"^quasi-identifier 'age' of '.*ages\.csv' reads as string, and "
+                                                  r"'interval', asked for it, needs numbers, dates or timestamps"):
         sqlanon.anonymize(src, tmp_path / "p.parquet", generalization={"age": "interval"}, **run)
     caplog.clear()
     rows[3] = "3,,Flu"  # an empty field: numbers, no warning
