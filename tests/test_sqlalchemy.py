@@ -521,7 +521,7 @@ def test_mysql_counts_text_by_its_bytes_and_reads_time_as_a_time_of_day():
 
     stats = render("domain_stats.sql", dialect="sqla:mysql+pymysql", relation="`t`", qi=["city"], interval=[],
                    floats=[], nan_sets=[], stamps=[], texts=["city", "dx"], sensitive=["dx"], checksum=[], signed_zeros=[],
-                   decimals={}, far=[], nul=[], nul_cast=[]).sql
+                   loose=[], decimals={}, far=[], nul=[], nul_cast=[]).sql
     assert "count(DISTINCT CAST(`city` AS BINARY))" in stats and "count(DISTINCT CAST(`dx` AS BINARY))" in stats
     values = render("distinct_values.sql", dialect="sqla:mariadb+pymysql", relation="`t`", column="city", text=True)
     assert values.sql.endswith("GROUP BY CAST(`city` AS BINARY)")
