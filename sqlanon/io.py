@@ -364,6 +364,21 @@ def _binds(con: duckdb.DuckDBPyConnection, relation: str) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _as_default_database(con: duckdb.DuckDBPyConnection, name: str):
+    """``name`` (an attached file) as ``con``'s default database while the
+    block runs, as it is to the file's own users: a view of schema ``rpt``
+    naming ``anon`` unqualified finds ``main.anon`` of its file opened
+    directly, but not of the file attached under another name (it was taken
+    for broken already, and a replacing table broke it, exit 0)."""
+    was = con.execute("SELECT current_database(), current_schema()").fetchone()
+    con.execute(f"USE {ident(name)}")
+    try:
+        yield
+    finally:
+        con.execute(f"USE {ident(list(was))}")
+
+
 def lost_columns(target: str, old: list[str], new: list[str], same=lambda name: name) -> list[tuple]:
     """The warning (``log.warning``'s arguments, in a list: none or one)
     that the columns of the table ``target`` replaces (``old``) that the
@@ -3007,8 +3022,12 @@ class DuckDBTarget(LocalStagingTarget):
             return []
         rows = con.execute("SELECT schema_name, view_name, sql FROM duckdb_views() WHERE database_name = "
                            "'__sqlanon_dst' AND NOT internal").fetchall()
-        named = [(schema, view) for schema, view, text in rows if fold_name(self.table[-1]) in fold_name(text or "")]
-        return [(schema, view) for schema, view in named if _binds(con, ident(["__sqlanon_dst", schema, view]))]
+        # 't' as a word, not in 'state'; a name with a quote is written doubled in the view's SQL
+        spellings = {re.escape(fold_name(n)) for n in (self.table[-1], self.table[-1].replace('"', '""'))}
+        name = re.compile(rf"(?<![\w$])(?:{'|'.join(spellings)})(?![\w$])")
+        named = [(schema, view) for schema, view, text in rows if name.search(fold_name(text or ""))]
+        with _as_default_database(con, "__sqlanon_dst"):
+            return [(schema, view) for schema, view in named if _binds(con, ident(["__sqlanon_dst", schema, view]))]
 
     def _refuse_broken_views(self, con: duckdb.DuckDBPyConnection, views: list[tuple[str, str]]) -> None:
         """Refuse, in the publishing transaction (rolled back: the old table
@@ -3016,7 +3035,8 @@ class DuckDBTarget(LocalStagingTarget):
         worked, no longer read (a column they name is gone)."""
         for schema, view in views:
             try:
-                con.execute(f"DESCRIBE SELECT * FROM {ident(['__sqlanon_dst', schema, view])}")
+                with _as_default_database(con, "__sqlanon_dst"):
+                    con.execute(f"DESCRIBE SELECT * FROM {ident(['__sqlanon_dst', schema, view])}")
             except duckdb.Error as exc:
                 shown = table_text((schema, view))
                 raise InputError(f"cannot replace {self.describe()!r}: view {shown!r} reads it and would no longer "

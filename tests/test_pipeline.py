@@ -2841,3 +2841,16 @@ def test_the_coordinators_duckdb_has_a_memory_limit(tmp_path, monkeypatch):
     pq.write_table(pa.table({"a": list(range(100))}), src)
     sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["a"], k=5, workers=2)
     assert limits == ["976.5 MiB"], limits  # 1024MB, as DuckDB prints it
+
+
+def test_a_column_sensitive_no_more_is_not_warned_about_as_new(tmp_path, caplog):
+    """A sensitive column goes out as it is: one the job no more names
+    sensitive was published by the last run, and is no new column."""
+    src, out = tmp_path / "in.parquet", tmp_path / "o.parquet"
+    pq.write_table(pa.table({"age": [20 + i % 50 for i in range(400)],
+                             "dx": [("Flu", "Cold")[i % 2] for i in range(400)],
+                             "dy": [("a", "b")[i % 2] for i in range(400)]}), src)
+    sqlanon.anonymize(src, out, qi=["age"], sensitive=["dx", "dy"], k=5, l=2, workers=1)
+    with caplog.at_level("WARNING", logger="sqlanon"):
+        sqlanon.anonymize(src, out, qi=["age"], sensitive=["dx"], k=5, l=2, workers=1, overwrite=True)
+    assert not [m for m in caplog.messages if "passes through unchanged" in m], caplog.messages
