@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 import duckdb
+import pyarrow as pa
 
 from .config import plain
 from .errors import ConfigError, InputError, SqlanonError
@@ -274,14 +275,43 @@ def _as_readers_compare(con: duckdb.DuckDBPyConnection, relation: str, sensitive
             replaced.append(f"CASE WHEN {v} IN ('1', 'true', 'True', 'TRUE') THEN 'true' WHEN {v} <> '' THEN 'false' "
                             f"END AS {ident(c)}")
             continue
-        # pyarrow (and pandas' engine="pyarrow") reads a column of ISO dates and
-        # timestamps as timestamps: '2020-01-01' and '2020-01-01 00:00:00' one
-        # value, which DuckDB's sniffer kept as two texts (helper-159).
-        if not con.execute(f"SELECT 1 FROM {relation} WHERE {v} <> '' AND (NOT regexp_matches({v}, "
-                           f"'^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}') OR TRY_CAST({v} AS TIMESTAMP) IS NULL) "
-                           "LIMIT 1").fetchall():
-            replaced.append(f"CAST(TRY_CAST({v} AS TIMESTAMP) AS VARCHAR) AS {ident(c)}")
+        # pyarrow (and pandas' engine="pyarrow") types a column of dates, times and
+        # timestamps by all its values: '2020-01-01' and '2020-01-01 00:00:00' one
+        # value, which DuckDB's sniffer kept as two texts (helper-159). DuckDB's
+        # casts take other spellings than pyarrow's parsers (helper-161): pyarrow
+        # itself reads the column's distinct values, each mapped to what it read.
+        if not con.execute(f"SELECT 1 FROM {relation} WHERE {ident(c)} <> '' AND NOT regexp_matches({ident(c)}, "
+                           "'^[0-9]') LIMIT 1").fetchall():
+            read = _as_pyarrow_reads(con, relation, c)
+            if read is not None:
+                name = f"__sqlanon_read_{len(replaced)}"
+                con.register(name, read)
+                replaced.append(f"(SELECT r.read FROM {ident(name)} r WHERE r.text = {ident(c)}) AS {ident(c)}")
     return f"(SELECT * REPLACE ({', '.join(replaced)}) FROM {relation})" if replaced else relation
+
+
+def _as_pyarrow_reads(con: duckdb.DuckDBPyConnection, relation: str, column: str) -> pa.Table | None:
+    """The distinct non-empty values of the text ``column`` of ``relation``
+    (``text``) beside how pyarrow's CSV reader reads them, as text
+    (``read``): a column of them alone, typed as pyarrow infers it, whose
+    values then print alike where it read one value (an instant written
+    in two zones, a date and its midnight); None when pyarrow reads the
+    column as text (one value it cannot parse is enough)."""
+    import io as bytes_io  # (this package's io is another)
+
+    import pyarrow.csv as pa_csv
+
+    values = con.execute(f"SELECT DISTINCT {ident(column)} AS text FROM {relation} WHERE {ident(column)} <> ''"
+                         ).fetch_arrow_table()
+    buffer = bytes_io.BytesIO()
+    pa_csv.write_csv(values, buffer)
+    try:
+        read = pa_csv.read_csv(bytes_io.BytesIO(buffer.getvalue())).column(0)
+    except pa.ArrowInvalid:  # no type fits every value (pyarrow reads it as text, or fails to)
+        return None
+    if pa.types.is_string(read.type) or pa.types.is_large_string(read.type) or pa.types.is_binary(read.type):
+        return None
+    return pa.table({"text": values.column(0), "read": read.cast(pa.string())})
 
 
 CANONICAL_TEXT = (
