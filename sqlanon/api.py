@@ -545,8 +545,18 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
         if warehouse.is_url(out) and target_table is not None:
             out_conn = warehouse.Conn(out).require_postgres("the output")
             table = warehouse._table(target_table, "--target-table", out_conn)
-            same = table == source.table and warehouse.same_server(source.conn, out_conn)
-            if not same and warehouse.same_server(source.conn, out_conn):
+            one_server = warehouse.same_server(source.conn, out_conn)
+            # A standby's table is its primary's (physical replication): read on
+            # one, replaced on the other, the run published over its own input.
+            standby = None if one_server else warehouse.replica_pair(source.conn, out_conn)
+            same = table == source.table and (one_server or standby is not None)
+            if same and standby is not None:
+                raise ConfigError(
+                    f"output {target_table!r} is the input: {standby} is a standby of the other server (the same "
+                    "system identifier and database), so its table is the output's; write the anonymized copy "
+                    "elsewhere"
+                )
+            if not same and (one_server or standby is not None):
                 reads, opaque = warehouse.reads_table(source, table)
                 if reads:
                     raise ConfigError(

@@ -1081,33 +1081,7 @@ def run(
                 asked.shutdown()
         n_fragments = options.fragments or workers
         if columns:
-            if getattr(target, "dialect", None) == "postgres":
-                _refuse_ungroupable_sensitive(source, spec, columns, snapshot_holder)
-            _refuse_uncuttable_qis(source, spec, columns, snapshot_holder)
-            _refuse_generated_from_qis(snapshot_holder.execute(render(
-                "generated_from.sql", dialect="postgres", inline=True, relation=source.relation, past_stored=True
-            ).sql).fetchall(),
-                spec, drop, [n for n, _ in columns])
-            for view, function in snapshot_holder.execute(render(
-                    "time_dependent_views.sql", dialect="postgres", inline=True, relation=source.relation,
-                    past_stored=False).sql):
-                log.warning("%s uses %s: each worker reads its fragment at its own time (the snapshot pins "
-                            "the rows, not the clock), so a row whose value crosses a cut during the run comes out "
-                            "twice or not at all; for a scheduled run, materialize it first (CREATE TABLE AS)",
-                            view, function)
-            foreign = [r[0] for r in snapshot_holder.execute(render(
-                "foreign_reads.sql", dialect="postgres", inline=True, relation=source.relation, past_stored=False).sql)]
-            if foreign:
-                log.warning("%s reads foreign table(s) %s, whose rows the run's snapshot does not hold (each worker "
-                            "reads its fragment in a remote transaction of its own): a change on their server during "
-                            "the run publishes rows twice or not at all; for a scheduled run, copy them first "
-                            "(CREATE TABLE AS)", source.describe(), ", ".join(foreign))
-            _check_numeric_qis(source, spec, columns, snapshot_holder)
-            if snapshot_holder.execute("SELECT row_security_active(%s)", (source.relation,)).fetchone()[0]:
-                log.warning("row-level security limits what the role reads of %s: only the rows it may see are "
-                            "published", source.describe())
-            _check_cross_engine_types(columns, spec, drop, target)
-            _check_array_subscripts(source, schema, columns, spec, drop, target, snapshot_holder)
+            _check_postgres_source(source, spec, columns, drop, target, schema, snapshot_holder)
         elif isinstance(source, io.DuckDBSource):  # a generated column passed through (helper-17)
             _refuse_generated_from_qis(source.generated_reads(), spec, drop, schema.names, key=fold_name)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
@@ -1167,7 +1141,7 @@ def run(
         step("reading statistics")
         into_postgres = getattr(target, "dialect", None) == "postgres"
         loose = _loose_sensitive(columns, spec, None if into_postgres else (
-            lambda c: _groupable(snapshot_holder, source.relation, c)))
+            lambda c: _groupable(snapshot_holder, source, c)))
         # A DuckDB table's text sensitive column declared COLLATE NOCASE (NOACCENT): counted both ways
         collated = _collated(con, source, [s for s in spec.sensitive if dict(described)[s] == "VARCHAR"]
                              ) if isinstance(source, io.DuckDBSource) else []
@@ -1998,16 +1972,78 @@ def _loose_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec,
     return [name for name in spec.sensitive if name in known or name in other and groupable(name)]
 
 
-def _groupable(server, relation: str, name: str) -> bool:
-    """Whether the server can group ``relation`` (a PostgreSQL source) by its
+def _check_postgres_source(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], drop: tuple[str, ...],
+                           target, schema: pa.Schema, snapshot_holder) -> None:
+    """The checks of a PostgreSQL input on the run's snapshot session
+    (``snapshot_holder``), before any work. A failure of that session (a
+    standby's conflict with recovery ends it) is the input's, one line
+    (an internal error of three lines: helper-162)."""
+    import psycopg
+
+    try:
+        if getattr(target, "dialect", None) == "postgres":
+            _refuse_ungroupable_sensitive(source, spec, columns, snapshot_holder)
+        _refuse_uncuttable_qis(source, spec, columns, snapshot_holder)
+        _refuse_generated_from_qis(snapshot_holder.execute(render(
+            "generated_from.sql", dialect="postgres", inline=True, relation=source.relation, past_stored=True
+        ).sql).fetchall(),
+            spec, drop, [n for n, _ in columns])
+        for view, function in snapshot_holder.execute(render(
+                "time_dependent_views.sql", dialect="postgres", inline=True, relation=source.relation,
+                past_stored=False).sql):
+            log.warning("%s uses %s: each worker reads its fragment at its own time (the snapshot pins "
+                        "the rows, not the clock), so a row whose value crosses a cut during the run comes out "
+                        "twice or not at all; for a scheduled run, materialize it first (CREATE TABLE AS)",
+                        view, function)
+        foreign = [r[0] for r in snapshot_holder.execute(render(
+            "foreign_reads.sql", dialect="postgres", inline=True, relation=source.relation, past_stored=False).sql)]
+        if foreign:
+            log.warning("%s reads foreign table(s) %s, whose rows the run's snapshot does not hold (each worker "
+                        "reads its fragment in a remote transaction of its own): a change on their server during "
+                        "the run publishes rows twice or not at all; for a scheduled run, copy them first "
+                        "(CREATE TABLE AS)", source.describe(), ", ".join(foreign))
+        _check_numeric_qis(source, spec, columns, snapshot_holder)
+        if snapshot_holder.execute("SELECT row_security_active(%s)", (source.relation,)).fetchone()[0]:
+            log.warning("row-level security limits what the role reads of %s: only the rows it may see are "
+                        "published", source.describe())
+        _check_cross_engine_types(columns, spec, drop, target)
+        _check_array_subscripts(source, schema, columns, spec, drop, target, snapshot_holder)
+    except psycopg.Error as exc:
+        raise _probe_failed(source, exc) from None
+
+
+def _server_trouble(exc) -> bool:
+    """Whether a probe's failure is the session's or the server's (a lost
+    connection, a conflict with recovery on a standby, a cancel, a shutdown,
+    a resource), not the statement's: such a probe says nothing of the column's
+    type, and a standby's replay conflict was blamed on the QI's type ('is
+    integer on the server, whose values a fragment's WHERE clause cannot
+    compare', exit 2; helper-162)."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state[:2] in ("08", "40", "53", "57", "58", "XX")
+
+
+def _probe_failed(source, exc) -> InputError:
+    from .warehouse import recovery_hint
+
+    why = io.first_line(exc)
+    return InputError(f"cannot read {source.describe()}: {source.conn.redact(why + recovery_hint(why))}")
+
+
+def _groupable(server, source, name: str) -> bool:
+    """Whether the server can group ``source`` (a PostgreSQL input) by its
     column ``name``: a probe that reads no row, in a savepoint of the run's
-    snapshot transaction ``server``, which goes on."""
+    snapshot transaction ``server``, which goes on. A failure of the session
+    itself (a standby's conflict with recovery) is the input's, not the
+    column's (:func:`_server_trouble`)."""
     import psycopg
 
     try:
         with server.transaction():
-            server.execute(f"SELECT 1 FROM {relation} WHERE false GROUP BY {ident(name)}")
-    except psycopg.Error:
+            server.execute(f"SELECT 1 FROM {source.relation} WHERE false GROUP BY {ident(name)}")
+    except psycopg.Error as exc:
+        if _server_trouble(exc):
+            raise _probe_failed(source, exc) from None
         return False
     return True
 
@@ -2152,7 +2188,7 @@ def _refuse_ungroupable_sensitive(source, spec: AnonymizationSpec, columns: list
     reads no row)."""
     types = dict(columns)
     for name in spec.sensitive:
-        if not _groupable(server, source.relation, name):
+        if not _groupable(server, source, name):
             raise ConfigError(
                 f"sensitive column {name!r} is {types.get(name, 'of a type')} on the server, which has no equality "
                 "to count its distinct values by: cast it in a view (e.g. to text or jsonb)"
@@ -2184,6 +2220,8 @@ def _refuse_uncuttable_qis(source, spec: AnonymizationSpec, columns: list[tuple[
                 else:
                     continue
         except psycopg.Error as exc:
+            if _server_trouble(exc):
+                raise _probe_failed(source, exc) from None
             why = io.first_line(exc)
             if "operator does not exist" in why and "." in types.get(name, ""):
                 # An extension's type (public.hstore): its operators are not pg_catalog's, the only

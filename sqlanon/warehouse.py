@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from . import interrupts
 from .config import missing_table, table_text
-from .errors import ConfigError, InputError, redact_urls
+from .errors import ConfigError, InputError, SqlanonError, redact_urls
 from .io import Staging, refuse_metrics_as_output, refuse_unfit_metrics, relation_columns
 from .io import first_line as _io_first_line
 from .io import lost_columns, safe_path_hint
@@ -367,6 +367,50 @@ def same_server(a: Conn, b: Conn) -> bool:
     return who(a) == who(b)
 
 
+def replica_pair(a: Conn, b: Conn) -> str | None:
+    """Whether two servers hold one database's data by physical replication:
+    a streaming (hot) standby and its primary, or two standbys of one primary,
+    reached by other URLs (other hosts and ports, so :func:`same_server` tells
+    them apart). Their tables are the same rows, so a run reading a standby's
+    table and replacing the primary's table of that name replaced its own
+    input. Told by the cluster's system identifier and the database's OID,
+    which a physical copy keeps, and one of the two being in recovery (a
+    promoted clone, no longer in recovery, is a database of its own). Returns
+    the URL (masked) of the one in recovery, or None; a server that does not
+    say (``pg_control_system()`` revoked) is taken as unrelated."""
+    import psycopg
+
+    def who(conn: Conn):
+        try:
+            with conn.connect() as c:
+                return c.execute("SELECT (SELECT system_identifier FROM pg_control_system())::text, "
+                                 "(SELECT oid FROM pg_database WHERE datname = current_database()), "
+                                 "pg_is_in_recovery()").fetchone()
+        except (psycopg.Error, SqlanonError):
+            return None
+
+    wa = who(a)
+    wb = who(b) if wa is not None else None
+    if wa is None or wb is None or wa[:2] != wb[:2] or not (wa[2] or wb[2]):
+        return None
+    return (a if wa[2] else b).safe()
+
+
+def recovery_hint(msg: str) -> str:
+    """What a standby's failure means: its replay of the primary's changes
+    cancels (or ends) a query whose snapshot or locks hold it up longer than
+    ``max_standby_streaming_delay``, the run's long-lived snapshot first; the
+    readers that import it then find it gone ('invalid snapshot identifier')."""
+    if "conflict with recovery" in msg:
+        return ("; the input's server is a standby, whose replay of the primary's changes cancelled the run's read: "
+                "raise its max_standby_streaming_delay (max_standby_archive_delay), set hot_standby_feedback = on "
+                "there, or read the primary")
+    if "invalid snapshot identifier" in msg:
+        return ("; the session holding the run's snapshot ended (ended by an administrator or a restart, or on a "
+                "standby by a conflict with recovery: see max_standby_streaming_delay and hot_standby_feedback)")
+    return ""
+
+
 def reads_table(source: "PostgresSource", table: tuple[str, str]) -> tuple[bool, list[str]]:
     """Whether replacing ``table`` of the same database replaces rows that
     reading ``source`` reads: ``table`` is read by it (a view over it at any
@@ -580,7 +624,9 @@ class PostgresSource:
                 con.execute("BEGIN TRANSACTION")
                 con.execute(f"CALL postgres_execute({literal(SRC)}, ?)", [stmt])
             except duckdb.Error as exc:
-                raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
+                msg = _first_line(exc)
+                raise InputError(f"cannot read {self.describe()}: {self.conn.redact(msg + recovery_hint(msg))}"
+                                 ) from None
 
     def detach(self, con: duckdb.DuckDBPyConnection) -> None:
         if self.snapshot:
@@ -632,6 +678,7 @@ class PostgresSource:
             return con.execute(f"SELECT * FROM postgres_query({literal(SRC)}, ?)", [stmt.sql]).fetch_arrow_table()
         except duckdb.Error as exc:
             msg = self.conn.redact(_first_line(exc))
+            msg += recovery_hint(msg)
             if self.arrays and "dimensions" in msg:
                 msg += (f" (in an array column: {', '.join(map(repr, self.arrays))}; PostgreSQL does not hold an "
                         "array column to its declared dimensions, DuckDB does: drop it (--drop), or cast it to text "

@@ -37,6 +37,22 @@ def pg_server():
 
 
 @_pg_pytest.fixture(scope="session")
+def pg_standby(pg_server):
+    """A streaming hot standby of ``pg_server`` (PgServer.start_standby), started on first use;
+    skipped with an external server (SQLANON_TEST_PG_URL), which the tests cannot copy."""
+    from pg_server import PgUnavailable
+
+    try:
+        standby = pg_server.start_standby()
+    except PgUnavailable as exc:
+        _pg_pytest.skip(str(exc))
+    try:
+        yield standby
+    finally:
+        standby.stop()
+
+
+@_pg_pytest.fixture(scope="session")
 def pg_url(pg_server):
     """postgresql://sqlanon:<password>@127.0.0.1:<port>/sqlanon_test"""
     return pg_server.url

@@ -287,6 +287,38 @@ class PgServer:
             server.stop()
             raise
 
+    def start_standby(self, start_timeout: float = 60.0) -> "PgServer":
+        """A streaming hot standby of this (throwaway) server on another port:
+        a copy by ``pg_basebackup -R`` (the same system identifier, roles and
+        databases), started in recovery, reading the WAL this one streams.
+        Stop it before this one."""
+        if self.external:
+            raise PgUnavailable("a standby needs a server the tests started (not SQLANON_TEST_PG_URL)")
+        base = Path(tempfile.mkdtemp(prefix="sqlanon-pgs-", dir="/tmp" if self._run_as else None))
+        standby = PgServer(url="", password=self.password, base_dir=base, data_dir=base / "data",
+                           socket_dir=base / "sock", bindir=self.bindir,
+                           has_pg_stat_statements=self.has_pg_stat_statements, _run_as=self._run_as)
+        standby.log_file = standby.data_dir / LOG_DIRECTORY / LOG_FILENAME
+        atexit.register(standby.stop)
+        try:
+            standby.socket_dir.mkdir()
+            if self._run_as is not None:
+                owner = pwd.getpwnam(self._run_as)
+                for p in (base, standby.socket_dir):
+                    os.chown(p, owner.pw_uid, owner.pw_gid)
+            os.chmod(base, 0o700)
+            standby._run([self._bin("pg_basebackup"), "-h", str(self.socket_dir), "-p", str(self.port), "-U",
+                          "postgres", "-D", str(standby.data_dir), "-R", "-X", "stream", "-c", "fast", "--no-sync"])
+            standby.port = free_port()
+            standby._configure()
+            standby._pg_ctl_start(start_timeout)
+            standby._wait_ready(start_timeout)
+            standby.url = standby.url_with_password(self.password)
+            return standby
+        except BaseException:
+            standby.stop()
+            raise
+
     def stop(self) -> None:
         """``pg_ctl stop -m fast`` and delete the directory (idempotent)."""
         if self.external or self._stopped:
@@ -350,8 +382,13 @@ class PgServer:
             conf["shared_preload_libraries"] = "'pg_stat_statements'"
             conf["pg_stat_statements.track"] = "all"
         # postgresql.auto.conf is read last and wins over postgresql.conf;
-        # rewritten on every attempt (the port changes).
-        text = "# written by tests/pg_server.py\n" + "".join(f"{k} = {v}\n" for k, v in conf.items())
+        # rewritten on every attempt (the port changes), but for a standby's
+        # primary_conninfo (pg_basebackup -R writes it there).
+        auto = self.data_dir / "postgresql.auto.conf"
+        kept = [line for line in (auto.read_text().splitlines() if auto.exists() else [])
+                if line.startswith("primary_conninfo")]
+        text = "# written by tests/pg_server.py\n" + "".join(f"{k} = {v}\n" for k, v in conf.items()) + "".join(
+            f"{line}\n" for line in kept)
         # pg_hba: first matching line wins, so the password line for the
         # sqlanon role comes before the trust lines.
         hba = (
@@ -359,6 +396,8 @@ class PgServer:
             f"host    all {USER} 127.0.0.1/32 scram-sha-256\n"
             "local   all all              trust\n"
             "host    all all 127.0.0.1/32 trust\n"
+            "local   replication all      trust\n"  # start_standby's pg_basebackup and its streaming
+            "host    replication all 127.0.0.1/32 trust\n"
         )
         self._write_as_owner(self.data_dir / "postgresql.auto.conf", text)
         self._write_as_owner(self.data_dir / "pg_hba.conf", hba)
