@@ -3,15 +3,20 @@
     python3 -m examples.bench engine [--rows 1000000] [--k 5 10 20] [--repeat 3]
     python3 -m examples.bench pipeline [--rows 1000000] [--repeat 3]
     python3 -m examples.bench big [--rows 10000000] [--fragments 16 4] [--rev REV]
-    python3 -m examples.bench postgres [--rows 1000000] [--url postgresql://…]
+    python3 -m examples.bench postgres [--rows 1000000] [--url postgresql://…] [--repeat 3]
     python3 -m examples.bench executors [--rows 1000000] [--fragments 8]
-    python3 -m examples.bench checksums [--rows 1000000] [--url postgresql://…]
-    python3 -m examples.bench lake [--files 3000] [--rows-per-file 100]
-    python3 -m examples.bench compare REV [--workers 2] [--repeat 8] [--url postgresql://…] [--csv] [--fragments N]
+    python3 -m examples.bench checksums [--rows 1000000] [--url postgresql://…] [--repeat 7]
+    python3 -m examples.bench lake [--files 3000] [--rows-per-file 100] [--repeat 5]
+    python3 -m examples.bench compare REV [--rows 1000000] [--workers 2] [--repeat 8] [--url postgresql://…]
+                                          [--csv] [--fragments N]
     python3 -m examples.bench hierarchy [--rows 1000000] [--leaves 50000] [--rev REV]
     python3 -m examples.bench prefix REV [--rows 1000000] [--fragments 8] [--repeat 3]
     python3 -m examples.bench wide [--rows 1000000] [--rev REV]
     python3 -m examples.bench bytecode [--rows 1000000] [--repeat 8]
+
+Generated inputs (``poker-<rows>.parquet``…) are kept in ``bench-data/`` at
+the top of the checkout, or in ``$SQLANON_BENCH_DATA`` when that is set
+(the directory must have an existing parent), and reused by later runs.
 
 ``engine``: the Poker Hand data set (examples/poker.py, seed 0) as Parquet,
 10 QIs (s1..s5, r1..r5), sensitive ``hand``, l = 2; every run is the real CLI

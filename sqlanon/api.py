@@ -274,8 +274,10 @@ def anonymize(
             refused (a column new in the input is not published raw).
         overwrite: replace an existing output (``True`` or ``False`` only).
         interval_format: ``text`` (``[lo, hi]``) or ``bounds`` (``c_lo``, ``c_hi``).
-        table: the source table in a DuckDB file (``schema.table``).
-        target_table: the output table in a DuckDB file.
+        table: the source table in a DuckDB file or behind a database URL
+            (``schema.table``).
+        target_table: the output table in a DuckDB file or behind a
+            ``postgresql://`` URL (``schema.table``).
         workers: worker processes (default: CPU count; 1 runs in-process).
         fragments: how many fragments to cut (default: ``workers``).
         fragmentation: ``mondrian`` or ``quantile``.

@@ -1316,7 +1316,8 @@ def verify(input, qi, k, l_, sensitive, table, show, as_json, quiet):
     Groups the rows by the QI columns; exits 0 when every group has at least
     k rows and l distinct values of each sensitive column, 1 otherwise (and
     lists the first --show violating groups, their count and the rows in
-    them), 2 on a usage error.
+    them) or when the table cannot be read, 2 on a usage error; 130
+    interrupted, 143 terminated (SIGTERM), 129 the terminal hung up.
     """
     from . import api
 
