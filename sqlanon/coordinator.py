@@ -1194,6 +1194,14 @@ def run(
         stats = {name: replace(s, present=None) for name, s in stats.items()}  # the plan's: not for every task
         timings["fragmentation"] = time.perf_counter() - t0
         log.info("plan: %d fragments from a sample of %d rows", len(plan.fragments), sample.num_rows)
+        if options.fragments is not None and len(plan.fragments) < n_fragments:
+            # Fragments are asked for to bound a worker's memory: 3 of ~333,000 rows for 64 asked,
+            # without a word, when --sample left 3 rows to cut (helper-164).
+            log.warning("%d fragments asked for, %d planned (about %d rows each): %s", n_fragments,
+                        len(plan.fragments), -(-total // len(plan.fragments)),
+                        f"the sample holds only {sample.num_rows} rows to cut; a larger --sample plans more"
+                        if sample.num_rows < n_fragments else
+                        "the sample's QI values allow no more cuts (few distinct values, or one holding most rows)")
         if options.explain:
             timings["total"] = time.perf_counter() - t_start
             # What the run would do, on its executor's slots (a remote cluster's asked above: `workers`).

@@ -283,6 +283,24 @@ def test_far_more_fragments_than_k_allows_are_capped(tmp_path, caplog):
     assert "100000 fragments of 32561 rows would hold fewer than k=5000 rows each: planning at most 6" in caplog.text
 
 
+def test_fewer_fragments_than_asked_are_said(tmp_path, caplog):
+    """--fragments 64 with --sample 3 ran 3 fragments of a third of the rows
+    each, without a word: fragments are asked for to bound a worker's
+    memory (helper-164). A QI of few values says so too."""
+    src, out = tmp_path / "s.parquet", tmp_path / "o.parquet"
+    i = np.arange(20_000)
+    pq.write_table(pa.table({"x": i % 1000, "c": i % 4, "s": i % 3}), src)
+    r = sqlanon.anonymize(src, out, qi=["x"], sensitive=["s"], k=5, l=2, workers=1, fragments=64, sample=3)
+    assert len(r.plan.fragments) == 3
+    assert "64 fragments asked for, 3 planned (about 6667 rows each): the sample holds only 3 rows" in caplog.text
+    caplog.clear()
+    sqlanon.anonymize(src, out, qi=["c"], sensitive=["s"], k=5, l=2, workers=1, fragments=16, overwrite=True)
+    assert "16 fragments asked for, 4 planned" in caplog.text and "allow no more cuts" in caplog.text
+    caplog.clear()
+    sqlanon.anonymize(src, out, qi=["x"], sensitive=["s"], k=5, l=2, workers=1, sample=3, overwrite=True)
+    assert "asked for" not in caplog.text  # the default (one per worker) is not asked for
+
+
 def test_a_duration_qi_is_said_to_be_generalized_as_its_count(tmp_path, caplog):
     """A pandas timedelta QI was published as bare counts of microseconds
     ('[207000000, 2187000000]'), its unit named nowhere."""
