@@ -63,7 +63,7 @@ EXTRA_HINT = "pip install 'sqlanon[postgres]'"
 
 
 TEXT_STYLE = ("-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3 -c xmloption=content "
-              "-c lc_monetary=C")
+              "-c lc_monetary=C -c standard_conforming_strings=on")
 """How every session of a run prints and reads dates, intervals, floats,
 xml and money. Values travel as text between sessions (an array, a range
 or a composite pulled by a worker, typed again on the target's server): a

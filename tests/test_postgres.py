@@ -4149,3 +4149,26 @@ def test_a_sensitive_column_null_in_every_row_is_named_so(pg_url, tmp_path):
         sqlanon.anonymize(pg_url, tmp_path / "o.parquet", table="alln.t", qi=["age"], sensitive=["dx"], k=5, l=2,
                           workers=1)
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_backslash_in_schema_under_standard_conforming_strings_off(pg_url, tmp_path):
+    """A role whose sessions default to standard_conforming_strings = off: the
+    DuckDB postgres extension writes a schema's name into its catalog queries
+    as a plain '…' literal, where a trailing backslash escaped the closing
+    quote (the rest of the query then read as SQL: a syntax error, an injection
+    primitive). Every session of a run sets it on (TEXT_STYLE), so such a name
+    is just a name."""
+    role = f"scs_off_{uuid.uuid4().hex[:8]}"
+    schema = f'{role}"x\\'
+    sql(pg_url, f"CREATE ROLE {role} LOGIN; GRANT CREATE ON DATABASE sqlanon_test TO {role}")
+    sql(pg_url, f"ALTER ROLE {role} SET standard_conforming_strings = off")
+    url = pg_url.replace(pg_url.split("://", 1)[1].split("@", 1)[0], role)
+    sql(url, f"CREATE SCHEMA {q(schema)}; CREATE TABLE {rel(schema, 'src')} AS "
+             "SELECT i % 50 AS age, (i % 7)::text || E'\\\\' AS zip, i AS note FROM generate_series(1, 600) i")
+    sql(url, f"CREATE TABLE {rel(schema, 'canary')} (x int)")
+    r = sqlanon.anonymize(url, url, table=rel(schema, "src"), target_table=rel(schema, "out"),
+                          metrics=rel(schema, "m$$'\\"), qi=["age", "zip"], k=5, workers=2, fragments=2)
+    assert r.metrics.rows == 600
+    assert scalar(url, f"SELECT count(*) FROM {rel(schema, 'out')}") == 600
+    assert scalar(url, f"SELECT count(*) FROM {rel(schema, chr(109) + '$$' + chr(39) + chr(92))}") > 0
+    assert scalar(url, f"SELECT count(*) FROM {rel(schema, 'canary')}") == 0

@@ -1837,7 +1837,7 @@ def test_session_options_add_to_the_urls_or_pgoptions(monkeypatch):
     monkeypatch.setenv("PGOPTIONS", "-c work_mem=64MB")
     own = Conn("postgresql://u@h/db?options=-c%20search_path%3Dhr")
     styles = ("-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3 -c xmloption=content "
-              "-c lc_monetary=C"  # warehouse.TEXT_STYLE
+              "-c lc_monetary=C -c standard_conforming_strings=on"  # warehouse.TEXT_STYLE
               " -c search_path=pg_catalog,pg_temp")  # warehouse.SAFE_PATH: the user's is for resolving names only
     utf8 = "client_encoding='UTF8'"
     assert own.libpq() == f"host='h' dbname='db' user='u' {utf8} options='-c search_path=hr {styles}'"
