@@ -4,35 +4,65 @@ the Mondrian kernel (:mod:`sqlanon.kernel`) and the SQL templates' bytecode
 
 ``$SQLANON_CACHE_DIR`` if set, else the package's ``__pycache__`` (where Python
 keeps its own bytecode), else ``$XDG_CACHE_HOME/sqlanon`` (``~/.cache/sqlanon``)
-when the package directory is read-only.
+when the package directory is read-only; never one every user may write to.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import stat
 from pathlib import Path
 
 
 def cache_dirs() -> list[Path]:
-    """Where compiled things are looked for and written, in order."""
+    """Where compiled things are looked for and written, in order; never a
+    directory every user may write to (:func:`shared_dirs`)."""
+    return [d for d in _candidates() if not _writable_by_all(d)]
+
+
+def shared_dirs() -> list[Path]:
+    """The cache's places left out for every user's writing there."""
+    return [d for d in _candidates() if _writable_by_all(d)]
+
+
+def _candidates() -> list[Path]:
     if os.environ.get("SQLANON_CACHE_DIR"):
-        return [Path(os.environ["SQLANON_CACHE_DIR"])]
-    package = Path(__file__).parent / "__pycache__"
-    if os.environ.get("XDG_CACHE_HOME"):
-        return [package, Path(os.environ["XDG_CACHE_HOME"]) / "sqlanon"]
+        dirs = [Path(os.environ["SQLANON_CACHE_DIR"])]
+    else:
+        package = Path(__file__).parent / "__pycache__"
+        if os.environ.get("XDG_CACHE_HOME"):
+            dirs = [package, Path(os.environ["XDG_CACHE_HOME"]) / "sqlanon"]
+        else:
+            try:
+                dirs = [package, Path.home() / ".cache" / "sqlanon"]
+            except (RuntimeError, KeyError):  # no HOME and a uid without a passwd entry (helper-101)
+                dirs = [package]
+    return dirs
+
+
+def _writable_by_all(d: Path) -> bool:
+    """Whether every user may write into ``d`` (made so under umask 000, or
+    a shared directory chosen as the cache): the compiled kernel is loaded
+    as code from there, and another user's file in its place would run as
+    this one (helper-165)."""
     try:
-        home = Path.home()
-    except (RuntimeError, KeyError):  # no HOME and a uid without a passwd entry (helper-101)
-        return [package]
-    return [package, home / ".cache" / "sqlanon"]
+        return bool(d.stat().st_mode & stat.S_IWOTH)
+    except OSError:
+        return False  # not there yet: made by :func:`make_dir`, the owner's alone
+
+
+def make_dir(d: Path) -> None:
+    """Create the cache directory ``d`` (and its parents) if need be, the
+    last one for its owner alone, whatever the umask. Raises OSError."""
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def writable_dir() -> Path | None:
     """The first of :func:`cache_dirs` this process can write to (created if need be)."""
     for d in cache_dirs():
         try:
-            d.mkdir(parents=True, exist_ok=True)
+            make_dir(d)
         except OSError:
             continue
         if os.access(d, os.W_OK | os.X_OK):

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cache import cache_dirs
+from .cache import cache_dirs, make_dir
 from .errors import InputError
 
 __all__ = ["partition", "no_hierarchy", "class_ranges", "count_distinct", "class_distinct", "class_max_of",
@@ -164,7 +164,7 @@ def _load():
             return _jit()
     for d in dirs:
         try:
-            d.mkdir(parents=True, exist_ok=True)
+            make_dir(d)
             lock = open(d / f"{_MODULE}.lock", "a")
         except OSError:
             continue  # read-only: try the next place
@@ -192,12 +192,15 @@ def _load():
     # Nowhere to compile it: a second more in every process, which went unsaid (helper-51),
     # or, where numba cannot cache it either, its whole compilation (helper-103).
     jit = _jit()
-    from .cache import UNCACHED
+    from .cache import UNCACHED, shared_dirs
 
+    shared = shared_dirs()
     log.warning("no writable directory to compile the Mondrian kernel in (%s); using numba's JIT, %s: set "
-                "SQLANON_CACHE_DIR to a writable directory", " or ".join(str(d) for d in dirs),
+                "SQLANON_CACHE_DIR to a writable directory%s", " or ".join(str(d) for d in dirs) or "none",
                 "which cannot cache it either: compiled again in every process, 10-40 s each" if UNCACHED
-                else "about a second more per process")
+                else "about a second more per process",
+                f" (not {', '.join(map(str, shared))}, which every user may write to: a kernel there could be "
+                "another user's code)" if shared else "")
     return jit
 
 

@@ -281,6 +281,31 @@ def test_nowhere_to_compile_is_said(tmp_path, monkeypatch, caplog):
             "numba's JIT") in caplog.text
 
 
+def test_a_cache_every_user_may_write_to_is_not_used(tmp_path, monkeypatch, caplog):
+    """The compiled kernel is loaded as code from the cache: one that every
+    user may write to (made under umask 000, or a shared directory chosen)
+    would run another user's file as this one (helper-165). Such a place is
+    left out, and said; the places the run makes are their owner's alone."""
+    from sqlanon import cache
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("SQLANON_CACHE_DIR", str(shared))
+    monkeypatch.setattr(kernel, "_build", lambda directory, path: pytest.fail("built in a shared place"))
+    assert cache.cache_dirs() == [] and cache.writable_dir() is None
+    assert kernel._load() is mondrian
+    assert f"(not {shared}, which every user may write to: a kernel there could be another user's code)" in caplog.text
+    made = tmp_path / "open" / "cache"
+    monkeypatch.setenv("SQLANON_CACHE_DIR", str(made))
+    old = os.umask(0)
+    try:
+        assert cache.writable_dir() == made
+    finally:
+        os.umask(old)
+    assert made.stat().st_mode & 0o777 == 0o700
+
+
 def test_no_home_directory_leaves_the_package_cache(monkeypatch):
     """Without HOME, a uid that has no passwd entry made every command an
     internal error ('Could not determine home directory'), verify too,
