@@ -1197,7 +1197,7 @@ def run(
         if options.fragments is not None and len(plan.fragments) < n_fragments:
             # Fragments are asked for to bound a worker's memory: 3 of ~333,000 rows for 64 asked,
             # without a word, when --sample left 3 rows to cut (helper-164).
-            log.warning("%d fragments asked for, %d planned (about %d rows each): %s", n_fragments,
+            log.warning("%d fragments asked for, %d planned (about %d rows each): %s", options.fragments,
                         len(plan.fragments), -(-total // len(plan.fragments)),
                         f"the sample holds only {sample.num_rows} rows to cut; a larger --sample plans more"
                         if sample.num_rows < n_fragments else
@@ -2017,7 +2017,7 @@ def _check_postgres_source(source, spec: AnonymizationSpec, columns: list[tuple[
         _check_cross_engine_types(columns, spec, drop, target)
         _check_array_subscripts(source, schema, columns, spec, drop, target, snapshot_holder)
     except psycopg.Error as exc:
-        raise _probe_failed(source, exc) from None
+        raise _probe_failed(source, exc) from exc  # (--debug shows the statement's traceback)
 
 
 def _server_trouble(exc) -> bool:
@@ -2026,9 +2026,10 @@ def _server_trouble(exc) -> bool:
     a resource), not the statement's: such a probe says nothing of the column's
     type, and a standby's replay conflict was blamed on the QI's type ('is
     integer on the server, whose values a fragment's WHERE clause cannot
-    compare', exit 2; helper-162)."""
+    compare', exit 2; helper-162), as was a lock another session holds past
+    the role's lock_timeout (55P03)."""
     state = getattr(exc, "sqlstate", None)
-    return state is None or state[:2] in ("08", "40", "53", "57", "58", "XX")
+    return state is None or state == "55P03" or state[:2] in ("08", "40", "53", "57", "58", "XX")
 
 
 def _probe_failed(source, exc) -> InputError:

@@ -286,8 +286,14 @@ def _as_readers_compare(con: duckdb.DuckDBPyConnection, relation: str, sensitive
             if read is not None:
                 name = f"__sqlanon_read_{len(replaced)}"
                 con.register(name, read)
-                replaced.append(f"(SELECT r.read FROM {ident(name)} r WHERE r.text = {ident(c)}) AS {ident(c)}")
-    return f"(SELECT * REPLACE ({', '.join(replaced)}) FROM {relation})" if replaced else relation
+                # The column qualified: a sensitive column named text or read bound to the lookup's own.
+                replaced.append(f"(SELECT r.read FROM {ident(name)} r WHERE r.text = {SOURCE_ALIAS}.{ident(c)}) "
+                                f"AS {ident(c)}")
+    return (f"(SELECT * REPLACE ({', '.join(replaced)}) FROM (SELECT * FROM {relation}) AS {SOURCE_ALIAS})"
+            if replaced else relation)
+
+
+SOURCE_ALIAS = "__sqlanon_typed"
 
 
 def _as_pyarrow_reads(con: duckdb.DuckDBPyConnection, relation: str, column: str) -> pa.Table | None:

@@ -351,7 +351,10 @@ def same_server(a: Conn, b: Conn) -> bool:
     """Whether two URLs reach the same database, as the servers see it
     (``localhost`` vs ``127.0.0.1``, a password in the URL or in PGPASSWORD…).
     The server's start time tells two servers apart where address and port
-    cannot (both NULL over a unix socket). One URL is one server, asked
+    cannot (both NULL over a unix socket), and is the server's own: its
+    address is the URL's (a unix socket and TCP, a host's two addresses), so
+    one server by two of them was two, and its table replaced under the run
+    that read it. One URL is one server, asked
     nothing: a run into its source's database opened four connections to
     ask (two checks, two servers each), each a TLS handshake and a login on
     a remote warehouse."""
@@ -361,8 +364,8 @@ def same_server(a: Conn, b: Conn) -> bool:
     def who(conn: Conn):
         with conn.connect() as c:
             # The start time as a number: psycopg parses a timestamptz only in an ISO DateStyle.
-            return c.execute("SELECT inet_server_addr()::text, inet_server_port(), current_database(), "
-                             "extract(epoch FROM pg_postmaster_start_time())::text").fetchone()
+            return c.execute("SELECT current_database(), extract(epoch FROM pg_postmaster_start_time())::text"
+                             ).fetchone()
 
     return who(a) == who(b)
 

@@ -297,6 +297,9 @@ def test_fewer_fragments_than_asked_are_said(tmp_path, caplog):
     sqlanon.anonymize(src, out, qi=["c"], sensitive=["s"], k=5, l=2, workers=1, fragments=16, overwrite=True)
     assert "16 fragments asked for, 4 planned" in caplog.text and "allow no more cuts" in caplog.text
     caplog.clear()
+    sqlanon.anonymize(src, out, qi=["s"], sensitive=["c"], k=3000, l=2, workers=1, fragments=100, overwrite=True)
+    assert "planning at most 6" in caplog.text and "100 fragments asked for, 3 planned" in caplog.text  # not "6 asked"
+    caplog.clear()
     sqlanon.anonymize(src, out, qi=["x"], sensitive=["s"], k=5, l=2, workers=1, sample=3, overwrite=True)
     assert "asked for" not in caplog.text  # the default (one per worker) is not asked for
 

@@ -40,7 +40,7 @@ def test_the_primarys_table_of_the_standbys_input_is_the_input(pg_url, pg_standb
     time). Refused by the system identifier and the database they share, as
     a view on the standby over the primary's table is; another table of the
     primary is fine."""
-    name = f"standby_{uuid.uuid4().hex[:8]}"
+    name = f"rp_{uuid.uuid4().hex[:8]}"  # (not "standby": the messages are looked for it)
     with psycopg.connect(pg_url, autocommit=True) as c:
         c.execute(f"CREATE TABLE {name} AS SELECT g AS id, 20 + g % 50 AS age, 'd' || g % 3 AS d "
                   "FROM generate_series(1, 2000) g")
@@ -52,7 +52,8 @@ def test_the_primarys_table_of_the_standbys_input_is_the_input(pg_url, pg_standb
                                 "-o", pg_url, "--target-table", name, "--overwrite", *args],
                                capture_output=True, text=True, timeout=300)
             assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
-            assert ("is the input: " if table == name else "reads") in p.stderr and "standby" in p.stderr, p.stderr
+            assert ("is a standby of the other server" if table == name else "holds rows the input") in p.stderr, (
+                p.stderr)
             with psycopg.connect(pg_url, autocommit=True) as c:
                 c.execute(f"CREATE OR REPLACE VIEW {name}_v AS SELECT * FROM {name}")
             _replayed(pg_url, pg_standby.url)
@@ -97,6 +98,52 @@ def test_a_session_the_server_ends_is_the_inputs_failure_not_the_qis_type(pg_url
                 assert coordinator._groupable(live, source, "age") is True
         finally:
             admin.execute("DROP TABLE IF EXISTS public.t_probe")
+
+
+def test_one_server_by_its_socket_and_by_tcp_is_one(pg_server, pg_url, tmp_path):
+    """Read over TCP, replaced over the unix socket of the same server: the
+    two addresses made two servers to same_server (and neither is a standby),
+    and the run replaced its own input, exit 0."""
+    if pg_server.external:
+        pytest.skip("needs the server's unix socket (a server the tests started)")
+    socket_url = (f"{pg_url.rsplit('@', 1)[0]}@/{pg_url.rsplit('/', 1)[1]}"
+                  f"?host={pg_server.socket_dir}&port={pg_server.port}")
+    assert warehouse.same_server(warehouse.Conn(pg_url), warehouse.Conn(socket_url))
+    name = f"rp_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute(f"CREATE TABLE {name} AS SELECT g AS id, 20 + g % 50 AS age, 'd' || g % 3 AS d "
+                  "FROM generate_series(1, 200) g")
+    try:
+        p = subprocess.run([sys.executable, "-m", "sqlanon", "anonymize", pg_url, "--table", name, "-o", socket_url,
+                            "--target-table", name, "--overwrite", "--qi", "age", "-k", "2", "--workers", "1"],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 2 and "is the input" in p.stderr, p.stderr
+        with psycopg.connect(pg_url) as c:
+            assert c.execute(f"SELECT count(DISTINCT age) FROM {name}").fetchone()[0] == 50
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            c.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def test_a_lock_timeout_in_a_probe_is_the_inputs_failure_not_the_qis_type(pg_url):
+    """A lock another session holds past the role's lock_timeout was blamed on
+    the QI: "is integer on the server, whose values a fragment's WHERE clause
+    cannot compare (canceling statement due to lock timeout)", exit 2."""
+    name = f"rp_{uuid.uuid4().hex[:8]}"
+    source = warehouse.PostgresSource(conn=warehouse.Conn(pg_url), table=("public", name))
+    spec = AnonymizationSpec(quasi_identifiers=(QuasiIdentifier("age"),), k=2)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"CREATE TABLE {name} (age integer, s text)")
+        try:
+            with psycopg.connect(pg_url) as locker, psycopg.connect(pg_url) as probe:
+                locker.execute(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE")
+                probe.execute("SET lock_timeout = '100ms'")
+                with pytest.raises(InputError, match=r"^cannot read .*: canceling statement due to lock timeout"):
+                    coordinator._refuse_uncuttable_qis(source, spec, [("age", "integer")], probe)
+                with pytest.raises(InputError, match="lock timeout"):
+                    coordinator._groupable(probe, source, "s")
+        finally:
+            admin.execute(f"DROP TABLE IF EXISTS {name}")
 
 
 def test_a_conflict_with_recovery_says_what_to_do():
