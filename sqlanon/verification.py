@@ -256,8 +256,8 @@ def _as_readers_compare(con: duckdb.DuckDBPyConnection, relation: str, sensitive
     DuckDB keeps as text compared as pandas and pyarrow read it: one whose
     every value reads as a number ('5', '05', '+5', '5.0') by that number,
     one of pyarrow's boolean texts only ('true', '1') as a boolean,
-    one of ISO dates and timestamps only ('2020-01-01', '2020-01-01
-    00:00:00') as the timestamp pyarrow reads. DuckDB
+    one of dates, times and timestamps ('2020-01-01', '2020-01-01
+    00:00:00') as pyarrow itself reads them. DuckDB
     keeps '05' beside '5' as text, and l = 2 of '5' and '05' was published
     and verified where pandas reads one value (helper-107). Each column is
     looked at up to its first value that is neither (at once, for most)."""
