@@ -3406,8 +3406,9 @@ def test_every_hierarchy_missing_values_is_named_in_one_error(tmp_path, out_dir)
     r = cli("anonymize", ADULTS, "-o", out_dir / "o.parquet", "--qi", "age,occupation,workclass", "-k", "5",
             "--hierarchy", f"occupation={arx / 'occupation.csv'}", "--hierarchy", f"workclass={arx / 'workclass.csv'}")
     assert r.exit_code == 2
-    assert_one_line_error(r.stderr, r"occupation.csv' has no leaf for value\(s\) '\?' of column 'occupation'; and "
-                                    r"hierarchy '.*workclass.csv' has no leaf for value\(s\) '\?' of column 'workclass'$")
+    assert_one_line_error(r.stderr, r"occupation.csv' has no leaf for value\(s\) '\?' of column 'occupation'; "
+                                    r"and hierarchy '.*workclass.csv' has no leaf for value\(s\) '\?' of column "
+                                    r"'workclass'$")
     assert snapshot(out_dir) == {}
 
 

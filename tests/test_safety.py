@@ -1375,8 +1375,9 @@ def test_a_duckdb_target_a_view_reads_is_not_replaced_under_it(people_db, tmp_pa
         con.execute("CREATE VIEW fine AS SELECT age FROM main.anon")
     before = _tables(people_db)
     run = dict(table="people", target_table="anon", qi=["age"], k=5, workers=1, overwrite=True)
-    with pytest.raises(sqlanon.InputError, match=r"^cannot replace '.*v\.duckdb table anon': view 'rpt\.v' reads it and "
-                                         r"would no longer work \(Binder Error: .*\"extra\".*\); redefine or drop"):
+    with pytest.raises(sqlanon.InputError, match=r"^cannot replace '.*v\.duckdb table anon': view 'rpt\.v' reads it "
+                                                 r"and would no longer work \(Binder Error: .*\"extra\".*\); "
+                                                 r"redefine or drop"):
         sqlanon.anonymize(people_db, people_db, **run)
     assert _tables(people_db) == before
     with duckdb.connect(str(people_db)) as con:
