@@ -303,16 +303,14 @@ def _as_pyarrow_reads(con: duckdb.DuckDBPyConnection, relation: str, column: str
     values then print alike where it read one value (an instant written
     in two zones, a date and its midnight); None when pyarrow reads the
     column as text (one value it cannot parse is enough)."""
-    import io as bytes_io  # (this package's io is another)
-
     import pyarrow.csv as pa_csv
 
     values = con.execute(f"SELECT DISTINCT {ident(column)} AS text FROM {relation} WHERE {ident(column)} <> ''"
                          ).fetch_arrow_table()
-    buffer = bytes_io.BytesIO()
-    pa_csv.write_csv(values, buffer)
+    written = pa.BufferOutputStream()  # in Arrow's memory, read back without a copy
+    pa_csv.write_csv(values, written)
     try:
-        read = pa_csv.read_csv(bytes_io.BytesIO(buffer.getvalue())).column(0)
+        read = pa_csv.read_csv(pa.BufferReader(written.getvalue())).column(0)
     except pa.ArrowInvalid:  # no type fits every value (pyarrow reads it as text, or fails to)
         return None
     if pa.types.is_string(read.type) or pa.types.is_large_string(read.type) or pa.types.is_binary(read.type):
