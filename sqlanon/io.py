@@ -2448,11 +2448,26 @@ def _retry_writable(top: str, func, path: str, _exc) -> None:
     directory is ``top`` or inside it (never the one holding ``top``: the
     user's own, helper-25); else leave it."""
     parent = os.path.dirname(path)
-    if os.path.commonpath([parent, top]) != top:
+    if os.path.commonpath([parent, top]) != top or func not in (os.unlink, os.rmdir):
         return
+    # By descriptors, each folder opened without following a link: by name,
+    # a folder of the tree (another user's "dead run's backup", planted
+    # beside the output) swapped for a link between rmtree's error and this
+    # retry had the run make any folder of its user's 0700 and remove the
+    # entry of that name in it (helper-168).
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = None
     with contextlib.suppress(OSError):
-        os.chmod(parent, 0o700)
-        func(path)
+        fd = os.open(top, flags)
+        for name in Path(os.path.relpath(parent, top)).parts:
+            if name in (".", ".."):
+                continue
+            fd, up = os.open(name, flags, dir_fd=fd), fd
+            os.close(up)
+        os.fchmod(fd, 0o700)
+        func(os.path.basename(path), dir_fd=fd)
+    if fd is not None:
+        os.close(fd)
 
 
 def alive(pid: int) -> bool:

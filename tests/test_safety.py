@@ -1236,6 +1236,40 @@ def test_removing_staging_never_changes_the_directory_holding_it(tmp_path, monke
     assert not staging.exists()
 
 
+def test_removing_a_planted_backup_never_follows_a_link_swapped_in(tmp_path, monkeypatch):
+    """A dead run's backup is removed whoever planted it (remove_stale_staging),
+    and the clean-up's retry of an entry it could not remove (the planter's)
+    went by name: a folder of the planted tree swapped for a link to one of
+    the user's between rmtree's error and the retry made that folder 0700 and
+    removed the entry of that name in it (helper-168)."""
+    from sqlanon import io
+
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o755)
+    (mine / "secret.txt").write_text("precious")
+    mine.chmod(0o755)
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"old output")
+    backup = tmp_path / f".out.parquet{BACKUP_MARK}999999"
+    (backup / "a").mkdir(parents=True)
+    (backup / "a" / "secret.txt").write_bytes(b"")
+    real = os.unlink
+
+    def planters(path, *args, **kwargs):  # another user's: EACCES; meanwhile the planter swaps a link in
+        if kwargs.get("dir_fd") is not None and str(path) == "secret.txt" and (backup / "a").is_dir() \
+                and not (backup / "a").is_symlink():
+            os.rename(backup / "a", backup / "a.real")
+            os.symlink(mine, backup / "a")
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", planters)
+    remove_stale_staging(out, locked=True)
+    monkeypatch.setattr(os, "unlink", real)
+    assert (mine / "secret.txt").read_text() == "precious"
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o755
+
+
 def test_a_file_below_the_input_view_is_not_an_output(tmp_path, monkeypatch, caplog):
     """A DuckDB view over read_parquet('raw.parquet') with -o raw.parquet
     --overwrite replaced the raw file by its anonymized copy, exit 0, and a
