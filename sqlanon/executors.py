@@ -1392,15 +1392,17 @@ class SparkExecutor:
             if quiet:
                 builder, self._log_config = _quiet_local_spark(builder)
             # The JVM is launched with this environment: on a local master, no
-            # 'your hostname resolves to a loopback address' (the caller's
-            # environment is left as it was).
+            # 'your hostname resolves to a loopback address', and, verbose too,
+            # no driver port open on the host's network address (-v bound it
+            # there, unauthenticated: helper-168); the caller's environment is
+            # left as it was.
             local_ip = os.environ.get("SPARK_LOCAL_IP")
             # A local master's Python workers ran the first `python3` on PATH
             # (pyspark's default), not this interpreter: a cron job calling a
             # venv's sqlanon had them import another sqlanon, or none (helper-101).
             python = None if remote_master(master) or not sys.executable else os.environ.get("PYSPARK_PYTHON", "")
             try:
-                if quiet and local_ip is None:
+                if not remote_master(master) and local_ip is None:
                     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
                 if python == "":
                     os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import logging
 import os
 import pickle
 import re
@@ -103,12 +104,28 @@ def test_dask_matches_local(source, tmp_path, local_result, monkeypatch):
 
 
 @pytest.mark.spark
-def test_spark_matches_local(source, tmp_path, local_result, monkeypatch):
+def test_spark_matches_local(source, tmp_path, local_result, monkeypatch, caplog):
+    """Verbose too, a local master's JVM binds the loopback address: with -v its
+    driver port, unauthenticated, was open on the host's network address
+    (helper-168)."""
+    from pyspark.sql import SparkSession
+
     out = tmp_path / "out.parquet"
     made = recorded_tasks(monkeypatch)
-    r = run(source, out, "spark")
+    launched = []
+    real = SparkSession.Builder.getOrCreate
+
+    def get_or_create(builder):
+        launched.append(os.environ.get("SPARK_LOCAL_IP"))
+        return real(builder)
+
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", get_or_create)
+    with caplog.at_level(logging.INFO, logger="sqlanon"):  # as -v runs it
+        r = run(source, out, "spark")
     check_same(r, local_result, out)
     assert made and all(t.spec is None and t.stats is None and t.shared is None for t in made)
+    assert launched == ["127.0.0.1"] and "SPARK_LOCAL_IP" not in os.environ
 
 
 def test_a_large_domain_goes_to_a_remote_dask_cluster_once(tmp_path):
