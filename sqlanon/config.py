@@ -133,9 +133,9 @@ def table_text(parts) -> str:
     return ".".join(quoted_name(p) if "." in p or p.startswith('"') else p for p in parts)
 
 
-def _listed(names: list[str]) -> str:
-    """The first 30 names, quoted (a name holding ', ', 'Name, Full', read as two)."""
-    return ", ".join(map(repr, names[:30])) + (f", … ({len(names) - 30} more)" if len(names) > 30 else "")
+def listed(names: list[str], limit: int = 30) -> str:
+    """The first ``limit`` names, quoted (a name holding ', ', 'Name, Full', read as two)."""
+    return ", ".join(map(repr, names[:limit])) + (f", … ({len(names) - limit} more)" if len(names) > limit else "")
 
 
 def missing_table(table: str, where: str, names, kind: str = "table") -> str:
@@ -147,7 +147,7 @@ def missing_table(table: str, where: str, names, kind: str = "table") -> str:
         return f"--table: {kind} {table!r} is not in {where}"
     names = list(names)
     return (f"--table: {kind} {table!r} is not in {where}{suggest(table, names, cutoff=0.7)}; "
-            + (f"it has: {_listed(names)}" if names else f"it has no {'tables or views' if kind == 'table' else kind}"))
+            + (f"it has: {listed(names)}" if names else f"it has no {'tables or views' if kind == 'table' else kind}"))
 
 
 def missing_column(name: str, where: str, names, option: str | None = None) -> str:
@@ -155,7 +155,7 @@ def missing_column(name: str, where: str, names, option: str | None = None) -> s
     ``where`` lacks: a close name if any, and the columns it has (the first
     30 of a wide table)."""
     names = list(names)
-    shown = _listed(names)
+    shown = listed(names)
     # Closer than other keys need: 'zipcode' got "did you mean 'income'?" at difflib's 0.6 (helper-42).
     hint = suggest(name, names, cutoff=0.7)
     held = [n for n in names if "," in n and name in (p.strip() for p in n.split(","))]

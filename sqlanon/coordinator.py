@@ -35,8 +35,8 @@ import duckdb
 import pyarrow as pa
 
 from . import __version__, executors, fragmentation, interrupts, io
-from .config import AnonymizationSpec, missing_column, plain, strict_json, suggest
-from .domain import (ColumnStats, as_text, check_type, interval_stats, is_numeric, is_temporal, is_text,
+from .config import AnonymizationSpec, listed, missing_column, plain, strict_json, suggest
+from .domain import (ColumnStats, as_text, check_type, fits_interval, interval_stats, is_text,
                      resolve_generalization)
 from .errors import ConfigError, HierarchyError, InputError, PrivacyError, SqlanonError, VerificationError
 from .metrics import Metrics
@@ -387,7 +387,7 @@ def check_column_types(schema: pa.Schema, spec: AnonymizationSpec, drop: tuple[s
         check_type(c, schema.field(c).type, "quasi-identifier")
     for q in spec.quasi_identifiers:
         typ = schema.field(q.name).type
-        if q.generalization == "interval" and not (is_numeric(typ) or is_temporal(typ)) and where:
+        if q.generalization == "interval" and not fits_interval(typ) and where:
             shown = (server_types or {}).get(q.name) or str(typ)
             raise ConfigError(f"quasi-identifier {q.name!r} of {where} reads as {shown}, and 'interval', asked for "
                               "it, needs numbers, dates or timestamps: cast it in a view, or use set or prefix")
@@ -2537,8 +2537,7 @@ def _value_kind(arrow_type: str | None) -> str | None:
 
 def _columns(names: list[str]) -> str:
     """'column 'a'' or 'columns 'a', 'b', … (3 more)', for a warning."""
-    shown = ", ".join(map(repr, names[:10])) + (f", … ({len(names) - 10} more)" if len(names) > 10 else "")
-    return f"column {shown}" if len(names) == 1 else f"columns {shown}"
+    return f"column {listed(names)}" if len(names) == 1 else f"columns {listed(names, 10)}"
 
 
 _KINDS = {"interval": "intervals", "set": "sets"}

@@ -81,14 +81,19 @@ def is_temporal(t: pa.DataType) -> bool:
     return pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t)
 
 
+def fits_interval(t: pa.DataType) -> bool:
+    """Whether a column of Arrow type ``t`` can be generalized to intervals."""
+    return is_numeric(t) or is_temporal(t)
+
+
 def resolve_generalization(qi: QuasiIdentifier, dtype: pa.DataType) -> str:
     """The generalization a QI of Arrow type ``dtype`` gets, checked for fit."""
     g = qi.generalization
     if g is None:
         if qi.hierarchy is not None:
             return "hierarchy"
-        return "interval" if is_numeric(dtype) or is_temporal(dtype) else "set"
-    if g == "interval" and not (is_numeric(dtype) or is_temporal(dtype)):
+        return "interval" if fits_interval(dtype) else "set"
+    if g == "interval" and not fits_interval(dtype):
         raise ConfigError(
             f"column {qi.name!r} has type {dtype}; 'interval' needs numbers, dates or timestamps (use set or prefix)"
         )

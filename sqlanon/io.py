@@ -55,7 +55,7 @@ import duckdb
 import pyarrow as pa
 
 from . import interrupts
-from .config import csv_dialect, file_format, format_suffix, missing_table, table_text
+from .config import csv_dialect, file_format, format_suffix, listed, missing_table, table_text
 from .errors import ConfigError, InputError
 from .sql import fold_name, ident, literal, render
 from .sql.render import ASCII_LOWER, ASCII_UPPER
@@ -391,8 +391,7 @@ def lost_columns(target: str, old: list[str], new: list[str], same=lambda name: 
     if not gone:
         return []
     return [("%s: the replaced table's %s %s %s not in the output and %s with it, values and all", target,
-             "column" if len(gone) == 1 else "columns", ", ".join(map(repr, gone[:10])) + (
-                 f", … ({len(gone) - 10} more)" if len(gone) > 10 else ""),
+             "column" if len(gone) == 1 else "columns", listed(gone, 10),
              *(("was", "went") if len(gone) == 1 else ("were", "went")))]
 
 

@@ -311,7 +311,7 @@ def _as_pyarrow_reads(con: duckdb.DuckDBPyConnection, relation: str, column: str
     pa_csv.write_csv(values, written)
     try:
         read = pa_csv.read_csv(pa.BufferReader(written.getvalue())).column(0)
-    except pa.ArrowInvalid:  # no type fits every value (pyarrow reads it as text, or fails to)
+    except pa.ArrowException:  # no type fits every value (pyarrow reads it as text, or fails to)
         return None
     if pa.types.is_string(read.type) or pa.types.is_large_string(read.type) or pa.types.is_binary(read.type):
         return None
