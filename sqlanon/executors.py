@@ -723,16 +723,22 @@ class DaskExecutor:
                 raise ConfigError("--executor=dask secures its LocalCluster with TLS, which needs cryptography: "
                                   "pip install 'sqlanon[dask]'") from exc
             # The scheduler serves HTTP even without a dashboard, on 8787 unless
-            # told: a port in use (a user's own cluster) printed a warning.
-            self._cluster = _start_local_cluster(
-                LocalCluster, security=security,
-                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                memory_limit=int(total_memory() * 0.8 / workers),
-                preload=[*_dask_preloads(), __name__],  # dask_setup below, after the user's own
-                env={_DASK_QUIET_ENV: "" if log.isEnabledFor(logging.INFO) else "1"},
-            )
+            # told: a port in use (a user's own cluster) printed a warning. Its
+            # pages (logs, call stacks, task names) and the workers' would be
+            # open to every local user, unlike the TLS port: only /health is served.
+            import dask.config
+
+            with dask.config.set({f"distributed.{role}.http.routes": ["distributed.http.health"]
+                                  for role in ("scheduler", "worker")}):
+                self._cluster = _start_local_cluster(
+                    LocalCluster, security=security,
+                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+                    memory_limit=int(total_memory() * 0.8 / workers),
+                    preload=[*_dask_preloads(), __name__],  # dask_setup below, after the user's own
+                    env={_DASK_QUIET_ENV: "" if log.isEnabledFor(logging.INFO) else "1"},
+                )
             self._client = Client(self._cluster)
-            log.info("Dask LocalCluster of %d workers; dashboard: %s", workers, self._client.dashboard_link)
+            log.info("Dask LocalCluster of %d workers", workers)
         else:
             self._cluster = None
             self._client = _connect(Client, scheduler)

@@ -884,14 +884,34 @@ def test_task_timeout_with_one_worker_says_it_is_not_applied(source, tmp_path, c
 def test_the_local_dask_cluster_takes_no_stranger():
     """helper-37: the LocalCluster sqlanon starts listened on a plain TCP port
     of 127.0.0.1, where any local user's Client could run code as ours (and
-    read the task's database password). It speaks TLS with a key of its own."""
+    read the task's database password). It speaks TLS with a key of its own.
+    Its HTTP pages, scheduler's and workers', were open to them too (logs,
+    call stacks, task names: helper-165); only /health answers."""
+    import urllib.error
+    import urllib.request
+
     from distributed import Client
     from distributed.security import Security
 
     from sqlanon.executors import DaskExecutor
 
+    def status(url):
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                return answer.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
     ex = DaskExecutor(None, 1, 0)
     try:
+        pages = [ex._client.dashboard_link.rsplit("/", 1)[0]]
+        for worker in ex._client.scheduler_info()["workers"].values():
+            pages.append(f"http://{worker['host']}:{worker['services']['dashboard']}")
+        assert len(pages) == 2
+        for page in pages:
+            assert status(page + "/health") == 200
+            assert [status(page + path) for path in ("/info/main/workers.html", "/metrics", "/json/counts.json",
+                                                     "/statics/")] == [404] * 4, page
         address = ex._client.scheduler.address
         assert address.startswith("tls://")
         with pytest.raises((OSError, TimeoutError)):  # a key and certificate of its own: not trusted
