@@ -1053,6 +1053,39 @@ class PostgresTarget:
                     f"column {column!r} has type {name}, which {self.conn.safe()} defines otherwise ({have} there, "
                     f"{wanted} in the source): align the two, or cast the column to text in a view"
                 )
+        self._refuse_held_retyped()
+
+    def _refuse_held_retyped(self) -> None:
+        """Refuse, before any work, to replace a target that views depend on
+        (or that has what a swap drops) when the new table's columns have
+        other types than the old one's under the same names (a source column
+        widened upstream): only a swap can, and publishing refused it after
+        all the work (helper-158). The server types the planned columns in a
+        temporary table, and compares them as :meth:`_replace` does, here
+        by name: columns that only move are left to it."""
+        import psycopg
+
+        if not any(self._held) or not self.column_types or set(self.column_types) != set(self._old_types):
+            return
+        planned = ident(["pg_temp", "__sqlanon_planned"])
+        ddl = ", ".join(f"{ident(c)} {t}" for c, t in self.column_types.items())
+        plan = render("replace_plan.sql", dialect="postgres", inline=True, old=ident(list(self.table)), new=planned)
+        with self._connect() as c:
+            try:
+                with c.transaction(force_rollback=True):
+                    c.execute(f"CREATE TEMPORARY TABLE {planned} ({ddl})")
+                    old, new, old_names, new_names = c.execute(
+                        f"SELECT old_columns, new_columns, old_names, new_names FROM ({plan.sql}) plan").fetchone()
+            except psycopg.Error as exc:  # no TEMPORARY privilege, say: publishing compares them
+                log.debug("cannot compare the target's column types before the work: %s",
+                          self.conn.redact(_first_line(exc)))
+                return
+        if sorted(old) == sorted(new):
+            return
+        by_name = dict(zip(new_names, new))
+        pairs = [f"{a} -> {by_name[name]}" for name, a in zip(old_names, old) if a != by_name[name]]
+        self._refuse_held(*self._held, ", ".join(pairs[:5]) + (f", … ({len(pairs) - 5} more)" if len(pairs) > 5
+                                                                 else ""))
 
     def exists(self) -> bool:
         """Whether the target table exists.
