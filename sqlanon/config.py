@@ -133,9 +133,9 @@ def table_text(parts) -> str:
     return ".".join(quoted_name(p) if "." in p or p.startswith('"') else p for p in parts)
 
 
-def listed(names: list[str], limit: int = 30) -> str:
-    """The first ``limit`` names, quoted (a name holding ', ', 'Name, Full', read as two)."""
-    return ", ".join(map(repr, names[:limit])) + (f", … ({len(names) - limit} more)" if len(names) > limit else "")
+def listed(names: list[str], limit: int = 30, show=repr) -> str:
+    """The first ``limit`` names, quoted (a name holding ', ', 'Name, Full', read as two), or as ``show`` gives them."""
+    return ", ".join(map(show, names[:limit])) + (f", … ({len(names) - limit} more)" if len(names) > limit else "")
 
 
 def missing_table(table: str, where: str, names, kind: str = "table") -> str:

@@ -45,7 +45,7 @@ import duckdb
 import pyarrow as pa
 
 from . import interrupts
-from .config import missing_table, table_text
+from .config import listed, missing_table, table_text
 from .errors import ConfigError, InputError, SqlanonError, redact_urls
 from .io import Staging, refuse_metrics_as_output, refuse_unfit_metrics, relation_columns
 from .io import first_line as _io_first_line
@@ -1084,8 +1084,7 @@ class PostgresTarget:
             return
         by_name = dict(zip(new_names, new))
         pairs = [f"{a} -> {by_name[name]}" for name, a in zip(old_names, old) if a != by_name[name]]
-        self._refuse_held(*self._held, ", ".join(pairs[:5]) + (f", … ({len(pairs) - 5} more)" if len(pairs) > 5
-                                                                 else ""))
+        self._refuse_held(*self._held, listed(pairs, 5, show=str))
 
     def exists(self) -> bool:
         """Whether the target table exists.
@@ -1441,8 +1440,7 @@ class PostgresTarget:
             # place does: by place alone, a dropped column read as renamed to the next (helper-91).
             pairs = [f"{a or '(none)'} -> {b or '(none)'}"
                      for a, b in itertools.zip_longest(old_columns, new_columns) if a != b]
-            changed = _column_change(old_names, new_names) or ", ".join(pairs[:5]) + (
-                f", … ({len(pairs) - 5} more)" if len(pairs) > 5 else "")
+            changed = _column_change(old_names, new_names) or listed(pairs, 5, show=str)
             self._refuse_held(views, attached, changed)
         self._said += lost_columns(self.describe(), old_names, new_names)
         if indexes or unkept:

@@ -1451,8 +1451,8 @@ def _role(url: str, name: str) -> None:
 
 def _replace_people(url: str, schema: str, *options: str) -> subprocess.CompletedProcess:
     """``options`` before the command (-v)."""
-    return _cli(*options, "anonymize", url, "--table", f"{q(schema)}.src", "-o", url, "--target-table", f"{q(schema)}.dst",
-                *PEOPLE_ARGS, "--workers", 1, "--overwrite", "--quiet")
+    return _cli(*options, "anonymize", url, "--table", f"{q(schema)}.src", "-o", url,
+                "--target-table", f"{q(schema)}.dst", *PEOPLE_ARGS, "--workers", 1, "--overwrite", "--quiet")
 
 
 def test_overwrite_keeps_grants_and_comments(pg_url):
