@@ -234,6 +234,9 @@ class RunResult:
     csv_copy: bool = False
     """Whether the fragments read a Parquet copy of a CSV input, parsed once
     (:meth:`sqlanon.io.Staging.parsed_copy`), not the file itself."""
+    ordered_copy: bool = False
+    """Whether the fragments read a copy of a Parquet input ordered by fragment
+    (:meth:`sqlanon.io.Staging.clustered_copy`), not the input itself."""
 
     def explain(self) -> dict:
         """The plan as ``--explain`` prints it: fragments, WHERE clauses, sizes."""
@@ -247,7 +250,7 @@ class RunResult:
         return plain(dict(
             source_rows=self.source_rows, sample_rows=self.sample_rows, seed=self.seed,
             strategy=self.plan.strategy, executor=self.executor, workers=self.workers, csv_copy=self.csv_copy,
-            fragments=frags,
+            ordered_copy=self.ordered_copy, fragments=frags,
         ))
 
     def to_dict(self) -> dict:
@@ -773,6 +776,22 @@ def _parse_once(source, slots: int, remote: bool, fragments: int) -> bool:
     return isinstance(source, io.FileSource) and source.fmt == "csv" and fragments > slots and not remote
 
 
+CLUSTER_PER_SLOT = 16
+"""A Parquet source is copied ordered by fragment (:func:`_cluster_once`)
+from this many fragments per task slot: each fragment then reads a few row
+groups, not the whole input (~0.05 s per 1M rows), against one copy of it
+(~0.6 s per 1M rows; BENCHMARKS.md)."""
+
+
+def _cluster_once(source, slots: int, remote: bool, plan: fragmentation.Plan) -> bool:
+    """Whether the fragments read a Parquet source from one copy of it,
+    its rows ordered by fragment (:meth:`sqlanon.io.Staging.clustered_copy`):
+    a ``mondrian`` plan of at least :data:`CLUSTER_PER_SLOT` fragments per
+    slot, on this host only (as :func:`_parse_once`)."""
+    return (isinstance(source, io.FileSource) and source.fmt == "parquet" and not remote
+            and plan.strategy == "mondrian" and len(plan.fragments) >= CLUSTER_PER_SLOT * max(1, slots))
+
+
 def _task_resources(options: RunOptions, pool) -> tuple[str, int]:
     """DuckDB ``memory_limit`` and ``threads`` of one task, from the executor's
     slots, so that the tasks running at once on a host never oversubscribe it."""
@@ -1137,7 +1156,7 @@ def run(
         zeros, late_zeros = (floats, []) if source.dialect in ("duckdb", "postgres") else ([], floats)
         # A CSV source's Parquet copy for its fragments (Staging.parsed_copy) needs to know too, of every column.
         copied_zeros = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in drop] if isinstance(
-            source, io.FileSource) and source.fmt == "csv" else []
+            source, io.FileSource) and source.fmt in ("csv", "parquet") else []
         step("reading statistics")
         into_postgres = getattr(target, "dialect", None) == "postgres"
         loose = _loose_sensitive(columns, spec, None if into_postgres else (
@@ -1211,6 +1230,7 @@ def run(
                 target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
                 source_rows=total, dialect=source.dialect, executor=options.executor,
                 csv_copy=_parse_once(source, slots, remote, len(plan.fragments)),
+                ordered_copy=_cluster_once(source, slots, remote, plan) and fragmentation.cluster_key(plan) is not None,
                 started_at=started.isoformat(), source=_recorded(source),  # a dry run's input was '' (helper-90)
             )
 
@@ -1267,6 +1287,13 @@ def run(
         if _parse_once(source, getattr(pool, "slots", 1), getattr(pool, "remote", False), len(plan.fragments)):
             step("parsing the CSV input once for the fragments")
             pulled_from = staging.parsed_copy(con, source, copy_plain)
+        elif _cluster_once(source, getattr(pool, "slots", 1), getattr(pool, "remote", False), plan):
+            step("copying the input once, its rows ordered by fragment")
+            key = fragmentation.cluster_key(plan)
+            if key is not None:
+                rows_each = max(1, total // len(plan.fragments))
+                pulled_from = staging.clustered_copy(
+                    con, source, key, min(max(4 * rows_each, 2048), 122_880), copy_plain) or source
         memory, threads = _task_resources(options, pool)
         # Workers in other processes get the spec and statistics once, not with each task: a cluster
         # by its own means (never through its staging area, which is its group's to write: helper-71),
@@ -1452,7 +1479,9 @@ def run(
         _recorded(target), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
         tuple(repaired), _absolute(location, options.metrics, getattr(target, "path", None)), total, rss,
         source.dialect, options.executor, compare_on is not None,
-        started_at=started.isoformat(), source=_recorded(source), csv_copy=pulled_from is not source,
+        started_at=started.isoformat(), source=_recorded(source),
+        csv_copy=pulled_from is not source and source.fmt == "csv",
+        ordered_copy=pulled_from is not source and source.fmt == "parquet",
     )
 
 

