@@ -1039,6 +1039,15 @@ def run(
         ours = os.path.realpath(target.path) if isinstance(target, io.DuckDBTarget) else None
         inputs = [f for f in _input_files(source) if os.path.realpath(f) not in (ours, f"{ours}.wal")]
         unchanged = io.fingerprint(inputs)
+        if isinstance(source, io.FileSource) and any(unchanged.get(f) is None for f in inputs):
+            # A lake's file listed when the run opened it and gone already (a directory
+            # swapped in by another run's --overwrite): every read would fail as
+            # 'No files found that match the pattern', the change told nowhere (helper-170).
+            gone = next(f for f in inputs if unchanged.get(f) is None)
+            raise _InputChanged(
+                f"refusing to publish {target.describe()!r}: the input file {gone!r} changed during the run "
+                "(replaced, rewritten or removed); rerun once it is complete"
+            )
         source.attach(con)
         read = source.server_columns(declared=True) if source.dialect == "postgres" else []
         columns = [(n, t) for n, t, *_ in read]
@@ -1139,8 +1148,11 @@ def run(
             log.warning("the date order %s applies to CSV inputs only; %s is not one", options.date_order,
                         source.describe())
         # The input's DuckDB types, for the checks by type (the server's for a PostgreSQL source).
-        described = ([tuple(row[:2]) for row in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()]
-                     if source.dialect == "duckdb" else columns)
+        try:
+            described = ([tuple(row[:2]) for row in con.execute(f"DESCRIBE SELECT * FROM {source.relation}").fetchall()]
+                         if source.dialect == "duckdb" else columns)
+        except duckdb.Error as exc:  # a lake's file gone: said below, not an 'internal error' (helper-170)
+            raise InputError(f"cannot read {source.describe()!r}: {io.first_line(exc)}") from exc
         _refuse_zoned_times(spec, schema, described)
         _refuse_untravelling_types(con, source, described, drop, passthrough if source.dialect == "duckdb" else [])
         if source.dialect == "duckdb" and getattr(target, "dialect", None) == "postgres":

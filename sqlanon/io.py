@@ -1428,6 +1428,10 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None,
                 columns[f] = [(None if name is None else name.strip(CSV_HEADER_BLANKS), None, None, None, None)
                               for name in header]
     except duckdb.Error as exc:
+        gone = next((f for f in files if not os.path.lexists(f)), None)
+        if gone is not None:  # listed a moment ago: a directory swapped in by another run's --overwrite (helper-170)
+            raise InputError(f"cannot read {root or files[0]!r}: the input file {gone!r} changed during the run "
+                             "(replaced, rewritten or removed); rerun once it is complete") from exc
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
     finally:
         con.close()

@@ -657,11 +657,39 @@ class PostgresSource:
             # service's) idle_in_transaction_session_timeout would end it, and the
             # readers' snapshot with it ('invalid snapshot identifier').
             c.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
+            self._lock_before_snapshot(c)
             snap = c.execute("SELECT pg_export_snapshot()").fetchone()[0]
         except psycopg.Error as exc:
             c.close()
             raise InputError(f"cannot read {self.describe()}: {self.conn.redact(_first_line(exc))}") from None
         return replace(self, snapshot=snap, server_version=c.info.server_version), c
+
+    def _lock_before_snapshot(self, c) -> None:
+        """Take the input's shared lock before the snapshot is (LOCK and SAVEPOINT take none).
+
+        A TRUNCATE + INSERT or a swap of the input (another run's --overwrite, a
+        nightly reload) committing between the snapshot and the run's first read
+        of the table left that read an empty table, which is not MVCC-safe
+        (helper-170): "the input has no rows". With the lock first, the snapshot
+        follows such a reload's commit, and later ones queue behind the run, as
+        they did behind its first read. Best effort: a relation LOCK cannot take
+        (a materialized view, a foreign table), a role with column grants only,
+        or a lock not had within the wait, leaves the snapshot as it was."""
+        import psycopg
+
+        # Utility statements only (SHOW, SET, LOCK): a SELECT would take the snapshot.
+        prior = c.execute("SHOW lock_timeout").fetchone()[0]
+        c.execute("SAVEPOINT sqlanon_lock")
+        try:
+            c.execute(f"SET LOCAL lock_timeout = {int(PUBLISH_LOCK_SECONDS * 1000)}")
+            c.execute(f"LOCK TABLE {self.relation} IN ACCESS SHARE MODE")
+            c.execute(f"SET LOCAL lock_timeout = {literal(prior)}")  # the role's own, for the rest
+            c.execute("RELEASE SAVEPOINT sqlanon_lock")
+        except psycopg.errors.QueryCanceled:
+            raise  # the run is being stopped (its sessions' queries cancelled)
+        except psycopg.Error:
+            c.execute("ROLLBACK TO SAVEPOINT sqlanon_lock")
+            c.execute("RELEASE SAVEPOINT sqlanon_lock")
 
     def arrow_schema(self, con: duckdb.DuckDBPyConnection) -> pa.Schema:
         """Column names and types as DuckDB reads them, from a query that reads no rows

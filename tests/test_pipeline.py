@@ -2499,6 +2499,46 @@ def test_an_input_file_changed_while_read_fails_the_run_saying_so(tmp_path, chan
     assert out.read_bytes() == b"previous"
 
 
+@pytest.mark.parametrize("when", ["opening", "fingerprinting", "describing"])
+def test_a_directory_input_swapped_as_the_run_starts_fails_saying_so(tmp_path, monkeypatch, when):
+    """A directory input swapped whole (another run's --overwrite of its
+    directory output, whose parts are named anew each run) after the run
+    listed its files and before it fingerprinted them failed with DuckDB's
+    words: "cannot read 'a/': IO Error: No files found that match the
+    pattern 'a/part-00000-….parquet'", the change told nowhere (helper-170:
+    3 of 14 chained runs, most while the run opened the lake), or, later, as
+    "internal error (IOException: …" over three lines; now as a file changed
+    during the run."""
+    from sqlanon import io
+
+    src = tmp_path / "a"
+    src.mkdir()
+    pq.write_table(people(2_000, seed=2), src / "part-00000-old.parquet")
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"previous")
+    name = {"opening": "_check_file_columns", "fingerprinting": "fingerprint",
+            "describing": "refuse_altered_hive_values"}[when]
+    real = getattr(io, name)
+    swapped = []
+
+    def swap_then_fingerprint(*args):
+        if not swapped:  # the other run's swap lands in between
+            swapped.append(True)
+            new = tmp_path / "a.new"
+            new.mkdir()
+            pq.write_table(people(2_500, seed=3), new / "part-00000-new.parquet")
+            src.rename(tmp_path / "a.old")
+            new.rename(src)
+        return real(*args)
+
+    monkeypatch.setattr(io, name, swap_then_fingerprint)
+    old = re.escape(repr(str(src / "part-00000-old.parquet")))
+    with pytest.raises(sqlanon.InputError, match=f"the input file {old} "
+                       r"changed during the run \(replaced, rewritten or removed\)(, and reading it failed \(.*\))?; rerun"):
+        run(src, out, workers=1, overwrite=True)
+    assert swapped and out.read_bytes() == b"previous"
+
+
 def test_an_output_failure_after_the_input_was_read_is_not_blamed_on_it(tmp_path, monkeypatch):
     """Once the input is read and found unchanged, a failure writing the
     output is the output's, even if an upstream job rewrites the input

@@ -2809,6 +2809,37 @@ def test_every_reader_sees_the_runs_snapshot(pg_url, pg_server):
         holder.close()
 
 
+def test_an_input_reloaded_as_the_run_starts_is_read_whole(pg_url, tmp_path):
+    """A reload of the input (TRUNCATE + INSERT, as another run's --overwrite
+    refills its target, or a swap) that committed between the run's exported
+    snapshot and its first read of the table left the run an empty table (a
+    TRUNCATE is not MVCC-safe): "the input ... has no rows", exit 1, the
+    table holding its rows all along (helper-170). The run takes the input's
+    lock before its snapshot: it waits for the reload and reads its rows."""
+    schema = "reload_at_start"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 600)
+    sql(pg_url, f"CREATE TABLE {rel(schema, 'fresh')} AS SELECT * FROM {rel(schema, 'src')}")
+    out = tmp_path / "o.parquet"
+    with psycopg.connect(pg_url) as reload:
+        reload.execute(f"TRUNCATE {rel(schema, 'src')}")
+        reload.execute(f"INSERT INTO {rel(schema, 'src')} SELECT * FROM {rel(schema, 'fresh')}")
+        p = _popen("anonymize", pg_url, "--table", f"{schema}.src", "-o", out, "--qi", "age", "-k", "5",
+                   "--sensitive", "disease", "-l", "2", "--workers", "1", "-q")
+        try:
+            deadline = time.monotonic() + 60
+            while not sql(pg_url, "SELECT 1 FROM pg_stat_activity WHERE application_name LIKE %s "
+                                  "AND wait_event_type = 'Lock'", [f"sqlanon-{p.pid}-%"]):
+                assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.poll() else "no wait"
+                time.sleep(0.2)
+            reload.commit()
+            _, err = p.communicate(timeout=120)
+        finally:
+            p.kill()
+    assert p.returncode == 0, err
+    assert duckdb.sql(f"SELECT count(*) FROM '{out}'").fetchone()[0] == 600
+
+
 def test_server_statistics_match_duckdbs(pg_url, tmp_path):
     """PostgreSQL's statistics template (hash GROUP BYs instead of
     count(DISTINCT)) gives the figures DuckDB's gives on the same rows:
