@@ -848,6 +848,15 @@ def test_a_hierarchy_shared_with_other_data_names_leaves_the_type_cannot_hold(pg
     assert "angry" not in listed and "zz18" not in listed and "ecstatic" not in listed  # none of the source's
 
 
+def _wait_for_its_lock(url: str, p: subprocess.Popen) -> None:
+    """Until a session of the run ``p`` waits for a lock on the server (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while not sql(url, "SELECT 1 FROM pg_stat_activity WHERE application_name LIKE %s AND wait_event_type = 'Lock'",
+                  [f"sqlanon-{p.pid}-%"]):
+        assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.poll() else "no wait"
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize("signum", [pytest.param(signal.SIGTERM, id="SIGTERM"),
                                     pytest.param(signal.SIGINT, id="SIGINT", marks=pytest.mark.slow)])
 def test_a_run_waiting_on_the_server_stops_when_told(pg_url, tmp_path, signum):
@@ -869,11 +878,7 @@ def test_a_run_waiting_on_the_server_stops_when_told(pg_url, tmp_path, signum):
                    "--workers", "2")
         bystander = psycopg.connect(pg_url, application_name=f"sqlanon-{p.pid}")
         try:
-            deadline = time.monotonic() + 60
-            while not sql(pg_url, "SELECT 1 FROM pg_stat_activity WHERE application_name LIKE %s "
-                                  "AND wait_event_type = 'Lock'", [f"sqlanon-{p.pid}-%"]):
-                assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.poll() else "no wait"
-                time.sleep(0.2)
+            _wait_for_its_lock(pg_url, p)
             with ThreadPoolExecutor(1) as thread:
                 other = thread.submit(bystander.execute, "SELECT pg_sleep(4)")
                 time.sleep(0.5)
@@ -2827,11 +2832,7 @@ def test_an_input_reloaded_as_the_run_starts_is_read_whole(pg_url, tmp_path):
         p = _popen("anonymize", pg_url, "--table", f"{schema}.src", "-o", out, "--qi", "age", "-k", "5",
                    "--sensitive", "disease", "-l", "2", "--workers", "1", "-q")
         try:
-            deadline = time.monotonic() + 60
-            while not sql(pg_url, "SELECT 1 FROM pg_stat_activity WHERE application_name LIKE %s "
-                                  "AND wait_event_type = 'Lock'", [f"sqlanon-{p.pid}-%"]):
-                assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.poll() else "no wait"
-                time.sleep(0.2)
+            _wait_for_its_lock(pg_url, p)
             reload.commit()
             _, err = p.communicate(timeout=120)
         finally:
