@@ -783,13 +783,16 @@ groups, not the whole input (~0.05 s per 1M rows), against one copy of it
 (~0.6 s per 1M rows; BENCHMARKS.md)."""
 
 
-def _cluster_once(source, slots: int, remote: bool, plan: fragmentation.Plan) -> bool:
-    """Whether the fragments read a Parquet source from one copy of it,
-    its rows ordered by fragment (:meth:`sqlanon.io.Staging.clustered_copy`):
-    a ``mondrian`` plan of at least :data:`CLUSTER_PER_SLOT` fragments per
-    slot, on this host only (as :func:`_parse_once`)."""
-    return (isinstance(source, io.FileSource) and source.fmt == "parquet" and not remote
-            and plan.strategy == "mondrian" and len(plan.fragments) >= CLUSTER_PER_SLOT * max(1, slots))
+def _cluster_once(source, slots: int, remote: bool, plan: fragmentation.Plan) -> tuple[str, list] | None:
+    """The order (:func:`sqlanon.fragmentation.cluster_key`) of the one copy
+    of a Parquet source the fragments read, its rows ordered by fragment
+    (:meth:`sqlanon.io.Staging.clustered_copy`), or None (they read the
+    source): a ``mondrian`` plan of at least :data:`CLUSTER_PER_SLOT`
+    fragments per slot, on this host only (as :func:`_parse_once`)."""
+    if (isinstance(source, io.FileSource) and source.fmt == "parquet" and not remote
+            and plan.strategy == "mondrian" and len(plan.fragments) >= CLUSTER_PER_SLOT * max(1, slots)):
+        return fragmentation.cluster_key(plan)
+    return None
 
 
 def _task_resources(options: RunOptions, pool) -> tuple[str, int]:
@@ -1242,7 +1245,7 @@ def run(
                 target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
                 source_rows=total, dialect=source.dialect, executor=options.executor,
                 csv_copy=_parse_once(source, slots, remote, len(plan.fragments)),
-                ordered_copy=_cluster_once(source, slots, remote, plan) and fragmentation.cluster_key(plan) is not None,
+                ordered_copy=_cluster_once(source, slots, remote, plan) is not None,
                 started_at=started.isoformat(), source=_recorded(source),  # a dry run's input was '' (helper-90)
             )
 
@@ -1299,13 +1302,11 @@ def run(
         if _parse_once(source, getattr(pool, "slots", 1), getattr(pool, "remote", False), len(plan.fragments)):
             step("parsing the CSV input once for the fragments")
             pulled_from = staging.parsed_copy(con, source, copy_plain)
-        elif _cluster_once(source, getattr(pool, "slots", 1), getattr(pool, "remote", False), plan):
+        elif (key := _cluster_once(source, getattr(pool, "slots", 1), getattr(pool, "remote", False), plan)):
             step("copying the input once, its rows ordered by fragment")
-            key = fragmentation.cluster_key(plan)
-            if key is not None:
-                rows_each = max(1, total // len(plan.fragments))
-                pulled_from = staging.clustered_copy(
-                    con, source, key, min(max(4 * rows_each, 2048), 122_880), copy_plain) or source
+            rows_each = max(1, total // len(plan.fragments))
+            pulled_from = staging.clustered_copy(
+                con, source, key, min(max(4 * rows_each, 2048), 122_880), copy_plain) or source
         memory, threads = _task_resources(options, pool)
         # Workers in other processes get the spec and statistics once, not with each task: a cluster
         # by its own means (never through its staging area, which is its group's to write: helper-71),

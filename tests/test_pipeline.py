@@ -526,6 +526,27 @@ def test_a_clustered_copy_that_fails_leaves_the_fragments_reading_the_source(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet", "out__metrics.parquet", "people.parquet"]
 
 
+def test_no_ordered_copy_whose_order_binds_too_many_values(tmp_path, monkeypatch):
+    """A large hierarchy's cuts list its leaves at every level of the copy's
+    order: with 200,000 leaves the copy took 8 s of a 400k-row run, more
+    than the reads it saved (helper-172). Past CLUSTER_KEY_VALUES bound
+    values the fragments read the input, and --explain says so."""
+    from sqlanon import fragmentation
+
+    src = tmp_path / "people.parquet"
+    pq.write_table(people(4_000, seed=2), src)
+    plan = run(src, tmp_path / "out.parquet", workers=1, fragments=16, k=3, explain=True)
+    values = len(fragmentation.cluster_key(plan.plan)[1])
+    assert values >= 15
+    for limit, copied in ((values, True), (values - 1, False)):
+        monkeypatch.setattr(fragmentation, "CLUSTER_KEY_VALUES", limit)
+        assert run(src, tmp_path / "out.parquet", workers=1, fragments=16, k=3, explain=True, overwrite=True
+                   ).explain()["ordered_copy"] is copied
+        steps: list[str] = []
+        result = run(src, tmp_path / "out.parquet", workers=1, fragments=16, k=3, status=steps.append, overwrite=True)
+        assert (CLUSTERED_ONCE in steps, result.ordered_copy) == (copied, copied)
+
+
 def test_the_csv_copy_for_many_fragments_parses_the_file_once(tmp_path, monkeypatch):
     """Whether a column holds both -0.0 and 0.0 (which Parquet's
     dictionaries would make one) comes from the statistics' pass: the copy
