@@ -423,6 +423,7 @@ def where_sql(predicates: Iterable[Predicate], dialect: str = "duckdb", typed: b
                       predicates=_folded(preds))
     return rendered.sql, rendered.params
 
+
 CLUSTER_KEY_VALUES = 10_000
 """At most this many bound values in :func:`cluster_key`'s expression (else no ordered copy)."""
 
@@ -459,7 +460,6 @@ def cluster_key(plan: Plan) -> tuple[str, list[Any]] | None:
     # A large hierarchy's cuts list its leaves at every level: with 200,000
     # leaves the copy took 8 s at 400k rows, more than the reads it saves (helper-172).
     return key if len(key[1]) <= CLUSTER_KEY_VALUES else None
-
 
 
 def _value_key(v: Any) -> Any:
