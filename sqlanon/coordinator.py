@@ -776,11 +776,14 @@ def _parse_once(source, slots: int, remote: bool, fragments: int) -> bool:
     return isinstance(source, io.FileSource) and source.fmt == "csv" and fragments > slots and not remote
 
 
-CLUSTER_PER_SLOT = 16
+CLUSTER_PER_SLOT = 8
 """A Parquet source is copied ordered by fragment (:func:`_cluster_once`)
 from this many fragments per task slot: each fragment then reads a few row
 groups, not the whole input (~0.05 s per 1M rows), against one copy of it
-(~0.6 s per 1M rows; BENCHMARKS.md)."""
+(~0.6 s per 1M rows). Poker, 2 workers: the copy gained from 6 fragments
+per slot at 10M rows and from 6-8 at 1M (8 under load), lost ~0.1 s at 2-4
+at 1M (BENCHMARKS.md, helper-173); both costs grow with the rows, so the
+threshold is by fragments only."""
 
 
 def _cluster_once(source, slots: int, remote: bool, plan: fragmentation.Plan) -> tuple[str, list] | None:
