@@ -733,6 +733,8 @@ class DaskExecutor:
                 self._cluster = _start_local_cluster(
                     LocalCluster, security=security,
                     n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+                    # With bokeh installed the scheduler adds its dashboard whatever the routes say.
+                    scheduler_kwargs={"dashboard": False},
                     memory_limit=int(total_memory() * 0.8 / workers),
                     preload=[*_dask_preloads(), __name__],  # dask_setup below, after the user's own
                     env={_DASK_QUIET_ENV: "" if log.isEnabledFor(logging.INFO) else "1"},

@@ -442,20 +442,24 @@ def cluster_key(plan: Plan) -> tuple[str, list[Any]] | None:
     if plan.strategy != "mondrian" or len(frs) < 2 or any(len(f.predicates) != len(f.path) for f in frs):
         return None
 
-    def node(lo: int, hi: int, depth: int) -> tuple[str, list[Any]]:
+    def node(lo: int, hi: int, depth: int) -> tuple[str, list[Any]] | None:
+        """The key of fragments ``lo`` to ``hi``, which share their first
+        ``depth`` cuts; None where they are not a binary cut tree as a fresh
+        plan's are (the left side's paths go on with 0, then the right's with 1)."""
         if hi - lo == 1:
             return str(lo), []
-        split = next((i for i in range(lo, hi) if frs[i].path[depth] == "1"), hi)
-        if split in (lo, hi):  # not a binary cut tree as a fresh plan's is
-            raise ValueError
+        sides = [frs[i].path[depth] if len(frs[i].path) > depth else "" for i in range(lo, hi)]
+        split = lo + sides.count("0")
+        if split in (lo, hi) or sides != ["0"] * (split - lo) + ["1"] * (hi - split):
+            return None
+        left, right = node(lo, split, depth + 1), node(split, hi, depth + 1)
+        if left is None or right is None:
+            return None
         sql, params = where_sql((frs[lo].predicates[depth],))
-        left, lp = node(lo, split, depth + 1)
-        right, rp = node(split, hi, depth + 1)
-        return f"CASE WHEN {sql} THEN {left} ELSE {right} END", [*params, *lp, *rp]
+        return f"CASE WHEN {sql} THEN {left[0]} ELSE {right[0]} END", [*params, *left[1], *right[1]]
 
-    try:
-        key = node(0, len(frs), 0)
-    except (ValueError, IndexError):
+    key = node(0, len(frs), 0)
+    if key is None:
         return None
     # A large hierarchy's cuts list its leaves at every level: with 200,000
     # leaves the copy took 8 s at 400k rows, more than the reads it saves (helper-172).

@@ -1946,9 +1946,9 @@ def no_room_hint(exc: BaseException) -> str:
     named a hidden staging file, and not why the disk filled."""
     if getattr(exc, "errno", None) != errno.ENOSPC and "No space left on device" not in str(exc):
         return ""
-    return (" (the disk is full: a run writes its parts (and first, for more fragments than workers, a Parquet "
-            "copy of a CSV input), then its new output, while the old one stays until it is replaced; the previous "
-            "output is intact: free room, then rerun)")
+    return (" (the disk is full: a run writes its parts (and first, for many fragments, a copy of the input: a "
+            "CSV input's parsed, a Parquet input's ordered by fragment), then its new output, while the old one "
+            "stays until it is replaced; the previous output is intact: free room, then rerun)")
 
 
 def _negative_interval_hint(con: duckdb.DuckDBPyConnection, relation: str, exc: BaseException) -> str:
@@ -2626,7 +2626,7 @@ class Staging:
         the fragments then read the source). Each fragment's ``WHERE`` over
         the source read all of it, its rows in every row group (DuckDB skips
         a row group only by its statistics, which unsorted values never
-        exclude): 256 fragments of 1M rows took 20 s on 2 workers, ~0.05 s
+        exclude): 256 fragments of 1M rows took ~16 s on 2 workers, ~0.05 s
         of scan each (BENCHMARKS.md). Over the copy a fragment's bounds
         skip the row groups of the others. Kept, and removed, as
         :meth:`parsed_copy`'s (it holds the input's rows)."""
@@ -2642,17 +2642,20 @@ class Staging:
                             f"{', DICTIONARY_SIZE_LIMIT 0' if plain else ''})", params)
                 os.chmod(f"{held}/{PARSED_COPY}", 0o600)
             copy = ParsedCopy(path, "parquet", of=source.describe())
-            if con.execute(f"DESCRIBE {kept}").fetchall() != con.execute(f"DESCRIBE SELECT * FROM {copy.relation}"
-                                                                         ).fetchall():
-                raise ValueError("types differ")
+            alike = con.execute(f"DESCRIBE {kept}").fetchall() == con.execute(
+                f"DESCRIBE SELECT * FROM {copy.relation}").fetchall()
         except duckdb.InterruptException:
             self.drop_parsed_copy()
             raise
-        except (duckdb.Error, OSError, ValueError) as exc:
-            log.info("the fragments read the input itself (no clustered copy: %s)", first_line(exc))
-            self.drop_parsed_copy()
-            return None
-        return copy
+        except (duckdb.Error, OSError) as exc:
+            why = first_line(exc)
+        else:
+            if alike:
+                return copy
+            why = "it reads back in other types"
+        log.info("the fragments read the input itself (no ordered copy: %s)", why)
+        self.drop_parsed_copy()
+        return None
 
     def drop_parsed_copy(self) -> None:
         """Remove :meth:`parsed_copy`'s file, if made: the output is written

@@ -924,6 +924,34 @@ def test_the_local_dask_cluster_takes_no_stranger():
         ex.shutdown()
 
 
+def test_the_local_dask_cluster_has_no_dashboard_with_bokeh_installed(monkeypatch):
+    """With bokeh installed (dask[complete]) the scheduler added its Bokeh
+    dashboard (task stream, profiles: call stacks) to its HTTP server
+    whatever its routes, for every local user: it is asked for none. The
+    scheduler runs in this process, so a stand-in for Bokeh's dashboard
+    module tells whether it is asked to serve one."""
+    import types
+
+    import distributed
+
+    from sqlanon.executors import DaskExecutor
+
+    served = []
+    package = types.ModuleType("distributed.dashboard")
+    package.__path__ = []
+    package.scheduler = types.ModuleType("distributed.dashboard.scheduler")
+    package.scheduler.connect = lambda *args, **kwargs: served.append(args)
+    monkeypatch.setitem(sys.modules, "distributed.dashboard", package)
+    monkeypatch.setitem(sys.modules, "distributed.dashboard.scheduler", package.scheduler)
+    monkeypatch.setattr(distributed, "dashboard", package, raising=False)
+    ex = DaskExecutor(None, 1, 0)
+    try:
+        assert ex._client.submit(sum, [1, 2]).result() == 3
+    finally:
+        ex.shutdown()
+    assert served == []
+
+
 def test_an_aborted_dask_cluster_is_marked_while_it_closes():
     """A Ctrl-C's teardown made the scheduler warn of a worker killed
     mid-handshake under the CLI's one line (about one run in ten): the

@@ -510,6 +510,32 @@ def test_a_parquet_source_of_many_fragments_is_read_from_one_copy_ordered_by_fra
     assert [math.copysign(1, v) for v in got[:2]] == [-1, 1] and math.isnan(got[2]) and got[3] is None
 
 
+@pytest.mark.parametrize(("fragments", "qi"), [(16, ["age", "zip", "day", "city"]), (7, ["age", "city"]),
+                                             (13, ["zip"]), (33, ["age", "day"])])
+def test_the_copys_order_gives_each_row_its_fragments_position(tmp_path, fragments, qi):
+    """The ordered copy only pays if each fragment's rows are together: the
+    same output came whatever the order (a fragment's clause decides its
+    rows), so a key whose parameters or branches went astray would have
+    passed every other test. Each row's key is the position of the fragment
+    whose clause takes it, in balanced and unbalanced cut trees (7, 13, 33
+    fragments), NULLs and text QIs among the cuts."""
+    from sqlanon import fragmentation
+
+    src = tmp_path / "people.parquet"
+    pq.write_table(people(20_000, seed=5), src)
+    plan = run(src, tmp_path / "out.parquet", qi=qi, workers=1, fragments=fragments, seed=1, explain=True).plan
+    sql, params = fragmentation.cluster_key(plan)
+    con = duckdb.connect()
+    rows = 0
+    for position, fragment in enumerate(plan.fragments):
+        where, more = fragmentation.where_sql(fragment.predicates)
+        keys = con.execute(f"SELECT {sql}, count(*) FROM read_parquet(?) WHERE {where} GROUP BY ALL",
+                           [*params, str(src), *more]).fetchall()
+        assert [key for key, _ in keys] == [position], (position, fragment.path, keys)
+        rows += keys[0][1]
+    assert rows == 20_000
+
+
 def test_a_clustered_copy_that_fails_leaves_the_fragments_reading_the_source(tmp_path, monkeypatch):
     """The copy is only faster: one DuckDB cannot write (or that would read
     back in other types) leaves the fragments reading the input, the same

@@ -329,6 +329,19 @@ def test_a_full_disk_fails_the_run_naming_it_and_keeps_the_old_output(small_disk
         assert con.execute("SELECT count(*), sum(hash(COLUMNS(*))) FROM t").fetchall() == before
 
 
+def test_a_full_disk_names_the_parquet_inputs_ordered_copy_too():
+    """A Parquet input of many fragments is copied into the staging area,
+    ordered by fragment, and the copy stays while the parts are written: a
+    disk that then fills names it among what the run needs room for (it
+    named a CSV input's copy only)."""
+    import errno
+
+    from sqlanon import io
+
+    hint = io.no_room_hint(OSError(errno.ENOSPC, "No space left on device"))
+    assert "a CSV input's parsed" in hint and "a Parquet input's ordered by fragment" in hint, hint
+
+
 def test_a_full_disk_while_a_csv_input_is_copied_for_its_fragments_fails_the_run_naming_it(small_disk):
     """More fragments than workers read a Parquet copy of a CSV input, made
     in the staging area next to the output: a disk too full for it names
