@@ -566,6 +566,27 @@ class _LogFormat(logging.Formatter):
         return redact_urls(super().format(record))
 
 
+def _job_warnings(record: logging.LogRecord) -> bool:
+    """In :func:`run_job` and :func:`verify_job`, a warning about a value of
+    the job file names its key and the file, as the command's does
+    (:class:`_LogFormat`): the host's log said ``--retries applies to Dask
+    and Spark`` of a job file's ``retries: 5``, a flag nobody passed. A
+    filter: it keeps every record."""
+    if record.levelno >= logging.WARNING and record.name.startswith("sqlanon"):
+        ctx = click.get_current_context(silent=True)
+        if _library(ctx):
+            message = record.getMessage()
+            named = _config_keys_named(message)
+            if named != message:
+                record.msg, record.args = named, ()
+    return True
+
+
+# On each logger sqlanon logs to (a logger's filters apply to its own records only), as errors.py does.
+for _name in ("sqlanon", "sqlanon.executors", "sqlanon.io"):
+    logging.getLogger(_name).addFilter(_job_warnings)
+
+
 def _set_verbosity(ctx, param, verbose: int) -> None:
     """``-v`` logs progress (INFO), ``-vv`` debug, before or after the command name
     (:func:`run_job`: sqlanon's loggers only, for the run: the host's root

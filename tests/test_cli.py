@@ -4373,3 +4373,18 @@ def test_a_csv_output_whose_readers_read_two_spellings_as_one_value_is_refused(t
     shown.write_text(f"age,{column}\n" + "".join(f"{20 + i % 40},{values[i // 40 % 2]}\n" for i in range(400)))
     v = cli("verify", shown, "--qi", "age", "--sensitive", column, "-k", "5", "-l", "2", "--json")
     assert v.exit_code == 1 and json.loads(v.stdout)["reading"].startswith("read as pandas reads the file")
+
+
+def test_run_jobs_warnings_name_the_files_keys(out_dir, caplog):
+    """run_job's warning about a value of the job file named a flag nobody
+    passed (``--retries applies to Dask and Spark``), where the command's
+    names the file's key, as run_job's errors do (helper-175)."""
+    caplog.set_level("WARNING", logger="sqlanon")
+    job = out_dir.parent / "job.yml"
+    job.write_text(f"input: {ADULTS}\noutput: {out_dir / 'd.parquet'}\nqi: [age]\nk: 10\nworkers: 1\nretries: 5\n")
+    sqlanon.run_job(job)
+    assert f"'retries' in {str(job)!r} applies to Dask and Spark" in caplog.text, caplog.text
+    assert "--retries" not in caplog.text
+    caplog.clear()  # a flag given to run_job is named as the flag, as on the command line
+    sqlanon.run_job(job, "--retries", "4", "-o", out_dir / "e.parquet")
+    assert "--retries applies to Dask and Spark" in caplog.text, caplog.text
