@@ -14,10 +14,11 @@ import types
 
 # The caller's environment back, for the processes this server forks (its
 # own path was set, without the working directory: executors._imports_of_this_process).
-from .executors import ENV_BEFORE, MODULE_ENV, SCRIPT_ENV, restore_environment  # noqa: E402
+from .executors import ENV_BEFORE, MODULE_ENV, SCRIPT_ENV, SERVER_LOG_ENV, restore_environment  # noqa: E402
 
 _script = os.environ.get(SCRIPT_ENV)
 _module = os.environ.get(MODULE_ENV)  # python -m jobs.nightly
+_log_file = os.environ.pop(SERVER_LOG_ENV, None)  # a library call's: its logging, not its stderr
 restore_environment(os.environ.get(ENV_BEFORE))
 
 # A Ctrl-C reaches the whole process group, this server too: during these
@@ -42,11 +43,26 @@ class _LogFormat(logging.Formatter):
         return plain_log_line(record.levelname, text)
 
 
+class _LogRecords(logging.Formatter):
+    """A record as a JSON line, for the calling process to log as its own
+    (:func:`sqlanon.executors.replay_server_log`), a URL's password masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+
+        from .errors import redact_urls
+
+        text = record.getMessage()
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return json.dumps([record.name, record.levelno, redact_urls(text)])
+
+
 # sqlanon's loggers only: the caller's own forkserver pools fork from this
 # server too, and a root handler here made their workers' basicConfig a
 # no-op, their INFO lines and tracebacks lost (helper-52).
-_handler = logging.StreamHandler()
-_handler.setFormatter(_LogFormat())
+_handler = logging.FileHandler(_log_file) if _log_file else logging.StreamHandler()
+_handler.setFormatter(_LogRecords() if _log_file else _LogFormat())
 logging.getLogger("sqlanon").addHandler(_handler)
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 try:

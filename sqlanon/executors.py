@@ -268,7 +268,7 @@ def start_local_server() -> None:
     """
     global _own_server
     _forkserver_context()
-    _start_server()
+    _start_server(to_stderr=True)
     _own_server = True
 
 
@@ -283,15 +283,54 @@ last, leaving PYTHONSAFEPATH, PYTHONPATH and the caller's script in the
 host's environment for good (helper-92)."""
 
 
-def _start_server() -> None:
+def _start_server(to_stderr: bool = False) -> None:
     """Start multiprocessing's fork server (if not running) with Ctrl-C
     blocked: the mask is inherited, so a Ctrl-C (sent to the whole process
     group) while the new interpreter starts is held until sqlanon._preload
     discards it; it printed 'Fatal Python error: init_import_site' under the
     CLI's one line. This process gets its own Ctrl-C once unblocked. One
-    thread at a time (:data:`_SERVER_STARTING`)."""
+    thread at a time (:data:`_SERVER_STARTING`). ``to_stderr`` (the CLI's):
+    the server and its workers print their warnings on stderr, as the CLI's
+    read; else they log them to a file whose records :func:`replay_server_log`
+    gives this process's logging (a library call prints nothing)."""
     with _SERVER_STARTING:
-        _start_server_alone()
+        _start_server_alone(to_stderr)
+
+
+SERVER_LOG_ENV = "SQLANON_SERVER_LOG"
+"""The file the fork server and its workers log sqlanon's records to, one
+JSON line each (``[logger, level, message]``), when a library call started it."""
+
+_server_log: list = [None, 0]
+"""The running fork server's log file (None: it prints on stderr) and how much of it this process has logged."""
+
+_SERVER_LOG_READ = threading.Lock()
+
+
+def replay_server_log() -> None:
+    """Log here, through this process's logging, the records the fork server
+    and its workers logged since the last call (:data:`SERVER_LOG_ENV`): a
+    library call's warnings of the workers' kernel (no C compiler, no
+    writable cache) reached its host's stderr as ``Warning: …`` lines,
+    past its logging (helper-175)."""
+    with _SERVER_LOG_READ:
+        path, start = _server_log
+        if path is None:
+            return
+        try:
+            with open(path, "rb") as f:
+                f.seek(start)
+                data = f.read()
+        except OSError:
+            return
+        whole = data[:data.rfind(b"\n") + 1]  # a record being written is read next time
+        _server_log[1] = start + len(whole)
+    for line in whole.splitlines():
+        try:
+            name, level, message = json.loads(line)
+        except ValueError:
+            continue
+        logging.getLogger(name).log(level, "%s", message)
 
 
 _server_main: dict[str, str | None] | None = None
@@ -304,7 +343,7 @@ _server_env: dict[str, str] | None = None
 workers it forks have that one, not the caller's of a later run."""
 
 
-def _start_server_alone() -> None:
+def _start_server_alone(to_stderr: bool) -> None:
     global _server_main, _server_env
     from multiprocessing import forkserver, util
 
@@ -351,10 +390,16 @@ def _start_server_alone() -> None:
         _start_tracker()
         # SIGHUP blocked for good, as in the tracker (see there), workers included.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
+        log_file = None if to_stderr else os.path.join(util.get_temp_dir(), f"sqlanon-server-{time.time_ns()}.log")
+        if log_file:  # for the server to read as it starts (util's directory: this process's, private)
+            os.environ[SERVER_LOG_ENV] = log_file
+            unquiet.callback(os.environ.pop, SERVER_LOG_ENV, None)
         try:
             forkserver.ensure_running()
             if getattr(forkserver._forkserver, "_forkserver_pid", None) != pid:  # a new server: this environment
                 _server_env = env
+                with _SERVER_LOG_READ:
+                    _server_log[:] = [log_file, 0]
             _server_main = main
         except ChildProcessError as exc:  # (an OSError) its server is the parent's: ChildProcessError (helper-35)
             raise ConfigError("this process was forked from one that had started sqlanon's local worker pool, which "
@@ -632,6 +677,7 @@ class LocalExecutor:
             log.debug("worker pool warm-up ended early (%s: %s)", type(exc).__name__, exc)
         finally:
             self._warming = False
+        replay_server_log()  # the server's, as it loaded the kernel
 
     def share(self, *objects) -> None:
         """The coordinator writes them to its private staging area (:meth:`sqlanon.io.Staging.share`)."""
@@ -665,6 +711,7 @@ class LocalExecutor:
                 log.debug("the worker pool did not stop in time (a worker start is stuck); leaving it")
         else:
             self._pool.shutdown(wait=True, cancel_futures=True)
+        replay_server_log()  # the workers'
 
 
 class _Vacancy:

@@ -874,6 +874,20 @@ def test_a_spark_tasks_own_error_comes_back_as_that_error():
     assert type(forged) is RuntimeError
 
 
+def test_a_library_calls_workers_warn_through_its_logging_not_on_stderr(source, tmp_path, monkeypatch, caplog,
+                                                                         capfd):
+    """The local pool's fork server printed its own warnings (the kernel's:
+    no C compiler, no writable cache, a SQLANON_KERNEL of another value) on
+    the host's stderr as 'Warning: …' lines, past its logging, though a
+    library call prints nothing (helper-175). They reach the host's logging."""
+    monkeypatch.setenv("SQLANON_KERNEL", "bogus")  # a new environment: a new server, which warns as it loads
+    caplog.set_level("WARNING", logger="sqlanon")
+    r = sqlanon.anonymize(source, tmp_path / "o.parquet", qi=QI, k=5, workers=2)
+    assert r.metrics.rows == 30_000
+    assert "SQLANON_KERNEL='bogus' is neither 'jit' nor 'auto'" in caplog.text, caplog.text
+    assert "bogus" not in capfd.readouterr().err
+
+
 def test_task_timeout_with_one_worker_says_it_is_not_applied(source, tmp_path, caplog):
     caplog.set_level("WARNING", logger="sqlanon")
     r = sqlanon.anonymize(source, tmp_path / "o.parquet", qi=QI, k=5, workers=1, task_timeout=0.001)
