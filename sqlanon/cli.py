@@ -29,7 +29,7 @@ import yaml
 from . import executors, interrupts
 from .config import (GENERALIZATIONS, INTERVAL_FORMATS, MIN_K, MIN_L, STRATEGIES, file_format, quoted_name, split_names,
                      strict_json, suggest)
-from .errors import ConfigError, InputError, SqlanonError, plain_log_line, redact_chain, redact_urls
+from .errors import LOGGERS, ConfigError, InputError, SqlanonError, plain_log_line, redact_chain, redact_urls
 from .executors import EXECUTORS
 
 if TYPE_CHECKING:  # sqlanon.api is imported inside the commands (below)
@@ -582,8 +582,7 @@ def _job_warnings(record: logging.LogRecord) -> bool:
     return True
 
 
-# On each logger sqlanon logs to (a logger's filters apply to its own records only), as errors.py does.
-for _name in ("sqlanon", "sqlanon.executors", "sqlanon.io"):
+for _name in LOGGERS:  # beside errors._library_warnings, which names a flag as the argument
     logging.getLogger(_name).addFilter(_job_warnings)
 
 

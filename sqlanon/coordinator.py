@@ -786,14 +786,21 @@ at 1M (BENCHMARKS.md, helper-173); both costs grow with the rows, so the
 threshold is by fragments only."""
 
 
+def _may_cluster(source, slots: int, remote: bool, strategy: str, fragments: int) -> bool:
+    """Whether ``fragments`` fragments of a ``strategy`` plan read a Parquet
+    source from one copy of it ordered by fragment: a ``mondrian`` plan of
+    at least :data:`CLUSTER_PER_SLOT` fragments per slot, on this host only
+    (as :func:`_parse_once`)."""
+    return (isinstance(source, io.FileSource) and source.fmt == "parquet" and not remote
+            and strategy == "mondrian" and fragments >= CLUSTER_PER_SLOT * max(1, slots))
+
+
 def _cluster_once(source, slots: int, remote: bool, plan: fragmentation.Plan) -> tuple[str, list] | None:
     """The order (:func:`sqlanon.fragmentation.cluster_key`) of the one copy
     of a Parquet source the fragments read, its rows ordered by fragment
     (:meth:`sqlanon.io.Staging.clustered_copy`), or None (they read the
-    source): a ``mondrian`` plan of at least :data:`CLUSTER_PER_SLOT`
-    fragments per slot, on this host only (as :func:`_parse_once`)."""
-    if (isinstance(source, io.FileSource) and source.fmt == "parquet" and not remote
-            and plan.strategy == "mondrian" and len(plan.fragments) >= CLUSTER_PER_SLOT * max(1, slots)):
+    source; :func:`_may_cluster`)."""
+    if _may_cluster(source, slots, remote, plan.strategy, len(plan.fragments)):
         return fragmentation.cluster_key(plan)
     return None
 
@@ -1049,11 +1056,7 @@ def run(
             # A lake's file listed when the run opened it and gone already (a directory
             # swapped in by another run's --overwrite): every read would fail as
             # 'No files found that match the pattern', the change told nowhere (helper-170).
-            gone = next(f for f in inputs if unchanged.get(f) is None)
-            raise _InputChanged(
-                f"refusing to publish {target.describe()!r}: the input file {gone!r} changed during the run "
-                "(replaced, rewritten or removed); rerun once it is complete"
-            )
+            raise _input_changed(target, next(f for f in inputs if unchanged.get(f) is None))
         source.attach(con)
         read = source.server_columns(declared=True) if source.dialect == "postgres" else []
         columns = [(n, t) for n, t, *_ in read]
@@ -1172,9 +1175,12 @@ def run(
         floats = [f.name for f in schema if f.name in passthrough and pa.types.is_floating(f.type)] if isinstance(
             target, io.DuckDBTarget) else []
         zeros, late_zeros = (floats, []) if source.dialect in ("duckdb", "postgres") else ([], floats)
-        # A CSV source's Parquet copy for its fragments (Staging.parsed_copy) needs to know too, of every column.
-        copied_zeros = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in drop] if isinstance(
-            source, io.FileSource) and source.fmt in ("csv", "parquet") else []
+        # A CSV source's Parquet copy for its fragments (Staging.parsed_copy) needs to know too, of every column,
+        # and a Parquet source's ordered copy (Staging.clustered_copy) where the plan may have fragments enough.
+        copied_zeros = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in drop] if (
+            isinstance(source, io.FileSource) and source.fmt == "csv") or _may_cluster(
+            source, getattr(pool, "slots", 1), getattr(pool, "remote", False), options.fragmentation,
+            n_fragments) else []
         step("reading statistics")
         into_postgres = getattr(target, "dialect", None) == "postgres"
         loose = _loose_sensitive(columns, spec, None if into_postgres else (
@@ -1559,12 +1565,17 @@ def _refuse_changed_input(unchanged: dict, target, failure: InputError | None = 
     only moved QI values), and a read may have failed on it (``failure``)."""
     changed = [f for f, seen in io.fingerprint(list(unchanged)).items() if seen != unchanged[f]]
     if changed:
-        raise _InputChanged(
-            f"refusing to publish {target.describe()!r}: the input file {changed[0]!r} changed during the run "
-            "(replaced, rewritten or removed)"
-            + (f", and reading it failed ({io.first_line(failure)})" if failure is not None else "")
-            + "; rerun once it is complete"
-        ) from failure
+        raise _input_changed(target, changed[0], failure) from failure
+
+
+def _input_changed(target, path: str, failure: InputError | None = None) -> _InputChanged:
+    """The refusal of a run whose input file ``path`` changed during it."""
+    return _InputChanged(
+        f"refusing to publish {target.describe()!r}: the input file {path!r} changed during the run "
+        "(replaced, rewritten or removed)"
+        + (f", and reading it failed ({io.first_line(failure)})" if failure is not None else "")
+        + "; rerun once it is complete"
+    )
 
 
 def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSource, schema: pa.Schema,

@@ -120,9 +120,12 @@ def _library_warnings(record: logging.LogRecord) -> bool:
     return True
 
 
+LOGGERS = ("sqlanon", "sqlanon.executors", "sqlanon.io")
+"""The loggers sqlanon logs to (a logger's filters apply to its own records only)."""
+
 # Installed once, each call only marks its context: nested calls and other
 # threads each see their own (adding and removing it per call did not: helper-63).
-for _name in ("sqlanon", "sqlanon.executors", "sqlanon.io"):
+for _name in LOGGERS:
     logging.getLogger(_name).addFilter(_library_warnings)
 
 
