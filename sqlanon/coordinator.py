@@ -235,8 +235,8 @@ class RunResult:
     """Whether the fragments read a Parquet copy of a CSV input, parsed once
     (:meth:`sqlanon.io.Staging.parsed_copy`), not the file itself."""
     ordered_copy: bool = False
-    """Whether the fragments read a copy of a Parquet input ordered by fragment
-    (:meth:`sqlanon.io.Staging.clustered_copy`), not the input itself."""
+    """Whether the fragments read a copy of a Parquet input or a DuckDB table
+    ordered by fragment (:meth:`sqlanon.io.Staging.clustered_copy`), not the input itself."""
 
     def explain(self) -> dict:
         """The plan as ``--explain`` prints it: fragments, WHERE clauses, sizes."""
@@ -777,30 +777,46 @@ def _parse_once(source, slots: int, remote: bool, fragments: int) -> bool:
 
 
 CLUSTER_PER_SLOT = 8
-"""A Parquet source is copied ordered by fragment (:func:`_cluster_once`)
-from this many fragments per task slot: each fragment then reads a few row
-groups, not the whole input (~0.05 s per 1M rows), against one copy of it
-(~0.6 s per 1M rows). Poker, 2 workers: the copy gained from 6 fragments
-per slot at 10M rows and from 6-8 at 1M (8 under load), lost ~0.1 s at 2-4
-at 1M (BENCHMARKS.md, helper-173); both costs grow with the rows, so the
-threshold is by fragments only."""
+"""A Parquet source or a DuckDB table is copied ordered by fragment
+(:func:`_cluster_once`) from this many fragments per task slot: each
+fragment then reads a few row groups, not the whole input (~0.05 s per 1M
+rows of Parquet), against one copy of it (~0.6 s per 1M rows). Poker, 2
+workers: the copy gained from 6 fragments per slot at 10M rows and from
+6-8 at 1M (8 under load), lost ~0.1 s at 2-4 at 1M (BENCHMARKS.md,
+helper-173); both costs grow with the rows, so the threshold is by
+fragments only."""
 
 
-def _may_cluster(source, slots: int, remote: bool, strategy: str, fragments: int) -> bool:
-    """Whether ``fragments`` fragments of a ``strategy`` plan read a Parquet
-    source from one copy of it ordered by fragment: a ``mondrian`` plan of
-    at least :data:`CLUSTER_PER_SLOT` fragments per slot, on this host only
-    (as :func:`_parse_once`)."""
-    return (isinstance(source, io.FileSource) and source.fmt == "parquet" and not remote
-            and strategy == "mondrian" and fragments >= CLUSTER_PER_SLOT * max(1, slots))
+def _orderable(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec,
+               described: list[tuple[str, str]]) -> bool:
+    """Whether the fragments may read ``source`` from one Parquet copy of it
+    ordered by fragment (:func:`_may_cluster`): a Parquet source, or a
+    DuckDB table whose text QIs compare byte by byte. A fragment's clause
+    over the copy compares as the copy's plain VARCHAR does: a QI declared
+    COLLATE NOCASE would be cut elsewhere than in the table (DuckDB's
+    DESCRIBE shows no collation, so the copy's types cannot tell)."""
+    if isinstance(source, io.FileSource):
+        return source.fmt == "parquet"
+    if not isinstance(source, io.DuckDBSource):
+        return False
+    types = dict(described)
+    return not _collated(con, source, [q for q in spec.qi_names if types.get(q) == "VARCHAR"])
 
 
-def _cluster_once(source, slots: int, remote: bool, plan: fragmentation.Plan) -> tuple[str, list] | None:
+def _may_cluster(orderable: bool, slots: int, remote: bool, strategy: str, fragments: int) -> bool:
+    """Whether ``fragments`` fragments of a ``strategy`` plan read an
+    ``orderable`` source (:func:`_orderable`) from one copy of it ordered by
+    fragment: a ``mondrian`` plan of at least :data:`CLUSTER_PER_SLOT`
+    fragments per slot, on this host only (as :func:`_parse_once`)."""
+    return orderable and not remote and strategy == "mondrian" and fragments >= CLUSTER_PER_SLOT * max(1, slots)
+
+
+def _cluster_once(orderable: bool, slots: int, remote: bool, plan: fragmentation.Plan) -> tuple[str, list] | None:
     """The order (:func:`sqlanon.fragmentation.cluster_key`) of the one copy
-    of a Parquet source the fragments read, its rows ordered by fragment
-    (:meth:`sqlanon.io.Staging.clustered_copy`), or None (they read the
-    source; :func:`_may_cluster`)."""
-    if _may_cluster(source, slots, remote, plan.strategy, len(plan.fragments)):
+    of an ``orderable`` source the fragments read, its rows ordered by
+    fragment (:meth:`sqlanon.io.Staging.clustered_copy`), or None (they
+    read the source; :func:`_may_cluster`)."""
+    if _may_cluster(orderable, slots, remote, plan.strategy, len(plan.fragments)):
         return fragmentation.cluster_key(plan)
     return None
 
@@ -1176,10 +1192,12 @@ def run(
             target, io.DuckDBTarget) else []
         zeros, late_zeros = (floats, []) if source.dialect in ("duckdb", "postgres") else ([], floats)
         # A CSV source's Parquet copy for its fragments (Staging.parsed_copy) needs to know too, of every column,
-        # and a Parquet source's ordered copy (Staging.clustered_copy) where the plan may have fragments enough.
+        # and an ordered copy (Staging.clustered_copy) where the plan may have fragments enough.
+        orderable = _may_cluster(True, 1, False, options.fragmentation, n_fragments) and _orderable(
+            con, source, spec, described)  # probed where a plan may be cut for a copy (on one slot, the fewest)
         copied_zeros = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in drop] if (
             isinstance(source, io.FileSource) and source.fmt == "csv") or _may_cluster(
-            source, getattr(pool, "slots", 1), getattr(pool, "remote", False), options.fragmentation,
+            orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), options.fragmentation,
             n_fragments) else []
         step("reading statistics")
         into_postgres = getattr(target, "dialect", None) == "postgres"
@@ -1254,7 +1272,7 @@ def run(
                 target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
                 source_rows=total, dialect=source.dialect, executor=options.executor,
                 csv_copy=_parse_once(source, slots, remote, len(plan.fragments)),
-                ordered_copy=_cluster_once(source, slots, remote, plan) is not None,
+                ordered_copy=_cluster_once(orderable, slots, remote, plan) is not None,
                 started_at=started.isoformat(), source=_recorded(source),  # a dry run's input was '' (helper-90)
             )
 
@@ -1311,7 +1329,7 @@ def run(
         if _parse_once(source, getattr(pool, "slots", 1), getattr(pool, "remote", False), len(plan.fragments)):
             step("parsing the CSV input once for the fragments")
             pulled_from = staging.parsed_copy(con, source, copy_plain)
-        elif (key := _cluster_once(source, getattr(pool, "slots", 1), getattr(pool, "remote", False), plan)):
+        elif (key := _cluster_once(orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), plan)):
             step("copying the input once, its rows ordered by fragment")
             rows_each = max(1, total // len(plan.fragments))
             pulled_from = staging.clustered_copy(
@@ -1502,8 +1520,8 @@ def run(
         tuple(repaired), _absolute(location, options.metrics, getattr(target, "path", None)), total, rss,
         source.dialect, options.executor, compare_on is not None,
         started_at=started.isoformat(), source=_recorded(source),
-        csv_copy=pulled_from is not source and source.fmt == "csv",
-        ordered_copy=pulled_from is not source and source.fmt == "parquet",
+        csv_copy=pulled_from is not source and not orderable,
+        ordered_copy=pulled_from is not source and orderable,
     )
 
 

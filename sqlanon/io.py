@@ -1947,7 +1947,7 @@ def no_room_hint(exc: BaseException) -> str:
     if getattr(exc, "errno", None) != errno.ENOSPC and "No space left on device" not in str(exc):
         return ""
     return (" (the disk is full: a run writes its parts (and first, for many fragments, a copy of the input: a "
-            "CSV input's parsed, a Parquet input's ordered by fragment), then its new output, while the old one "
+            "CSV input's parsed, a Parquet input's or DuckDB table's ordered by fragment), then its new output, while the old one "
             "stays until it is replaced; the previous output is intact: free room, then rerun)")
 
 
@@ -2617,17 +2617,18 @@ class Staging:
                              f"{exc if isinstance(exc, InputError) else exc.strerror or exc}") from exc
         return ParsedCopy(path, "parquet", of=source.describe())
 
-    def clustered_copy(self, con: duckdb.DuckDBPyConnection, source: FileSource, key: tuple[str, list],
+    def clustered_copy(self, con: duckdb.DuckDBPyConnection, source: DuckDBReadable, key: tuple[str, list],
                        row_group_size: int, plain: bool) -> FileSource | None:
-        """The Parquet ``source`` copied once into the staging area, its rows
-        ordered by ``key`` (their fragment's, :func:`sqlanon.fragmentation.cluster_key`)
-        in row groups of ``row_group_size`` rows, for the run's fragments to
-        read, or None (the copy failed, or would read back in other types:
-        the fragments then read the source). Each fragment's ``WHERE`` over
-        the source read all of it, its rows in every row group (DuckDB skips
-        a row group only by its statistics, which unsorted values never
-        exclude): 256 fragments of 1M rows took ~16 s on 2 workers, ~0.05 s
-        of scan each (BENCHMARKS.md). Over the copy a fragment's bounds
+        """A Parquet ``source`` or a DuckDB table copied once into the staging
+        area as Parquet, its rows ordered by ``key`` (their fragment's,
+        :func:`sqlanon.fragmentation.cluster_key`) in row groups of
+        ``row_group_size`` rows, for the run's fragments to read, or None
+        (the copy failed, or would read back in other types: the fragments
+        then read the source). Each fragment's ``WHERE`` over the source
+        read all of it, its rows in every row group (DuckDB skips a row
+        group only by its statistics, which unsorted values never exclude):
+        256 fragments of 1M rows took ~16 s on 2 workers from Parquet, 10 s
+        from a DuckDB table (BENCHMARKS.md). Over the copy a fragment's bounds
         skip the row groups of the others. Kept, and removed, as
         :meth:`parsed_copy`'s (it holds the input's rows)."""
         private = self.root / PRIVATE
@@ -2642,8 +2643,8 @@ class Staging:
                             f"{', DICTIONARY_SIZE_LIMIT 0' if plain else ''})", params)
                 os.chmod(f"{held}/{PARSED_COPY}", 0o600)
             copy = ParsedCopy(path, "parquet", of=source.describe())
-            alike = con.execute(f"DESCRIBE {kept}").fetchall() == con.execute(
-                f"DESCRIBE SELECT * FROM {copy.relation}").fetchall()
+            alike = [r[:2] for r in con.execute(f"DESCRIBE {kept}").fetchall()] == [  # names and types: a
+                r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {copy.relation}").fetchall()]  # table's NOT NULL
         except duckdb.InterruptException:
             self.drop_parsed_copy()
             raise

@@ -510,6 +510,46 @@ def test_a_parquet_source_of_many_fragments_is_read_from_one_copy_ordered_by_fra
     assert [math.copysign(1, v) for v in got[:2]] == [-1, 1] and math.isnan(got[2]) and got[3] is None
 
 
+def test_a_duckdb_table_of_many_fragments_is_read_from_one_copy_ordered_by_fragment(tmp_path, monkeypatch):
+    """Each fragment's WHERE over a DuckDB table scanned all of it, as over
+    Parquet: 256 fragments of 1M poker rows took 10.0 s on 2 workers, 6.1 s
+    over the ordered copy. The copy is made though the table's NOT NULL
+    and key columns read back as nullable (names and types compared, not
+    DESCRIBE's every field), and gives the same output as the table; not of
+    a table whose text QI has a collation, which the copy's clauses would
+    compare otherwise ('O'BRIEN' = 'o'brien' under NOCASE): DuckDB's
+    DESCRIBE does not show it."""
+    from sqlanon import coordinator
+
+    db = tmp_path / "people.duckdb"
+    con = duckdb.connect(str(db))
+    t = people(6_000, seed=13)
+    con.execute("CREATE TABLE people (id BIGINT PRIMARY KEY, age BIGINT, zip VARCHAR, day DATE, "
+                "city VARCHAR NOT NULL, disease VARCHAR, note VARCHAR COLLATE NOCASE)")
+    con.execute("INSERT INTO people SELECT * FROM t")
+    con.execute("CREATE TABLE nocase AS SELECT * FROM people")
+    con.execute("ALTER TABLE nocase ALTER city TYPE VARCHAR COLLATE NOCASE")
+    con.close()
+    outputs = {}
+    for name, per_slot in (("copy", coordinator.CLUSTER_PER_SLOT), ("none", 10**9)):
+        monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT", per_slot)
+        steps: list[str] = []
+        out = tmp_path / name / "out.parquet"
+        out.parent.mkdir()
+        assert run(db, out, table="people", workers=1, fragments=16, k=3, seed=3, explain=True
+                   ).explain()["ordered_copy"] is (name == "copy")
+        result = run(db, out, table="people", workers=1, fragments=16, k=3, seed=3, status=steps.append)
+        assert len(result.plan.fragments) == 16 and (result.ordered_copy, result.csv_copy) == (name == "copy", False)
+        assert (CLUSTERED_ONCE in steps) == (name == "copy"), steps
+        outputs[name] = duckdb.sql(f"SELECT * FROM '{out}' ORDER BY id").fetch_arrow_table()
+    assert outputs["copy"].num_rows == 6_000 and outputs["copy"].equals(outputs["none"])
+    monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT", 1)
+    steps = []
+    result = run(db, tmp_path / "nocase.parquet", table="nocase", workers=1, fragments=16, k=3, seed=3,
+                 status=steps.append)
+    assert len(result.plan.fragments) == 16 and not result.ordered_copy and CLUSTERED_ONCE not in steps
+
+
 @pytest.mark.parametrize(("fragments", "qi"), [(16, ["age", "zip", "day", "city"]), (7, ["age", "city"]),
                                              (13, ["zip"]), (33, ["age", "day"])])
 def test_the_copys_order_gives_each_row_its_fragments_position(tmp_path, fragments, qi):
