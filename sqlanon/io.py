@@ -1903,14 +1903,16 @@ def arrow_writes_exactly(t: pa.DataType) -> bool:
 def copy_relation(
     con: duckdb.DuckDBPyConnection, data: pa.Table | str, path: str, fmt: str, compression: str = "zstd",
     as_text: tuple[str, ...] = (), like: str | None = None, arrow_fields: Mapping[str, pa.Field] | None = None,
-    plain: bool | None = None,
+    plain: bool | None = None, params: Sequence = (), row_group_size: int | None = None,
 ) -> None:
     """``COPY`` an Arrow table or an SQL relation to a file. CSV: delimited and
     compressed as ``like`` (default ``path``) is named: a staging file's name
     does not end as its destination's. Parquet: ``arrow_fields`` (see
     :func:`restorable_fields`) are written into the file's ``ARROW:schema``;
     ``plain``: without dictionaries, as a -0.0 among 0.0 needs (None: a
-    pass over the relation finds out, :func:`_negative_zero`)."""
+    pass over the relation finds out, :func:`_negative_zero`), in row groups
+    of ``row_group_size`` rows (None: DuckDB's). ``params``: the values the
+    relation binds (then ``plain`` is given and ``arrow_fields`` are not)."""
     relation = data
     if isinstance(data, pa.Table):
         con.register("__sqlanon_out", data)
@@ -1921,7 +1923,7 @@ def copy_relation(
         else:
             delim = None
         arrow_schema = None
-        if fmt == "parquet":
+        if fmt == "parquet" and (plain is None or arrow_fields):
             described = con.sql(f"SELECT * FROM {relation}")
             if plain is None:
                 plain = _negative_zero(con, relation, described, skip=as_text)
@@ -1930,8 +1932,8 @@ def copy_relation(
                 written = pa.schema([pa.field(f.name, pa.string()) if f.name in as_text else f for f in written])
                 arrow_schema = _arrow_schema(written, arrow_fields)
         stmt = render("copy_to.sql", relation=relation, path=path, fmt=fmt, compression=compression, as_text=as_text,
-                      delim=delim, plain=plain, arrow_schema=arrow_schema)
-        con.execute(stmt.sql, stmt.params)
+                      delim=delim, plain=plain, arrow_schema=arrow_schema, row_group_size=row_group_size)
+        con.execute(stmt.sql, [*params, *stmt.params])  # the relation's come first in the statement
     except (duckdb.Error, OSError) as exc:
         raise InputError(f"cannot write {path!r}: {first_line(exc)}{_negative_interval_hint(con, relation, exc)}"
                          f"{no_room_hint(exc)}"
@@ -1947,8 +1949,8 @@ def no_room_hint(exc: BaseException) -> str:
     if getattr(exc, "errno", None) != errno.ENOSPC and "No space left on device" not in str(exc):
         return ""
     return (" (the disk is full: a run writes its parts (and first, for many fragments, a copy of the input: a "
-            "CSV input's parsed, a Parquet input's or DuckDB table's ordered by fragment), then its new output, while the old one "
-            "stays until it is replaced; the previous output is intact: free room, then rerun)")
+            "CSV input's parsed, a Parquet input's or DuckDB table's ordered by fragment), then its new output, while "
+            "the old one stays until it is replaced; the previous output is intact: free room, then rerun)")
 
 
 def _negative_interval_hint(con: duckdb.DuckDBPyConnection, relation: str, exc: BaseException) -> str:
@@ -2596,17 +2598,8 @@ class Staging:
         DOUBLE column holds both -0.0 and 0.0 (the statistics' pass tells),
         which Parquet's dictionaries would make one (:func:`copy_relation`
         would parse the file once more to find out)."""
-        private = self.root / PRIVATE
-        path = str(private / PARSED_COPY)
         try:
-            # Into a directory of its own (this user's only: DuckDB writes the file readable by all, then
-            # made 0600), by a name that stays it: the staging area may sit where others may rename
-            # (helper-115).
-            os.mkdir(private, 0o700)
-            with held_private(str(private)) as held:
-                copy_relation(con, f"(SELECT {source.kept_columns} FROM {source.relation})",
-                              f"{held}/{PARSED_COPY}", "parquet", plain=signed_zeros)
-                os.chmod(f"{held}/{PARSED_COPY}", 0o600)  # as the area's other files of the input's rows
+            path = self._private_copy(con, f"(SELECT {source.kept_columns} FROM {source.relation})", signed_zeros)
         except (InputError, OSError) as exc:
             cause = exc.__cause__ if isinstance(exc, InputError) else exc
             if isinstance(cause, duckdb.Error) and PARSED_COPY not in str(cause) and not isinstance(
@@ -2631,24 +2624,18 @@ class Staging:
         from a DuckDB table (BENCHMARKS.md). Over the copy a fragment's bounds
         skip the row groups of the others. Kept, and removed, as
         :meth:`parsed_copy`'s (it holds the input's rows)."""
-        private = self.root / PRIVATE
-        path = str(private / PARSED_COPY)
         sql, params = key
         kept = f"SELECT {source.kept_columns} FROM {source.relation}"
         try:
-            os.mkdir(private, 0o700)
-            with held_private(str(private)) as held:
-                con.execute(f"COPY ({kept} ORDER BY {sql}) TO {literal(f'{held}/{PARSED_COPY}')} (FORMAT parquet, "
-                            f"COMPRESSION 'zstd', ROW_GROUP_SIZE {int(row_group_size)}"
-                            f"{', DICTIONARY_SIZE_LIMIT 0' if plain else ''})", params)
-                os.chmod(f"{held}/{PARSED_COPY}", 0o600)
-            copy = ParsedCopy(path, "parquet", of=source.describe())
+            # In its order: DuckDB keeps a subquery's ORDER BY through COPY's projection.
+            copy = ParsedCopy(self._private_copy(con, f"({kept} ORDER BY {sql})", plain, params, row_group_size),
+                              "parquet", of=source.describe())
             alike = [r[:2] for r in con.execute(f"DESCRIBE {kept}").fetchall()] == [  # names and types: a
                 r[:2] for r in con.execute(f"DESCRIBE SELECT * FROM {copy.relation}").fetchall()]  # table's NOT NULL
-        except duckdb.InterruptException:
-            self.drop_parsed_copy()
-            raise
-        except (duckdb.Error, OSError) as exc:
+        except (InputError, duckdb.Error, OSError) as exc:
+            if isinstance(exc.__cause__ if isinstance(exc, InputError) else exc, duckdb.InterruptException):
+                self.drop_parsed_copy()
+                raise
             why = first_line(exc)
         else:
             if alike:
@@ -2657,6 +2644,21 @@ class Staging:
         log.info("the fragments read the input itself (no ordered copy: %s)", why)
         self.drop_parsed_copy()
         return None
+
+    def _private_copy(self, con: duckdb.DuckDBPyConnection, relation: str, plain: bool, params: Sequence = (),
+                      row_group_size: int | None = None) -> str:
+        """Write ``relation`` (:func:`copy_relation`) as the run's one copy of
+        its input, the path: into a directory of its own (this user's only:
+        DuckDB writes the file readable by all, then made 0600, as the
+        area's other files of the input's rows), by a name that stays it
+        (the staging area may sit where others may rename: helper-115)."""
+        private = self.root / PRIVATE
+        os.mkdir(private, 0o700)
+        with held_private(str(private)) as held:
+            copy_relation(con, relation, f"{held}/{PARSED_COPY}", "parquet", plain=plain, params=params,
+                          row_group_size=row_group_size)
+            os.chmod(f"{held}/{PARSED_COPY}", 0o600)
+        return str(private / PARSED_COPY)
 
     def drop_parsed_copy(self) -> None:
         """Remove :meth:`parsed_copy`'s file, if made: the output is written

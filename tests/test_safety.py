@@ -330,7 +330,7 @@ def test_a_full_disk_fails_the_run_naming_it_and_keeps_the_old_output(small_disk
 
 
 def test_a_full_disk_names_the_parquet_inputs_ordered_copy_too():
-    """A Parquet input of many fragments is copied into the staging area,
+    """A Parquet input (or a DuckDB table) of many fragments is copied into the staging area,
     ordered by fragment, and the copy stays while the parts are written: a
     disk that then fills names it among what the run needs room for (it
     named a CSV input's copy only)."""
@@ -339,7 +339,7 @@ def test_a_full_disk_names_the_parquet_inputs_ordered_copy_too():
     from sqlanon import io
 
     hint = io.no_room_hint(OSError(errno.ENOSPC, "No space left on device"))
-    assert "a CSV input's parsed" in hint and "a Parquet input's ordered by fragment" in hint, hint
+    assert "a CSV input's parsed" in hint and "a Parquet input's or DuckDB table's ordered by fragment" in hint, hint
 
 
 def test_a_full_disk_while_a_csv_input_is_copied_for_its_fragments_fails_the_run_naming_it(small_disk):
