@@ -8,7 +8,7 @@
     python3 -m examples.bench checksums [--rows 1000000] [--url postgresql://…] [--repeat 7]
     python3 -m examples.bench lake [--files 3000] [--rows-per-file 100] [--repeat 5]
     python3 -m examples.bench compare REV [--rows 1000000] [--workers 2] [--repeat 8] [--url postgresql://…]
-                                          [--csv] [--fragments N]
+                                          [--csv | --duckdb] [--fragments N]
     python3 -m examples.bench hierarchy [--rows 1000000] [--leaves 50000] [--rev REV]
     python3 -m examples.bench prefix REV [--rows 1000000] [--fragments 8] [--repeat 3]
     python3 -m examples.bench wide [--rows 1000000] [--rev REV]
@@ -293,11 +293,12 @@ def _checkout(rev: str):
 
 
 def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv: bool = False,
-            fragments: int | None = None) -> None:
+            fragments: int | None = None, table: bool = False) -> None:
     """Revision ``rev`` against this tree, end to end, runs alternating in one
     session (:func:`_alternate`). ``--url``: PostgreSQL table to table (poker
-    loaded there); ``--csv``: poker as a CSV file into Parquet; otherwise
-    Parquet to Parquet.
+    loaded there); ``--csv``: poker as a CSV file into Parquet; ``--duckdb``:
+    poker as a table of a DuckDB file into Parquet; otherwise Parquet to
+    Parquet.
     """
     with _checkout(rev) as old, tempfile.TemporaryDirectory(prefix="sqlanon-bench-") as scratch:
         out_dir = Path(scratch)
@@ -310,13 +311,21 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv
                     import duckdb
 
                     duckdb.sql(f"COPY (SELECT * FROM read_parquet('{poker_file(rows)}')) TO '{src}' (HEADER)")
-            base = ["anonymize", str(src), "-o", str(out_dir / "out.parquet")]
+            if table:
+                src = src.with_suffix(".duckdb")
+                if not src.exists():
+                    import duckdb
+
+                    with duckdb.connect(str(src)) as con:
+                        con.execute(f"CREATE TABLE poker AS FROM read_parquet('{poker_file(rows)}')")
+            base = ["anonymize", str(src), *(["--table", "poker"] if table else []), "-o", str(out_dir / "out.parquet")]
         else:
             dsn = load_poker(url, rows)
             base = ["anonymize", url, "--table", "public.poker", "-o", url, "--target-table", "public.poker_anon"]
         base += ["--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2", "--json", "--overwrite",
                  "--workers", str(workers), *(["--fragments", str(fragments)] if fragments else [])]
-        where = "PostgreSQL → PostgreSQL" if dsn else "CSV → Parquet" if csv else "Parquet → Parquet"
+        where = ("PostgreSQL → PostgreSQL" if dsn else "CSV → Parquet" if csv else "DuckDB table → Parquet" if table
+                 else "Parquet → Parquet")
         frags = f"{fragments} fragments, " if fragments else ""
         print(f"poker {rows:,} rows, {where}, {workers} worker(s), {frags}k = 10, l = 2; median of {repeat} "
               f"alternating runs; {machine()}\n")
@@ -765,10 +774,13 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=8)
     p.add_argument("--url", help="PostgreSQL table to table on this server (default: Parquet files)")
     p.add_argument("--csv", action="store_true", help="poker as a CSV file into Parquet (default: Parquet files)")
+    p.add_argument("--duckdb", action="store_true", help="poker as a table of a DuckDB file into Parquet")
     p.add_argument("--fragments", type=int, help="--fragments of every run (default: sqlanon's, one per worker)")
     args = parser.parse_args()
     if args.what == "compare":
-        compare(args.rev, args.rows, args.workers, args.repeat, args.url, args.csv, args.fragments)
+        if args.csv and args.duckdb:
+            parser.error("--csv and --duckdb: one input at a time")
+        compare(args.rev, args.rows, args.workers, args.repeat, args.url, args.csv, args.fragments, args.duckdb)
         return
     if args.what == "bytecode":
         bytecode(args.rows, args.repeat)

@@ -451,6 +451,32 @@ def test_a_csv_source_of_more_fragments_than_workers_is_parsed_once_and_publishe
 CLUSTERED_ONCE = "copying the input once, its rows ordered by fragment"
 
 
+def with_and_without_the_copy(tmp_path, monkeypatch, src, watch=lambda out, text: None, **kw) -> dict:
+    """The outputs of a 16-fragment run on one worker, by name: ``copy``
+    reading the ordered copy of its input, ``none`` the input itself (as
+    --explain says too); ``watch(output, step)`` sees each step."""
+    from sqlanon import coordinator
+
+    outputs = {}
+    for name, per_slot in (("copy", coordinator.CLUSTER_PER_SLOT), ("none", 10**9)):
+        monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT", per_slot)
+        steps: list[str] = []
+        out = tmp_path / name / "out.parquet"
+        out.parent.mkdir()
+
+        def status(text, out=out, steps=steps):
+            steps.append(text)
+            watch(out, text)
+
+        plan = run(src, out, workers=1, fragments=16, k=3, seed=3, explain=True, **kw).explain()
+        assert (plan["ordered_copy"], plan["csv_copy"]) == (name == "copy", False)
+        result = run(src, out, workers=1, fragments=16, k=3, seed=3, status=status, **kw)
+        assert len(result.plan.fragments) == 16 and (result.ordered_copy, result.csv_copy) == (name == "copy", False)
+        assert (CLUSTERED_ONCE in steps) == (name == "copy"), steps
+        outputs[name] = duckdb.sql(f"SELECT * FROM '{out}' ORDER BY id").fetch_arrow_table()
+    return outputs
+
+
 @pytest.mark.parametrize("lake", [False, True])
 def test_a_parquet_source_of_many_fragments_is_read_from_one_copy_ordered_by_fragment(tmp_path, monkeypatch, lake):
     """Each fragment's WHERE over a Parquet file read all of it (no row
@@ -461,8 +487,6 @@ def test_a_parquet_source_of_many_fragments_is_read_from_one_copy_ordered_by_fra
     without it, a -0.0, a NaN and a NULL of a float column passing through,
     the hive key too; no dropped column in the copy, which is this user's
     only and gone before the output is written."""
-    from sqlanon import coordinator
-
     n = 6_000
     i = np.arange(n)
     score = np.where(i % 7 == 0, -0.0, np.where(i % 7 == 1, 0.0, np.where(i % 7 == 2, np.nan, i / 8)))
@@ -476,33 +500,21 @@ def test_a_parquet_source_of_many_fragments_is_read_from_one_copy_ordered_by_fra
     else:
         src = tmp_path / "people.parquet"
         pq.write_table(t, src, row_group_size=1_000)
-    outputs = {}
-    for name, per_slot in (("copy", coordinator.CLUSTER_PER_SLOT), ("none", 10**9)):
-        monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT", per_slot)
-        steps: list[str] = []
-        out = tmp_path / name / "out.parquet"
-        out.parent.mkdir()
-        copies, left = [], []
+    copies, left = [], []
 
-        def status(text):
-            steps.append(text)
-            if text == "anonymizing":
-                copies.extend((pq.ParquetFile(f).metadata, stat.S_IMODE(f.stat().st_mode))
-                              for f in out.parent.glob(".*sqlanon-staging-*/private/input.parquet"))
-            if text == "writing the output":
-                left.extend(out.parent.glob(".*sqlanon-staging-*/private"))
+    def watch(out, text):
+        if text == "anonymizing":
+            copies.extend((out.parent.name, pq.ParquetFile(f).metadata, stat.S_IMODE(f.stat().st_mode))
+                          for f in out.parent.glob(".*sqlanon-staging-*/private/input.parquet"))
+        if text == "writing the output":
+            left.extend(out.parent.glob(".*sqlanon-staging-*/private"))
 
-        plan = run(src, out, workers=1, fragments=16, k=3, seed=3, drop=["note"], explain=True).explain()
-        assert (plan["ordered_copy"], plan["csv_copy"]) == (name == "copy", False)
-        result = run(src, out, workers=1, fragments=16, k=3, seed=3, status=status, drop=["note"])
-        assert len(result.plan.fragments) == 16 and (result.ordered_copy, result.csv_copy) == (name == "copy", False)
-        assert (CLUSTERED_ONCE in steps) == (name == "copy"), steps
-        assert len(copies) == (name == "copy") and not left
-        for meta, mode in copies:
-            names = meta.schema.to_arrow_schema().names
-            assert "note" not in names and "score" in names and ("batch" in names) == lake and mode == 0o600
-            assert meta.num_row_groups > 1
-        outputs[name] = duckdb.sql(f"SELECT * FROM '{out}' ORDER BY id").fetch_arrow_table()
+    outputs = with_and_without_the_copy(tmp_path, monkeypatch, src, watch, drop=["note"])
+    assert [name for name, *_ in copies] == ["copy"] and not left
+    for _, meta, mode in copies:
+        names = meta.schema.to_arrow_schema().names
+        assert "note" not in names and "score" in names and ("batch" in names) == lake and mode == 0o600
+        assert meta.num_row_groups > 1
     assert outputs["copy"].num_rows == n
     assert outputs["copy"].drop_columns(["score"]).equals(outputs["none"].drop_columns(["score"]))
     got = outputs["copy"].column("score").to_pylist()
@@ -530,18 +542,7 @@ def test_a_duckdb_table_of_many_fragments_is_read_from_one_copy_ordered_by_fragm
     con.execute("CREATE TABLE nocase AS SELECT * FROM people")
     con.execute("ALTER TABLE nocase ALTER city TYPE VARCHAR COLLATE NOCASE")
     con.close()
-    outputs = {}
-    for name, per_slot in (("copy", coordinator.CLUSTER_PER_SLOT), ("none", 10**9)):
-        monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT", per_slot)
-        steps: list[str] = []
-        out = tmp_path / name / "out.parquet"
-        out.parent.mkdir()
-        assert run(db, out, table="people", workers=1, fragments=16, k=3, seed=3, explain=True
-                   ).explain()["ordered_copy"] is (name == "copy")
-        result = run(db, out, table="people", workers=1, fragments=16, k=3, seed=3, status=steps.append)
-        assert len(result.plan.fragments) == 16 and (result.ordered_copy, result.csv_copy) == (name == "copy", False)
-        assert (CLUSTERED_ONCE in steps) == (name == "copy"), steps
-        outputs[name] = duckdb.sql(f"SELECT * FROM '{out}' ORDER BY id").fetch_arrow_table()
+    outputs = with_and_without_the_copy(tmp_path, monkeypatch, db, table="people")
     assert outputs["copy"].num_rows == 6_000 and outputs["copy"].equals(outputs["none"])
     monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT", 1)
     steps = []
