@@ -790,13 +790,14 @@ fragments only."""
 def _orderable(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec,
                described: list[tuple[str, str]]) -> bool:
     """Whether the fragments may read ``source`` from one Parquet copy of it
-    ordered by fragment (:func:`_may_cluster`): a Parquet source, or a
-    DuckDB table whose text QIs compare byte by byte. A fragment's clause
+    ordered by fragment (:func:`_may_cluster`): a file (a CSV file's
+    parsed copy is ordered so), or a DuckDB table whose text QIs compare
+    byte by byte. A fragment's clause
     over the copy compares as the copy's plain VARCHAR does: a QI declared
     COLLATE NOCASE would be cut elsewhere than in the table (DuckDB's
     DESCRIBE shows no collation, so the copy's types cannot tell)."""
     if isinstance(source, io.FileSource):
-        return source.fmt == "parquet"
+        return True
     if not isinstance(source, io.DuckDBSource):
         return False
     types = dict(described)
@@ -1326,14 +1327,14 @@ def run(
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
             _check_hugeint_bounds(con, source, spec, schema, described)
         pulled_from = source
+        key = _cluster_once(orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), plan)
+        row_group = min(max(4 * max(1, total // len(plan.fragments)), 2048), 122_880)  # ~4 fragments' rows
         if _parse_once(source, getattr(pool, "slots", 1), getattr(pool, "remote", False), len(plan.fragments)):
-            step("parsing the CSV input once for the fragments")
-            pulled_from = staging.parsed_copy(con, source, copy_plain)
-        elif (key := _cluster_once(orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), plan)):
+            step("parsing the CSV input once for the fragments" + (", its rows ordered by fragment" if key else ""))
+            pulled_from = staging.parsed_copy(con, source, copy_plain, key, row_group if key else None)
+        elif key:
             step("copying the input once, its rows ordered by fragment")
-            rows_each = max(1, total // len(plan.fragments))
-            pulled_from = staging.clustered_copy(
-                con, source, key, min(max(4 * rows_each, 2048), 122_880), copy_plain) or source
+            pulled_from = staging.clustered_copy(con, source, key, row_group, copy_plain) or source
         memory, threads = _task_resources(options, pool)
         # Workers in other processes get the spec and statistics once, not with each task: a cluster
         # by its own means (never through its staging area, which is its group's to write: helper-71),
@@ -1520,8 +1521,8 @@ def run(
         tuple(repaired), _absolute(location, options.metrics, getattr(target, "path", None)), total, rss,
         source.dialect, options.executor, compare_on is not None,
         started_at=started.isoformat(), source=_recorded(source),
-        csv_copy=pulled_from is not source and not orderable,
-        ordered_copy=pulled_from is not source and orderable,
+        csv_copy=pulled_from is not source and getattr(source, "fmt", None) == "csv",
+        ordered_copy=pulled_from is not source and key is not None,
     )
 
 

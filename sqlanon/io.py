@@ -2584,7 +2584,8 @@ class Staging:
             raise InputError(f"cannot write {str(path)!r}: {exc.strerror}{no_room_hint(exc)}") from exc
         return str(path)
 
-    def parsed_copy(self, con: duckdb.DuckDBPyConnection, source: FileSource, signed_zeros: bool) -> FileSource:
+    def parsed_copy(self, con: duckdb.DuckDBPyConnection, source: FileSource, signed_zeros: bool,
+                    key: tuple[str, list] | None = None, row_group_size: int | None = None) -> FileSource:
         """The CSV ``source`` parsed once, into a Parquet file of the staging
         area, for the run's fragments to read: each fragment's ``WHERE`` over
         the CSV file parsed all of it (DuckDB cannot skip a CSV file's lines),
@@ -2597,9 +2598,14 @@ class Staging:
         (:meth:`drop_parsed_copy`). ``signed_zeros``: whether a FLOAT or
         DOUBLE column holds both -0.0 and 0.0 (the statistics' pass tells),
         which Parquet's dictionaries would make one (:func:`copy_relation`
-        would parse the file once more to find out)."""
+        would parse the file once more to find out). With a ``key``, its rows
+        ordered by fragment in row groups of ``row_group_size`` rows, as
+        :meth:`clustered_copy`'s: each fragment still read all of the copy
+        (256 fragments of 1M rows: ~20 s, against ~9 s from a Parquet input)."""
+        sql, params = key or ("", [])
+        kept = f"SELECT {source.kept_columns} FROM {source.relation}" + (f" ORDER BY {sql}" if key else "")
         try:
-            path = self._private_copy(con, f"(SELECT {source.kept_columns} FROM {source.relation})", signed_zeros)
+            path = self._private_copy(con, f"({kept})", signed_zeros, params, row_group_size)
         except (InputError, OSError) as exc:
             cause = exc.__cause__ if isinstance(exc, InputError) else exc
             if isinstance(cause, duckdb.Error) and PARSED_COPY not in str(cause) and not isinstance(
@@ -2626,8 +2632,7 @@ class Staging:
         :meth:`parsed_copy`'s (it holds the input's rows)."""
         sql, params = key
         kept = f"SELECT {source.kept_columns} FROM {source.relation}"
-        try:
-            # In its order: DuckDB keeps a subquery's ORDER BY through COPY's projection.
+        try:  # in its order: DuckDB keeps a subquery's ORDER BY through COPY's projection
             copy = ParsedCopy(self._private_copy(con, f"({kept} ORDER BY {sql})", plain, params, row_group_size),
                               "parquet", of=source.describe())
             alike = [r[:2] for r in con.execute(f"DESCRIBE {kept}").fetchall()] == [  # names and types: a
