@@ -1590,8 +1590,7 @@ def _refuse_changed_input(unchanged: dict, target, failure: InputError | None = 
 def _input_changed(target, path: str, failure: InputError | None = None) -> _InputChanged:
     """The refusal of a run whose input file ``path`` changed during it."""
     return _InputChanged(
-        f"refusing to publish {target.describe()!r}: the input file {path!r} changed during the run "
-        "(replaced, rewritten or removed)"
+        f"refusing to publish {target.describe()!r}: {io.changed_during_run(path)}"
         + (f", and reading it failed ({io.first_line(failure)})" if failure is not None else "")
         + "; rerun once it is complete"
     )

@@ -1430,8 +1430,8 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None,
     except duckdb.Error as exc:
         gone = next((f for f in files if not os.path.lexists(f)), None)
         if gone is not None:  # listed a moment ago: a directory swapped in by another run's --overwrite (helper-170)
-            raise InputError(f"cannot read {root or files[0]!r}: the input file {gone!r} changed during the run "
-                             "(replaced, rewritten or removed); rerun once it is complete") from exc
+            raise InputError(f"cannot read {root or files[0]!r}: {changed_during_run(gone)}; rerun once it is "
+                             "complete") from exc
         raise InputError(f"cannot read {root or files[0]!r}: {first_line(exc)}") from exc
     finally:
         con.close()
@@ -1941,6 +1941,11 @@ def copy_relation(
     finally:
         if isinstance(data, pa.Table):
             con.unregister("__sqlanon_out")
+
+
+def changed_during_run(path: str) -> str:
+    """What a run says of an input file ``path`` that changed while it read it."""
+    return f"the input file {path!r} changed during the run (replaced, rewritten or removed)"
 
 
 def no_room_hint(exc: BaseException) -> str:
