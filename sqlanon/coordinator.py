@@ -787,18 +787,30 @@ helper-173); both costs grow with the rows, so the threshold is by
 fragments only."""
 
 
+_UNCOPIED_TYPES = re.compile(r"\b(U?HUGEINT|TIMESTAMP_M?S|ENUM|BIGNUM|VARINT)\b|\[\d+\]")
+"""DuckDB types (in DESCRIBE's words, nested too) that a Parquet copy reads
+back as others: HUGEINT as DOUBLE, TIMESTAMP_S as TIMESTAMP, an ENUM or a
+BIGNUM as VARCHAR, an ARRAY (``INTEGER[3]``) as a LIST (helper-176). A
+false match only costs the copy; a type missing here is still caught once
+copied (:meth:`sqlanon.io.Staging.clustered_copy` compares the types)."""
+
+
 def _orderable(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec,
-               described: list[tuple[str, str]]) -> bool:
+               described: list[tuple[str, str]], drop: Sequence[str]) -> bool:
     """Whether the fragments may read ``source`` from one Parquet copy of it
-    ordered by fragment (:func:`_may_cluster`): a file (a CSV file's
-    parsed copy is ordered so), or a DuckDB table whose text QIs compare
-    byte by byte. A fragment's clause
-    over the copy compares as the copy's plain VARCHAR does: a QI declared
-    COLLATE NOCASE would be cut elsewhere than in the table (DuckDB's
-    DESCRIBE shows no collation, so the copy's types cannot tell)."""
+    ordered by fragment (:func:`_may_cluster`): a file (a CSV file's parsed
+    copy is ordered so), or a DuckDB table whose kept columns' types a
+    Parquet file keeps (:data:`_UNCOPIED_TYPES`: else the copy was made,
+    then dropped, and --explain said it would be used) and whose text QIs
+    compare byte by byte: a fragment's clause over the copy compares as
+    its plain VARCHAR does, so a QI declared COLLATE NOCASE would be cut
+    elsewhere than in the table (DuckDB's DESCRIBE shows no collation,
+    so the copy's types cannot tell)."""
     if isinstance(source, io.FileSource):
         return True
     if not isinstance(source, io.DuckDBSource):
+        return False
+    if any(_UNCOPIED_TYPES.search(t) for name, t in described if name not in drop):
         return False
     types = dict(described)
     return not _collated(con, source, [q for q in spec.qi_names if types.get(q) == "VARCHAR"])
@@ -1195,7 +1207,7 @@ def run(
         # A CSV source's Parquet copy for its fragments (Staging.parsed_copy) needs to know too, of every column,
         # and an ordered copy (Staging.clustered_copy) where the plan may have fragments enough.
         orderable = _may_cluster(True, 1, False, options.fragmentation, n_fragments) and _orderable(
-            con, source, spec, described)  # probed where a plan may be cut for a copy (on one slot, the fewest)
+            con, source, spec, described, drop)  # probed where a plan may be cut for a copy (on one slot, the fewest)
         copied_zeros = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in drop] if (
             isinstance(source, io.FileSource) and source.fmt == "csv") or _may_cluster(
             orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), options.fragmentation,

@@ -534,7 +534,10 @@ def test_a_duckdb_table_of_many_fragments_is_read_from_one_copy_ordered_by_fragm
     DESCRIBE's every field), and gives the same output as the table; not of
     a table whose text QI has a collation, which the copy's clauses would
     compare otherwise ('O'BRIEN' = 'o'brien' under NOCASE): DuckDB's
-    DESCRIBE does not show it."""
+    DESCRIBE does not show it; nor of a table holding a type that Parquet
+    gives back as another (a HUGEINT as DOUBLE), which the copy's check
+    found only once made, and --explain said it would be used (helper-176);
+    a column left out of the copy (--drop) does not count."""
     from sqlanon import coordinator
 
     db = tmp_path / "people.duckdb"
@@ -545,14 +548,17 @@ def test_a_duckdb_table_of_many_fragments_is_read_from_one_copy_ordered_by_fragm
     con.execute("INSERT INTO people SELECT * FROM t")
     con.execute("CREATE TABLE nocase AS SELECT * FROM people")
     con.execute("ALTER TABLE nocase ALTER city TYPE VARCHAR COLLATE NOCASE")
+    con.execute("CREATE TABLE wide AS SELECT *, id::HUGEINT AS big FROM people")
     con.close()
     outputs = with_and_without_the_copy(tmp_path, monkeypatch, db, table="people")
     assert outputs["copy"].num_rows == 6_000 and outputs["copy"].equals(outputs["none"])
     monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT", 1)
-    steps = []
-    result = run(db, tmp_path / "nocase.parquet", table="nocase", workers=1, fragments=16, k=3, seed=3,
-                 status=steps.append)
-    assert len(result.plan.fragments) == 16 and not result.ordered_copy and CLUSTERED_ONCE not in steps
+    for table, drop, copied in (("nocase", [], False), ("wide", [], False), ("wide", ["big"], True)):
+        steps = []
+        kw = dict(table=table, workers=1, fragments=16, k=3, seed=3, drop=drop, overwrite=True)
+        assert run(db, tmp_path / "o.parquet", explain=True, **kw).explain()["ordered_copy"] is copied
+        result = run(db, tmp_path / "o.parquet", status=steps.append, **kw)
+        assert len(result.plan.fragments) == 16 and (result.ordered_copy, CLUSTERED_ONCE in steps) == (copied, copied)
 
 
 def test_a_csv_sources_copy_for_many_fragments_is_ordered_by_fragment(tmp_path, monkeypatch):
