@@ -816,12 +816,11 @@ def _orderable(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec,
     return not _collated(con, source, [q for q in spec.qi_names if types.get(q) == "VARCHAR"])
 
 
-def _may_cluster(orderable: bool, slots: int, remote: bool, strategy: str, fragments: int) -> bool:
-    """Whether ``fragments`` fragments of a ``strategy`` plan read an
-    ``orderable`` source (:func:`_orderable`) from one copy of it ordered by
-    fragment: a ``mondrian`` plan of at least :data:`CLUSTER_PER_SLOT`
-    fragments per slot, on this host only (as :func:`_parse_once`)."""
-    return orderable and not remote and strategy == "mondrian" and fragments >= CLUSTER_PER_SLOT * max(1, slots)
+def _may_cluster(orderable: bool, slots: int, remote: bool, fragments: int) -> bool:
+    """Whether ``fragments`` fragments read an ``orderable`` source
+    (:func:`_orderable`) from one copy of it ordered by fragment: at least
+    :data:`CLUSTER_PER_SLOT` per slot, on this host only (as :func:`_parse_once`)."""
+    return orderable and not remote and fragments >= CLUSTER_PER_SLOT * max(1, slots)
 
 
 def _cluster_once(orderable: bool, slots: int, remote: bool, plan: fragmentation.Plan) -> tuple[str, list] | None:
@@ -829,7 +828,7 @@ def _cluster_once(orderable: bool, slots: int, remote: bool, plan: fragmentation
     of an ``orderable`` source the fragments read, its rows ordered by
     fragment (:meth:`sqlanon.io.Staging.clustered_copy`), or None (they
     read the source; :func:`_may_cluster`)."""
-    if _may_cluster(orderable, slots, remote, plan.strategy, len(plan.fragments)):
+    if _may_cluster(orderable, slots, remote, len(plan.fragments)):
         return fragmentation.cluster_key(plan)
     return None
 
@@ -1206,12 +1205,11 @@ def run(
         zeros, late_zeros = (floats, []) if source.dialect in ("duckdb", "postgres") else ([], floats)
         # A CSV source's Parquet copy for its fragments (Staging.parsed_copy) needs to know too, of every column,
         # and an ordered copy (Staging.clustered_copy) where the plan may have fragments enough.
-        orderable = _may_cluster(True, 1, False, options.fragmentation, n_fragments) and _orderable(
+        orderable = _may_cluster(True, 1, False, n_fragments) and _orderable(
             con, source, spec, described, drop)  # probed where a plan may be cut for a copy (on one slot, the fewest)
         copied_zeros = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in drop] if (
             isinstance(source, io.FileSource) and source.fmt == "csv") or _may_cluster(
-            orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), options.fragmentation,
-            n_fragments) else []
+            orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), n_fragments) else []
         step("reading statistics")
         into_postgres = getattr(target, "dialect", None) == "postgres"
         loose = _loose_sensitive(columns, spec, None if into_postgres else (

@@ -430,40 +430,65 @@ CLUSTER_KEY_VALUES = 10_000
 
 def cluster_key(plan: Plan) -> tuple[str, list[Any]] | None:
     """An SQL expression (DuckDB's, and its bound parameters) giving each
-    row its fragment's position in ``plan``, or None (not a fresh
-    ``mondrian`` plan): nested ``CASE``s down the cut tree, a row meeting
-    one predicate per level (a first-match ``CASE`` of every fragment's
-    clause took 6.4 s per 1M rows for 256 fragments, this 0.1 s). Only to
-    order a copy of the source so that a fragment's rows share row groups,
-    which its clause's bounds then skip the others of
+    row its fragment's position in ``plan``, or None (not a fresh plan):
+    nested ``CASE``s down the cut tree, a row meeting one predicate per
+    level (a first-match ``CASE`` of every fragment's clause took 6.4 s per
+    1M rows for 256 fragments, this 0.1 s). A ``quantile`` plan's cuts, all
+    on one column, are nested as a binary search. Only to order a copy of
+    the source so that a fragment's rows share row groups, which its
+    clause's bounds then skip the others of
     (:meth:`sqlanon.io.Staging.clustered_copy`): a row's place in the copy
     never decides which fragment pulls it, its clause does."""
     frs = plan.fragments
-    if plan.strategy != "mondrian" or len(frs) < 2 or any(len(f.predicates) != len(f.path) for f in frs):
+    if len(frs) < 2:
         return None
-
-    def node(lo: int, hi: int, depth: int) -> tuple[str, list[Any]] | None:
-        """The key of fragments ``lo`` to ``hi``, which share their first
-        ``depth`` cuts; None where they are not a binary cut tree as a fresh
-        plan's are (the left side's paths go on with 0, then the right's with 1)."""
-        if hi - lo == 1:
-            return str(lo), []
-        sides = [frs[i].path[depth] if len(frs[i].path) > depth else "" for i in range(lo, hi)]
-        split = lo + sides.count("0")
-        if split in (lo, hi) or sides != ["0"] * (split - lo) + ["1"] * (hi - split):
-            return None
-        left, right = node(lo, split, depth + 1), node(split, hi, depth + 1)
-        if left is None or right is None:
-            return None
-        sql, params = where_sql((frs[lo].predicates[depth],))
-        return f"CASE WHEN {sql} THEN {left[0]} ELSE {right[0]} END", [*params, *left[1], *right[1]]
-
-    key = node(0, len(frs), 0)
-    if key is None:
+    if plan.strategy == "quantile":
+        key = _quantile_key(frs)
+    elif any(len(f.predicates) != len(f.path) for f in frs):
         return None
+    else:
+        key = _mondrian_key(frs, 0, len(frs), 0)
     # A large hierarchy's cuts list its leaves at every level: with 200,000
     # leaves the copy took 8 s at 400k rows, more than the reads it saves (helper-172).
-    return key if len(key[1]) <= CLUSTER_KEY_VALUES else None
+    return key if key is not None and len(key[1]) <= CLUSTER_KEY_VALUES else None
+
+
+def _case(pred: Predicate, left: tuple[str, list[Any]], right: tuple[str, list[Any]]) -> tuple[str, list[Any]]:
+    """The key ``left`` where ``pred`` holds, else ``right`` (:func:`cluster_key`)."""
+    sql, params = where_sql((pred,))
+    return f"CASE WHEN {sql} THEN {left[0]} ELSE {right[0]} END", [*params, *left[1], *right[1]]
+
+
+def _mondrian_key(frs: tuple[Fragment, ...], lo: int, hi: int, depth: int) -> tuple[str, list[Any]] | None:
+    """The key of fragments ``lo`` to ``hi``, which share their first
+    ``depth`` cuts; None where they are not a binary cut tree as a fresh
+    plan's are (the left side's paths go on with 0, then the right's with 1)."""
+    if hi - lo == 1:
+        return str(lo), []
+    sides = [frs[i].path[depth] if len(frs[i].path) > depth else "" for i in range(lo, hi)]
+    split = lo + sides.count("0")
+    if split in (lo, hi) or sides != ["0"] * (split - lo) + ["1"] * (hi - split):
+        return None
+    left, right = _mondrian_key(frs, lo, split, depth + 1), _mondrian_key(frs, split, hi, depth + 1)
+    return None if left is None or right is None else _case(frs[lo].predicates[depth], left, right)
+
+
+def _quantile_key(frs: tuple[Fragment, ...]) -> tuple[str, list[Any]] | None:
+    """The key of a fresh ``quantile`` plan's fragments, or None (merged
+    ones): fragment i but the last ends with cut i's left side
+    (:func:`_quantile`: ``<= value``, or the leaves up to it), which holds
+    for the rows of fragments 0 to i and no other."""
+    if [f.path for f in frs] != [str(i) for i in range(len(frs))] or any(
+            not f.predicates or f.predicates[-1].op not in ("le", "in", "not_null") for f in frs[:-1]):
+        return None
+
+    def split(lo: int, hi: int) -> tuple[str, list[Any]]:
+        if hi - lo == 1:
+            return str(lo), []
+        mid = (lo + hi) // 2
+        return _case(frs[mid - 1].predicates[-1], split(lo, mid), split(mid, hi))
+
+    return split(0, len(frs))
 
 
 def _value_key(v: Any) -> Any:

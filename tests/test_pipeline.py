@@ -561,6 +561,17 @@ def test_a_duckdb_table_of_many_fragments_is_read_from_one_copy_ordered_by_fragm
         assert len(result.plan.fragments) == 16 and (result.ordered_copy, CLUSTERED_ONCE in steps) == (copied, copied)
 
 
+def test_a_quantile_plans_fragments_are_read_from_one_ordered_copy_too(tmp_path, monkeypatch):
+    """Only a mondrian plan's fragments read an ordered copy: a quantile
+    plan's each read the whole input (1M poker rows, 256 fragments, 2
+    workers: BENCHMARKS). Its cuts, all on one column, order the copy as
+    well: the same output as without it."""
+    src = tmp_path / "people.parquet"
+    pq.write_table(people(6_000, seed=13), src, row_group_size=1_000)
+    outputs = with_and_without_the_copy(tmp_path, monkeypatch, src, fragmentation="quantile")
+    assert outputs["copy"].num_rows == 6_000 and outputs["copy"].equals(outputs["none"])
+
+
 def test_a_csv_sources_copy_for_many_fragments_is_ordered_by_fragment(tmp_path, monkeypatch):
     """A CSV input's copy for its fragments was in the file's order, which
     each fragment then read whole: 256 fragments of 1M poker rows took ~20 s
@@ -582,20 +593,31 @@ def test_a_csv_sources_copy_for_many_fragments_is_ordered_by_fragment(tmp_path, 
     assert dict(groups)["copy"] > 1 and dict(groups)["none"] == 1, groups
 
 
-@pytest.mark.parametrize(("fragments", "qi"), [(16, ["age", "zip", "day", "city"]), (7, ["age", "city"]),
-                                             (13, ["zip"]), (33, ["age", "day"])])
-def test_the_copys_order_gives_each_row_its_fragments_position(tmp_path, fragments, qi):
+@pytest.mark.parametrize(("fragments", "qi", "strategy"), [
+    (16, ["age", "zip", "day", "city"], "mondrian"), (7, ["age", "city"], "mondrian"), (13, ["zip"], "mondrian"),
+    (33, ["age", "day"], "mondrian"), (16, ["age", "zip"], "quantile"), (7, ["day"], "quantile"),
+    (80, ["age"], "quantile"), (5, ["city"], "quantile")])
+def test_the_copys_order_gives_each_row_its_fragments_position(tmp_path, fragments, qi, strategy):
     """The ordered copy only pays if each fragment's rows are together: the
     same output came whatever the order (a fragment's clause decides its
     rows), so a key whose parameters or branches went astray would have
     passed every other test. Each row's key is the position of the fragment
     whose clause takes it, in balanced and unbalanced cut trees (7, 13, 33
-    fragments), NULLs and text QIs among the cuts."""
+    fragments), NULLs and text QIs among the cuts; and in quantile plans'
+    cuts of one column (a binary search): text, dates, a hierarchy's leaves,
+    and a last cut between the values and NULL (age: 72 values)."""
     from sqlanon import fragmentation
 
     src = tmp_path / "people.parquet"
     pq.write_table(people(20_000, seed=5), src)
-    plan = run(src, tmp_path / "out.parquet", qi=qi, workers=1, fragments=fragments, seed=1, explain=True).plan
+    tree = tmp_path / "city.csv"
+    tree.write_text("Bergamo;IT;*\nMilano;IT;*\nO'Brien;IE;*\n\"x'); DROP TABLE t; --\";XX;*\n\"a\"\"b\";XX;*\n"
+                    "Zürich;CH;*\n東京;JP;*\n")
+    plan = run(src, tmp_path / "out.parquet", qi=qi, workers=1, fragments=fragments, seed=1, explain=True,
+               fragmentation=strategy, hierarchies={"city": tree} if qi == ["city"] else None).plan
+    assert len(plan.fragments) == min(fragments, 73) and plan.strategy == strategy
+    if qi == ["age"]:
+        assert plan.fragments[-2].predicates[-1].op == "not_null"
     sql, params = fragmentation.cluster_key(plan)
     con = duckdb.connect()
     rows = 0
