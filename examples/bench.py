@@ -8,7 +8,7 @@
     python3 -m examples.bench checksums [--rows 1000000] [--url postgresql://…] [--repeat 7]
     python3 -m examples.bench lake [--files 3000] [--rows-per-file 100] [--repeat 5]
     python3 -m examples.bench compare REV [--rows 1000000] [--workers 2] [--repeat 8] [--url postgresql://…]
-                                          [--csv | --duckdb] [--fragments N]
+                                          [--csv | --duckdb] [--fragments N] [--fragmentation quantile]
     python3 -m examples.bench hierarchy [--rows 1000000] [--leaves 50000] [--rev REV]
     python3 -m examples.bench prefix REV [--rows 1000000] [--fragments 8] [--repeat 3]
     python3 -m examples.bench wide [--rows 1000000] [--rev REV]
@@ -293,7 +293,7 @@ def _checkout(rev: str):
 
 
 def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv: bool = False,
-            fragments: int | None = None, table: bool = False) -> None:
+            fragments: int | None = None, table: bool = False, fragmentation: str | None = None) -> None:
     """Revision ``rev`` against this tree, end to end, runs alternating in one
     session (:func:`_alternate`). ``--url``: PostgreSQL table to table (poker
     loaded there); ``--csv``: poker as a CSV file into Parquet; ``--duckdb``:
@@ -323,10 +323,11 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv
             dsn = load_poker(url, rows)
             base = ["anonymize", url, "--table", "public.poker", "-o", url, "--target-table", "public.poker_anon"]
         base += ["--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2", "--json", "--overwrite",
-                 "--workers", str(workers), *(["--fragments", str(fragments)] if fragments else [])]
+                 "--workers", str(workers), *(["--fragments", str(fragments)] if fragments else []),
+                 *(["--fragmentation", fragmentation] if fragmentation else [])]
         where = ("PostgreSQL → PostgreSQL" if dsn else "CSV → Parquet" if csv else "DuckDB table → Parquet" if table
                  else "Parquet → Parquet")
-        frags = f"{fragments} fragments, " if fragments else ""
+        frags = (f"{fragments} fragments, " if fragments else "") + (f"{fragmentation}, " if fragmentation else "")
         print(f"poker {rows:,} rows, {where}, {workers} worker(s), {frags}k = 10, l = 2; median of {repeat} "
               f"alternating runs; {machine()}\n")
         _alternate({rev: str(old), "this tree": str(REPO)}, base, repeat, (lambda: settle(dsn)) if dsn else None)
@@ -776,11 +777,13 @@ def main() -> None:
     p.add_argument("--csv", action="store_true", help="poker as a CSV file into Parquet (default: Parquet files)")
     p.add_argument("--duckdb", action="store_true", help="poker as a table of a DuckDB file into Parquet")
     p.add_argument("--fragments", type=int, help="--fragments of every run (default: sqlanon's, one per worker)")
+    p.add_argument("--fragmentation", choices=["mondrian", "quantile"], help="--fragmentation of every run")
     args = parser.parse_args()
     if args.what == "compare":
         if args.csv and args.duckdb:
             parser.error("--csv and --duckdb: one input at a time")
-        compare(args.rev, args.rows, args.workers, args.repeat, args.url, args.csv, args.fragments, args.duckdb)
+        compare(args.rev, args.rows, args.workers, args.repeat, args.url, args.csv, args.fragments, args.duckdb,
+                args.fragmentation)
         return
     if args.what == "bytecode":
         bytecode(args.rows, args.repeat)
