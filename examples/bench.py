@@ -8,7 +8,7 @@
     python3 -m examples.bench checksums [--rows 1000000] [--url postgresql://…] [--repeat 7]
     python3 -m examples.bench lake [--files 3000] [--rows-per-file 100] [--repeat 5]
     python3 -m examples.bench compare REV [--rows 1000000] [--workers 2] [--repeat 8] [--url postgresql://…]
-                                          [--csv | --duckdb] [--fragments N] [--fragmentation quantile]
+                                          [--csv | --duckdb] [--fragments N] [--fragmentation quantile] [--zip]
     python3 -m examples.bench hierarchy [--rows 1000000] [--leaves 50000] [--rev REV]
     python3 -m examples.bench prefix REV [--rows 1000000] [--fragments 8] [--repeat 3]
     python3 -m examples.bench wide [--rows 1000000] [--rev REV]
@@ -54,6 +54,23 @@ def poker_file(rows: int) -> Path:
     path = DATA / f"poker-{rows}.parquet"
     if not path.exists():
         write_poker(path, rows, seed=0)
+    return path
+
+
+def poker_zip_file(rows: int) -> Path:
+    """Poker of ``rows`` rows with a ``zip`` column of ~90,000 values
+    (uniform in 10,000–99,999, seed 7), generated once: a ``quantile``
+    plan cuts the one QI with most values, and poker's hold 13 at most
+    (``--fragments 256`` gave 13 fragments)."""
+    path = DATA / f"poker-zip-{rows}.parquet"
+    if not path.exists():
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(poker_file(rows))
+        zips = np.random.default_rng(7).integers(10_000, 100_000, table.num_rows)
+        pq.write_table(table.append_column("zip", pa.array(zips)), path)
     return path
 
 
@@ -293,18 +310,20 @@ def _checkout(rev: str):
 
 
 def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv: bool = False,
-            fragments: int | None = None, table: bool = False, fragmentation: str | None = None) -> None:
+            fragments: int | None = None, table: bool = False, fragmentation: str | None = None,
+            zip_qi: bool = False) -> None:
     """Revision ``rev`` against this tree, end to end, runs alternating in one
     session (:func:`_alternate`). ``--url``: PostgreSQL table to table (poker
     loaded there); ``--csv``: poker as a CSV file into Parquet; ``--duckdb``:
     poker as a table of a DuckDB file into Parquet; otherwise Parquet to
-    Parquet.
+    Parquet. ``--zip``: poker with an eleventh QI of ~90,000 values
+    (:func:`poker_zip_file`), Parquet to Parquet.
     """
     with _checkout(rev) as old, tempfile.TemporaryDirectory(prefix="sqlanon-bench-") as scratch:
         out_dir = Path(scratch)
         if url is None:
             dsn = None
-            src = poker_file(rows)
+            src = poker_zip_file(rows) if zip_qi else poker_file(rows)
             if csv:
                 src = src.with_suffix(".csv")
                 if not src.exists():
@@ -322,13 +341,14 @@ def compare(rev: str, rows: int, workers: int, repeat: int, url: str | None, csv
         else:
             dsn = load_poker(url, rows)
             base = ["anonymize", url, "--table", "public.poker", "-o", url, "--target-table", "public.poker_anon"]
-        base += ["--qi", QI, "--sensitive", "hand", "-k", "10", "-l", "2", "--json", "--overwrite",
-                 "--workers", str(workers), *(["--fragments", str(fragments)] if fragments else []),
+        base += ["--qi", QI + (",zip" if zip_qi else ""), "--sensitive", "hand", "-k", "10", "-l", "2", "--json",
+                 "--overwrite", "--workers", str(workers), *(["--fragments", str(fragments)] if fragments else []),
                  *(["--fragmentation", fragmentation] if fragmentation else [])]
         where = ("PostgreSQL → PostgreSQL" if dsn else "CSV → Parquet" if csv else "DuckDB table → Parquet" if table
                  else "Parquet → Parquet")
         frags = (f"{fragments} fragments, " if fragments else "") + (f"{fragmentation}, " if fragmentation else "")
-        print(f"poker {rows:,} rows, {where}, {workers} worker(s), {frags}k = 10, l = 2; median of {repeat} "
+        print(f"poker {rows:,} rows{' and a zip QI' if zip_qi else ''}, {where}, {workers} worker(s), {frags}k = 10, "
+              f"l = 2; median of {repeat} "
               f"alternating runs; {machine()}\n")
         _alternate({rev: str(old), "this tree": str(REPO)}, base, repeat, (lambda: settle(dsn)) if dsn else None)
 
@@ -778,12 +798,14 @@ def main() -> None:
     p.add_argument("--duckdb", action="store_true", help="poker as a table of a DuckDB file into Parquet")
     p.add_argument("--fragments", type=int, help="--fragments of every run (default: sqlanon's, one per worker)")
     p.add_argument("--fragmentation", choices=["mondrian", "quantile"], help="--fragmentation of every run")
+    p.add_argument("--zip", action="store_true", help="poker with a QI of ~90,000 values, Parquet into Parquet "
+                   "(a quantile plan of poker alone has 13 fragments at most)")
     args = parser.parse_args()
     if args.what == "compare":
-        if args.csv and args.duckdb:
-            parser.error("--csv and --duckdb: one input at a time")
+        if sum([args.csv, args.duckdb, args.zip]) > 1 or args.zip and args.url:
+            parser.error("--csv, --duckdb, --zip and --url: one input at a time")
         compare(args.rev, args.rows, args.workers, args.repeat, args.url, args.csv, args.fragments, args.duckdb,
-                args.fragmentation)
+                args.fragmentation, args.zip)
         return
     if args.what == "bytecode":
         bytecode(args.rows, args.repeat)
