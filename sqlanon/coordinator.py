@@ -787,12 +787,16 @@ helper-173); both costs grow with the rows, so the threshold is by
 fragments only."""
 
 
-_UNCOPIED_TYPES = re.compile(r"\b(U?HUGEINT|TIMESTAMP_M?S|ENUM|BIGNUM|VARINT)\b|\[\d+\]")
+_UNCOPIED_TYPES = re.compile(r"\b(U?HUGEINT|TIMESTAMP_M?S|ENUM|BIGNUM|VARINT|INTERVAL|TIME_NS|BIT|UNION)\b|\[\d+\]")
 """DuckDB types (in DESCRIBE's words, nested too) that a Parquet copy reads
-back as others: HUGEINT as DOUBLE, TIMESTAMP_S as TIMESTAMP, an ENUM or a
-BIGNUM as VARCHAR, an ARRAY (``INTEGER[3]``) as a LIST (helper-176). A
-false match only costs the copy; a type missing here is still caught once
-copied (:meth:`sqlanon.io.Staging.clustered_copy` compares the types)."""
+back as others: HUGEINT as DOUBLE, TIMESTAMP_S as TIMESTAMP, an ENUM, a
+BIGNUM, a TIME_NS or a BIT as VARCHAR, a UNION as a STRUCT, an ARRAY
+(``INTEGER[3]``) as a LIST (helper-176); or cut: an INTERVAL to the
+millisecond, in the same type, which the copy's check of the types cannot
+see (a DuckDB table output refused its pass-through values). A false match
+only costs the copy; a type missing here that reads back as another is
+still caught once copied (:meth:`sqlanon.io.Staging.clustered_copy`
+compares the types)."""
 
 
 def _orderable(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec,
