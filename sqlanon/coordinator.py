@@ -803,7 +803,8 @@ def _orderable(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec,
                described: list[tuple[str, str]], drop: Sequence[str]) -> bool:
     """Whether the fragments may read ``source`` from one Parquet copy of it
     ordered by fragment (:func:`_may_cluster`): a file (a CSV file's parsed
-    copy is ordered so), or a DuckDB table whose kept columns' types a
+    copy is ordered so), a PostgreSQL table (:func:`_server_orderable`), or
+    a DuckDB table whose kept columns' types a
     Parquet file keeps (:data:`_UNCOPIED_TYPES`: else the copy was made,
     then dropped, and --explain said it would be used) and whose text QIs
     compare byte by byte: a fragment's clause over the copy compares as
@@ -812,12 +813,67 @@ def _orderable(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec,
     so the copy's types cannot tell)."""
     if isinstance(source, io.FileSource):
         return True
+    if source.dialect == "postgres":
+        return _server_orderable(con, source, spec, described)
     if not isinstance(source, io.DuckDBSource):
         return False
     if any(_UNCOPIED_TYPES.search(t) for name, t in described if name not in drop):
         return False
     types = dict(described)
     return not _collated(con, source, [q for q in spec.qi_names if types.get(q) == "VARCHAR"])
+
+
+_SERVER_COMPARED = re.compile(r"(smallint|integer|bigint|real|double precision|boolean|date"
+                              r"|timestamp(\(\d\))? with(out)? time zone|(?P<text>text|character varying(\(\d+\))?))"
+                              r"( COLLATE (?P<collation>.+))?")
+"""A PostgreSQL QI's types (server_columns.sql's words) whose values DuckDB
+compares as the server does, a text under a collation :func:`_server_orderable`
+tells. Not numeric (an unconstrained one reads as DOUBLE), char(n) (the
+server ignores its trailing blanks), an enum (in its declared order), a
+domain (by its name here), nor any other: a false miss only costs speed."""
+
+
+def _server_orderable(con: duckdb.DuckDBPyConnection, source, spec: AnonymizationSpec,
+                      described: list[tuple[str, str]]) -> bool:
+    """Whether a PostgreSQL ``source``'s fragments may read one Parquet copy
+    of it (:func:`_orderable`): each fragment's clause, there run by DuckDB,
+    must take the rows the server would. So every QI is of a type both
+    compare alike (:data:`_SERVER_COMPARED`), a text one cut by its order
+    under the C or POSIX collation (byte by byte, as DuckDB compares; the
+    database's own when the column has none of its own), a hierarchy's
+    text, only matched in lists, under a deterministic collation (equal
+    texts are equal bytes; the database's own is); and no column reads
+    back from Parquet otherwise (:data:`_UNCOPIED_TYPES`, asked of
+    DuckDB's reading of the server's rows)."""
+    types = dict(described)
+    byte_order = ('"C"', '"POSIX"')
+    default = None
+    for q in spec.quasi_identifiers:
+        m = _SERVER_COMPARED.fullmatch(types[q.name])
+        if m is None:
+            return False
+        if m.group("text") is None:
+            continue
+        if m.group("collation") is not None:
+            if m.group("collation") in byte_order:
+                continue
+            if q.hierarchy is None or not source.fetch(con, Rendered(  # equal only when the bytes are
+                    "SELECT bool_and(collisdeterministic) AS d FROM pg_collation "
+                    f"WHERE oid = {literal(m.group('collation'), 'postgres')}::regcollation")).column(0)[0].as_py():
+                return False
+        elif q.hierarchy is None:
+            if default is None:
+                default = source.fetch(con, Rendered(
+                    "SELECT datcollate, to_jsonb(d) ->> 'datlocprovider' AS provider FROM pg_database d "
+                    "WHERE datname = current_database()")).to_pylist()
+            if not default or default[0]["provider"] not in (None, "c") or default[0]["datcollate"] not in (
+                    "C", "POSIX"):
+                return False
+    try:
+        read = con.execute(f"DESCRIBE {source.rows_sql()}").fetchall()
+    except duckdb.Error:
+        return False
+    return not any(_UNCOPIED_TYPES.search(row[1]) for row in read)
 
 
 def _may_cluster(orderable: bool, slots: int, remote: bool, fragments: int) -> bool:
@@ -1348,6 +1404,8 @@ def run(
             pulled_from = staging.parsed_copy(con, source, copy_plain, key, row_group if key else None)
         elif key:
             step("copying the input once, its rows ordered by fragment")
+            if source.dialect == "postgres":
+                source.give_way(con)
             pulled_from = staging.clustered_copy(con, source, key, row_group, copy_plain) or source
         memory, threads = _task_resources(options, pool)
         # Workers in other processes get the spec and statistics once, not with each task: a cluster

@@ -548,9 +548,13 @@ class DuckDBReadable:
         """The select list of a fragment's pull: every column but :attr:`left_out`."""
         return f"* EXCLUDE ({', '.join(ident(c) for c in self.left_out)})" if self.left_out else "*"
 
+    def rows_sql(self) -> str:
+        """DuckDB's query of every row a fragment's pull may take, in its columns."""
+        return f"SELECT {self.kept_columns} FROM {self.relation}"
+
     def select(self, con: duckdb.DuckDBPyConnection, where: str | None = None, params=()) -> pa.Table:
         """The rows satisfying ``where`` (a fragment's clause), as Arrow."""
-        sql = f"SELECT {self.kept_columns} FROM {self.relation}" + (f" WHERE {where}" if where else "")
+        sql = self.rows_sql() + (f" WHERE {where}" if where else "")
         try:
             return con.execute(sql, list(params)).fetch_arrow_table()
         except duckdb.OutOfMemoryException as exc:  # not the input's fault, as "cannot read" said (helper-26)
@@ -2621,9 +2625,10 @@ class Staging:
                              f"{exc if isinstance(exc, InputError) else exc.strerror or exc}") from exc
         return ParsedCopy(path, "parquet", of=source.describe())
 
-    def clustered_copy(self, con: duckdb.DuckDBPyConnection, source: DuckDBReadable, key: tuple[str, list],
+    def clustered_copy(self, con: duckdb.DuckDBPyConnection, source, key: tuple[str, list],
                        row_group_size: int, plain: bool) -> FileSource | None:
-        """A Parquet ``source`` or a DuckDB table copied once into the staging
+        """A Parquet ``source``, a DuckDB table or a PostgreSQL table (its
+        ``rows_sql``) copied once into the staging
         area as Parquet, its rows ordered by ``key`` (their fragment's,
         :func:`sqlanon.fragmentation.cluster_key`) in row groups of
         ``row_group_size`` rows, for the run's fragments to read, or None
@@ -2632,11 +2637,12 @@ class Staging:
         read all of it, its rows in every row group (DuckDB skips a row
         group only by its statistics, which unsorted values never exclude):
         256 fragments of 1M rows took ~16 s on 2 workers from Parquet, 10 s
-        from a DuckDB table (BENCHMARKS.md). Over the copy a fragment's bounds
+        from a DuckDB table, ~90 s from PostgreSQL, a scan of the table on
+        the server each (BENCHMARKS.md). Over the copy a fragment's bounds
         skip the row groups of the others. Kept, and removed, as
         :meth:`parsed_copy`'s (it holds the input's rows)."""
         sql, params = key
-        kept = f"SELECT {source.kept_columns} FROM {source.relation}"
+        kept = source.rows_sql()
         try:  # in its order: DuckDB keeps a subquery's ORDER BY through COPY's projection
             copy = ParsedCopy(self._private_copy(con, f"({kept} ORDER BY {sql})", plain, params, row_group_size),
                               "parquet", of=source.describe())
@@ -2651,7 +2657,8 @@ class Staging:
             if alike:
                 return copy
             why = "it reads back in other types"
-        log.info("the fragments read the input itself (no ordered copy: %s)", why)
+        redact = getattr(getattr(source, "conn", None), "redact", str)  # a server's URL (its password)
+        log.info("the fragments read the input itself (no ordered copy: %s)", redact(why))
         self.drop_parsed_copy()
         return None
 

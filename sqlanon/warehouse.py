@@ -716,26 +716,39 @@ class PostgresSource:
                         "in a view)")
             raise InputError(f"cannot read {self.describe()}: {msg}") from None
 
+    def _pull_sql(self, where: str | None = None) -> str:
+        """The server's query of a fragment's rows (every row without ``where``)."""
+        cols = "*"
+        if self.columns:  # exact text for some columns, or some left out (--drop)
+            cols = ", ".join(
+                f"{ident(c)}::text AS {ident(c)}" if c in self.text_columns else ident(c) for c in self.columns
+            )
+        return f"SELECT {cols} FROM {self.relation}" + (f" WHERE {where}" if where else "")
+
+    def rows_sql(self) -> str:
+        """DuckDB's query of every row a fragment's pull may take, as it
+        takes them (run by the server: :meth:`give_way` first)."""
+        return f"SELECT * FROM postgres_query({literal(SRC)}, {literal(self._pull_sql())})"
+
+    def give_way(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Bound how long ``con``'s reads of the table wait for a lock, in the run's snapshot.
+
+        The run's snapshot holds the source (its lock, for shared use): a session's ALTER TABLE,
+        TRUNCATE or VACUUM FULL queues behind it, and a read behind that, for good (no deadlock
+        the server sees: helper-43). A read that waits can only be in that queue: give way."""
+        if self.snapshot:
+            con.execute(f"CALL postgres_execute({literal(SRC)}, ?)",
+                        [f"SET LOCAL lock_timeout = {int(FRAGMENT_LOCK_SECONDS * 1000)}"])
+
     def select(self, con: duckdb.DuckDBPyConnection, where: str | None = None, params=()) -> pa.Table:
         """The fragment's rows: ``SELECT * … WHERE <clause>`` executed by the server."""
         from .sql import Rendered
 
         if params:
             raise ValueError("a PostgreSQL fragment clause carries inline literals, not parameters")
-        cols = "*"
-        if self.columns:  # exact text for some columns, or some left out (--drop)
-            cols = ", ".join(
-                f"{ident(c)}::text AS {ident(c)}" if c in self.text_columns else ident(c) for c in self.columns
-            )
-        sql = f"SELECT {cols} FROM {self.relation}" + (f" WHERE {where}" if where else "")
-        if self.snapshot:
-            # The run's snapshot holds the source (its lock, for shared use): a session's ALTER TABLE,
-            # TRUNCATE or VACUUM FULL queues behind it, and a fragment's read behind that, for good (no
-            # deadlock the server sees: helper-43). A read that waits can only be in that queue: give way.
-            con.execute(f"CALL postgres_execute({literal(SRC)}, ?)",
-                        [f"SET LOCAL lock_timeout = {int(FRAGMENT_LOCK_SECONDS * 1000)}"])
+        self.give_way(con)
         try:
-            return self.fetch(con, Rendered(sql))
+            return self.fetch(con, Rendered(self._pull_sql(where)))
         except InputError as exc:
             if "55P03" not in str(exc) and "lock timeout" not in str(exc):  # lock_not_available; in English
                 raise

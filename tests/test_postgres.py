@@ -32,6 +32,7 @@ file (all fixed).
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import inspect
 import json
 import os
@@ -2284,6 +2285,96 @@ def test_a_changed_pass_through_value_is_not_published(pg_url, monkeypatch):
     assert _rows(pg_url, schema, "dst") == PREVIOUS
     assert not staging_left(pg_url, schema)
     assert no_advisory_locks(pg_url)
+
+
+# --------------------------------------------------------------------------- 10. many fragments: one ordered copy
+
+
+@pytest.fixture(scope="module")
+def ordered_schema(pg_url):
+    """A table of QIs of each type the ordered copy takes, text under the
+    database's collation (C here) and under ICU's, hostile names and values."""
+    schema = 'ord"er'
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"CREATE COLLATION {rel(schema, 'ci')} (provider = icu, locale = 'und-u-ks-level2', "
+                "deterministic = false)")
+    sql(pg_url, f"""CREATE TABLE {rel(schema, 'src')} AS SELECT
+        g AS id,
+        CASE WHEN g % 97 = 0 THEN NULL ELSE (18 + (g * 7919) % 70)::smallint END AS age,
+        CASE WHEN g % 89 = 0 THEN NULL ELSE 'z' || ((g * 104729) % 199) END AS zip,
+        (ARRAY['Bergamo', 'O''Brien', 'x''); DROP TABLE t; --', 'a"b', 'Zürich', '東京', 'bergamo'])[1 + g % 7]
+            COLLATE "und-x-icu" AS city,
+        (ARRAY['Bergamo', 'bergamo', 'Milano'])[1 + g % 3] COLLATE {rel(schema, 'ci')} AS town,
+        DATE '2020-01-01' + ((g * 31) % 1000)::int AS day,
+        timestamptz '2020-01-01 00:00+00' + (g * 7) * interval '1 hour' AS seen,
+        ((g * 13) % 1000) / 7.0::float8 AS score,
+        g % 3 = 0 AS flag,
+        ((g * 17) % 500)::numeric(6, 1) AS paid,
+        (ARRAY['flu', 'cold', 'covid', 'none'])[1 + (g * 13) % 4] AS disease,
+        'row ' || g || E' \\ ''q' AS {q('a"; DROP TABLE x; --')},
+        (g * 7) * interval '1 microsecond' AS waited
+        FROM generate_series(1, 4000) g""")
+    return schema
+
+
+@pytest.mark.parametrize("strategy", ["mondrian", "quantile"])
+def test_a_postgres_tables_many_fragments_read_one_ordered_copy(pg_url, tmp_path, monkeypatch, ordered_schema,
+                                                                strategy):
+    """Each fragment's pull was a scan of the table on the server: 256
+    fragments of 1M poker rows took ~90 s on 2 workers, 2 fragments ~5 s
+    (BENCHMARKS). From CLUSTER_PER_SLOT fragments per slot the run copies
+    the table once, in its snapshot, ordered by fragment into its staging
+    area, as a file's; each fragment's clause, now run by DuckDB, takes the
+    rows the server's would: the same output, hostile names and values,
+    NULLs, a hierarchy's text under ICU's collation (matched in lists
+    only), dates, times with zones, floats and booleans among the QIs."""
+    from sqlanon import coordinator
+
+    tree = tmp_path / "city.csv"
+    tree.write_text("Bergamo;IT;*\nbergamo;IT;*\nO'Brien;IE;*\n\"x'); DROP TABLE t; --\";XX;*\n\"a\"\"b\";XX;*\n"
+                    "Zürich;CH;*\n東京;JP;*\n")
+    qi = ["age", "zip", "day", "seen", "score", "flag", "city"] if strategy == "mondrian" else ["zip"]
+    kw = dict(table=rel(ordered_schema, "src"), qi=qi, sensitive=["disease"], k=3, l=2, workers=1, fragments=16,
+              seed=3, fragmentation=strategy, drop=["waited"], hierarchies={"city": tree} if "city" in qi else None)
+    outputs = {}
+    for name, per_slot in (("copy", 1), ("none", 10**9)):
+        monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT", per_slot)
+        out = tmp_path / f"{name}.parquet"
+        assert sqlanon.anonymize(pg_url, out, explain=True, **kw).explain()["ordered_copy"] is (name == "copy")
+        result = sqlanon.anonymize(pg_url, out, **kw)
+        assert result.ordered_copy is (name == "copy") and len(result.plan.fragments) == 16
+        outputs[name] = duckdb.sql(f"SELECT * FROM '{out}' ORDER BY id").fetch_arrow_table()
+    assert outputs["copy"].num_rows == 4_000 and outputs["copy"].equals(outputs["none"])
+
+
+@pytest.mark.parametrize(("qi", "drop", "why"), [
+    (["age", "city"], ["waited"], "a text QI cut in its order under ICU's collation, not byte by byte"),
+    (["age", "town"], ["waited"], "a hierarchy's text under a collation that holds 'Bergamo' = 'bergamo'"),
+    (["age", "paid"], ["waited"], "a numeric QI"),
+    (["age"], [], "an interval of microseconds, which Parquet cuts to the millisecond"),
+])
+def test_no_ordered_copy_of_a_postgres_table_whose_clauses_or_values_duckdb_would_take_otherwise(
+        pg_url, tmp_path, monkeypatch, ordered_schema, qi, drop, why):
+    """The copy's clauses are compared by DuckDB, byte by byte: a text QI
+    under another collation would be cut elsewhere than the server cuts it
+    (and its ranks in the sample are the server's); a hierarchy's list
+    matches other texts under a nondeterministic one; a numeric QI may read
+    as DOUBLE. Nor a column whose values would come back otherwise from the
+    Parquet copy: the output would not be the input's."""
+    from sqlanon import coordinator
+
+    monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT", 1)
+    tree = tmp_path / "town.csv"
+    tree.write_text("Bergamo;IT\nbergamo;IT\nMilano;IT\n")
+    kw = dict(table=rel(ordered_schema, "src"), qi=qi, sensitive=["disease"], k=3, l=2, workers=1, fragments=16,
+              seed=3, drop=drop, hierarchies={"town": tree} if "town" in qi else None)
+    out = tmp_path / "o.duckdb"  # (an interval of microseconds cannot reach a Parquet file: refused)
+    assert sqlanon.anonymize(pg_url, out, target_table="o", explain=True, **kw).explain()["ordered_copy"] is False, why
+    if not drop:
+        result = sqlanon.anonymize(pg_url, out, target_table="o", **kw)
+        assert not result.ordered_copy
+        with duckdb.connect(str(out)) as con:
+            assert con.execute("SELECT waited FROM o WHERE id = 5").fetchone()[0] == datetime.timedelta(microseconds=35)
 
 
 # --------------------------------------------------------------------------- regression tests of library bugs found here (all fixed)
