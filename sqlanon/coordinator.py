@@ -235,8 +235,10 @@ class RunResult:
     """Whether the fragments read a Parquet copy of a CSV input, parsed once
     (:meth:`sqlanon.io.Staging.parsed_copy`), not the file itself."""
     ordered_copy: bool = False
-    """Whether the fragments read a copy of a Parquet input or a DuckDB table
-    ordered by fragment (:meth:`sqlanon.io.Staging.clustered_copy`), not the input itself."""
+    """Whether the fragments read a copy of the input ordered by fragment
+    (:meth:`sqlanon.io.Staging.clustered_copy`: of a Parquet input, a DuckDB
+    or PostgreSQL table; a CSV input's parsed copy so ordered, with
+    :attr:`csv_copy`), not the input itself."""
 
     def explain(self) -> dict:
         """The plan as ``--explain`` prints it: fragments, WHERE clauses, sizes."""
@@ -777,7 +779,8 @@ def _parse_once(source, slots: int, remote: bool, fragments: int) -> bool:
 
 
 CLUSTER_PER_SLOT = 8
-"""A Parquet source or a DuckDB table is copied ordered by fragment
+"""A Parquet source, a DuckDB or PostgreSQL table (or a CSV source's parsed
+copy) is copied ordered by fragment
 (:func:`_cluster_once`) from this many fragments per task slot: each
 fragment then reads a few row groups, not the whole input (~0.05 s per 1M
 rows of Parquet), against one copy of it (~0.6 s per 1M rows). Poker, 2

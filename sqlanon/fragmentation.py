@@ -430,7 +430,8 @@ CLUSTER_KEY_VALUES = 10_000
 
 def cluster_key(plan: Plan) -> tuple[str, list[Any]] | None:
     """An SQL expression (DuckDB's, and its bound parameters) giving each
-    row its fragment's position in ``plan``, or None (not a fresh plan):
+    row its fragment's position in ``plan``, or None (not a fresh plan, or
+    one whose cuts bind more than :data:`CLUSTER_KEY_VALUES` values):
     nested ``CASE``s down the cut tree, a row meeting one predicate per
     level (a first-match ``CASE`` of every fragment's clause took 6.4 s per
     1M rows for 256 fragments, this 0.1 s). A ``quantile`` plan's cuts, all
@@ -476,7 +477,8 @@ def _mondrian_key(frs: tuple[Fragment, ...], lo: int, hi: int, depth: int) -> tu
 def _quantile_key(frs: tuple[Fragment, ...]) -> tuple[str, list[Any]] | None:
     """The key of a fresh ``quantile`` plan's fragments, or None (merged
     ones): fragment i but the last ends with cut i's left side
-    (:func:`_quantile`: ``<= value``, or the leaves up to it), which holds
+    (:func:`_quantile`: ``<= value``, the leaves up to it, or ``IS NOT
+    NULL`` where the last cut is between the values and NULL), which holds
     for the rows of fragments 0 to i and no other."""
     if [f.path for f in frs] != [str(i) for i in range(len(frs))] or any(
             not f.predicates or f.predicates[-1].op not in ("le", "in", "not_null") for f in frs[:-1]):
