@@ -789,6 +789,12 @@ workers: the copy gained from 6 fragments per slot at 10M rows and from
 helper-173); both costs grow with the rows, so the threshold is by
 fragments only."""
 
+CLUSTER_PER_SLOT_SERVER = 4
+""":data:`CLUSTER_PER_SLOT` of a PostgreSQL table, whose every fragment is a
+scan of the table on the server (~0.35 s per 1M rows, 7x a Parquet
+file's): poker 1M, 2 workers, alternating runs, the copy as fast at 1-2
+fragments per slot, 1.8 s faster at 4 (BENCHMARKS.md)."""
+
 
 _UNCOPIED_TYPES = re.compile(r"\b(U?HUGEINT|TIMESTAMP_M?S|ENUM|BIGNUM|VARINT|INTERVAL|TIME_NS|BIT|UNION)\b|\[\d+\]")
 """DuckDB types (in DESCRIBE's words, nested too) that a Parquet copy reads
@@ -879,19 +885,22 @@ def _server_orderable(con: duckdb.DuckDBPyConnection, source, spec: Anonymizatio
     return not any(_UNCOPIED_TYPES.search(row[1]) for row in read)
 
 
-def _may_cluster(orderable: bool, slots: int, remote: bool, fragments: int) -> bool:
+def _may_cluster(orderable: bool, slots: int, remote: bool, fragments: int, server: bool) -> bool:
     """Whether ``fragments`` fragments read an ``orderable`` source
     (:func:`_orderable`) from one copy of it ordered by fragment: at least
-    :data:`CLUSTER_PER_SLOT` per slot, on this host only (as :func:`_parse_once`)."""
-    return orderable and not remote and fragments >= CLUSTER_PER_SLOT * max(1, slots)
+    :data:`CLUSTER_PER_SLOT` per slot (:data:`CLUSTER_PER_SLOT_SERVER` of a
+    ``server``'s table), on this host only (as :func:`_parse_once`)."""
+    per_slot = CLUSTER_PER_SLOT_SERVER if server else CLUSTER_PER_SLOT
+    return orderable and not remote and fragments >= per_slot * max(1, slots)
 
 
-def _cluster_once(orderable: bool, slots: int, remote: bool, plan: fragmentation.Plan) -> tuple[str, list] | None:
+def _cluster_once(orderable: bool, slots: int, remote: bool, plan: fragmentation.Plan,
+                  server: bool) -> tuple[str, list] | None:
     """The order (:func:`sqlanon.fragmentation.cluster_key`) of the one copy
     of an ``orderable`` source the fragments read, its rows ordered by
     fragment (:meth:`sqlanon.io.Staging.clustered_copy`), or None (they
     read the source; :func:`_may_cluster`)."""
-    if _may_cluster(orderable, slots, remote, len(plan.fragments)):
+    if _may_cluster(orderable, slots, remote, len(plan.fragments), server):
         return fragmentation.cluster_key(plan)
     return None
 
@@ -1268,11 +1277,12 @@ def run(
         zeros, late_zeros = (floats, []) if source.dialect in ("duckdb", "postgres") else ([], floats)
         # A CSV source's Parquet copy for its fragments (Staging.parsed_copy) needs to know too, of every column,
         # and an ordered copy (Staging.clustered_copy) where the plan may have fragments enough.
-        orderable = _may_cluster(True, 1, False, n_fragments) and _orderable(
+        server = source.dialect == "postgres"
+        orderable = _may_cluster(True, 1, False, n_fragments, server) and _orderable(
             con, source, spec, described, drop)  # probed where a plan may be cut for a copy (on one slot, the fewest)
         copied_zeros = [f.name for f in schema if pa.types.is_floating(f.type) and f.name not in drop] if (
             isinstance(source, io.FileSource) and source.fmt == "csv") or _may_cluster(
-            orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), n_fragments) else []
+            orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), n_fragments, server) else []
         step("reading statistics")
         into_postgres = getattr(target, "dialect", None) == "postgres"
         loose = _loose_sensitive(columns, spec, None if into_postgres else (
@@ -1346,7 +1356,7 @@ def run(
                 target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
                 source_rows=total, dialect=source.dialect, executor=options.executor,
                 csv_copy=_parse_once(source, slots, remote, len(plan.fragments)),
-                ordered_copy=_cluster_once(orderable, slots, remote, plan) is not None,
+                ordered_copy=_cluster_once(orderable, slots, remote, plan, server) is not None,
                 started_at=started.isoformat(), source=_recorded(source),  # a dry run's input was '' (helper-90)
             )
 
@@ -1400,7 +1410,7 @@ def run(
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
             _check_hugeint_bounds(con, source, spec, schema, described)
         pulled_from = source
-        key = _cluster_once(orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), plan)
+        key = _cluster_once(orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), plan, server)
         row_group = min(max(4 * max(1, total // len(plan.fragments)), 2048), 122_880)  # ~4 fragments' rows
         if _parse_once(source, getattr(pool, "slots", 1), getattr(pool, "remote", False), len(plan.fragments)):
             step("parsing the CSV input once for the fragments" + (", its rows ordered by fragment" if key else ""))

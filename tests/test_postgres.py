@@ -2322,8 +2322,8 @@ def test_a_postgres_tables_many_fragments_read_one_ordered_copy(pg_url, tmp_path
                                                                 strategy):
     """Each fragment's pull was a scan of the table on the server: 256
     fragments of 1M poker rows took ~90 s on 2 workers, 2 fragments ~5 s
-    (BENCHMARKS). From CLUSTER_PER_SLOT fragments per slot the run copies
-    the table once, in its snapshot, ordered by fragment into its staging
+    (BENCHMARKS). From CLUSTER_PER_SLOT_SERVER (4) fragments per slot the
+    run copies the table once, in its snapshot, ordered by fragment into its staging
     area, as a file's; each fragment's clause, now run by DuckDB, takes the
     rows the server's would: the same output, hostile names and values,
     NULLs, a hierarchy's text under ICU's collation (matched in lists
@@ -2337,8 +2337,8 @@ def test_a_postgres_tables_many_fragments_read_one_ordered_copy(pg_url, tmp_path
     kw = dict(table=rel(ordered_schema, "src"), qi=qi, sensitive=["disease"], k=3, l=2, workers=1, fragments=16,
               seed=3, fragmentation=strategy, drop=["waited"], hierarchies={"city": tree} if "city" in qi else None)
     outputs = {}
-    for name, per_slot in (("copy", 1), ("none", 10**9)):
-        monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT", per_slot)
+    for name, per_slot in (("copy", coordinator.CLUSTER_PER_SLOT_SERVER), ("none", 10**9)):
+        monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT_SERVER", per_slot)
         out = tmp_path / f"{name}.parquet"
         assert sqlanon.anonymize(pg_url, out, explain=True, **kw).explain()["ordered_copy"] is (name == "copy")
         result = sqlanon.anonymize(pg_url, out, **kw)
@@ -2363,7 +2363,7 @@ def test_no_ordered_copy_of_a_postgres_table_whose_clauses_or_values_duckdb_woul
     Parquet copy: the output would not be the input's."""
     from sqlanon import coordinator
 
-    monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT", 1)
+    monkeypatch.setattr(coordinator, "CLUSTER_PER_SLOT_SERVER", 1)
     tree = tmp_path / "town.csv"
     tree.write_text("Bergamo;IT\nbergamo;IT\nMilano;IT\n")
     kw = dict(table=rel(ordered_schema, "src"), qi=qi, sensitive=["disease"], k=3, l=2, workers=1, fragments=16,
