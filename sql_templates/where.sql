@@ -8,6 +8,10 @@
    A NaN is above every number, so the side above a (non-NaN) float cut holds
    it; DuckDB 1.4 still skips the Parquet row groups whose statistics (which
    leave NaN out) say nothing is above the cut: `OR isnan()` keeps them read.
+   Where its own reads do not tell DuckDB that the statistics may leave NaN
+   out (`can_have_nan`: a table's view of a pyarrow-written file), it took
+   the side below the cut for true of every row of such a row group, NaN
+   too, which then landed in both fragments (helper-178): `AND NOT isnan()`.
    (`v == v` is false for a NaN only.) So is a NaN among a hierarchy cut's
    leaves: `IN (…, NaN)` skipped the row groups holding NaN rows, which the
    other side's `NOT IN` leaves out, and they landed in no fragment. A long
@@ -46,6 +50,8 @@ TRUE
 ({% for v in pr.value %}({{ pr.column | ident }} <= {{ p(v | stamp_t) }} AND replace({{ pr.column | ident }}, 'T', ' ') <= {{ p(v | stamp_text) }}){% if not loop.last %} OR {% endif %}{% endfor %})
 {%- elif pr is sqlite_stamp_cut and pr.op in ("in", "not_in_or_null") -%}
 {% if pr.op == "not_in_or_null" %}({% endif %}(substr({{ pr.column | ident }}, 1, 10) || ' ' || substr(substr({{ pr.column | ident }}, 12) || CASE length({{ pr.column | ident }}) WHEN 10 THEN '00\:00\:00.' WHEN 13 THEN '\:00\:00.' WHEN 16 THEN '\:00.' WHEN 19 THEN '.' ELSE '' END || '000000', 1, 15)){% if pr.op == "not_in_or_null" %} NOT{% endif %} IN ({% for v in pr.value %}{{ p(v | stamp_text) }}{{ ", " if not loop.last }}{% endfor %}){% if pr.op == "not_in_or_null" %} OR {{ pr.column | ident }} IS NULL){% endif %}
+{%- elif pr.op == "le" and dialect == "duckdb" and pr.value is float and pr.value == pr.value -%}
+({{ pr.column | ident }} <= {{ p(pr.value) }} AND NOT isnan({{ pr.column | ident }}))
 {%- elif pr.op == "le" -%}
 {{ pr.column | ident }} <= {{ p(pr.value) }}
 {%- elif pr.op == "gt_or_null" -%}
