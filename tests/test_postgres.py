@@ -2377,6 +2377,56 @@ def test_no_ordered_copy_of_a_postgres_table_whose_clauses_or_values_duckdb_woul
             assert con.execute("SELECT waited FROM o WHERE id = 5").fetchone()[0] == datetime.timedelta(microseconds=35)
 
 
+def test_text_qis_in_a_database_not_utf8_are_cut_on_the_server(pg_url, tmp_path):
+    """Under C, the server orders a text by its bytes in the database's
+    encoding, DuckDB by its UTF-8 bytes: in a KOI8R database the copy's
+    clauses cut Cyrillic texts elsewhere than the plan (a quantile run of
+    16 fragments wrote 10,074 rows of 4,000 and was refused; a mondrian one
+    published other classes: helper-179). Such a text QI is cut on the
+    server; a hierarchy's, matched in lists, may still be copied."""
+    there, ours = _other_encoding_db(pg_url, "sqlanon_koi8", "KOI8R")
+    sql(ours, "DROP TABLE IF EXISTS t")
+    sql(ours, """CREATE TABLE t AS SELECT g AS id, 18 + g % 60 AS age,
+        (ARRAY['flu', 'cold', 'covid'])[1 + g % 3] AS disease,
+        (ARRAY['абв', 'цчш', 'Ёлка', 'жук', 'Яма', 'abc'])[1 + g % 6] || (g % 5) AS city
+        FROM generate_series(1, 4000) g""")
+    tree = tmp_path / "city.csv"
+    tree.write_text("".join(f"{w}{i};*\n" for w in ("абв", "цчш", "Ёлка", "жук", "Яма", "abc") for i in range(5)))
+    kw = dict(table="public.t", qi=["city"], sensitive=["disease"], k=3, l=2, workers=1, fragments=16,
+              fragmentation="quantile")
+    assert sqlanon.anonymize(there, tmp_path / "o.parquet", explain=True, **kw).explain()["ordered_copy"] is False
+    result = sqlanon.anonymize(there, tmp_path / "o.parquet", **kw)
+    assert result.metrics.rows == 4_000 and not result.ordered_copy
+    listed = sqlanon.anonymize(there, tmp_path / "h.parquet", hierarchies={"city": tree}, **kw)
+    assert listed.metrics.rows == 4_000 and listed.ordered_copy
+
+
+def test_a_hierarchys_collation_in_a_schema_the_role_may_not_use_copies_all_the_same(pg_url, tmp_path):
+    """The collation of a hierarchy QI was looked up by its name, which
+    needs USAGE on its schema: a role reading the table without it failed
+    the run ('permission denied for schema'), from 8 fragments, whether a
+    copy was to be made or not (helper-179). It is looked up by its oid."""
+    schema, role = "priv coll", "sqlanon_collreader"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"REVOKE ALL ON SCHEMA {q(schema)} FROM PUBLIC")
+    sql(pg_url, f"CREATE COLLATION {rel(schema, 'c1')} (provider = icu, locale = 'en-US')")
+    sql(pg_url, f"""CREATE TABLE public.collreader AS SELECT g AS id, 18 + (g * 7919) % 60 AS age,
+        (ARRAY['flu', 'cold', 'covid', 'none'])[1 + (g * 13) % 4] AS disease,
+        (ARRAY['Bergamo', 'bergamo', 'Milano', 'Zürich'])[1 + g % 4] COLLATE {rel(schema, 'c1')} AS city
+        FROM generate_series(1, 4000) g""")
+    as_role = login_role(pg_url, role, "crpw")
+    sql(pg_url, f"GRANT SELECT ON public.collreader TO {q(role)}")
+    tree = tmp_path / "city.csv"
+    tree.write_text("Bergamo;*\nbergamo;*\nMilano;*\nZürich;*\n")
+    try:
+        result = sqlanon.anonymize(as_role, tmp_path / "o.parquet", table="public.collreader", qi=["age", "city"],
+                                   sensitive=["disease"], k=3, l=2, workers=1, fragments=16,
+                                   hierarchies={"city": tree})
+        assert result.metrics.rows == 4_000 and result.ordered_copy
+    finally:
+        sql(pg_url, "DROP TABLE public.collreader")
+
+
 # --------------------------------------------------------------------------- regression tests of library bugs found here (all fixed)
 
 
