@@ -1979,10 +1979,31 @@ def _negative_interval_hint(con: duckdb.DuckDBPyConnection, relation: str, exc: 
             "with --drop)")
 
 
+_NESTED_FLOAT = re.compile(r"\b(FLOAT|DOUBLE)\b")
+
+
+def nests_floats(t: pa.DataType) -> bool:
+    """Whether an Arrow type holds floats inside a list, struct or map
+    (:func:`_negative_zero`: Parquet's dictionaries merge their -0.0 and 0.0)."""
+    if pa.types.is_struct(t):
+        return any(pa.types.is_floating(f.type) or nests_floats(f.type) for f in t)
+    if pa.types.is_map(t):
+        return any(pa.types.is_floating(x) or nests_floats(x) for x in (t.key_type, t.item_type))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return pa.types.is_floating(t.value_type) or nests_floats(t.value_type)
+    return False
+
+
 def _negative_zero(con: duckdb.DuckDBPyConnection, relation: str, described, skip: tuple[str, ...]) -> bool:
     """Whether a FLOAT or DOUBLE column of ``relation`` (but those in ``skip``)
-    holds a -0.0, which DuckDB's Parquet dictionaries would turn into 0.0."""
-    floats = [c for c, t in zip(described.columns, described.types) if str(t) in ("FLOAT", "DOUBLE") and c not in skip]
+    holds a -0.0, which DuckDB's Parquet dictionaries would turn into 0.0;
+    true of a column nesting one (a list, struct or map of floats), which
+    the dictionaries merge so too (a float8[] from PostgreSQL, where no
+    checksum compares the values: helper-179)."""
+    kept = [(c, str(t)) for c, t in zip(described.columns, described.types) if c not in skip]
+    if any(t not in ("FLOAT", "DOUBLE") and _NESTED_FLOAT.search(t) for _, t in kept):
+        return True
+    floats = [c for c, t in kept if t in ("FLOAT", "DOUBLE")]
     if not floats:
         return False
     stmt = render("negative_zero.sql", relation=relation, columns=floats)

@@ -2427,6 +2427,31 @@ def test_a_hierarchys_collation_in_a_schema_the_role_may_not_use_copies_all_the_
         sql(pg_url, "DROP TABLE public.collreader")
 
 
+@pytest.mark.parametrize("fragments", [16, 2])
+def test_a_negative_zero_in_a_float_array_comes_through_from_postgres(pg_url, tmp_path, fragments):
+    """DuckDB's Parquet dictionaries take -0.0 and 0.0 for one value, in a
+    list too: a float8[] passing through from PostgreSQL into a DuckDB
+    table (or a CSV file) came out with one sign per part file where the
+    input held both, and with the ordered copy (16 fragments) with 0.0
+    only; nothing compares the values between the two databases
+    (helper-179). Parquet holding a float nested in a list, struct or map
+    is written without dictionaries, as a column of floats holding -0.0 is."""
+    schema = "neg zero"
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"""CREATE TABLE {rel(schema, 'src')} AS SELECT g AS id, 18 + g % 60 AS age,
+        (ARRAY['flu', 'cold', 'covid'])[1 + g % 3] AS disease,
+        ARRAY[CASE WHEN g % 2 = 0 THEN '-0.0'::float8 ELSE 0.0 END, 1.5] AS fa
+        FROM generate_series(1, 3000) g""")
+    out = tmp_path / "o.duckdb"
+    r = sqlanon.anonymize(pg_url, out, table=rel(schema, "src"), target_table="o", qi=["age"], sensitive=["disease"],
+                          k=5, l=2, workers=1, fragments=fragments)
+    assert r.ordered_copy is (fragments == 16)
+    with duckdb.connect(str(out)) as con:
+        signs = con.execute("SELECT count(*) FILTER (WHERE signbit(fa[1])), count(*) FILTER (WHERE id % 2 = 0 "
+                            "AND signbit(fa[1])) FROM o").fetchone()
+    assert signs == (1500, 1500)
+
+
 # --------------------------------------------------------------------------- regression tests of library bugs found here (all fixed)
 
 
