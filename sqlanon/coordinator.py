@@ -1405,8 +1405,6 @@ def run(
             pulled_from = staging.parsed_copy(con, source, copy_plain, key, row_group if key else None)
         elif key:
             step("copying the input once, its rows ordered by fragment")
-            if source.dialect == "postgres":
-                source.give_way(con)
             pulled_from = staging.clustered_copy(con, source, key, row_group, copy_plain) or source
         memory, threads = _task_resources(options, pool)
         # Workers in other processes get the spec and statistics once, not with each task: a cluster

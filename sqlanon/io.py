@@ -552,6 +552,13 @@ class DuckDBReadable:
         """DuckDB's query of every row a fragment's pull may take, in its columns."""
         return f"SELECT {self.kept_columns} FROM {self.relation}"
 
+    def give_way(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Nothing: no lock of a file or a DuckDB table holds a read up (a server's table's may)."""
+
+    def redact(self, text: str) -> str:
+        """``text`` as it may be logged: a file's reads name no secret."""
+        return text
+
     def select(self, con: duckdb.DuckDBPyConnection, where: str | None = None, params=()) -> pa.Table:
         """The rows satisfying ``where`` (a fragment's clause), as Arrow."""
         sql = self.rows_sql() + (f" WHERE {where}" if where else "")
@@ -2665,6 +2672,7 @@ class Staging:
         sql, params = key
         kept = source.rows_sql()
         try:  # in its order: DuckDB keeps a subquery's ORDER BY through COPY's projection
+            source.give_way(con)  # (a server's table: its read must not queue behind an ALTER for good)
             copy = ParsedCopy(self._private_copy(con, f"({kept} ORDER BY {sql})", plain, params, row_group_size),
                               "parquet", of=source.describe())
             alike = [r[:2] for r in con.execute(f"DESCRIBE {kept}").fetchall()] == [  # names and types: a
@@ -2678,8 +2686,7 @@ class Staging:
             if alike:
                 return copy
             why = "it reads back in other types"
-        redact = getattr(getattr(source, "conn", None), "redact", str)  # a server's URL (its password)
-        log.info("the fragments read the input itself (no ordered copy: %s)", redact(why))
+        log.info("the fragments read the input itself (no ordered copy: %s)", source.redact(why))
         self.drop_parsed_copy()
         return None
 

@@ -730,6 +730,10 @@ class PostgresSource:
         takes them (run by the server: :meth:`give_way` first)."""
         return f"SELECT * FROM postgres_query({literal(SRC)}, {literal(self._pull_sql())})"
 
+    def redact(self, text: str) -> str:
+        """``text`` without the URL's password, as it may be logged."""
+        return self.conn.redact(text)
+
     def give_way(self, con: duckdb.DuckDBPyConnection) -> None:
         """Bound how long ``con``'s reads of the table wait for a lock, in the run's snapshot.
 
