@@ -344,23 +344,22 @@ def anonymize(
         log.warning("the encoding %s applies to CSV inputs only; %s is not one", encoding, source.describe())
     if metrics is not None:
         _check_metrics(metrics, source, out, target_table)
-    if explain:
-        # Checked as a run checks it (the plan of a job that would fail is no
-        # plan; a database is not connected to), never written; named safely
-        # (a URL's password must not reach the result).
-        if warehouse.is_url(out):
-            warehouse.Conn(out).require_postgres("the output")
-            target = io.FileTarget(warehouse.Conn(out).safe(), "parquet")
-        else:
-            target = io.open_target(out, overwrite=overwrite, table=target_table)
-            try:  # its metrics too: the plan passed where the run failed before any work (helper-62)
-                _check_metrics_target(target, source, out, metrics, target_table)
-            finally:
-                target.release()  # the run's checks of its columns are made on it (helper-63); nothing is written
-    elif warehouse.is_url(out):
+    if warehouse.is_url(out):
         target = warehouse.open_target(out, target_table, overwrite=overwrite, metrics=metrics)
     else:
         target = io.open_target(out, overwrite=overwrite, table=target_table)
+    if explain:
+        # Checked as a run checks it (the plan of a job that would fail is no plan), its metrics too (the
+        # plan passed where the run failed before any work: helper-62), never written. The run's checks of
+        # its columns are made on it (helper-63): a database output's too (a Parquet stand-in refused a
+        # pass-through interval that the run publishes into a table).
+        try:
+            _check_metrics_target(target, source, out, metrics, target_table)
+        finally:
+            if isinstance(target, warehouse.PostgresTarget):
+                target.unlock()
+            else:
+                target.release()
     # A Ctrl-C that DuckDB consumes still stops the run before it publishes
     # (interrupts.watched, around the whole call); the output's lock is
     # released before a SIGTERM ends the process.

@@ -1071,8 +1071,8 @@ def _sample(value: str | None) -> float | None:
                                 "Its plan holds values of the input: keep it from the output's readers.")
 @click.option("--explain", is_flag=True,
               help="Print the plan as JSON (fragments, WHERE clauses, sizes) and write nothing. The run's checks "
-                   "apply as they would: an existing output needs --overwrite, which --explain does not write to "
-                   "(a database output is not connected to: its checks wait for the run).")
+                   "apply as they would: an existing output (a file, or a database table) needs --overwrite, which "
+                   "--explain does not write to.")
 @click.option(
     "--overwrite/--no-overwrite", default=False,
     help="Replace an existing output (only once the new one is verified). Default: refuse to.",

@@ -2757,10 +2757,16 @@ def test_pass_through_types_that_cannot_reach_a_file_are_refused_by_name(pg_url,
     sql(pg_url, "DROP DOMAIN IF EXISTS public.sqlanon_amount CASCADE; CREATE DOMAIN public.sqlanon_amount AS numeric")
     run = _refused_into_files_exact_in_csv(pg_url, tmp_path, schema, ("time with time zone", "interval",
                                                                       "public.sqlanon_amount"))
-    # PG -> PG: checksummed (a TIMETZ still cannot travel: refused there by its checksum)
+    # PG -> PG: checksummed (a TIMETZ still cannot travel: refused there by its checksum). Its plan was
+    # checked into a Parquet stand-in and refused the interval that the run publishes; now the plan is made on
+    # the output the run writes, and checked as the run checks it (an existing table needs overwrite).
+    plan = sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.dst", drop=["ttz"], explain=True, **run)
+    assert plan.output.endswith(f"table {schema}.dst") and len(plan.explain()["fragments"]) == 1
     sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.dst", drop=["ttz"], **run)
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.src a JOIN {q(schema)}.dst b USING (id) "
                           "WHERE a.dm::text = b.dm::text AND a.iv = b.iv") == 600
+    with pytest.raises(sqlanon.ConfigError, match=r"crosstypes\.dst already exists; pass overwrite=True"):
+        sqlanon.anonymize(pg_url, pg_url, target_table=f"{q(schema)}.dst", drop=["ttz"], explain=True, **run)
 
 
 def test_a_lakes_pass_through_values_are_compared_in_postgresql_too(pg_url, tmp_path):
@@ -3638,10 +3644,11 @@ def test_a_target_schema_that_is_missing_or_not_writable_is_refused_before_any_w
     _small_source(pg_url, schema, "")
     args = ["anonymize", pg_url, "--table", f"{schema}.src", "-o", pg_url, "--target-table", "nosuchschema.dst",
             "--qi", "age", "-k", 5, "-v"]
-    p = _cli(*args)  # (--explain does not connect to a database output)
-    assert p.returncode == 2, p.stderr
-    assert "schema 'nosuchschema' does not exist" in one_error_line(p.stderr)
-    assert "fragment" not in p.stderr  # nothing ran
+    for plan in ([], ["--explain"]):  # its plan too: it was made into a stand-in, and passed
+        p = _cli(*args, *plan)
+        assert p.returncode == 2, p.stderr
+        assert "schema 'nosuchschema' does not exist" in one_error_line(p.stderr)
+        assert "fragment" not in p.stderr  # nothing ran
     args[args.index("nosuchschema.dst")] = f"{schema}.dst"
     p = _cli(*args, "--metrics", "audit.runs")  # the metrics table's schema too
     assert p.returncode == 2 and "--metrics='audit.runs': schema 'audit' does not exist" in one_error_line(p.stderr)
