@@ -344,8 +344,8 @@ def anonymize(
         log.warning("the encoding %s applies to CSV inputs only; %s is not one", encoding, source.describe())
     if metrics is not None:
         _check_metrics(metrics, source, out, target_table)
-    if warehouse.is_url(out):
-        target = warehouse.open_target(out, target_table, overwrite=overwrite, metrics=metrics)
+    if warehouse.is_url(out):  # (a plan's checks take no lock there: the run's are made in its session)
+        target = warehouse.open_target(out, target_table, overwrite=overwrite, metrics=metrics, plan=explain)
     else:
         target = io.open_target(out, overwrite=overwrite, table=target_table)
     if explain:
@@ -355,11 +355,11 @@ def anonymize(
         # pass-through interval that the run publishes into a table).
         try:
             _check_metrics_target(target, source, out, metrics, target_table)
-        finally:
-            if isinstance(target, warehouse.PostgresTarget):
-                target.unlock()
-            else:
-                target.release()
+        except BaseException:
+            _let_go(target)
+            raise
+        if isinstance(target, io.LocalStagingTarget):
+            target.release()  # a run starting meanwhile waits for it (io.OUTPUT_LOCK_WAIT)
     # A Ctrl-C that DuckDB consumes still stops the run before it publishes
     # (interrupts.watched, around the whole call); the output's lock is
     # released before a SIGTERM ends the process.
@@ -382,10 +382,15 @@ def anonymize(
             return io.with_longer_lines(run, source.max_line_size, repr(src),
                                         whose=lambda exc: str(exc).startswith(f"cannot read {source.describe()!r}"))
         finally:
-            if isinstance(target, io.LocalStagingTarget):
-                target.release()  # another run may write the output now
-            elif isinstance(target, warehouse.PostgresTarget):
-                target.unlock()
+            _let_go(target)
+
+
+def _let_go(target) -> None:
+    """Another run may write the output now (its lock, and a PostgreSQL target's session, given up)."""
+    if isinstance(target, io.LocalStagingTarget):
+        target.release()
+    elif isinstance(target, warehouse.PostgresTarget):
+        target.unlock()
 
 
 def _check_metrics_target(target, source, out: str, metrics: str | None, target_table: str | None) -> None:

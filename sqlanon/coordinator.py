@@ -1335,20 +1335,8 @@ def run(
                         f"the sample holds only {sample.num_rows} rows to cut; a larger --sample plans more"
                         if sample.num_rows < n_fragments else
                         "the sample's QI values allow no more cuts (few distinct values, or one holding most rows)")
-        if options.explain:
-            timings["total"] = time.perf_counter() - t_start
-            # What the run would do, on its executor's slots (a remote cluster's asked above: `workers`).
-            slots = executors.planned_slots(options.executor, workers, options.spark_master)
-            remote = executors.remote_cluster(options.executor, options.scheduler, options.spark_master)
-            return RunResult(
-                target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
-                source_rows=total, dialect=source.dialect, executor=options.executor,
-                csv_copy=_parse_once(source, slots, remote, len(plan.fragments)),
-                ordered_copy=_cluster_once(orderable, slots, remote, plan, server) is not None,
-                started_at=started.isoformat(), source=_recorded(source),  # a dry run's input was '' (helper-90)
-            )
-
         t0 = time.perf_counter()
+        planned = source  # (a plan's checks end below, on what the workers would read)
         if drop and (is_generic(source.dialect) or source.dialect == "duckdb"):
             source = source.leave_out(drop)
         pulled: tuple[str, ...] = ()
@@ -1368,22 +1356,8 @@ def run(
                 target.base_types = {n: t for n, t in columns if n not in spec.qi_names} if same_database else {}
                 target.text_columns = pulled
                 target.check_types(None if same_database else snapshot_holder)
-        out_schema = _empty_schema(schema, spec, drop)
-        staging = target.new_staging(shared=getattr(pool, "remote", False))
-        # A remote cluster's workers must see the input's files as they are here (not a host's own copy).
-        seen = tuple((os.path.abspath(f), fp[1], fp[2]) for f, fp in unchanged.items() if fp is not None
-                     ) if getattr(pool, "remote", False) else ()
-        if getattr(pool, "remote", False):
-            _probe_cluster(pool, seen, staging)
         text, cast = _restored_types(described, passthrough, into_postgres=getattr(target, "dialect", None) == "postgres"
                                      ) if source.dialect == "duckdb" else ({}, {})
-        if target.exact_parts:
-            staging.as_text = {f.name: "INTERVAL" for f in out_schema if pa.types.is_interval(f.type)}
-            if isinstance(target, io.DuckDBTarget):
-                staging.as_text.update(text)
-                staging.cast_back = cast
-        elif isinstance(source, io.FileSource) and source.fmt == "parquet":
-            staging.arrow_fields = io.restorable_fields(source.files(), schema, passthrough)
         if isinstance(source, io.FileSource) and source.fmt == "parquet":
             _warn_duration_qis(source.files(), schema, spec)
         if not target.exact_parts or getattr(target, "dialect", None) == "postgres":  # Parquet on the way (helper-14)
@@ -1397,6 +1371,33 @@ def run(
             _check_nested_hugeints(con, source, described, passthrough)
         if spec.interval_format == "bounds" and source.dialect == "duckdb":
             _check_hugeint_bounds(con, source, spec, schema, described)
+        if options.explain:
+            timings["total"] = time.perf_counter() - t_start
+            # What the run would do, on its executor's slots (a remote cluster's asked above: `workers`).
+            slots = executors.planned_slots(options.executor, workers, options.spark_master)
+            remote = executors.remote_cluster(options.executor, options.scheduler, options.spark_master)
+            return RunResult(
+                target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
+                source_rows=total, dialect=source.dialect, executor=options.executor,
+                csv_copy=_parse_once(planned, slots, remote, len(plan.fragments)),
+                ordered_copy=_cluster_once(orderable, slots, remote, plan, server) is not None,
+                started_at=started.isoformat(), source=_recorded(planned),  # a dry run's input was '' (helper-90)
+            )
+
+        out_schema = _empty_schema(schema, spec, drop)
+        staging = target.new_staging(shared=getattr(pool, "remote", False))
+        # A remote cluster's workers must see the input's files as they are here (not a host's own copy).
+        seen = tuple((os.path.abspath(f), fp[1], fp[2]) for f, fp in unchanged.items() if fp is not None
+                     ) if getattr(pool, "remote", False) else ()
+        if getattr(pool, "remote", False):
+            _probe_cluster(pool, seen, staging)
+        if target.exact_parts:
+            staging.as_text = {f.name: "INTERVAL" for f in out_schema if pa.types.is_interval(f.type)}
+            if isinstance(target, io.DuckDBTarget):
+                staging.as_text.update(text)
+                staging.cast_back = cast
+        elif isinstance(source, io.FileSource) and source.fmt == "parquet":
+            staging.arrow_fields = io.restorable_fields(source.files(), schema, passthrough)
         pulled_from = source
         key = _cluster_once(orderable, getattr(pool, "slots", 1), getattr(pool, "remote", False), plan, server)
         row_group = min(max(4 * max(1, total // len(plan.fragments)), 2048), 122_880)  # ~4 fragments' rows

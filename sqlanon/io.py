@@ -3733,6 +3733,12 @@ def relation_columns(con: duckdb.DuckDBPyConnection, relation: str) -> list[str]
     return [d[0] for d in con.execute(f"SELECT * FROM {relation} LIMIT 0").description]
 
 
+OUTPUT_LOCK_WAIT = 5.0
+"""Seconds a run waits for its output's lock: a plan (``--explain``) holds
+it while it checks the output, a moment, and a run starting then failed
+with 'another sqlanon run is writing' (helper-180); a run holds it to the end."""
+
+
 def _locked(path: str, check, lock_path: str | None = None):
     """``check(lock)`` → the target, with the output's lock (on ``lock_path``,
     by default ``path``) taken first (so that what it checks, whether the
@@ -3741,7 +3747,7 @@ def _locked(path: str, check, lock_path: str | None = None):
     (it was put back after the check, which found no output, and replaced
     without --overwrite: helper-9). The lock is released if anything fails
     on the way."""
-    lock = PathLock(lock_path or path, repr(path)).acquire()
+    lock = PathLock(lock_path or path, repr(path)).acquire(wait=OUTPUT_LOCK_WAIT)
     with contextlib.ExitStack() as on_failure:
         on_failure.callback(lock.release)
         remove_stale_staging(path, locked=lock.held)

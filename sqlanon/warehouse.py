@@ -1538,7 +1538,11 @@ class PostgresTarget:
                 f"{ident(owner)}, publish the same columns, or to another table") from None
 
     # -- the run's lock: a second concurrent run on the same target is refused
-    def lock(self) -> None:
+    def lock(self, take: bool = True) -> None:
+        """Take the run's lock on the target, in the session its checks then
+        use. Not ``take``: the session only, for a plan's checks (``--explain``),
+        which took the lock too, for a moment, and a run starting then failed
+        with 'another sqlanon run is writing' (helper-180)."""
         c = self.conn.connect()
         # No transaction left open between its checks (check_lock, fits): it
         # sat idle in one for the whole run, and a role's
@@ -1552,7 +1556,7 @@ class PostgresTarget:
         # The key is computed by the server from the database and the table, so
         # every spelling of the URL (password or PGPASSWORD, driver names) takes
         # the same lock.
-        got = c.execute(
+        got = not take or c.execute(
             "SELECT pg_try_advisory_lock(hashtextextended(current_database() || '/' || %s, 0))",
             ("sqlanon:" + ident(list(self.table)),),
         ).fetchone()[0]
@@ -1918,7 +1922,11 @@ def _pg_type(duck: str) -> str:
     }.get(duck, "text" if duck.startswith("VARCHAR") else duck.lower().replace("decimal", "numeric"))
 
 
-def open_target(url: str, table: str | None, *, overwrite: bool, metrics: str | None = None) -> PostgresTarget:
+def open_target(url: str, table: str | None, *, overwrite: bool, metrics: str | None = None,
+                plan: bool = False) -> PostgresTarget:
+    """The output table, locked for the run and checked; for a ``plan``
+    (``--explain``) checked in a session that takes no lock (the caller
+    :meth:`PostgresTarget.unlock`\ s it either way)."""
     conn = Conn(url).require_postgres("the output")
     target = PostgresTarget(conn, _table(table, "--target-table", conn), overwrite=overwrite)
     # Locked from the start, as a file output is: a second run on the same
@@ -1927,7 +1935,7 @@ def open_target(url: str, table: str | None, *, overwrite: bool, metrics: str | 
         fits_postgres(target._metrics_name(None)[1], "the metrics table", ": name one with --metrics")
     from .io import file_format
 
-    target.lock()
+    target.lock(take=not plan)
     with contextlib.ExitStack() as on_failure:
         on_failure.callback(target.unlock)
         if metrics is not None:

@@ -2925,9 +2925,10 @@ def test_a_negative_interval_is_refused_by_name_into_parquet(tmp_path, target):
         con.execute("""CREATE TABLE t AS SELECT i AS id, 20 + i AS age, CASE WHEN i = 3
                        THEN INTERVAL '1 month' - INTERVAL '1 day' ELSE INTERVAL '1 day' * i END AS iv
                        FROM range(12) r(i)""")
-    with pytest.raises(sqlanon.ConfigError, match=r"^column 'iv' holds negative INTERVALs, which a Parquet output "
-                                                 r"\('.*(o\.parquet|out)'\) cannot hold: write CSV"):
-        sqlanon.anonymize(db, tmp_path / target, table="t", qi=["age"], k=3, workers=1)
+    for explain in (True, False):  # its plan too: it passed (helper-180)
+        with pytest.raises(sqlanon.ConfigError, match=r"^column 'iv' holds negative INTERVALs, which a Parquet "
+                                                     r"output \('.*(o\.parquet|out)'\) cannot hold: write CSV"):
+            sqlanon.anonymize(db, tmp_path / target, table="t", qi=["age"], k=3, workers=1, explain=explain)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["i.duckdb"]
     sqlanon.anonymize(db, tmp_path / "o.csv", table="t", qi=["age"], k=3, workers=1)
     assert '\n3,"[23, 25]",1 month -1 day\n' in (tmp_path / "o.csv").read_text()

@@ -2497,10 +2497,11 @@ def _other_encoding_db(url: str, name: str, encoding: str) -> tuple[str, str]:
     return there, there + ("&" if "?" in there else "?") + "client_encoding=UTF8"
 
 
-def test_a_name_cut_in_the_databases_encoding_is_refused(pg_url):
+def test_a_name_cut_in_the_databases_encoding_is_refused(pg_url, tmp_path):
     """21 CJK characters are 63 bytes in UTF-8 and 84 in EUC_TW: the server
     cut the target's name to 15 characters, another table's name, and the
-    run replaced that table, exit 0 (helper-5)."""
+    run replaced that table, exit 0 (helper-5). So it would an output
+    column's name, which --explain let pass (helper-180)."""
     url, admin = _other_encoding_db(pg_url, "sqlanon_euc_tw", "EUC_TW")
     long_name = "万丌与丏丮丱丳丼乂乇乜乿亃亄亍亓亶亹仂仈仉"
     assert len(long_name.encode()) == 63
@@ -2513,6 +2514,11 @@ def test_a_name_cut_in_the_databases_encoding_is_refused(pg_url):
         sqlanon.anonymize(url, url, table="src", target_table=f"public.{long_name}", qi=["age"], k=5,
                           metrics="public.m_tw", overwrite=True)
     assert sql(admin, f"SELECT * FROM {q(long_name[:15])}") == [("precious row",)]
+    lake = tmp_path / "cjk.parquet"
+    duckdb.sql(f"COPY (SELECT 18 + g % 60 AS age, 'x' AS {q(long_name)} FROM range(300) t(g)) TO '{lake}'")
+    for explain in (True, False):
+        with pytest.raises(sqlanon.ConfigError, match=r"^output column '万.*' is 84 bytes long in the database's "):
+            sqlanon.anonymize(lake, url, target_table="public.cjk", qi=["age"], k=5, explain=explain)
     with pytest.raises(sqlanon.ConfigError, match=r"\btable= '万.*' is 84 bytes long"):  # nor read another table
         sqlanon.anonymize(url, url, table=f"public.{long_name}", target_table="dst", qi=["age"], k=5)
     # In that encoding, names and text still work end to end.
@@ -2562,8 +2568,11 @@ def test_a_second_run_is_refused_before_it_works(pg_url, monkeypatch):
     running = warehouse.PostgresTarget(warehouse.Conn(pg_url), (schema, "dst"))
     running.lock()
     started = []
-    monkeypatch.setattr(coordinator, "run", lambda *a, **kw: started.append(1))
+    plan = dict(table=f"{schema}.src", target_table=f"{schema}.dst", qi=["age"], k=5, explain=True)
     try:
+        # A plan takes no lock: one (a moment's) made a run starting then fail (helper-180).
+        assert len(sqlanon.anonymize(pg_url, pg_url, **plan).plan.fragments) >= 1
+        monkeypatch.setattr(coordinator, "run", lambda *a, **kw: started.append(1))
         with pytest.raises(InputError, match=f"another sqlanon run is writing .* table {schema}.dst"):
             _run_small(pg_url, schema)
     finally:
@@ -3253,8 +3262,10 @@ def test_a_type_the_target_database_lacks_is_refused_before_any_work(pg_url):
     sql(pg_url, f"""CREATE TABLE {schema}.src AS SELECT g AS id, 18 + g % 30 AS age,
                     (ARRAY['sad', 'ok'])[1 + g % 2]::{schema}.mood AS mood FROM generate_series(1, 300) g""")
     target = other_database(pg_url, other)
-    with pytest.raises(sqlanon.ConfigError, match=r"column 'mood' has type enums\.mood, which .* does not have"):
-        sqlanon.anonymize(pg_url, target, table=f"{schema}.src", target_table="public.dst", qi=["age"], k=5)
+    for explain in (True, False):  # its plan too: it passed (helper-180)
+        with pytest.raises(sqlanon.ConfigError, match=r"column 'mood' has type enums\.mood, which .* does not have"):
+            sqlanon.anonymize(pg_url, target, table=f"{schema}.src", target_table="public.dst", qi=["age"], k=5,
+                              explain=explain)
     assert not scalar(target, "SELECT count(*) FROM pg_tables WHERE tablename LIKE %s", ["%sqlanon%"])
 
 
