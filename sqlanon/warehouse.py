@@ -294,13 +294,14 @@ class Conn:
             return "<database URL>"
 
     def redact(self, text: str) -> str:
-        """``text`` with the password (and any libpq ``password=…``) masked."""
-        text = re.sub(r"password=('(?:[^'\\]|\\.)*'|\S+)", "password=***", text)
-        text = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+        """``text`` with the password (and any libpq ``password=…``) masked.
+        The URL's own first: the rest of a word after it is kept (a URL's
+        ``?password=…`` before a colon lost the colon: helper-180)."""
         pw = self.password
         if pw and len(pw) >= 4:  # a 1-3 character password would garble every word
             text = text.replace(pw, "***")
-        return text
+        text = re.sub(r"password=(?!\*\*\*(?![^\s&:;,)]))('(?:[^'\\]|\\.)*'|\S+)", "password=***", text)
+        return re.sub(r"(://[^:/@\s]*:)(?!\*\*\*@)[^@\s]*@", r"\1***@", text)
 
     def libpq(self, options: str = "", name: str | None = None, own_path: bool = False) -> str:
         """A libpq connection string (for DuckDB's ATTACH); unset parts come

@@ -115,6 +115,10 @@ def test_redaction():
     assert q.password == "hunter22"
     assert q.safe() == "postgresql://bob@h:5432/db?password=***&sslmode=disable"
     assert "hunter22" not in q.redact(f"cannot connect to {q.url}: hunter22 rejected")
+    # the rest of the word kept (its colon was masked with it: helper-180)
+    assert q.redact(f"schema 'x' does not exist in {q.url}: create it") == (
+        "schema 'x' does not exist in postgresql://bob@h:5432/db?sslmode=disable&password=***: create it")
+    assert c.redact("at postgresql://bob:hunter22@h/db: no") == "at postgresql://bob:***@h/db: no"
 
 
 URL_PIECES = ["postgresql", "postgres", "postgresql+psycopg", "://", "bob", "b%40b", ":", "pw", "p%2Fw", "p%40", "@",
