@@ -1258,6 +1258,10 @@ def lake_files(pattern: str, root: str) -> list[str]:
                               "suffix (.gz, .zst); rename it")
         raise ConfigError(f"{unread!r} would not be read: DuckDB reads compressed CSV files as .gz or .zst only; "
                           "decompress it, or compress it with gzip or zstd")
+    unnamed = next((f for f in matched if not _format_of(f) and not hidden(f) and _parquet_magic(f)), None)
+    if unnamed is not None:  # Hive's 000000_0, Impala's .parq: every reader of the directory reads it (helper-181)
+        raise ConfigError(f"{unnamed!r} is a Parquet file whose name does not end in .parquet, which sqlanon would "
+                          "not read: rename it (.parquet)")
     _refuse_tables_below(kept, root)
     seen: dict[tuple[int, int], str] = {}
     for f in kept:
@@ -1267,6 +1271,17 @@ def lake_files(pattern: str, root: str) -> list[str]:
             raise ConfigError(f"{first!r} and {f!r} are one file (a link): its rows would be read twice (every "
                               "person in two rows of a class); leave the link out of the input")
     return kept
+
+
+def _parquet_magic(path: str) -> bool:
+    """Whether ``path`` is a regular file that starts as a Parquet file does (``PAR1``)."""
+    try:
+        if not os.path.isfile(path):
+            return False
+        with open(path, "rb") as f:
+            return f.read(4) == b"PAR1"
+    except OSError:  # unreadable: not read either way, as before
+        return False
 
 
 def _dangling(path: str) -> bool:

@@ -2833,6 +2833,27 @@ def test_a_compressed_csv_file_duckdb_would_not_read_is_named(tmp_path, out_dir)
     assert not (out_dir / "p.parquet").exists()
 
 
+def test_a_parquet_file_not_named_so_in_a_directory_is_refused_by_anonymize_and_verify(tmp_path, out_dir):
+    """Hive names its files 000000_0 and Impala *.parq, which every reader of
+    the directory reads: sqlanon left them out without a word, so a verify
+    of such a published directory passed a class of one (helper-181), and
+    an input directory's rows were lost. Other files are still not data."""
+    lake = tmp_path / "pub"
+    lake.mkdir()
+    pq.write_table(pa.table({"age": ["[20, 30)"] * 3}), lake / "part-0.parquet")
+    (lake / "README").write_text("published nightly")
+    assert cli("verify", lake, "--qi", "age", "-k", "3").exit_code == 0
+    for name in ("000000_0", "x.parq"):
+        pq.write_table(pa.table({"age": ["[30, 40)"]}), lake / name)
+        for args in (["verify", lake], ["anonymize", lake, "-o", out_dir / "o.parquet"]):
+            r = cli(*args, "--qi", "age", "-k", "3")
+            assert r.exit_code == 2, r.stderr
+            assert_one_line_error(r.stderr, rf"'.*{re.escape(name)}' is a Parquet file whose name does not end in "
+                                            r"\.parquet, which sqlanon would not read: rename it \(\.parquet\)")
+        (lake / name).unlink()
+    assert snapshot(out_dir) == {}
+
+
 def test_workers_do_not_import_from_the_working_directory(tmp_path, out_dir):
     """The local pool's fork server is a `python -c` interpreter, whose path
     starts with the working directory: a pandas.py where a run started ran
