@@ -671,8 +671,10 @@ def verify(
                     raise ConfigError(missing_column(c, source.describe(), cols, option))
             _refuse_qi_also_sensitive(qi, sensitive)
             # A citext QI, or one under a (nondeterministic) collation, put 'PARIS' and 'Paris' in one
-            # class, two to every reader (helper-11): compared byte by byte, as DuckDB's are below.
-            loose = [c for c in qi if warehouse.equal_apart(types[c])]
+            # class, two to every reader (helper-11): compared byte by byte, as DuckDB's are below; so is
+            # every string (a domain over either, a bpchar's trailing blanks: helper-181).
+            strings = {r[0] for r in server.execute(_STRING_COLUMNS, (source.relation,)).fetchall()}
+            loose = [c for c in qi if warehouse.equal_apart(types[c]) or c in strings]
             relation = source.relation if not loose else render(
                 "binary_text.sql", dialect="postgres", inline=True, relation=source.relation, columns=loose,
                 keep=list(dict.fromkeys([*qi, *sensitive]))).sql
@@ -693,6 +695,12 @@ def verify(
     # A CSV line past DuckDB's 2 MB (a long text value passing through a run's CSV output).
     return io.with_longer_lines(lambda line_size: _verify_lake(spec_in, table, qi, k, l, sensitive, line_size, show),
                                 what=repr(spec_in))
+
+
+_STRING_COLUMNS = ("SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
+                   "WHERE a.attrelid = pg_catalog.to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
+                   "AND t.typcategory = 'S'")
+"""A PostgreSQL relation's columns of a string type (a domain is of its base type's category)."""
 
 
 def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l: int,  # noqa: E741
