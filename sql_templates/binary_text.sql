@@ -5,9 +5,11 @@
    `keep` columns, `columns` among them as the text a reader gets (the type's
    output: a bpchar's trailing blanks, which its equality and a cast to text
    leave out) under "C" (a citext, a case-insensitive collation, a domain
-   over either). #}
+   over either). On DuckDB the `texts` among `columns` are compared as their
+   text: an INTERVAL's '1 month' and '30 days', equal to DuckDB, two to its
+   readers. #}
 {% if dialect == "postgres" %}
 (SELECT {% for c in keep %}{% if c in columns %}CASE WHEN {{ c | ident }} IS NOT NULL THEN concat({{ c | ident }}) END COLLATE "C" AS {% endif %}{{ c | ident }}{{ ", " if not loop.last }}{% endfor %} FROM {{ relation }}) AS "__sqlanon_bytewise"
 {% else %}
-(SELECT * REPLACE ({% for c in columns %}{{ c | ident }} COLLATE "binary" AS {{ c | ident }}{{ ", " if not loop.last }}{% endfor %}) FROM {{ relation }})
+(SELECT * REPLACE ({% for c in columns %}{% if c in texts | default([]) %}CAST({{ c | ident }} AS VARCHAR){% else %}{{ c | ident }}{% endif %} COLLATE "binary" AS {{ c | ident }}{{ ", " if not loop.last }}{% endfor %}) FROM {{ relation }})
 {% endif %}

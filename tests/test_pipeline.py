@@ -1888,6 +1888,29 @@ def test_verify_tells_a_float_qis_signed_zeros_apart(tmp_path):
     assert sqlanon.verify(src, qi=["dx"], k=2).ok  # a float elsewhere is no key
 
 
+def test_verify_tells_intervals_apart_as_written_and_refuses_floats_inside_a_qi(tmp_path):
+    """DuckDB holds INTERVAL '1 month' equal to '30 days' and '1 day' to
+    '24 hours', and a list's or struct's -0.0 equal to 0.0, which readers
+    tell apart: verify passed a class of four of them (helper-181). An
+    interval QI is grouped by its text; a nested one holding floats or
+    intervals is refused by name (its text cannot tell every value apart)."""
+    db = tmp_path / "iv.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (INTERVAL '1 month'), (INTERVAL '1 month'), "
+                    "(INTERVAL '30 days'), (INTERVAL '24 hours'), (INTERVAL '1 day')) v(wait)")
+        con.execute(f"COPY t TO '{tmp_path / 'iv.parquet'}'")
+        con.execute(f"""COPY (SELECT [x] AS l, {{'a': x}} AS s, [INTERVAL '1 month'] AS li FROM (VALUES (0.0::DOUBLE),
+                        (0.0::DOUBLE), (-0.0::DOUBLE)) v(x)) TO '{tmp_path / 'n.parquet'}'""")
+    for where, table in ((db, "t"), (tmp_path / "iv.parquet", None)):
+        v = sqlanon.verify(where, table=table, qi=["wait"], k=2)
+        assert (v.ok, v.classes) == (False, 4), v
+        assert sorted(c["wait"] for c in v.violations) == ["1 day", "24:00:00", "30 days"]
+    for qi, typ in (("l", "DOUBLE[]"), ("s", "STRUCT(a DOUBLE)"), ("li", "INTERVAL[]")):
+        with pytest.raises(sqlanon.ConfigError, match=rf"^quasi-identifier '{qi}' is {re.escape(typ)}, whose values "
+                                                      r"DuckDB holds equal where its readers tell them apart"):
+            sqlanon.verify(tmp_path / "n.parquet", qi=[qi], k=3)
+
+
 def test_verify_counts_a_sensitive_column_named_twice_once(tmp_path):
     """``sensitive=["dx", "dx"]`` (or ``--sensitive dx,dx``) listed each
     violation with a second count, ``___distinct_dx``, a column of no
