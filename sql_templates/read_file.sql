@@ -3,7 +3,8 @@
    reads every column as the text written, ``text_columns`` only those
    (``hive_text``: the partition keys among them);
    ``header`` false reads the header as the first row (to check the names);
-   ``ours``: a file sqlanon wrote, read in the dialect DuckDB writes;
+   ``ours``: a file sqlanon wrote, read in the dialect DuckDB writes (its
+   escape, a doubled quote, for any file verify reads too);
    ``delim``: the delimiter, or none for DuckDB's sniffer to guess;
    ``dateformat``, ``timestampformat``: how dates are written, or none to guess. The
    quote is always '"': DuckDB's sniffer, seeing no quoted value in the

@@ -718,7 +718,8 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
     if csv:
         # CSV is text: '1.0' and '1.00' are two published values (two classes),
         # as the publishing check counts them, not one number.
-        source = dataclasses.replace(source, as_text=True)
+        source = dataclasses.replace(source, as_text=True, rfc_quotes=True)
+        typed = dataclasses.replace(typed, rfc_quotes=True)  # as its readers split it (helper-181)
     con = io.connect()
     try:
         source.attach(con)

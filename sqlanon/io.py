@@ -424,7 +424,8 @@ def first_line(exc: BaseException) -> str:
     elif "Error when sniffing file" in lines[0] and len(lines) > 1:
         # The file is named by the caller (DuckDB's name is "" for a list of files).
         line = (re.sub(r' ?"[^"]*"\.?$', "", lines[0]) + ": " + lines[1].strip()
-                + " (mixed line ends, an encoding other than UTF-8, a line over 2 MB, or a damaged or cut compressed file?)")
+                + " (mixed line ends, an encoding other than UTF-8, a line over 2 MB, a damaged or cut compressed "
+                  "file, or, to verify, a quote escaped by a backslash where CSV doubles it?)")
     elif "CSV Error on Line" not in lines[0]:
         line = lines[0]
     else:
@@ -611,6 +612,12 @@ class FileSource(DuckDBReadable):
     ``"[72, 73]"`` then reads as two columns."""
     file_column: str | None = None
     """A column naming each row's file (``read_csv``'s ``filename``), for checks file by file."""
+    rfc_quotes: bool = False
+    """CSV: a quote inside a quoted value is written twice (RFC 4180), as
+    pandas and Python's csv module read it; DuckDB's sniffer, seeing a
+    backslash before a quote, took it for the escape of the whole file, and
+    verify read a value written with a doubled backslash and the one
+    written with one as one value, two to every reader (helper-181)."""
     hive_null_types: tuple[tuple[str, str], ...] = ()
     """``(key, type)``: the type DuckDB gives a partition key from its
     values when none is :data:`HIVE_NULL`, which makes it VARCHAR (see
@@ -656,7 +663,7 @@ class FileSource(DuckDBReadable):
         return render(
             "read_file.sql", paths=paths, fmt=self.fmt, hive=self.hive, as_text=self.as_text,
             text_columns=[c for c in self.text_columns if fold_name(c) not in keys],
-            hive_text=hive_text, ours=self.ours, header=True,
+            hive_text=hive_text, ours=self.ours or self.rfc_quotes, header=True,
             delim=self.delimiter, dateformat=self.date_formats[0], timestampformat=self.date_formats[1],
             hive_nulls=[(k, types.get(k)) for k in nulls], hive_null=HIVE_NULL, filename=self.file_column,
             max_line_size=self.max_line_size, null_strings=list(self.null_strings), every_row=self.every_row,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import datetime
 import decimal
@@ -1909,6 +1910,23 @@ def test_verify_tells_intervals_apart_as_written_and_refuses_floats_inside_a_qi(
         with pytest.raises(sqlanon.ConfigError, match=rf"^quasi-identifier '{qi}' is {re.escape(typ)}, whose values "
                                                       r"DuckDB holds equal where its readers tell them apart"):
             sqlanon.verify(tmp_path / "n.parquet", qi=[qi], k=3)
+
+
+def test_verify_reads_a_csv_files_quotes_as_its_readers_do(tmp_path):
+    """A backslash before a quote made DuckDB's sniffer take it for the
+    escape of the whole file: verify read "C:\\\\temp" (quoted, a doubled
+    backslash: two characters to pandas and Python's csv) and C:\\temp as
+    one class of 3 (helper-181). It reads a doubled quote as the escape."""
+    src = tmp_path / "e.csv"
+    src.write_text('q,dx\n"C:\\\\temp",1\n"C:\\\\temp",2\nC:\\temp,3\n')
+    assert [r[0] for r in csv.reader(src.open())][1:] == ["C:\\\\temp", "C:\\\\temp", "C:\\temp"]
+    v = sqlanon.verify(src, qi=["q"], k=2)
+    assert (v.ok, v.classes, v.violations) == (False, 2, [{"q": "C:\\temp", "__rows": 1}]), v
+    src.write_text('q,dx\n"say ""hi""",4\n"say ""hi""",5\n')  # as sqlanon writes a quote
+    assert sqlanon.verify(src, qi=["q"], k=2).ok
+    src.write_text('q,dx\n"C:\\\\temp",1\n"C:\\\\temp",2\nC:\\temp,3\n"x\\"y",4\n"x\\"y",5\n')  # read 2 ways
+    with pytest.raises(sqlanon.InputError, match=r"to verify, a quote escaped by a backslash where CSV doubles it"):
+        sqlanon.verify(src, qi=["q"], k=2)
 
 
 def test_verify_counts_a_sensitive_column_named_twice_once(tmp_path):
