@@ -195,12 +195,14 @@ def _load():
     from .cache import UNCACHED, shared_dirs
 
     shared = shared_dirs()
-    log.warning("no writable directory to compile the Mondrian kernel in (%s); using numba's JIT, %s: set "
-                "SQLANON_CACHE_DIR to a writable directory%s", " or ".join(str(d) for d in dirs) or "none",
+    # A directory every user may write to is not tried: said as such, not as one that is not writable (helper-182).
+    where = (f"{' or '.join(str(d) for d in dirs)} cannot be written" if dirs else "none to use") + (
+        f"; {', '.join(map(str, shared))} is not used, as every user may write to it: a kernel there could be "
+        "another user's code" if shared else "")
+    log.warning("no directory to compile the Mondrian kernel in (%s); using numba's JIT, %s: set "
+                "SQLANON_CACHE_DIR to a directory only you may write to", where,
                 "which cannot cache it either: compiled again in every process, 10-40 s each" if UNCACHED
-                else "about a second more per process",
-                f" (not {', '.join(map(str, shared))}, which every user may write to: a kernel there could be "
-                "another user's code)" if shared else "")
+                else "about a second more per process")
     return jit
 
 

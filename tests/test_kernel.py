@@ -277,8 +277,8 @@ def test_nowhere_to_compile_is_said(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("SQLANON_CACHE_DIR", str(tmp_path / "file" / "cache"))  # no directory can be made there
     monkeypatch.setattr(kernel, "_build", lambda directory, path: pytest.fail("nowhere to build"))
     assert kernel._load() is mondrian
-    assert (f"no writable directory to compile the Mondrian kernel in ({tmp_path / 'file' / 'cache'}); using "
-            "numba's JIT") in caplog.text
+    assert (f"no directory to compile the Mondrian kernel in ({tmp_path / 'file' / 'cache'} cannot be written); "
+            "using numba's JIT") in caplog.text
 
 
 def test_a_cache_every_user_may_write_to_is_not_used(tmp_path, monkeypatch, caplog):
@@ -295,7 +295,9 @@ def test_a_cache_every_user_may_write_to_is_not_used(tmp_path, monkeypatch, capl
     monkeypatch.setattr(kernel, "_build", lambda directory, path: pytest.fail("built in a shared place"))
     assert cache.cache_dirs() == [] and cache.writable_dir() is None
     assert kernel._load() is mondrian
-    assert f"(not {shared}, which every user may write to: a kernel there could be another user's code)" in caplog.text
+    # (said as such: it read 'no writable directory … (none)', of a writable one: helper-182)
+    assert (f"no directory to compile the Mondrian kernel in (none to use; {shared} is not used, as every user may "
+            "write to it: a kernel there could be another user's code); using numba's JIT") in caplog.text
     made = tmp_path / "open" / "cache"
     monkeypatch.setenv("SQLANON_CACHE_DIR", str(made))
     old = os.umask(0)
