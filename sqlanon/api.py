@@ -673,9 +673,12 @@ def verify(
             _refuse_qi_also_sensitive(qi, sensitive)
             # A citext QI, or one under a (nondeterministic) collation, put 'PARIS' and 'Paris' in one
             # class, two to every reader (helper-11): compared byte by byte, as DuckDB's are below; so is
-            # every string (a domain over either, a bpchar's trailing blanks: helper-181).
-            strings = {r[0] for r in server.execute(_STRING_COLUMNS, (source.relation,)).fetchall()}
-            loose = [c for c in qi if warehouse.equal_apart(types[c]) or c in strings]
+            # every QI but a number, boolean, date or time and enum, as its text: a domain over either, a
+            # bpchar's trailing blanks (helper-181), an array or composite holding them, an interval's
+            # '1 mon' and '30 days', an array's -0 (helper-183). (A number by its value, as psycopg's
+            # Decimal compares; a float's -0.0 by its sign, below.)
+            plain = {r[0] for r in server.execute(_VALUE_COMPARED, (source.relation,)).fetchall()}
+            loose = [c for c in qi if warehouse.equal_apart(types[c]) or c not in plain]
             relation = source.relation if not loose else render(
                 "binary_text.sql", dialect="postgres", inline=True, relation=source.relation, columns=loose,
                 keep=list(dict.fromkeys([*qi, *sensitive]))).sql
@@ -698,10 +701,12 @@ def verify(
                                 what=repr(spec_in))
 
 
-_STRING_COLUMNS = ("SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
+_VALUE_COMPARED = ("SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
                    "WHERE a.attrelid = pg_catalog.to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
-                   "AND t.typcategory = 'S'")
-"""A PostgreSQL relation's columns of a string type (a domain is of its base type's category)."""
+                   "AND t.typcategory IN ('B', 'D', 'E', 'N')")
+"""A PostgreSQL relation's columns whose values its readers compare as the
+server does: booleans, dates and times, enums and numbers (a domain is of
+its base type's category; an array, composite, string or interval is not)."""
 
 
 _SIGNED_FLOATS = ("FLOAT", "DOUBLE")

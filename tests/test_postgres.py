@@ -687,12 +687,19 @@ def test_verify_groups_a_case_insensitive_qi_as_its_readers_do(pg_url):
     # Nor a domain over either, whose collation is its type's own; nor a bpchar, whose equality and cast to
     # text leave trailing blanks out, which psycopg returns (helper-181). A char(n)'s are all padded alike.
     sql(pg_url, f"CREATE DOMAIN {q(schema)}.cid AS {citext(pg_url)}; CREATE DOMAIN {q(schema)}.nd AS text COLLATE "
-                f"{q(schema)}.ci")
+                f"{q(schema)}.ci; CREATE TYPE {q(schema)}.pair AS (city {q(schema)}.cid)")
     for typ, values, classes in ((f"{q(schema)}.cid", "'Paris', 'Paris', 'PARIS'", 2),
                                  (f"{q(schema)}.nd", "'Paris', 'Paris', 'PARIS'", 2),
                                  ("bpchar", "'Paris', 'Paris', 'Paris '", 2),
                                  ("char(8)", "'Paris', 'Paris', 'Paris '", 1),
-                                 ("text", "'', '', NULL", 2)):  # NULL and '' apart, as they were
+                                 ("text", "'', '', NULL", 2),  # NULL and '' apart, as they were
+                                 # ... and an array or composite of them, an interval, an array's -0 (helper-183)
+                                 ("bpchar[]", "'{Paris}', '{Paris}', '{\"Paris \"}'", 2),
+                                 (f"{q(schema)}.cid[]", "'{Paris}', '{Paris}', '{PARIS}'", 2),
+                                 (f"{q(schema)}.pair", "'(Paris)', '(Paris)', '(PARIS)'", 2),
+                                 ("interval", "'1 mon', '1 mon', '30 days'", 2),
+                                 ("float8[]", "'{0}', '{0}', '{-0}'", 2),
+                                 ("numeric", "1.0, 1.0, 1.00", 1)):  # by value, as psycopg's Decimal compares
         sql(pg_url, f"DROP TABLE IF EXISTS {rel(schema, 'd')}; CREATE TABLE {rel(schema, 'd')} AS "
                     f"SELECT city::{typ} AS city FROM unnest(ARRAY[{values}]) AS city")
         v = sqlanon.verify(pg_url, table=f"{schema}.d", qi=["city"], k=3)
