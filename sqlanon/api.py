@@ -19,7 +19,6 @@ import glob
 import logging
 import numbers
 import os
-import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 
@@ -345,29 +344,21 @@ def anonymize(
         log.warning("the encoding %s applies to CSV inputs only; %s is not one", encoding, source.describe())
     if metrics is not None:
         _check_metrics(metrics, source, out, target_table)
-    if warehouse.is_url(out):  # (a plan's checks take no lock there: the run's are made in its session)
+    # A plan (--explain) is checked as the run is (the plan of a job that would fail is no plan; its metrics
+    # too: helper-62), on the output itself (helper-63; a database output's too: a Parquet stand-in refused a
+    # pass-through interval the run publishes into a table), and writes nothing. It takes no lock of a table,
+    # and holds a file's (a DuckDB file's tables are read) as a plan's, which a run waits for (helper-183).
+    if warehouse.is_url(out):
         target = warehouse.open_target(out, target_table, overwrite=overwrite, metrics=metrics, plan=explain)
     else:
-        target = io.open_target(out, overwrite=overwrite, table=target_table)
-    if explain:
-        # Checked as a run checks it (the plan of a job that would fail is no plan), its metrics too (the
-        # plan passed where the run failed before any work: helper-62), never written. The run's checks of
-        # its columns are made on it (helper-63): a database output's too (a Parquet stand-in refused a
-        # pass-through interval that the run publishes into a table).
-        try:
-            _check_metrics_target(target, source, out, metrics, target_table)
-        except BaseException:
-            _let_go(target)
-            raise
-        if isinstance(target, io.LocalStagingTarget):
-            target.release()  # a run starting meanwhile waits for it (io.OUTPUT_LOCK_WAIT)
+        target = io.open_target(out, overwrite=overwrite, table=target_table, plan=explain)
     # A Ctrl-C that DuckDB consumes still stops the run before it publishes
     # (interrupts.watched, around the whole call); the output's lock is
     # released before a SIGTERM ends the process.
     with executors.callers_start_method():
         try:
-            if not explain:
-                _check_metrics_target(target, source, out, metrics, target_table)
+            _check_metrics_target(target, source, out, metrics, target_table)
+
             def run(line_size: int | None) -> coordinator.RunResult:
                 return coordinator.run(
                     source if line_size is None else dataclasses.replace(source, max_line_size=line_size), target,
@@ -709,10 +700,15 @@ server does: booleans, dates and times, enums and numbers (a domain is of
 its base type's category; an array, composite, string or interval is not)."""
 
 
-_SIGNED_FLOATS = ("FLOAT", "DOUBLE")
-"""Float QIs, whose -0.0 and 0.0 the check keeps apart by a key of their sign."""
-_LOOSE_INSIDE = re.compile(r"\b(FLOAT|DOUBLE|REAL|INTERVAL)\b")
-"""A DuckDB type holding values its equality takes for one that readers tell apart."""
+def _nests_loose(t) -> bool:
+    """Whether DuckDB type ``t`` (a ``DuckDBPyType``) nests a float or an interval (a list's, a
+    struct's, a map's, an array's, a union's), whose values DuckDB holds
+    equal where readers tell them apart (-0.0 and 0.0, '1 month' and '30 days').
+    Read from the type, not its name (an ENUM's label 'FLOAT': helper-183)."""
+    if t.id not in ("list", "struct", "map", "array", "union"):
+        return False
+    return any(getattr(c, "id", None) in ("float", "double", "interval") or (hasattr(c, "id") and _nests_loose(c))
+               for _, c in t.children)  # (an array's children hold its size too)
 
 
 def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l: int,  # noqa: E741
@@ -755,8 +751,7 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
         # text is compared. A nested one holding floats or intervals cannot be so ('[a, b]' prints one list of
         # two strings and one of one string alike), nor as its readers compare it (-0.0 in a list: helper-181).
         texts = [c for c in qi if typeof[c] == "INTERVAL"]
-        nested = next((c for c in qi if typeof[c] not in _SIGNED_FLOATS and _LOOSE_INSIDE.search(typeof[c])
-                       and c not in texts), None)
+        nested = next((c for c in qi if _nests_loose(types[cols.index(c)])), None)
         if nested is not None:
             raise ConfigError(f"quasi-identifier {nested!r} is {typeof[nested]}, whose values DuckDB holds equal "
                               "where its readers tell them apart (-0.0 and 0.0, '1 month' and '30 days'): verify "

@@ -1268,7 +1268,7 @@ def lake_files(pattern: str, root: str) -> list[str]:
     unnamed = next((f for f in matched if not _format_of(f) and not hidden(f) and _parquet_magic(f)), None)
     if unnamed is not None:  # Hive's 000000_0, Impala's .parq: every reader of the directory reads it (helper-181)
         raise ConfigError(f"{unnamed!r} is a Parquet file whose name does not end in .parquet, which sqlanon would "
-                          "not read: rename it (.parquet)")
+                          "not read: rename it (.parquet), or move it out of the input")
     _refuse_tables_below(kept, root)
     seen: dict[tuple[int, int], str] = {}
     for f in kept:
@@ -2218,15 +2218,22 @@ class PathLock:
         self.held = False
         self._fd: int | None = None
 
-    def acquire(self, wait: float = 0.0) -> PathLock:
+    def acquire(self, wait: float = 0.0, plan: bool = False) -> PathLock:
         """Take the lock, waiting up to ``wait`` seconds for another run to
         release it; :class:`InputError` if it does not. A SIGTERM or Ctrl-C
         ends the wait (KeyboardInterrupt), even where signals are deferred:
         nothing is published yet while a run waits for a lock (the metrics
-        file's, 60 s at most, outlasted a scheduler's 30 s grace: helper-9)."""
+        file's, 60 s at most, outlasted a scheduler's 30 s grace: helper-9).
+
+        ``plan``: taken for a plan (``--explain``), which the lock file then
+        says; one waiting for a plan waits up to :data:`PLAN_LOCK_WAIT`
+        whatever ``wait``: a plan holds the output's lock while it reads it
+        (a DuckDB file's tables), and a run starting then failed with
+        'another sqlanon run is writing' (helper-180, helper-183)."""
         from . import interrupts
 
-        deadline = time.monotonic() + wait
+        start = time.monotonic()
+        deadline = start + wait
         waiting = False
         while True:
             fd = self._open()
@@ -2235,14 +2242,17 @@ class PathLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                planning = _lock_holder(fd) == PLAN_HOLDER
                 os.close(fd)
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= (max(deadline, start + PLAN_LOCK_WAIT) if planning else deadline):
                     raise InputError(
-                        f"another sqlanon run is writing {self.what}; try again when it has finished "
+                        f"another sqlanon {'plan (--explain)' if planning else 'run'} is "
+                        f"{'reading' if planning else 'writing'} {self.what}; try again when it has finished "
                         f"(it holds {str(self.path)!r})"
                     ) from None
                 if not waiting:
-                    log.warning("waiting for another sqlanon run to finish writing %s", self.what)
+                    log.warning("waiting for another sqlanon %s to finish %s %s", "plan (--explain)" if planning
+                                else "run", "reading" if planning else "writing", self.what)
                     waiting = True
                 interrupts.check()
                 time.sleep(0.05)
@@ -2259,6 +2269,9 @@ class PathLock:
                 os.close(fd)
                 continue
             self._fd, self.held = fd, True
+            if plan:
+                with contextlib.suppress(OSError):  # another user's file, opened read-only: said as a run's
+                    os.pwrite(fd, PLAN_HOLDER, 0)
             return self
 
     def _open(self) -> int | None:
@@ -2327,6 +2340,20 @@ class PathLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+PLAN_HOLDER = b"plan\n"
+"""What a lock file holds while a plan (``--explain``) holds the lock (a run's is empty)."""
+PLAN_LOCK_WAIT = 300.0
+"""Seconds one waits for a lock a plan holds: the plan's reads of the input and the output."""
+
+
+def _lock_holder(fd: int) -> bytes:
+    """What the lock file open at ``fd`` says of its holder (empty: a run)."""
+    try:
+        return os.pread(fd, len(PLAN_HOLDER), 0)
+    except OSError:
+        return b""
 
 
 def remove_stale_staging(path: str | os.PathLike, locked: bool = False) -> None:
@@ -3648,8 +3675,9 @@ def check_duckdb_output(spec: str) -> None:
         )
 
 
-def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None = None) -> Target:
-    """Resolve an output argument; refuses to replace an existing output without ``overwrite``."""
+def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None = None, plan: bool = False) -> Target:
+    """Resolve an output argument; refuses to replace an existing output without ``overwrite``.
+    ``plan``: for a plan (``--explain``), whose lock a run waits for."""
     spec = utf8_path(os.fspath(path), "output")
     if spec == "-":  # it used to become a directory named '-'
         raise ConfigError("the output '-' (standard output) cannot be written: name a .parquet or .csv file, a "
@@ -3676,7 +3704,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
 
         # Written in place, through a symlink too: locked as the file it is
         # (two runs through a link and its file both published: helper-9).
-        return _locked(spec, check, os.path.realpath(spec))
+        return _locked(spec, check, os.path.realpath(spec), plan)
     # As written: pathlib drops a last '.' ('out/.' is Path('out')), and 'out/.' cannot be swapped in (EBUSY).
     if os.path.basename(spec.rstrip("/")) in ("", ".", ".."):
         raise ConfigError(f"output {spec!r}: name the output file or directory itself (e.g. anon/ or anon.parquet)")
@@ -3708,7 +3736,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
                                       "moving it aside): make it writable, or write elsewhere")
             return DirectoryTarget(spec.rstrip("/"), lock=lock)
 
-        return _locked(spec.rstrip("/"), check_directory)
+        return _locked(spec.rstrip("/"), check_directory, plan=plan)
     if os.path.isdir(spec):
         raise ConfigError(f"output {spec!r} is a directory, not a {fmt} file")
 
@@ -3719,7 +3747,7 @@ def open_target(path: str | os.PathLike, *, overwrite: bool, table: str | None =
             refuse_metrics_as_output(_file_columns(spec, fmt), f"output {spec!r}")
         return FileTarget(spec, fmt, lock=lock)
 
-    return _locked(spec, check_file)
+    return _locked(spec, check_file, plan=plan)
 
 
 def _check_output_directory(parent: Path) -> None:
@@ -3755,21 +3783,15 @@ def relation_columns(con: duckdb.DuckDBPyConnection, relation: str) -> list[str]
     return [d[0] for d in con.execute(f"SELECT * FROM {relation} LIMIT 0").description]
 
 
-OUTPUT_LOCK_WAIT = 5.0
-"""Seconds a run waits for its output's lock: a plan (``--explain``) holds
-it while it checks the output, a moment, and a run starting then failed
-with 'another sqlanon run is writing' (helper-180); a run holds it to the end."""
-
-
-def _locked(path: str, check, lock_path: str | None = None):
+def _locked(path: str, check, lock_path: str | None = None, plan: bool = False):
     """``check(lock)`` → the target, with the output's lock (on ``lock_path``,
     by default ``path``) taken first (so that what it checks, whether the
     output exists, holds until the swap) and the dead runs' staging removed
     before it looks: an output a dead run had moved aside is back in place
     (it was put back after the check, which found no output, and replaced
     without --overwrite: helper-9). The lock is released if anything fails
-    on the way."""
-    lock = PathLock(lock_path or path, repr(path)).acquire(wait=OUTPUT_LOCK_WAIT)
+    on the way. ``plan``: taken for a plan (:meth:`PathLock.acquire`)."""
+    lock = PathLock(lock_path or path, repr(path)).acquire(plan=plan)
     with contextlib.ExitStack() as on_failure:
         on_failure.callback(lock.release)
         remove_stale_staging(path, locked=lock.held)

@@ -954,6 +954,8 @@ class PostgresTarget:
     """Warnings of what replacing the target left behind (``log.warning``'s
     arguments), given once it is committed: a failure after them replaced nothing."""
     _server_version = 0
+    _plan_only = False
+    """Whether the session in ``_lock`` was opened for a plan, without the run's lock (:meth:`lock`)."""
     """The server's version number (150004), known once the run's lock is taken."""
 
     def describe(self) -> str:
@@ -1564,7 +1566,7 @@ class PostgresTarget:
         if not got:
             c.close()
             raise InputError(f"another sqlanon run is writing {self.describe()}; try again when it has finished")
-        self._lock = c
+        self._lock, self._plan_only = c, not take
 
     def check_lock(self) -> None:
         """Fail the run if the lock's session was ended (a DBA's idle-killer,
@@ -1574,6 +1576,8 @@ class PostgresTarget:
 
         if self._lock is None:
             return
+        if self._plan_only:  # a plan's session holds no lock to lose, and a plan writes nothing
+            raise RuntimeError(f"{self.describe()} was opened for a plan (--explain): it is not written")
         try:
             held = self._lock.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
                                       "AND pid = pg_backend_pid()").fetchone()[0]
@@ -1926,8 +1930,8 @@ def _pg_type(duck: str) -> str:
 def open_target(url: str, table: str | None, *, overwrite: bool, metrics: str | None = None,
                 plan: bool = False) -> PostgresTarget:
     """The output table, locked for the run and checked; for a ``plan``
-    (``--explain``) checked in a session that takes no lock (the caller
-    :meth:`PostgresTarget.unlock`\ s it either way)."""
+    (``--explain``) checked in a session that takes no lock (which the
+    caller closes with :meth:`PostgresTarget.unlock` either way)."""
     conn = Conn(url).require_postgres("the output")
     target = PostgresTarget(conn, _table(table, "--target-table", conn), overwrite=overwrite)
     # Locked from the start, as a file output is: a second run on the same

@@ -2849,7 +2849,8 @@ def test_a_parquet_file_not_named_so_in_a_directory_is_refused_by_anonymize_and_
             r = cli(*args, "--qi", "age", "-k", "3")
             assert r.exit_code == 2, r.stderr
             assert_one_line_error(r.stderr, rf"'.*{re.escape(name)}' is a Parquet file whose name does not end in "
-                                            r"\.parquet, which sqlanon would not read: rename it \(\.parquet\)")
+                                            r"\.parquet, which sqlanon would not read: rename it \(\.parquet\), "
+                                            r"or move it out of the input")
         (lake / name).unlink()
     assert snapshot(out_dir) == {}
 

@@ -1910,13 +1910,18 @@ def test_verify_tells_intervals_apart_as_written_and_refuses_floats_inside_a_qi(
         with pytest.raises(sqlanon.ConfigError, match=rf"^quasi-identifier '{qi}' is {re.escape(typ)}, whose values "
                                                       r"DuckDB holds equal where its readers tell them apart"):
             sqlanon.verify(tmp_path / "n.parquet", qi=[qi], k=3)
+    with duckdb.connect(str(db)) as con:  # named so, not holding them: read as they are (helper-183)
+        con.execute("""CREATE TABLE e AS SELECT 'FLOAT'::ENUM('FIXED', 'FLOAT') AS r, {'REAL': 1} AS s,
+                       [1.5::DECIMAL(4, 1)] AS d FROM range(3)""")
+    assert sqlanon.verify(db, table="e", qi=["r", "s", "d"], k=3).ok
 
 
 def test_verify_reads_a_csv_files_quotes_as_its_readers_do(tmp_path):
-    """A backslash before a quote made DuckDB's sniffer take it for the
-    escape of the whole file: verify read "C:\\\\temp" (quoted, a doubled
-    backslash: two characters to pandas and Python's csv) and C:\\temp as
-    one class of 3 (helper-181). It reads a doubled quote as the escape."""
+    """A backslash before a quote somewhere in the file made DuckDB's sniffer
+    take it for the escape of the whole file: verify read "C:\\\\temp"
+    (quoted, a doubled backslash: two characters to pandas and Python's csv)
+    and C:\\temp as one class of 3 (helper-181). It reads a doubled quote as
+    the escape: such a file is refused, read two ways."""
     src = tmp_path / "e.csv"
     src.write_text('q,dx\n"C:\\\\temp",1\n"C:\\\\temp",2\nC:\\temp,3\n')
     assert [r[0] for r in csv.reader(src.open())][1:] == ["C:\\\\temp", "C:\\\\temp", "C:\\temp"]
@@ -1925,6 +1930,8 @@ def test_verify_reads_a_csv_files_quotes_as_its_readers_do(tmp_path):
     src.write_text('q,dx\n"say ""hi""",4\n"say ""hi""",5\n')  # as sqlanon writes a quote
     assert sqlanon.verify(src, qi=["q"], k=2).ok
     src.write_text('q,dx\n"C:\\\\temp",1\n"C:\\\\temp",2\nC:\\temp,3\n"x\\"y",4\n"x\\"y",5\n')  # read 2 ways
+    sniffed = duckdb.sql(f"SELECT count(DISTINCT q) FROM read_csv('{src}', header = true, all_varchar = true)")
+    assert sniffed.fetchone() == (2,)  # DuckDB's own guess: C:\\temp and x"y, a class of 3 and one of 2
     with pytest.raises(sqlanon.InputError, match=r"to verify, a quote escaped by a backslash where CSV doubles it"):
         sqlanon.verify(src, qi=["q"], k=2)
 

@@ -97,9 +97,9 @@ def test_postgres_literals_ignore_standard_conforming_strings():
 def test_explain_never_shows_a_password(lake):
     """A plan's database output is connected to, as the run's is (its result's password-free URL:
     test_postgres.test_password_never_leaks): one out of reach is named without its password."""
-    with pytest.raises(sqlanon.InputError, match=r"^cannot connect to postgresql://u:\*\*\*@db\.example/x: ") as e:
-        sqlanon.anonymize(lake, "postgresql://u:s3cretpass@db.example/x", target_table="t", qi=["x"], k=5,
-                          explain=True, workers=1)
+    with pytest.raises(sqlanon.InputError, match=r"^cannot connect to postgresql://u:\*\*\*@127\.0\.0\.1:1/x: ") as e:
+        sqlanon.anonymize(lake, "postgresql://u:s3cretpass@127.0.0.1:1/x", target_table="t", qi=["x"], k=5,
+                          explain=True, workers=1)  # (port 1: refused at once)
     assert "s3cretpass" not in str(e.value)
 
 
@@ -437,9 +437,8 @@ def test_a_second_run_on_the_same_output_is_refused_and_keeps_the_firsts_staging
         assert lock.held
         p = _run(lake, out)
         _, err = p.communicate(timeout=120)
-        assert p.returncode == 1  # after a few seconds' wait (io.OUTPUT_LOCK_WAIT)
-        assert re.fullmatch(r"Warning: waiting for another sqlanon run to finish writing '.*o.parquet'\n"
-                            r"Error: another sqlanon run is writing '.*o.parquet'; try again when it has finished "
+        assert p.returncode == 1
+        assert re.fullmatch(r"Error: another sqlanon run is writing '.*o.parquet'; try again when it has finished "
                             r"\(it holds '.*\.o\.parquet\.sqlanon-lock'\)\n", err), err
         assert other.exists() and not out.exists()
     # Holding the lock, a run knows any other staging is a dead run's, whatever its process id.
@@ -449,20 +448,39 @@ def test_a_second_run_on_the_same_output_is_refused_and_keeps_the_firsts_staging
     assert not other.exists() and pq.read_metadata(out).num_rows == 100
 
 
-def test_a_run_waits_out_a_plan_holding_the_outputs_lock(lake, tmp_path):
-    """--explain holds the output's lock while it checks the output (a
-    moment): a run starting then failed, 'another sqlanon run is writing'
-    (helper-180). It waits a few seconds for the lock first."""
+def test_a_run_waits_for_a_plan_holding_the_outputs_lock(lake, tmp_path, monkeypatch):
+    """--explain holds the output's lock while it checks and reads the output
+    (a DuckDB file's tables): a run starting then failed, 'another sqlanon
+    run is writing' (helper-180), or, the lock let go early, failed on the
+    DuckDB file the plan had open (helper-183). A run waits for a plan."""
+    from sqlanon import coordinator
+
     out = tmp_path / "o.parquet"
-    lock = PathLock(out, "o").acquire()
-    assert lock.held
-    p = _run(lake, out)
-    assert re.fullmatch(r"Warning: waiting for another sqlanon run to finish writing '.*o.parquet'\n",
-                        p.stderr.readline())
-    lock.release()
-    _, err = p.communicate(timeout=120)
+    waited = []
+    draw = coordinator.draw_sample
+
+    def drawn_while_a_run_waits(*args, **kwargs):
+        p = _run(lake, out)
+        waited.append((p, p.stderr.readline()))  # it says it waits, and waits
+        return draw(*args, **kwargs)
+
+    monkeypatch.setattr(coordinator, "draw_sample", drawn_while_a_run_waits)
+    plan = sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1, explain=True)
+    assert plan.metrics is None and not out.exists()
+    (p, line), = waited
+    try:
+        assert re.fullmatch(r"Warning: waiting for another sqlanon plan \(--explain\) to finish reading "
+                            r"'.*o.parquet'\n", line), line
+        _, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
     assert p.returncode == 0, err
     assert pq.read_metadata(out).num_rows == 100
+    # A plan waits for a run as a run does: refused at once.
+    with PathLock(out, "o") as lock:
+        assert lock.held
+        with pytest.raises(sqlanon.InputError, match="another sqlanon run is writing"):
+            sqlanon.anonymize(lake, out, qi=["x"], k=5, workers=1, explain=True, overwrite=True)
 
 
 def test_runs_sharing_a_metrics_file_append_in_turn(lake, tmp_path):
