@@ -668,8 +668,8 @@ def verify(
             # bpchar's trailing blanks (helper-181), an array or composite holding them, an interval's
             # '1 mon' and '30 days', an array's -0 (helper-183). (A number by its value, as psycopg's
             # Decimal compares; a float's -0.0 by its sign, below.)
-            plain = {r[0] for r in server.execute(_VALUE_COMPARED, (source.relation,)).fetchall()}
-            loose = [c for c in qi if warehouse.equal_apart(types[c]) or c not in plain]
+            category = dict(server.execute(_CATEGORIES, (source.relation,)).fetchall())
+            loose = [c for c in qi if warehouse.equal_apart(types[c]) or category.get(c) not in _VALUE_COMPARED]
             relation = source.relation if not loose else render(
                 "binary_text.sql", dialect="postgres", inline=True, relation=source.relation, columns=loose,
                 keep=list(dict.fromkeys([*qi, *sensitive]))).sql
@@ -679,8 +679,7 @@ def verify(
             check = verify_relation(server, relation, list(qi), k, l, sensitive, dialect="postgres", nan_null=floats,
                                     limit=show)
             if check.ok:
-                text = [s for s in sensitive if types[s].removesuffix("[]").split(".")[-1].startswith(
-                    ("text", "character", "citext"))]
+                text = [s for s in sensitive if category.get(s) == "S"]  # a domain over text too
                 warn_spellings(server, relation, list(qi), l, text, dialect="postgres")
                 warn_null_counted(check)
             return check
@@ -692,12 +691,13 @@ def verify(
                                 what=repr(spec_in))
 
 
-_VALUE_COMPARED = ("SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
-                   "WHERE a.attrelid = pg_catalog.to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
-                   "AND t.typcategory IN ('B', 'D', 'E', 'N')")
-"""A PostgreSQL relation's columns whose values its readers compare as the
-server does: booleans, dates and times, enums and numbers (a domain is of
-its base type's category; an array, composite, string or interval is not)."""
+_CATEGORIES = ("SELECT a.attname, t.typcategory::text FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t "
+               "ON t.oid = a.atttypid WHERE a.attrelid = pg_catalog.to_regclass(%s) AND a.attnum > 0 "
+               "AND NOT a.attisdropped")
+"""A PostgreSQL relation's columns and their types' categories (a domain's is its base type's)."""
+_VALUE_COMPARED = ("B", "D", "E", "N")
+"""The categories whose values readers compare as the server does: booleans,
+dates and times, enums and numbers (not an array, composite, string or interval)."""
 
 
 def _nests_loose(t) -> bool:
