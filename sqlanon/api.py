@@ -765,8 +765,9 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
                 if text or texts else relation
         check = verify_relation(con, relation, list(qi), k, l, sensitive, limit=show)
         if csv and check.ok and l > 1:  # ... and as its readers type it, as the publishing check counts too
-            typed_check = verify_as_typed(con, lambda every_row: dataclasses.replace(
-                typed, null_strings=io.READER_NULLS, every_row=every_row).relation, list(qi), k, l, sensitive, show)
+            typed_check = verify_as_typed(con, lambda every_row, text: dataclasses.replace(
+                typed, null_strings=io.READER_NULLS, every_row=every_row, text_columns=text).relation, list(qi), k, l,
+                sensitive, show)
             if typed_check is not None and not typed_check.ok:  # its text held l: say why it fails (helper-98)
                 check = dataclasses.replace(typed_check, reading=(
                     "read as pandas reads the file: '5' and '5.0' one value, 'NA', 'null' or 'NaN' and an empty "

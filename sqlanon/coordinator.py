@@ -2296,7 +2296,7 @@ def _qi_collation_hint(columns: list[tuple[str, str]], spec: AnonymizationSpec) 
     )
 
 
-def _check_csv_as_typed(con, read_as: Callable[[bool], str], qi: list[str], spec: AnonymizationSpec, target,
+def _check_csv_as_typed(con, read_as: Callable[..., str], qi: list[str], spec: AnonymizationSpec, target,
                         schema: pa.Schema) -> Verification | None:
     """Refuse a CSV output whose ℓ its readers, who type the file, would
     not find (:func:`verify_as_typed`); the sensitive columns the run held

@@ -2975,13 +2975,13 @@ class FileTarget(LocalStagingTarget):
             return staging.parts_relation()
         return relation
 
-    def read_back_relation(self, staging: Staging, every_row: bool = False) -> str:
+    def read_back_relation(self, staging: Staging, every_row: bool = False, text: tuple[str, ...] = ()) -> str:
         """The staged output as its readers read it: a CSV file with the
         types DuckDB's sniffer guesses (pandas' are alike; ``every_row``:
-        from every row) and :data:`READER_NULLS` as NULL, under which values
-        written two ways are one ('5' and '5.0', 'true' and 'TRUE')."""
+        from every row; the columns ``text`` as text) and :data:`READER_NULLS`
+        as NULL, under which values written two ways are one ('5' and '5.0', 'true' and 'TRUE')."""
         return FileSource(self._staged(staging), self.fmt, ours=True, max_line_size=staging.line_size,
-                          null_strings=READER_NULLS, every_row=every_row).relation
+                          null_strings=READER_NULLS, every_row=every_row, text_columns=text).relation
 
     def publish_with_metrics(self, con, staging: Staging, metrics: pa.Table, where: str | None) -> str | None:
         def swap_in() -> None:

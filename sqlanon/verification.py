@@ -222,12 +222,12 @@ def warn_split_classes(con, relation: str, qi: list[str], k: int, l: int,  # noq
 
 
 def verify_as_typed(
-    con: duckdb.DuckDBPyConnection, read_as: Callable[[bool], str], qi: list[str], k: int, l: int,  # noqa: E741
+    con: duckdb.DuckDBPyConnection, read_as: Callable[..., str], qi: list[str], k: int, l: int,  # noqa: E741
     sensitive: list[str] | tuple[str, ...], limit: int = 20,
 ) -> Verification | None:
-    """ℓ of a CSV file as its readers count it: ``read_as(every_row)`` is
+    """ℓ of a CSV file as its readers count it: ``read_as(every_row, text)`` is
     the file read with the types DuckDB guesses (pandas' are alike; from its
-    first rows, or every row) and the texts pandas takes for a missing value
+    first rows, or every row; the columns ``text`` as text) and the texts pandas takes for a missing value
     as NULL (:data:`sqlanon.io.READER_NULLS`), where a sensitive value
     written two ways ('5' and '5.0', 'true' and 'TRUE', 'NA' and an empty
     field) is one value, two in its text. Reading so only merges values
@@ -238,7 +238,12 @@ def verify_as_typed(
     a warning, when even that cannot read the file typed."""
     for every_row in (False, True):
         try:
-            return verify_relation(con, _as_readers_compare(con, read_as(every_row), sensitive), qi, k, l, sensitive,
+            relation = read_as(every_row, ())
+            names, types = relation_types(con, relation)
+            flags = tuple(c for c, t in zip(names, types) if c in sensitive and str(t) == "BOOLEAN")
+            if flags:  # DuckDB's booleans take 'Yes', 'yes' and 'YES', three texts to pandas and pyarrow (helper-181)
+                relation = read_as(every_row, flags)  # as text, which the readers' own booleans are made of below
+            return verify_relation(con, _as_readers_compare(con, relation, sensitive), qi, k, l, sensitive,
                                    limit=limit)
         except (InputError, duckdb.Error) as exc:
             failure = exc

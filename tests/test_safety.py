@@ -15,6 +15,7 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.csv  # noqa: F401 - pa.csv
 import pyarrow.parquet as pq
@@ -1597,6 +1598,25 @@ def test_a_csv_output_is_checked_on_the_text_it_holds_and_as_its_readers_type_it
     assert not out.exists()
     r = sqlanon.anonymize(src, tmp_path / "out.parquet", qi=["age"], sensitive=["diag"], k=2, l=2, workers=1)
     assert r.verification.ok and r.metrics.rows == 100 and r.verification.min_distinct == {"diag": 2}
+
+
+def test_a_csv_outputs_yes_and_no_are_texts_as_pandas_reads_them_and_true_is_one_boolean(tmp_path):
+    """DuckDB's sniffer reads 'Yes', 'yes' and 'YES' as one boolean, which
+    pandas and pyarrow read as three texts: a CSV output of them was refused
+    ('a value written two ways'), and verify failed it, where its readers
+    see l = 3 (helper-181). 'true', 'TRUE' and 'True' stay one value, a
+    boolean to pandas and pyarrow alike."""
+    for values, ok in ((["Yes", "yes", "YES"], True), (["true", "TRUE", "True"], False)):
+        src = tmp_path / "flags.parquet"
+        pq.write_table(pa.table({"age": np.arange(60) % 2, "flag": [values[i % 3] for i in range(60)]}), src)
+        out = tmp_path / "out.csv"
+        if ok:
+            r = sqlanon.anonymize(src, out, qi=["age"], sensitive=["flag"], k=2, l=3, workers=1, overwrite=True)
+            assert r.verification.ok and sqlanon.verify(out, qi=["age"], k=2, l=3, sensitive=["flag"]).ok
+            assert pd.read_csv(out).groupby("age")["flag"].nunique().min() == 3
+        else:
+            with pytest.raises(sqlanon.VerificationError, match="read back with its types"):
+                sqlanon.anonymize(src, out, qi=["age"], sensitive=["flag"], k=2, l=2, workers=1, overwrite=True)
 
 
 def test_a_csv_output_is_checked_as_pandas_reads_its_null_spellings(tmp_path):
