@@ -2269,8 +2269,9 @@ class PathLock:
                 os.close(fd)
                 continue
             self._fd, self.held = fd, True
-            if plan:
-                with contextlib.suppress(OSError):  # another user's file, opened read-only: said as a run's
+            with contextlib.suppress(OSError):  # another user's file, opened read-only: said as a run's
+                os.ftruncate(fd, 0)  # a dead plan's word left in it is not this holder's
+                if plan:
                     os.pwrite(fd, PLAN_HOLDER, 0)
             return self
 
