@@ -178,9 +178,11 @@ def test_an_output_of_long_generalized_texts_is_written_from_the_parts_dictionar
                              "dx": ["rare" if i % 450 == 0 else "common" for i in range(n)],
                              "id": list(range(n))}), src)
     run = dict(qi=["name"], sensitive=["dx"], k=2, l=2, workers=2, fragments=2)
+    monkeypatch.setattr(io, "PARQUET_ROW_GROUP_ROWS", 2048)  # (4,500-row parts: row groups the concatenation takes)
     sqlanon.anonymize(src, tmp_path / "arrow.parquet", **run)
     assert pq.ParquetFile(tmp_path / "arrow.parquet").metadata.created_by.startswith("parquet-cpp-arrow")
     monkeypatch.setattr(io.Staging, "write_with_arrow", lambda self, path: False)
+    monkeypatch.setattr(io.Staging, "concatenate_parts", lambda self, path, compression: False)
     sqlanon.anonymize(src, tmp_path / "duck.parquet", **run)
     assert pq.ParquetFile(tmp_path / "duck.parquet").metadata.created_by.startswith("DuckDB")
     rows = [duckdb.sql(f"SELECT * FROM '{tmp_path / f}' ORDER BY id").fetchall() for f in ("arrow.parquet",
@@ -188,9 +190,11 @@ def test_an_output_of_long_generalized_texts_is_written_from_the_parts_dictionar
     assert rows[0] == rows[1] and len(rows[0]) == n and len(rows[0][0][0]) > 1024
     assert pq.read_schema(tmp_path / "arrow.parquet") == pq.read_schema(tmp_path / "duck.parquet")
     monkeypatch.undo()
+    monkeypatch.setattr(io, "PARQUET_ROW_GROUP_ROWS", 2048)
     short = tmp_path / "short.parquet"
     sqlanon.anonymize(src, short, **{**run, "qi": ["id"]})
-    assert pq.ParquetFile(short).metadata.created_by.startswith("DuckDB")
+    # (short texts: the parts' row groups copied as they are, io.Staging.concatenate_parts)
+    assert pq.ParquetFile(short).metadata.created_by.startswith("parquet-cpp-arrow")
     # A DuckDB table's TIMESTAMP_MS: pyarrow keeps milliseconds, which pandas reads so, where DuckDB
     # writes microseconds (helper-73): DuckDB's to write.
     db = tmp_path / "in.duckdb"
@@ -213,3 +217,107 @@ def test_parts_that_cannot_be_read_fail_in_one_line_and_leave_no_output(tmp_path
     with pytest.raises(InputError, match=r"cannot write '.*out.parquet' from the parts: .*magic bytes"):
         staging.write_with_arrow(str(out))
     assert not out.exists()
+
+
+NOT_CONCATENATED = {"timestamp_s", "timestamp_ms"}  # pyarrow writes them as milliseconds, DuckDB as microseconds
+
+
+@pytest.mark.parametrize("name", sorted(FLAT))
+def test_parts_concatenated_read_back_as_duckdbs_copy(tmp_path: Path, name: str, monkeypatch) -> None:
+    """A Parquet output assembled by copying the parts' row groups as they are
+    (footer rewritten) reads back as DuckDB's COPY of the same parts, value for
+    value and type for type; a column pyarrow cannot write as DuckDB does is
+    left to DuckDB's COPY."""
+    import duckdb
+
+    from sqlanon import parquet_concat
+
+    monkeypatch.setattr(io, "PARQUET_ROW_GROUP_ROWS", 2)  # parts of a few rows: row groups of their size
+    con = io.connect()
+    tables = [_column(con, FLAT[name]) for _ in range(2)]
+    staging = io.Staging(tmp_path / "stage")
+    staging.parts_dir.mkdir(parents=True, exist_ok=True)
+    for i, table in enumerate(tables):
+        io.write_part(con, table, staging.part_path(i), "zstd")
+    out = tmp_path / "out.parquet"
+    done = staging.concatenate_parts(str(out), "zstd")
+    text = "SELECT CAST(\"c\" AS VARCHAR), signbit(TRY_CAST(\"c\" AS DOUBLE)), \"row\" FROM {}"
+    expected = con.execute(text.format(staging.parts_relation())).fetchall()
+    if not done:
+        assert not out.exists()
+        assert name in NOT_CONCATENATED
+        return
+    assert name not in NOT_CONCATENATED
+    assert pq.ParquetFile(out).metadata.num_rows == sum(t.num_rows for t in tables)
+    assert con.execute(text.format(f"read_parquet('{out}')")).fetchall() == expected
+    assert con.execute(f"DESCRIBE SELECT * FROM read_parquet('{out}')").fetchall() == con.execute(
+        f"DESCRIBE SELECT * FROM {staging.parts_relation()}").fetchall()
+    # As pyarrow (and pandas) read it: the types of DuckDB's COPY of the parts
+    copied = tmp_path / "copied.parquet"
+    io.copy_relation(con, f"(SELECT * FROM {staging.parts_relation()})", str(copied), "parquet")
+    assert pq.read_schema(out).remove_metadata() == pq.read_schema(copied).remove_metadata()
+    try:
+        want = pq.read_table(copied).to_pandas().dtypes
+    except ValueError:  # a date pandas cannot hold ('infinity'): then neither
+        with pytest.raises(ValueError):
+            pq.read_table(out).to_pandas()
+    else:
+        assert pq.read_table(out).to_pandas().dtypes.equals(want)
+    # each footer's thrift round-trips byte for byte
+    for f in [*staging.parts_dir.glob("*.parquet"), out]:
+        size, start, meta = parquet_concat.read_footer(f)
+        w = parquet_concat._Writer()
+        w.struct(meta)
+        assert bytes(w.out) == Path(f).read_bytes()[start:-8] and size == Path(f).stat().st_size
+
+
+def test_parts_of_other_schemas_or_codecs_are_left_to_duckdb(tmp_path: Path) -> None:
+    con = io.connect()
+    staging = io.Staging(tmp_path / "stage")
+    staging.parts_dir.mkdir(parents=True, exist_ok=True)
+    io.write_part(con, pa.table({"a": pa.array(["x"])}), staging.part_path(0), "zstd")
+    io.write_part(con, pa.table({"a": pa.array([1])}), staging.part_path(1), "zstd")
+    assert not staging.concatenate_parts(str(tmp_path / "o.parquet"), "zstd")
+    Path(staging.part_path(1)).unlink()
+    io.write_part(con, pa.table({"a": pa.array(["y"])}), staging.part_path(1), "lz4")
+    assert not staging.concatenate_parts(str(tmp_path / "o.parquet"), "zstd")
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_many_small_parts_are_left_to_duckdb(tmp_path: Path) -> None:
+    """Row groups of a few rows each (64 fragments of 1M rows, 15,600 rows a
+    part) would be the file's: DuckDB's COPY writes 122,880-row groups."""
+    con = io.connect()
+    staging = io.Staging(tmp_path / "stage")
+    staging.parts_dir.mkdir(parents=True, exist_ok=True)
+    for i in range(2):
+        io.write_part(con, pa.table({"a": pa.array(["x"] * 1000)}), staging.part_path(i), "zstd")
+    assert not staging.concatenate_parts(str(tmp_path / "o.parquet"), "zstd")
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_a_parquet_output_of_concatenated_parts_is_the_copys_row_for_row(tmp_path, monkeypatch):
+    """Poker-like rows in two fragments: the output assembled by concatenating
+    the parts is DuckDB's COPY of them row for row (the within-class shuffle
+    seeded alike for both runs), and its metrics are the same."""
+    import numpy as np
+
+    import sqlanon
+    from sqlanon import engine
+
+    rng = np.random.default_rng(1)
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({f"q{i}": rng.integers(0, 13, 20_000) for i in range(4)}
+                            | {"s": rng.integers(0, 5, 20_000)}), src)
+    run = dict(qi=["q0", "q1", "q2", "q3"], sensitive=["s"], k=5, l=2, workers=1, fragments=2)
+    monkeypatch.setattr(io, "PARQUET_ROW_GROUP_ROWS", 2048)  # 10,000-row parts: row groups of 2,048 rows
+    orig = np.random.default_rng
+    monkeypatch.setattr(engine.np.random, "default_rng", lambda seed=None: orig(7 if seed is None else seed))
+    a = sqlanon.anonymize(src, tmp_path / "cat.parquet", **run)
+    monkeypatch.setattr(io.Staging, "concatenate_parts", lambda self, path, compression: False)
+    monkeypatch.setattr(engine.np.random, "default_rng", lambda seed=None: orig(7 if seed is None else seed))
+    b = sqlanon.anonymize(src, tmp_path / "copy.parquet", **run)
+    assert pq.ParquetFile(tmp_path / "cat.parquet").metadata.created_by.startswith("parquet-cpp-arrow")
+    assert pq.ParquetFile(tmp_path / "copy.parquet").metadata.created_by.startswith("DuckDB")
+    assert pq.read_table(tmp_path / "cat.parquet").equals(pq.read_table(tmp_path / "copy.parquet"))
+    assert a.metrics == b.metrics and a.verification == b.verification
