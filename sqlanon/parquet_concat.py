@@ -223,19 +223,21 @@ def mergeable(metas: Sequence[list[Field]]) -> bool:
 
 
 def _moved(group: list[Field], shift: int, ordinal: int) -> list[Field]:
-    """Row group ``group`` with its absolute offsets moved by ``shift`` bytes, the ``ordinal``-th of the file."""
+    """Row group ``group`` with its absolute offsets moved by ``shift`` bytes,
+    the ``ordinal``-th of the file. An offset of 0 is none (a ColumnChunk's
+    ``file_offset``, which writers now set so), and stays 0 (helper-185)."""
     for f in group:
-        if f[0] == GROUP_FILE_OFFSET:
+        if f[0] == GROUP_FILE_OFFSET and f[2] > 0:
             f[2] += shift
         elif f[0] == GROUP_ORDINAL:
             f[2] = ordinal
     for chunk in _chunks(group):
         for f in chunk:
-            if f[0] == CHUNK_FILE_OFFSET:
+            if f[0] == CHUNK_FILE_OFFSET and f[2] > 0:
                 f[2] += shift
         meta = _field(chunk, CHUNK_META)
         for f in meta[2] if meta else ():
-            if f[0] in (META_DATA_PAGE, META_INDEX_PAGE, META_DICTIONARY_PAGE, META_BLOOM_FILTER):
+            if f[0] in (META_DATA_PAGE, META_INDEX_PAGE, META_DICTIONARY_PAGE, META_BLOOM_FILTER) and f[2] > 0:
                 f[2] += shift
     return group
 
@@ -260,26 +262,32 @@ def concatenate(paths: Sequence[str], out_path: str) -> bool:
         parts = [read_footer(p) for p in paths]
         if not mergeable([meta for _, _, meta in parts]):
             return False
-    except (ValueError, IndexError, TypeError, struct.error):  # a footer this reader does not know: DuckDB's to write
+    except (ValueError, IndexError, struct.error):  # a footer this reader does not take: DuckDB's to write
         return False
     groups: list[list[Field]] = []
     rows = 0
     with open(out_path, "wb") as out:
-        out.write(b"PAR1")
-        pos = 4
-        for path, (_, start, meta) in zip(paths, parts):
-            with open(path, "rb") as part:
-                _copy_range(part, out, 4, start - 4)  # its data, between its magic and its footer
-            for group in _row_groups(meta):
-                groups.append(_moved(group, pos - 4, len(groups)))
-                rows += _field(group, GROUP_ROWS)[2]
-            pos += start - 4
-        merged = [list(f) for f in parts[0][2]]
-        _field(merged, FILE_ROWS)[2] = rows
-        _field(merged, FILE_ROW_GROUPS)[2] = (STRUCT, groups)
-        w = _Writer()
-        w.struct(merged)
-        out.write(w.out)
-        out.write(struct.pack("<I", len(w.out)))
-        out.write(b"PAR1")
+        try:
+            out.write(b"PAR1")
+            pos = 4
+            for path, (_, start, meta) in zip(paths, parts):
+                with open(path, "rb") as part:
+                    _copy_range(part, out, 4, start - 4)  # its data, between its magic and its footer
+                for group in _row_groups(meta):
+                    if _field(group, GROUP_ROWS)[2]:  # (an empty part's empty group: none in DuckDB's copy)
+                        groups.append(_moved(group, pos - 4, len(groups)))
+                        rows += _field(group, GROUP_ROWS)[2]
+                pos += start - 4
+            merged = [list(f) for f in parts[0][2]]
+            _field(merged, FILE_ROWS)[2] = rows
+            _field(merged, FILE_ROW_GROUPS)[2] = (STRUCT, groups)
+            w = _Writer()
+            w.struct(merged)
+            out.write(w.out)
+            out.write(struct.pack("<I", len(w.out)))
+            out.write(b"PAR1")
+        except BaseException:  # a half-written file is no output (a Ctrl-C too)
+            out.close()
+            os.unlink(out_path)
+            raise
     return True

@@ -321,3 +321,52 @@ def test_a_parquet_output_of_concatenated_parts_is_the_copys_row_for_row(tmp_pat
     assert pq.ParquetFile(tmp_path / "copy.parquet").metadata.created_by.startswith("DuckDB")
     assert pq.read_table(tmp_path / "cat.parquet").equals(pq.read_table(tmp_path / "copy.parquet"))
     assert a.metrics == b.metrics and a.verification == b.verification
+
+
+def test_joined_parts_keep_unset_offsets_leave_out_empty_groups_and_are_as_small_as_duckdbs(tmp_path: Path,
+                                                                                           monkeypatch) -> None:
+    """helper-185: a chunk's file_offset of 0 (none, as pyarrow writes it)
+    was moved into the data, and an empty part's empty row group (data page
+    offset 0) pointed into the part before; columns of many values written
+    in dictionaries, decimals as bytes, made the output a third larger than
+    DuckDB's copy. A failure midway leaves no file."""
+    import decimal
+
+    import numpy as np
+
+    from sqlanon import parquet_concat
+
+    monkeypatch.setattr(io, "PARQUET_ROW_GROUP_ROWS", 4096)
+    rng = np.random.default_rng(3)
+    con = io.connect()
+    staging = io.Staging(tmp_path / "stage")
+    staging.parts_dir.mkdir(parents=True, exist_ok=True)
+
+    def table(n: int) -> pa.Table:
+        return pa.table({"d": rng.random(n), "ts": pa.array(rng.integers(0, 10**15, n), pa.timestamp("us")),
+                         "dec": pa.array([decimal.Decimal(int(x)) / 100 for x in rng.integers(0, 10**9, n)],
+                                         pa.decimal128(12, 2)),
+                         "s": pa.array(rng.choice(["a", "b", "c"], n))})
+
+    for i, n in enumerate((20_000, 0, 20_000)):
+        io.write_part(con, table(n), staging.part_path(i), "zstd")
+    out = tmp_path / "out.parquet"
+    assert staging.concatenate_parts(str(out), "zstd")
+    meta = pq.ParquetFile(out).metadata
+    assert meta.num_rows == 40_000 and all(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
+    assert {meta.row_group(i).column(j).file_offset for i in range(meta.num_row_groups)
+            for j in range(meta.num_columns)} == {0}
+    copied = tmp_path / "copied.parquet"
+    io.copy_relation(con, f"(SELECT * FROM {staging.parts_relation()})", str(copied), "parquet")
+    assert con.execute(f"SELECT * FROM read_parquet('{out}')").fetchall() == con.execute(
+        f"SELECT * FROM read_parquet('{copied}')").fetchall()
+    assert out.stat().st_size < 1.05 * copied.stat().st_size
+    out.unlink()
+
+    def cut_short(src, dst, offset, length):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(parquet_concat, "_copy_range", cut_short)
+    with pytest.raises(InputError, match=r"cannot write '.*out.parquet' from the parts: .*the disk is full"):
+        staging.concatenate_parts(str(out), "zstd")
+    assert not out.exists()
