@@ -756,13 +756,12 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
             raise ConfigError(f"quasi-identifier {nested!r} is {typeof[nested]}, whose values DuckDB holds equal "
                               "where its readers tell them apart (-0.0 and 0.0, '1 month' and '30 days'): verify "
                               "it as text (cast it to VARCHAR in a view)")
-        if isinstance(source, io.DuckDBSource) or texts:
-            # A QI's collation (NOCASE) made 'PARIS' and 'Paris' one class, two to every reader. A
-            # sensitive column's values count as written (README), as count(DISTINCT …) counts them
-            # with two sensitive columns: GROUP BY, with one, merged 'Flu' and 'flu' (helper-137).
-            text = [c for c in (*qi, *sensitive) if typeof[c] == "VARCHAR" and isinstance(source, io.DuckDBSource)]
-            relation = render("binary_text.sql", relation=relation, columns=[*text, *texts], texts=texts).sql \
-                if text or texts else relation
+        # A QI's collation (NOCASE) made 'PARIS' and 'Paris' one class, two to every reader. A
+        # sensitive column's values count as written (README), as count(DISTINCT …) counts them
+        # with two sensitive columns: GROUP BY, with one, merged 'Flu' and 'flu' (helper-137).
+        text = [c for c in (*qi, *sensitive) if typeof[c] == "VARCHAR"] if isinstance(source, io.DuckDBSource) else []
+        if text or texts:
+            relation = render("binary_text.sql", relation=relation, columns=[*text, *texts], texts=texts).sql
         check = verify_relation(con, relation, list(qi), k, l, sensitive, limit=show)
         if csv and check.ok and l > 1:  # ... and as its readers type it, as the publishing check counts too
             typed_check = verify_as_typed(con, lambda every_row, text: dataclasses.replace(

@@ -749,12 +749,13 @@ def draw_sample(
 # ----------------------------------------------------------------------- the run
 
 
-def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, target, inputs=(),
-          shared=None, handed_on=False, compression: str | None = None) -> FragmentTask:
-    """``shared``: the file the spec and statistics are in; ``handed_on``: the
-    executor hands them to the worker (:meth:`sqlanon.executors.DaskExecutor.share`).
-    Either way the task leaves them out. ``compression``: the part's, by
-    default the target's."""
+def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, target, compression: str,
+          inputs=(), shared=None, handed_on=False) -> FragmentTask:
+    """``compression``: the part's (the target's ``part_compression_for``
+    the plan's fragments); ``shared``: the file the spec and statistics are
+    in; ``handed_on``: the executor hands them to the worker
+    (:meth:`sqlanon.executors.DaskExecutor.share`). Either way the task
+    leaves them out."""
     where, params = fragmentation.where_sql(plan_fragment.predicates, source.dialect)
     apart = shared is not None or handed_on
     return FragmentTask(
@@ -762,7 +763,7 @@ def _task(plan_fragment, source, spec, stats, staging, drop, memory, threads, ta
         spec=None if apart else spec, stats=None if apart else stats, shared=shared,
         part_path=staging.part_path(plan_fragment.id), drop=drop, memory_limit=memory, threads=threads,
         temp_directory=staging.spill_dir(str(plan_fragment.id)),
-        part_compression=compression or target.part_compression, part_is_output=target.parts_are_output,
+        part_compression=compression, part_is_output=target.parts_are_output,
         as_text=tuple(staging.as_text), arrow_fields=staging.arrow_fields,
         crash_once=os.environ.get(CRASH_ONCE_ENV), inputs=inputs,
     )
@@ -1415,12 +1416,11 @@ def run(
         handle = pool.share(spec, stats) if pool is not None else None
         shared = staging.share(spec, stats) if pool is not None and handle is None else None
 
-        compression = target.part_compression_for(total / len(plan.fragments)) if isinstance(
-            target, io.FileTarget) else None
+        compression = target.part_compression_for(total / len(plan.fragments))
 
         def make_task(frag):
-            return _task(frag, pulled_from, spec, stats, staging, drop, memory, threads, target, seen, shared,
-                         handle is not None, compression)
+            return _task(frag, pulled_from, spec, stats, staging, drop, memory, threads, target, compression, seen,
+                         shared, handle is not None)
 
         make_task.part_path = staging.part_path
         make_task.handles = () if handle is None else (handle,)

@@ -2814,17 +2814,26 @@ class Staging:
     def has_parts(self) -> bool:
         return any(self.parts_dir.glob("*.parquet"))
 
+    def _arrow_writes_as_duckdb(self, schema: pa.Schema) -> bool:
+        """Whether pyarrow may write the output from parts of ``schema`` (as
+        :meth:`write_with_arrow` and :meth:`concatenate_parts` do) as DuckDB
+        would: the parts need no cast back and carry no Arrow types to
+        restore, and every column is of a type pyarrow writes as DuckDB does
+        (:func:`arrow_writes_exactly`), timestamps in micro- or nanoseconds
+        (pyarrow keeps seconds and milliseconds as milliseconds, which pandas
+        then reads so, where DuckDB writes microseconds: helper-73)."""
+        if self.as_text or self.cast_back or self.arrow_fields:
+            return False
+        coarse = any(pa.types.is_timestamp(f.type) and f.type.unit in ("s", "ms") for f in schema)
+        return not coarse and all(arrow_writes_exactly(f.type) for f in schema)
+
     def concatenate_parts(self, path: str, compression: str) -> bool:
         """Write the parts into the one Parquet file ``path`` by copying their
         row groups as they are (no decoding, no re-encoding) and rewriting the
         footer, where pyarrow wrote every part (:func:`write_part`) with the
         same schema, every column chunk compressed with ``compression``, the
         row groups averaging at least half of DuckDB's size, and
-        the parts need no cast back, carry no Arrow types to restore and hold
-        no column type pyarrow writes otherwise than DuckDB (the guards of
-        :meth:`write_with_arrow`). Else False, and nothing is written."""
-        if self.as_text or self.cast_back or self.arrow_fields:
-            return False
+        :meth:`_arrow_writes_as_duckdb`. Else False, and nothing is written."""
         import pyarrow.parquet as pq
 
         from . import parquet_concat
@@ -2832,9 +2841,7 @@ class Staging:
         files = sorted(self.parts_dir.glob("*.parquet"))
         try:
             metas = [pq.ParquetFile(f).metadata for f in files]
-            schema = metas[0].schema.to_arrow_schema()
-            if any(pa.types.is_timestamp(f.type) and f.type.unit in ("s", "ms") for f in schema) or not all(
-                    arrow_writes_exactly(f.type) for f in schema):
+            if not self._arrow_writes_as_duckdb(metas[0].schema.to_arrow_schema()):
                 return False
             groups = sum(m.num_row_groups for m in metas)
             if groups and sum(m.num_rows for m in metas) < groups * PARQUET_ROW_GROUP_ROWS // 2:
@@ -2860,15 +2867,9 @@ class Staging:
         generalized text (a set of ~450 names, ~6 KB a row) and took 11.6 s
         and a 6 GB peak for 1M rows (BENCHMARKS.md, section 8). Short texts
         stay DuckDB's to write: it reads its own files faster (poker's
-        verification, 0.05 s against 0.08 s). Only where the parts need no
-        cast back, carry no Arrow types to restore, and every column is of a
-        type pyarrow writes as DuckDB does (:func:`arrow_writes_exactly`; it
-        keeps -0.0 and 0.0 apart too), timestamps in micro- or nanoseconds
-        (pyarrow keeps seconds and milliseconds as milliseconds, which
-        pandas then reads so, where DuckDB writes microseconds: helper-73);
+        verification, 0.05 s against 0.08 s). Only where
+        :meth:`_arrow_writes_as_duckdb` (it keeps -0.0 and 0.0 apart too);
         else False, and nothing is written."""
-        if self.as_text or self.cast_back or self.arrow_fields:
-            return False
         import pyarrow.parquet as pq
 
         files = sorted(self.parts_dir.glob("*.parquet"))
@@ -2876,8 +2877,7 @@ class Staging:
         ours = not os.path.lexists(path)  # a file it makes is its own to remove, none else
         try:
             schema = pq.read_schema(files[0])
-            coarse = [f for f in schema if pa.types.is_timestamp(f.type) and f.type.unit in ("s", "ms")]
-            if coarse or not all(arrow_writes_exactly(f.type) for f in schema):
+            if not self._arrow_writes_as_duckdb(schema):
                 return False
             text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
             if not text:
@@ -2934,6 +2934,10 @@ class LocalStagingTarget:
         """Let another run write this output."""
         if self.lock is not None:
             self.lock.release()
+
+    def part_compression_for(self, rows_per_part: float) -> str:
+        """The codec of parts of about ``rows_per_part`` rows: the target's (:attr:`part_compression`)."""
+        return self.part_compression
 
     def earlier_run(self, con: duckdb.DuckDBPyConnection, where: str | None, target: str) -> tuple[str, str] | None:
         """The parameters and start of the last run that published this

@@ -239,12 +239,13 @@ def verify_as_typed(
     for every_row in (False, True):
         try:
             relation = read_as(every_row, ())
-            names, types = relation_types(con, relation)
-            flags = tuple(c for c, t in zip(names, types) if c in sensitive and str(t) == "BOOLEAN")
+            described = relation_types(con, relation)  # (a sniff of the file: every row's, the second time)
+            flags = tuple(c for c, t in zip(*described) if c in sensitive and str(t) == "BOOLEAN")
             if flags:  # DuckDB's booleans take 'Yes', 'yes' and 'YES', three texts to pandas and pyarrow (helper-181)
                 relation = read_as(every_row, flags)  # as text, which the readers' own booleans are made of below
-            return verify_relation(con, _as_readers_compare(con, relation, sensitive), qi, k, l, sensitive,
-                                   limit=limit)
+                described = relation_types(con, relation)
+            return verify_relation(con, _as_readers_compare(con, relation, sensitive, described), qi, k, l,
+                                   sensitive, limit=limit)
         except (InputError, duckdb.Error) as exc:
             failure = exc
     log.warning("the CSV file does not read back with its types (%s): its l is checked on its text only",
@@ -256,7 +257,8 @@ PYARROW_BOOLEANS = ("1", "0", "true", "false", "True", "False", "TRUE", "FALSE")
 """The texts pyarrow's CSV reader (and pandas' with engine="pyarrow") reads as booleans."""
 
 
-def _as_readers_compare(con: duckdb.DuckDBPyConnection, relation: str, sensitive) -> str:
+def _as_readers_compare(con: duckdb.DuckDBPyConnection, relation: str, sensitive,
+                        described: tuple[list[str], list]) -> str:
     """``relation`` (a CSV file read typed) with each sensitive column that
     DuckDB keeps as text compared as pandas and pyarrow read it: one whose
     every value reads as a number ('5', '05', '+5', '5.0') by that number,
@@ -265,8 +267,9 @@ def _as_readers_compare(con: duckdb.DuckDBPyConnection, relation: str, sensitive
     00:00:00') as pyarrow itself reads them. DuckDB
     keeps '05' beside '5' as text, and l = 2 of '5' and '05' was published
     and verified where pandas reads one value (helper-107). Each column is
-    looked at up to its first value that is neither (at once, for most)."""
-    names, types = relation_types(con, relation)
+    looked at up to its first value that is neither (at once, for most).
+    ``described``: its :func:`relation_types`."""
+    names, types = described
     text = [c for c, t in zip(names, types) if c in sensitive and str(t) == "VARCHAR"]
     replaced = []
     for c in text:

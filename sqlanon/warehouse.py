@@ -954,12 +954,16 @@ class PostgresTarget:
     """Warnings of what replacing the target left behind (``log.warning``'s
     arguments), given once it is committed: a failure after them replaced nothing."""
     _server_version = 0
+    """The server's version number (150004), known once the run's lock is taken."""
     _plan_only = False
     """Whether the session in ``_lock`` was opened for a plan, without the run's lock (:meth:`lock`)."""
-    """The server's version number (150004), known once the run's lock is taken."""
 
     def describe(self) -> str:
         return f"{self.conn.safe()} table {table_text(self.table)}"
+
+    def part_compression_for(self, rows_per_part: float) -> str:
+        """The codec of parts of about ``rows_per_part`` rows: the target's (:attr:`part_compression`)."""
+        return self.part_compression
 
     @property
     def path(self) -> str:
