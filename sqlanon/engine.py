@@ -215,6 +215,38 @@ def _encode_all(table: pa.Table, spec: AnonymizationSpec) -> list[_Encoded]:
     ]
 
 
+_ROWS_BLOCK = 1 << 15
+"""Rows per block of :func:`_rows_of`: 32k rows of ten int32 columns (1.3 MB)
+stay in the cache while each column fills its share."""
+
+
+def _rows_of(columns: list[np.ndarray], n: int) -> np.ndarray:
+    """The int32 ``columns`` (of ``n`` rows each, perhaps none) as the rows of
+    one (n, len(columns)) array, a block of rows at a time: a column written
+    whole strides over the entire array once per column (5M rows of ten:
+    0.39 s against 0.16 s)."""
+    out = np.empty((n, len(columns)), np.int32)
+    for start in range(0, n, _ROWS_BLOCK):
+        block = out[start:start + _ROWS_BLOCK]
+        for j, c in enumerate(columns):
+            block[:, j] = c[start:start + _ROWS_BLOCK]
+    return out
+
+
+def distinct(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)`` of integers, by sorting. numpy 2.4's ``np.unique``
+    hashes when asked for the values alone, far slower where most values
+    differ (5M int64 of as many values: 6 s against 0.06 s; 370k: 0.16 s
+    against 0.004 s)."""
+    values = np.sort(a, axis=None)
+    if len(values) < 2:
+        return values
+    first = np.empty(len(values), bool)
+    first[0] = True
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return values[first]
+
+
 def _encode_sensitive(table: pa.Table, name: str) -> tuple[np.ndarray, int]:
     arr = table.column(name).combine_chunks()
     if pa.types.is_dictionary(arr.type):
@@ -360,12 +392,8 @@ def anonymize_fragment(table, spec: AnonymizationSpec, stats: dict[str, ColumnSt
         _place_values(e, stats[e.name])
 
     d = len(enc)
-    X = np.empty((n, d), np.int32)
-    for j, e in enumerate(enc):
-        X[:, j] = e.codes
-    S = np.empty((n, len(sens)), np.int32)
-    for j, (codes, _) in enumerate(sens):
-        S[:, j] = codes
+    X = _rows_of([e.codes for e in enc], n)
+    S = _rows_of([codes for codes, _ in sens], n)
     is_cat = np.array([e.kind != "interval" for e in enc])
     dom = np.array([e.n_codes for e in enc], np.int64)
     c_off = np.concatenate([[0], np.cumsum(dom + 1)]).astype(np.int64)
@@ -409,9 +437,9 @@ def anonymize_fragment(table, spec: AnonymizationSpec, stats: dict[str, ColumnSt
             out = _generalize_classes(enc, stats, X1, bounds1, spec.interval_format)
             group1 = _merge_identical(out[2], len(bounds1) - 1)
             width = int(origin.max()) + 1
-            pairs = np.unique(group1 * width + origin)
+            pairs = distinct(group1 * width + origin)
             joins = np.bincount(pairs // width) > 1  # per new published class: rows of two groups
-            undo = np.unique(origin[joins[group1]])
+            undo = distinct(origin[joins[group1]])
             undo = undo[refine[undo]]
             if len(undo) == 0:
                 X, S, perm, bounds, group = X1, S1, perm[order], bounds1, group1
@@ -564,7 +592,7 @@ def _merge_identical(keys: list[np.ndarray], n_cls: int) -> np.ndarray:
     with np.errstate(over="ignore"):
         for k in keys:
             h = (h * np.uint64(0x100000001B3)) ^ k.astype(np.uint64)
-    if len(np.unique(h)) == n_cls:
+    if len(distinct(h)) == n_cls:
         return np.arange(n_cls, dtype=np.int64)
     import pandas as pd  # only when two classes may share values: rare
 
@@ -573,7 +601,7 @@ def _merge_identical(keys: list[np.ndarray], n_cls: int) -> np.ndarray:
 
 
 def _min_distinct(row_group: np.ndarray, codes: np.ndarray, n_groups: int) -> int:
-    pairs = np.unique(row_group.astype(np.int64) * (int(codes.max()) + 1) + codes)
+    pairs = distinct(row_group.astype(np.int64) * (int(codes.max()) + 1) + codes)
     per_group = np.bincount(pairs // (int(codes.max()) + 1), minlength=n_groups)
     return int(per_group.min())
 
@@ -604,7 +632,8 @@ def _assemble(
 ) -> pa.Table:
     """The published table: its rows in ``order`` (:func:`publication_order`)."""
     rows = pa.array(order)
-    idx = pa.array(class_of_row[order])
+    class_idx = class_of_row[order]
+    idx = pa.array(class_idx)
     names: list[str] = []
     arrays: list[pa.Array] = []
     for name, col in zip(table.column_names, table.columns):
@@ -621,7 +650,12 @@ def _assemble(
                         # other fragment, but DuckDB 1.4 crashes on an empty
                         # one: give it one value that no row uses.
                         dictionary = pa.array([""], pa.string())
-                    arrays.append(pa.DictionaryArray.from_arrays(enc.indices.take(idx), dictionary))
+                    indices = enc.indices
+                    # numpy's gather: Arrow's take, allocating from its pool (mimalloc), took
+                    # ~12 % longer over ten 5M-row columns.
+                    taken = (pa.array(indices.to_numpy()[class_idx]) if indices.null_count == 0
+                             else indices.take(idx))
+                    arrays.append(pa.DictionaryArray.from_arrays(taken, dictionary, safe=False))  # codes of it
                 else:
                     arrays.append(per_class.take(idx))
         else:

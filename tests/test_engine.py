@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from sqlanon import AnonymizationSpec, ConfigError, InputError, PrivacyError, QuasiIdentifier, anonymize_table
+from sqlanon import engine
 from sqlanon.engine import column_stats
 from sqlanon.errors import HierarchyError
 from sqlanon.hierarchies import load_hierarchy
@@ -551,3 +552,26 @@ def test_the_engines_arguments_are_checked_by_name():
     with pytest.raises(ConfigError, match="'age' holds infinite values"):
         anonymize_table(pa.table({"age": [1.0, 2, 3, math.inf]}), spec,
                         stats=column_stats(pa.table({"age": [1.0, 2, 3, 4]}), spec))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint64])
+def test_distinct_is_numpys_unique(dtype):
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 2, 7, 1000):
+        for high in (2, 50, 2**31 - 1):
+            a = rng.integers(0, high, n).astype(dtype)
+            if dtype != np.uint64:
+                a[: n // 3] *= -1
+            got = engine.distinct(a)
+            assert got.dtype == a.dtype
+            assert np.array_equal(got, np.unique(a)), (n, high)
+
+
+@pytest.mark.parametrize("n", [0, 1, engine._ROWS_BLOCK - 1, engine._ROWS_BLOCK, 2 * engine._ROWS_BLOCK + 5])
+def test_rows_of_stacks_columns_by_block(n):
+    rng = np.random.default_rng(n)
+    columns = [rng.integers(-5, 5, n).astype(np.int32) for _ in range(3)]
+    got = engine._rows_of(columns, n)
+    assert got.dtype == np.int32 and got.flags.c_contiguous
+    assert np.array_equal(got, np.column_stack(columns).reshape(n, 3))
+    assert engine._rows_of([], n).shape == (n, 0)  # no sensitive column
