@@ -151,12 +151,36 @@ def _per_distinct_range(e, stats, lo, hi, has_null, col, bounds, interval_format
     has_val = lo >= 0
     width = e.n_codes + 1
     ranges = ((np.where(has_val, lo, 0) * width + np.where(has_val, hi, 0)) * 2 + has_null) * 2 + has_val
-    _, first, inverse = np.unique(ranges, return_index=True, return_inverse=True)
+    first, inverse = _one_per_range(ranges, width * width * 4)
     g = _generalize(e, stats, lo[first], hi[first], has_null[first], col, bounds, interval_format)
     ((name, text),) = g.columns
     enc = pc.dictionary_encode(text)
     classes = pa.DictionaryArray.from_arrays(enc.indices.take(pa.array(inverse.astype(np.int32))), enc.dictionary)
     return Generalized([(name, classes)], g.ncp[inverse], g.key[inverse])
+
+
+_DENSE_RANGES = 1 << 22
+"""Packed ranges below it (and below 8 per class, or 65,536) are told apart
+by a table of them (4 MB of flags at most), not by sorting the classes'
+(:func:`_one_per_range`)."""
+
+
+def _one_per_range(ranges: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
+    """A class of each distinct packed range (``ranges < space``), and each
+    class's range number, the ranges numbered in ascending order: as
+    ``np.unique``'s ``return_index``/``return_inverse`` but for which class
+    stands for a range (any: they share lo, hi and NULL). In O(classes) where
+    the ranges fit a table (poker's 10 columns at 5M rows: 0.25 s by sorting)."""
+    if space > min(_DENSE_RANGES, max(1 << 16, 8 * len(ranges))):
+        _, first, inverse = np.unique(ranges, return_index=True, return_inverse=True)
+        return first, inverse
+    present = np.zeros(space, bool)
+    present[ranges] = True
+    number = np.cumsum(present) - 1  # of every range present, its rank
+    inverse = number[ranges]
+    first = np.empty(int(number[-1]) + 1, np.int64)
+    first[inverse] = np.arange(len(ranges))
+    return first, inverse
 
 
 def _generalize(e, stats, lo, hi, has_null, col, bounds, interval_format) -> Generalized:

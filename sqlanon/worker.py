@@ -246,7 +246,7 @@ def _in_fragment(task: FragmentTask, spec_and_stats: tuple | None, t_start: floa
             if spec_and_stats is None:
                 spec_and_stats = (task.spec, task.stats) if task.shared is None else shared(task.shared)
             spec, stats = spec_and_stats
-            result = anonymize_fragment(table, spec, stats)
+            result = anonymize_fragment(table, spec, stats, narrow=True)
         except PrivacyError as exc:
             return FragmentResult(
                 task.fragment_id, "too_small", table.num_rows, reason=str(exc),

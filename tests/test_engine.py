@@ -16,6 +16,7 @@ from sqlanon import AnonymizationSpec, ConfigError, InputError, PrivacyError, Qu
 from sqlanon import engine
 from sqlanon.engine import column_stats
 from sqlanon.errors import HierarchyError
+from sqlanon.generalization import _one_per_range
 from sqlanon.hierarchies import load_hierarchy
 from sqlanon.metrics import Metrics
 
@@ -575,3 +576,25 @@ def test_rows_of_stacks_columns_by_block(n):
     assert got.dtype == np.int32 and got.flags.c_contiguous
     assert np.array_equal(got, np.column_stack(columns).reshape(n, 3))
     assert engine._rows_of([], n).shape == (n, 0)  # no sensitive column
+
+
+@pytest.mark.parametrize("space", [4, 784, 1 << 16, 1 << 20, 1 << 23])
+def test_one_per_range_numbers_ranges_as_numpys_unique(space):
+    rng = np.random.default_rng(space)
+    for n in (0, 1, 5, 300_000):
+        ranges = rng.integers(0, min(space, 1 + n // 3 if n > 9 else space), n)
+        first, inverse = _one_per_range(ranges, space)
+        values, inverse0 = np.unique(ranges, return_inverse=True)
+        assert np.array_equal(inverse, inverse0), (space, n)
+        assert np.array_equal(ranges[first], values), (space, n)
+
+
+def test_narrow_indices_are_int16_where_the_labels_fit_and_read_the_same():
+    t = pa.table({"a": np.arange(40_000) % 20_000, "b": np.arange(40_000) // 7})
+    spec = AnonymizationSpec((QuasiIdentifier("a"), QuasiIdentifier("b")), k=2)
+    wide = engine.anonymize_fragment(t, spec).table
+    narrow = engine.anonymize_fragment(t, spec, narrow=True).table
+    assert [wide.schema.field(c).type.index_type for c in "ab"] == [pa.int32(), pa.int32()]
+    assert narrow.schema.field("a").type.index_type == pa.int16()
+    rows = [sorted(zip(*(table.column(c).cast(pa.string()).to_pylist() for c in "ab"))) for table in (wide, narrow)]
+    assert rows[0] == rows[1]

@@ -117,6 +117,32 @@ def test_fragments_cover_the_source_and_output_verifies(source, tmp_path, strate
         assert n == row.rows
 
 
+@pytest.mark.parametrize("output", ["out.parquet", "out_dir/", "out.csv", "db.duckdb"])
+def test_fragments_of_many_and_of_few_labels_publish_together(tmp_path, output):
+    """A worker's part holds a QI's dictionary indices in int16 where its
+    labels fit, else int32 (one fragment here publishes 35,000 intervals of x,
+    the other one label): every output takes both, row for row."""
+    n = 70_000
+    g = np.repeat([0, 1], n)
+    x = np.where(g == 0, np.tile(np.arange(n), 2), 0)
+    src = tmp_path / "src.parquet"
+    pq.write_table(pa.table({"id": np.arange(2 * n), "g": g, "x": x}), src)
+    out = f"{tmp_path}/{output}"
+    kw = {"target_table": "anon"} if output.endswith(".duckdb") else {}
+    r = sqlanon.anonymize(src, out, qi=["g", "x"], k=2, workers=2, fragments=2, **kw)
+    assert r.metrics.rows == 2 * n and len(r.plan.fragments) == 2
+    con = duckdb.connect()
+    if output.endswith(".duckdb"):
+        con.execute(f"ATTACH '{out}' AS db (READ_ONLY)")
+        relation = "db.anon"
+    else:
+        relation = f"read_{'csv' if output.endswith('.csv') else 'parquet'}('{out}{'*.parquet' * output.endswith('/')}')"
+    got = con.execute(f"SELECT id, CAST(x AS VARCHAR) FROM {relation} ORDER BY id").fetchall()
+    assert [i for i, _ in got] == list(range(2 * n))
+    assert len({label for i, label in got if i < n}) > 32_767  # the fragment of many labels
+    assert {label for i, label in got if i >= n} <= {"0", "[0, 1]"}  # and of one or two
+
+
 def test_values_absent_from_the_sample_and_nulls_land_once(tmp_path):
     base = people(5_000, seed=1)
     # Extreme and unseen values the sample (0.1%: 5 rows) cannot have seen.
@@ -1071,8 +1097,8 @@ def _tampering(monkeypatch, how: str) -> None:
 
     real = engine.anonymize_fragment  # what a worker runs
 
-    def anonymize_fragment(table, spec, stats, given=False):
-        result = real(table, spec, stats, given)
+    def anonymize_fragment(table, spec, stats, given=False, narrow=False):
+        result = real(table, spec, stats, given, narrow)
         out = result.table
         if how == "value":  # one note changes
             notes = out.column("note").to_pylist()

@@ -2294,8 +2294,8 @@ def test_a_changed_pass_through_value_is_not_published(pg_url, monkeypatch):
 
     real = engine.anonymize_fragment  # what a worker runs
 
-    def anonymize_fragment(table, spec, stats, given=False):  # a bug that rewrites one note
-        result = real(table, spec, stats, given)
+    def anonymize_fragment(table, spec, stats, given=False, narrow=False):  # a bug that rewrites one note
+        result = real(table, spec, stats, given, narrow)
         notes = result.table.column("note").to_pylist()
         notes[-1] = notes[-1].upper()
         out = result.table.set_column(result.table.schema.get_field_index("note"), "note", pa.array(notes))
