@@ -351,3 +351,17 @@ def interval_stats(n_distinct: int, lo_hi: pa.Array, name: str = "") -> ColumnSt
         )
     pos = span_values(lo_hi)
     return ColumnStats(n_distinct, float(lo), float(hi), span=float(pos[-1] - pos[0]))
+
+
+def distinct(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)`` of integers, by sorting. numpy 2.4's ``np.unique``
+    hashes when asked for the values alone, far slower where most values
+    differ (5M int64 of as many values: 6 s against 0.06 s; 370k: 0.16 s
+    against 0.004 s)."""
+    values = np.sort(a, axis=None)
+    if len(values) < 2:
+        return values
+    first = np.empty(len(values), bool)
+    first[0] = True
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return values[first]

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from . import kernel
 from .config import AnonymizationSpec, QuasiIdentifier, missing_column
 from .domain import (
-    ColumnStats, as_compared, as_text, check_type, interval_stats, normalize_floats, resolve_generalization,
+    ColumnStats, as_compared, as_text, check_type, distinct, interval_stats, normalize_floats, resolve_generalization,
     span_values,
 )
 from .errors import ConfigError, InputError, PrivacyError
@@ -231,20 +231,6 @@ def _rows_of(columns: list[np.ndarray], n: int) -> np.ndarray:
         for j, c in enumerate(columns):
             block[:, j] = c[start:start + _ROWS_BLOCK]
     return out
-
-
-def distinct(a: np.ndarray) -> np.ndarray:
-    """``np.unique(a)`` of integers, by sorting. numpy 2.4's ``np.unique``
-    hashes when asked for the values alone, far slower where most values
-    differ (5M int64 of as many values: 6 s against 0.06 s; 370k: 0.16 s
-    against 0.004 s)."""
-    values = np.sort(a, axis=None)
-    if len(values) < 2:
-        return values
-    first = np.empty(len(values), bool)
-    first[0] = True
-    np.not_equal(values[1:], values[:-1], out=first[1:])
-    return values[first]
 
 
 def _encode_sensitive(table: pa.Table, name: str) -> tuple[np.ndarray, int]:

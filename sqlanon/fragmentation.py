@@ -89,7 +89,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .config import STRATEGIES, AnonymizationSpec, QuasiIdentifier, suggest
-from .domain import ColumnStats, as_text, is_text, normalize_floats, resolve_generalization, span_values
+from .domain import ColumnStats, as_text, distinct, is_text, normalize_floats, resolve_generalization, span_values
 from .errors import ConfigError, InputError
 from .sql.render import DIALECTS, is_generic, render  # noqa: F401 - DIALECTS: duckdb binds ?, postgres inlines literals
 
@@ -848,9 +848,9 @@ def _ratio(part: float, whole: float) -> float:
 
 def _quantile(cols: list[_Column], n: int, workers: int) -> list[tuple[np.ndarray, str, tuple[Predicate, ...]]]:
     """Fig. 4: cut the QI with most distinct values at the W-quantiles of its ranks."""
-    distinct = [len(np.unique(c.codes)) if c.cuttable else 0 for c in cols]
-    j = int(np.argmax(distinct))  # first of the ties: QI order
-    if distinct[j] == 0:
+    n_values = [len(distinct(c.codes)) if c.cuttable else 0 for c in cols]
+    j = int(np.argmax(n_values))  # first of the ties: QI order
+    if n_values[j] == 0:
         return [(np.arange(n), "0", ())]
     c = cols[j]
     u, cnt = np.unique(c.codes, return_counts=True)
@@ -1045,7 +1045,7 @@ def plan_fragments(
             else:
                 whole = []
                 for c in cols:
-                    u = np.unique(c.codes)
+                    u = distinct(c.codes)
                     whole.append(_span(c, u) if c.numeric else float(len(u)))
             parts = _mondrian(cols, n, workers, whole)
 
