@@ -647,7 +647,7 @@ def _assemble(
                         taken = pa.array(indices.to_numpy().astype(width)[class_idx])
                     else:
                         taken = indices.take(idx)
-                    arrays.append(pa.DictionaryArray.from_arrays(taken, dictionary, safe=False))  # codes of it
+                    arrays.append(pa.DictionaryArray.from_arrays(taken, dictionary, safe=False))  # its own indices
                 else:
                     arrays.append(per_class.take(idx))
         else:

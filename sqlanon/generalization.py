@@ -161,8 +161,8 @@ def _per_distinct_range(e, stats, lo, hi, has_null, col, bounds, interval_format
 
 _DENSE_RANGES = 1 << 22
 """Packed ranges below it (and below 8 per class, or 65,536) are told apart
-by a table of them (4 MB of flags at most), not by sorting the classes'
-(:func:`_one_per_range`)."""
+by a table of them (a flag and a number each: 36 MB at most), not by
+sorting the classes' (:func:`_one_per_range`)."""
 
 
 def _one_per_range(ranges: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
