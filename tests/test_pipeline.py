@@ -136,7 +136,8 @@ def test_fragments_of_many_and_of_few_labels_publish_together(tmp_path, output):
         con.execute(f"ATTACH '{out}' AS db (READ_ONLY)")
         relation = "db.anon"
     else:
-        relation = f"read_{'csv' if output.endswith('.csv') else 'parquet'}('{out}{'*.parquet' * output.endswith('/')}')"
+        reader = "read_csv" if output.endswith(".csv") else "read_parquet"
+        relation = f"{reader}('{out}{'*.parquet' if output.endswith('/') else ''}')"
     got = con.execute(f"SELECT id, CAST(x AS VARCHAR) FROM {relation} ORDER BY id").fetchall()
     assert [i for i, _ in got] == list(range(2 * n))
     assert len({label for i, label in got if i < n}) > 32_767  # the fragment of many labels
