@@ -375,17 +375,9 @@ def _start_server_alone(to_stderr: bool) -> None:
                         "__name__ == \"__main__\":` guard", main.get(SCRIPT_ENV) or main.get(MODULE_ENV))
         else:
             _end_server(pid)
-    # multiprocessing's resource tracker outlives a run that fails while its
-    # pool starts (the CLI then ends without waiting for the pool) and wrote
-    # 'leaked semaphore objects' warnings to the CLI's stderr after its one
-    # line. The tracker and the fork server take this process's -W options.
-    quieted = QUIET_TRACKER not in sys.warnoptions
-    if quieted:
-        sys.warnoptions.append(QUIET_TRACKER)
     _short_socket_directory()
-    with _imports_of_this_process(), contextlib.ExitStack() as unquiet:
-        if quieted:  # the caller's own options back once both have started (helper-35)
-            unquiet.callback(sys.warnoptions.remove, QUIET_TRACKER)
+    # The caller's own -W options back once the tracker and the server have started (helper-35).
+    with _imports_of_this_process(), _quiet_tracker(), contextlib.ExitStack() as unquiet:
         # The tracker first: starting it unblocks SIGINT (it blocks it for its own start).
         _start_tracker()
         # SIGHUP blocked for good, as in the tracker (see there), workers included.
@@ -480,17 +472,37 @@ def restore_environment(before: str | None) -> None:
             os.environ[name] = value
 
 
+@contextlib.contextmanager
+def _quiet_tracker() -> Iterator[None]:
+    """:data:`QUIET_TRACKER` among this process's -W options meanwhile, which
+    multiprocessing's resource tracker and the fork server take as they
+    start. The tracker outlives a run that fails or is interrupted while its
+    pool starts (the CLI then ends without waiting for the pool), and wrote
+    'leaked semaphore objects' warnings to the CLI's stderr after its one line."""
+    quieted = QUIET_TRACKER not in sys.warnoptions
+    if quieted:
+        sys.warnoptions.append(QUIET_TRACKER)
+    try:
+        yield
+    finally:
+        if quieted:
+            sys.warnoptions.remove(QUIET_TRACKER)
+
+
 def _start_tracker() -> None:
-    """Start multiprocessing's resource tracker (if not running) with SIGHUP
-    blocked, for good (the mask is inherited): a hangup (the terminal went
-    away) reaches the whole process group, and killed it, and it printed a
-    traceback per shared-memory name as the coordinator, which handles the
-    hangup, cleaned up. Starting it unblocks SIGINT in this thread."""
+    """Start multiprocessing's resource tracker (if not running), quiet
+    (:func:`_quiet_tracker`: a Ctrl-C while a Dask LocalCluster's workers
+    started printed four lines of its warnings under the CLI's one), with
+    SIGHUP blocked, for good (the mask is inherited): a hangup (the terminal
+    went away) reaches the whole process group, and killed it, and it
+    printed a traceback per shared-memory name as the coordinator, which
+    handles the hangup, cleaned up. Starting it unblocks SIGINT in this thread."""
     from multiprocessing import resource_tracker
 
     hangup = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
     try:
-        resource_tracker.ensure_running()
+        with _quiet_tracker():
+            resource_tracker.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, hangup)
 
