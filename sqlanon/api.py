@@ -279,7 +279,8 @@ def anonymize(
         target_table: the output table in a DuckDB file or behind a
             ``postgresql://`` URL (``schema.table``).
         workers: worker processes (default: CPU count; 1 runs in-process).
-        fragments: how many fragments to cut (default: ``workers``).
+        fragments: how many fragments to cut (default: ``workers``, or a multiple of it where one each
+            would not fit the workers' memory: :func:`sqlanon.coordinator.fragments_for_memory`).
         fragmentation: ``mondrian`` or ``quantile``.
         sample: sample fraction (<= 1) or rows (> 1); default bounded by memory.
         seed: the sample's seed.

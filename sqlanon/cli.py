@@ -1035,7 +1035,8 @@ def _sample(value: str | None) -> float | None:
 )
 @click.option("--workers", type=int, help="Worker processes (default: CPU count; 1 runs in this process).")
 @click.option("--fragments", type=int,
-              help="Fragments to cut the data into (default: --workers, which follows the CPU count: pin it for "
+              help="Fragments to cut the data into (default: --workers, which follows the CPU count, or a "
+                   "multiple of it where a table would not fit the workers' memory in one fragment each: pin it for "
                    "the same plan on every host and night).")
 @click.option(
     "--fragmentation", type=click.Choice(STRATEGIES), default="mondrian", show_default=True,

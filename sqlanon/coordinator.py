@@ -92,7 +92,7 @@ class RunOptions:
 
     Attributes:
         workers: worker processes (default: CPU count).
-        fragments: fragments to cut (default: ``workers``).
+        fragments: fragments to cut (default: ``workers``, or more: :func:`fragments_for_memory`).
         fragmentation: ``mondrian`` (Fig. 5) or ``quantile`` (Fig. 4).
         sample: a fraction (``0 < x <= 1``) or a row count (``> 1``); default:
             :func:`default_sample_rows`.
@@ -874,6 +874,31 @@ def _server_orderable(con: duckdb.DuckDBPyConnection, source, spec: Anonymizatio
     return not any(_UNCOPIED_TYPES.search(row[1]) for row in read)
 
 
+TEXT_BYTES = 64
+"""A variable-width value's bytes in :func:`fragments_for_memory`'s estimate
+(its type tells nothing of its length)."""
+
+
+def fragments_for_memory(rows: int, schema: pa.Schema, n_qi: int, slot_memory: float, workers: int) -> int:
+    """The fewest fragments, a multiple of ``workers``, whose rows a worker
+    holds within ``slot_memory`` bytes: a fragment is held whole, as Arrow,
+    with the engine's arrays beside it, about twice a row's width plus 12
+    bytes per QI (poker, 22 bytes and 10 QIs a row: ~160 bytes measured,
+    BENCHMARKS section 4; text counted at :data:`TEXT_BYTES`), after
+    ~200 MB of the interpreter's own."""
+    per_row = 2 * sum(map(_value_bytes, schema.types)) + 12 * n_qi + 24
+    room = max(slot_memory - 200 * 2**20, 64 * 2**20)
+    needed = math.ceil(rows * per_row / room)
+    return max(1, workers) * max(1, math.ceil(needed / max(1, workers)))
+
+
+def _value_bytes(t: pa.DataType) -> int:
+    try:
+        return max(1, t.bit_width // 8)
+    except ValueError:  # of variable width: text, bytes, lists, structs
+        return TEXT_BYTES
+
+
 def _may_cluster(orderable: bool, slots: int, remote: bool, fragments: int, server: bool) -> bool:
     """Whether ``fragments`` fragments read an ``orderable`` source
     (:func:`_orderable`) from one copy of it ordered by fragment: at least
@@ -1315,6 +1340,13 @@ def run(
         # At most one fragment per k rows: a smaller one cannot be anonymized
         # on its own and is only merged again, at the cost of a task each
         # (100,000 fragments of 32,561 rows ran for minutes).
+        if options.fragments is None:  # the default: one per worker, or more where one would not fit
+            slot = pool.memory_per_slot if pool is not None else executors.total_memory() * 0.8 / max(1, workers)
+            fitting = fragments_for_memory(total, schema, len(spec.qi_names), slot, workers)
+            if fitting > n_fragments:
+                log.info("planning %d fragments, not %d: %d rows in %d would not fit a worker's ~%d MB (--fragments "
+                         "sets them)", fitting, n_fragments, total, n_fragments, slot // 2**20)
+                n_fragments = fitting
         most = max(1, total // spec.k)
         if n_fragments > most:
             if options.fragments is not None:  # asked for; the default (one per worker) is capped silently

@@ -3265,3 +3265,29 @@ def test_a_column_sensitive_no_more_is_not_warned_about_as_new(tmp_path, caplog)
     with caplog.at_level("WARNING", logger="sqlanon"):
         sqlanon.anonymize(src, out, qi=["age"], sensitive=["dx"], k=5, l=2, workers=1, overwrite=True)
     assert not [m for m in caplog.messages if "passes through unchanged" in m], caplog.messages
+
+
+def test_default_fragments_grow_where_one_per_worker_would_not_fit_its_memory():
+    from sqlanon.coordinator import fragments_for_memory
+
+    poker = pa.schema([(f"c{i}", pa.int16()) for i in range(11)])  # 22 bytes a row: ~190 held, with 10 QIs
+    assert fragments_for_memory(10_000_000, poker, 10, 10e9, 2) == 2  # 5M rows a worker fit 10 GB
+    assert fragments_for_memory(100_000_000, poker, 10, 1.6e9, 4) == 16  # a multiple of the workers
+    assert fragments_for_memory(0, poker, 10, 1e9, 3) == 3
+    text = pa.schema([("a", pa.string()), ("b", pa.int64())])
+    assert fragments_for_memory(10_000_000, text, 1, 1e9, 1) > fragments_for_memory(10_000_000, poker, 1, 1e9, 1)
+
+
+def test_the_default_fragments_follow_the_memory_estimate_and_fragments_override_it(tmp_path, monkeypatch, caplog):
+    from sqlanon import coordinator
+
+    src = tmp_path / "src.parquet"
+    pq.write_table(people(4_000), src)
+    asked = []
+    monkeypatch.setattr(coordinator, "fragments_for_memory", lambda rows, *a: asked.append(rows) or 4)
+    with caplog.at_level("INFO", logger="sqlanon"):
+        r = run(src, tmp_path / "out.parquet", workers=2)
+    assert asked == [4_000] and len(r.plan.fragments) == 4
+    assert "planning 4 fragments, not 2: 4000 rows in 2 would not fit a worker's" in caplog.text
+    r = run(src, tmp_path / "again.parquet", workers=2, fragments=2)
+    assert asked == [4_000] and len(r.plan.fragments) == 2
