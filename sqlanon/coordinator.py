@@ -883,9 +883,9 @@ def fragments_for_memory(rows: int, schema: pa.Schema, n_qi: int, slot_memory: f
     """The fewest fragments, a multiple of ``workers``, whose rows a worker
     holds within ``slot_memory`` bytes: a fragment is held whole, as Arrow,
     with the engine's arrays beside it, about twice a row's width plus 12
-    bytes per QI (poker, 22 bytes and 10 QIs a row: ~160 bytes measured,
-    BENCHMARKS section 4; text counted at :data:`TEXT_BYTES`), after
-    ~200 MB of the interpreter's own."""
+    bytes per QI (poker, 22 bytes and 10 QIs a row: 188 bytes estimated,
+    ~160 measured, BENCHMARKS section 4; text counted at :data:`TEXT_BYTES`),
+    after ~200 MB of the interpreter's own."""
     per_row = 2 * sum(map(_value_bytes, schema.types)) + 12 * n_qi + 24
     room = max(slot_memory - 200 * 2**20, 64 * 2**20)
     needed = math.ceil(rows * per_row / room)
@@ -1337,9 +1337,6 @@ def run(
         timings["read"] = time.perf_counter() - t0 - timings.get("cluster", 0.0)
 
         t0 = time.perf_counter()
-        # At most one fragment per k rows: a smaller one cannot be anonymized
-        # on its own and is only merged again, at the cost of a task each
-        # (100,000 fragments of 32,561 rows ran for minutes).
         if options.fragments is None:  # the default: one per worker, or more where one would not fit
             slot = pool.memory_per_slot if pool is not None else executors.total_memory() * 0.8 / max(1, workers)
             fitting = fragments_for_memory(total, schema, len(spec.qi_names), slot, workers)
@@ -1347,6 +1344,9 @@ def run(
                 log.info("planning %d fragments, not %d: %d rows in %d would not fit a worker's ~%d MB (--fragments "
                          "sets them)", fitting, n_fragments, total, n_fragments, slot // 2**20)
                 n_fragments = fitting
+        # At most one fragment per k rows: a smaller one cannot be anonymized
+        # on its own and is only merged again, at the cost of a task each
+        # (100,000 fragments of 32,561 rows ran for minutes).
         most = max(1, total // spec.k)
         if n_fragments > most:
             if options.fragments is not None:  # asked for; the default (one per worker) is capped silently
