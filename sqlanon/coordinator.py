@@ -919,16 +919,17 @@ def _cluster_once(orderable: bool, slots: int, remote: bool, plan: fragmentation
     return None
 
 
+def _slot_memory(pool, workers: int = 1) -> float:
+    """Bytes one task may hold: the executor's per slot, or without one (a
+    run in this process, a plan) 80 % of this host's memory over ``workers``."""
+    return pool.memory_per_slot if pool is not None else executors.total_memory() * 0.8 / max(1, workers)
+
+
 def _task_resources(options: RunOptions, pool) -> tuple[str, int]:
     """DuckDB ``memory_limit`` and ``threads`` of one task, from the executor's
     slots, so that the tasks running at once on a host never oversubscribe it."""
-    if pool is None:
-        memory = executors.total_memory() * 0.8
-        threads = os.cpu_count() or 1
-    else:
-        memory = pool.memory_per_slot
-        threads = max(1, (os.cpu_count() or 1) // max(1, pool.host_slots))
-    return options.worker_memory or f"{max(256, int(memory / 2**20))}MB", threads
+    threads = (os.cpu_count() or 1) // (1 if pool is None else max(1, pool.host_slots))
+    return options.worker_memory or f"{max(256, int(_slot_memory(pool) / 2**20))}MB", max(1, threads)
 
 
 def execute(
@@ -1338,7 +1339,7 @@ def run(
 
         t0 = time.perf_counter()
         if options.fragments is None:  # the default: one per worker, or more where one would not fit
-            slot = pool.memory_per_slot if pool is not None else executors.total_memory() * 0.8 / max(1, workers)
+            slot = _slot_memory(pool, workers)
             fitting = fragments_for_memory(total, schema, len(spec.qi_names), slot, workers)
             if fitting > n_fragments:
                 log.info("planning %d fragments, not %d: %d rows in %d would not fit a worker's ~%d MB (--fragments "
