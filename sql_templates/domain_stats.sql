@@ -30,7 +30,8 @@
    (`nul_cast`: a list, map, array or enum, searched as its text; SQLite's text
    functions stop at one: its bytes are searched).
    The checksums (_checksum.sql) of the `checksum` columns, and whether each
-   `signed_zeros` column holds both zeros (_signed_zeros.sql), in the same pass. #}
+   `signed_zeros` column holds both zeros (_signed_zeros.sql), and the bytes
+   of the `widths` columns' values (_widths.sql), in the same pass. #}
 SELECT
     count(*) AS n_rows
 {% for c in qi %}
@@ -85,4 +86,5 @@ SELECT
 {% endfor %}
 {% include "_checksum.sql" %}
 {% include "_signed_zeros.sql" %}
+{% include "_widths.sql" %}
 FROM {{ relation }}

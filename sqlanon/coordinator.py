@@ -414,11 +414,14 @@ def domain_stats(
     con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema,
     checksum: list[str] | tuple[str, ...] = (), signed_zeros: list[str] | tuple[str, ...] = (),
     loose: list[str] | tuple[str, ...] = (), nul: list[str] | tuple[str, ...] = (),
-) -> tuple[int, dict[str, ColumnStats], dict[str, int | tuple[int, int]], Checksums, list[str]]:
+    widths: Sequence[str] = (),
+) -> tuple[int, dict[str, ColumnStats], dict[str, int | tuple[int, int]], Checksums, list[str], dict[str, float]]:
     """Row count, per-QI :class:`ColumnStats`, per-sensitive distinct counts,
-    the checksum of each ``checksum`` column (``_checksum.sql``) and the
+    the checksum of each ``checksum`` column (``_checksum.sql``), the
     ``signed_zeros`` columns that hold both -0.0 and 0.0 (``_signed_zeros.sql``,
-    DuckDB and PostgreSQL), in one pass.
+    DuckDB and PostgreSQL) and the bytes a value of each ``widths`` column
+    holds on average (text or binary ones, where :func:`measures_widths`:
+    :func:`value_widths`), in one pass.
 
     A ``loose`` sensitive column (PostgreSQL, :func:`_loose_sensitive`) is
     counted by its text and by the server's equality; its entry is the
@@ -446,7 +449,7 @@ def domain_stats(
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 nan_sets=nan_sets, stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
                 signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far, nul=list(nul),
-                nul_cast=cast)
+                nul_cast=cast, widths=list(widths), binary=[c for c in widths if variable_width(schema)[c] == "binary"])
     # SQLite's timestamps come back as text (`stamps`), typed below
     typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
              if c in interval and c not in stamps for m in ("min", "max")}
@@ -522,7 +525,7 @@ def domain_stats(
     names = [n for n in row.column_names if n.startswith("__sqlanon_h")]
     sums = Checksums.from_row(names, [row.column(n)[0].as_py() for n in names], list(checksum))
     mixed = [c for i, c in enumerate(signed_zeros) if row.column(f"__sqlanon_z{i}")[0].as_py()]
-    return total, stats, sens, sums, mixed
+    return total, stats, sens, sums, mixed, _widths_of(row, widths, total)
 
 
 def _input_files(source) -> list[str]:
@@ -879,14 +882,69 @@ TEXT_BYTES = 64
 (its type tells nothing of its length)."""
 
 
-def fragments_for_memory(rows: int, schema: pa.Schema, n_qi: int, slot_memory: float, workers: int) -> int:
+WIDTH_ROWS = 1_000
+"""The first rows :func:`value_widths` measures a column the statistics do not read over."""
+
+
+def variable_width(schema: pa.Schema) -> dict[str, str]:
+    """``schema``'s columns whose values' bytes :func:`value_widths` measures: "text" or "binary" each."""
+    kinds = {}
+    for f in schema:
+        if is_text(f.type) or pa.types.is_string_view(f.type):
+            kinds[f.name] = "text"
+        elif pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type) or pa.types.is_binary_view(f.type):
+            kinds[f.name] = "binary"
+    return kinds
+
+
+def measures_widths(dialect: str) -> bool:
+    """Whether ``_widths.sql`` knows how ``dialect`` counts a value's bytes."""
+    return dialect in ("duckdb", "postgres") or dialect.startswith(("sqla:sqlite", "sqla:mysql", "sqla:mariadb"))
+
+
+def _widths_of(row: pa.Table, columns: Sequence[str], rows: int) -> dict[str, float]:
+    """Each column's bytes a value, from the sums of ``_widths.sql`` over ``rows`` rows."""
+    return {c: float(row.column(f"__sqlanon_width{i}")[0].as_py() or 0) / max(1, rows) for i, c in enumerate(columns)}
+
+
+def value_widths(con: duckdb.DuckDBPyConnection, source, schema: pa.Schema,
+                 known: dict[str, float] | None = None) -> dict[str, float]:
+    """Bytes a value of each of ``schema``'s text and binary columns holds,
+    on average: ``known`` (the statistics' pass measured those over every
+    row, :func:`domain_stats`), the others over the first :data:`WIDTH_ROWS`
+    rows of ``source`` (one statement where the data lives, which reads no
+    further). A column of long text (notes, documents) counted at
+    :data:`TEXT_BYTES` made the default fragments too few for a worker's
+    memory. A column is left out (counted so) where nothing measured it: a
+    database whose SQL :func:`measures_widths` does not know, a failed read
+    (the fragments' own reads say what fails)."""
+    known = dict(known or {})
+    kinds = variable_width(schema)
+    columns = [c for c in kinds if c not in known]
+    if not columns or not measures_widths(source.dialect):
+        return known
+    stmt = _render(source, "value_widths.sql", relation=source.relation, widths=columns, rows=WIDTH_ROWS,
+                   binary=[c for c in columns if kinds[c] == "binary"])
+    try:
+        row = source.fetch(con, stmt)
+    except (SqlanonError, duckdb.Error) as exc:
+        log.debug("text counted at %d bytes a value: its width was not read (%s)", TEXT_BYTES, io.first_line(exc))
+        return known
+    return {**known, **_widths_of(row, columns, row.column("n_rows")[0].as_py())}
+
+
+def fragments_for_memory(rows: int, schema: pa.Schema, n_qi: int, slot_memory: float, workers: int,
+                         widths: dict[str, float] | None = None) -> int:
     """The fewest fragments, a multiple of ``workers``, whose rows a worker
     holds within ``slot_memory`` bytes: a fragment is held whole, as Arrow,
     with the engine's arrays beside it, about twice a row's width plus 12
     bytes per QI (poker, 22 bytes and 10 QIs a row: 188 bytes estimated,
-    ~160 measured, BENCHMARKS section 4; text counted at :data:`TEXT_BYTES`),
-    after ~200 MB of the interpreter's own."""
-    per_row = 2 * sum(map(_value_bytes, schema.types)) + 12 * n_qi + 24
+    ~160 measured, BENCHMARKS section 4), after ~200 MB of the interpreter's
+    own. A variable-width value counts its bytes in ``widths``
+    (:func:`value_widths`) and a 4-byte offset, or :data:`TEXT_BYTES`."""
+    widths = widths or {}
+    per_row = 2 * sum(4 + widths[f.name] if f.name in widths else _value_bytes(f.type) for f in schema)
+    per_row += 12 * n_qi + 24
     room = max(slot_memory - 200 * 2**20, 64 * 2**20)
     needed = math.ceil(rows * per_row / room)
     return max(1, workers) * max(1, math.ceil(needed / max(1, workers)))
@@ -1305,10 +1363,14 @@ def run(
         # A DuckDB table's text sensitive column declared COLLATE NOCASE (NOACCENT): counted both ways
         collated = _collated(con, source, [s for s in spec.sensitive if dict(described)[s] == "VARCHAR"]
                              ) if isinstance(source, io.DuckDBSource) else []
-        total, stats, sens_distinct, in_sums, mixed_zeros = domain_stats(
-            con, source, spec, schema, passthrough if compare_on == "duckdb" else (),
-            list(dict.fromkeys([*zeros, *copied_zeros])), [*loose, *collated],
-            _nul_columns(source, schema, described, drop) if into_postgres else ())
+        summed = passthrough if compare_on == "duckdb" else ()
+        # The default fragments' estimate: the widths of the columns the pass reads anyway (value_widths)
+        read = {*spec.qi_names, *spec.sensitive, *summed} if options.fragments is None and measures_widths(
+            source.dialect) else set()
+        total, stats, sens_distinct, in_sums, mixed_zeros, widths = domain_stats(
+            con, source, spec, schema, summed, list(dict.fromkeys([*zeros, *copied_zeros])), [*loose, *collated],
+            _nul_columns(source, schema, described, drop) if into_postgres else (),
+            [c for c in variable_width(schema) if c in read])
         copy_plain = any(c in mixed_zeros for c in copied_zeros) or any(  # (a list's -0.0: helper-179)
             io.nests_floats(f.type) for f in schema if f.name not in drop)
         mixed_zeros = [c for c in mixed_zeros if c in zeros]
@@ -1340,7 +1402,8 @@ def run(
         t0 = time.perf_counter()
         if options.fragments is None:  # the default: one per worker, or more where one would not fit
             slot = _slot_memory(pool, workers)
-            fitting = fragments_for_memory(total, schema, len(spec.qi_names), slot, workers)
+            fitting = fragments_for_memory(total, schema, len(spec.qi_names), slot, workers,
+                                           value_widths(con, source, schema, widths))
             if fitting > n_fragments:
                 log.info("planning %d fragments, not %d: %d rows in %d would not fit a worker's ~%d MB (--fragments "
                          "sets them)", fitting, n_fragments, total, n_fragments, slot // 2**20)

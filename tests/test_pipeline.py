@@ -3278,6 +3278,53 @@ def test_default_fragments_grow_where_one_per_worker_would_not_fit_its_memory():
     assert fragments_for_memory(10_000_000, text, 1, 1e9, 1) > fragments_for_memory(10_000_000, poker, 1, 1e9, 1)
 
 
+def test_the_memory_estimate_counts_text_and_bytes_by_their_measured_width(tmp_path):
+    """Text was counted at 64 bytes a value from its type alone: a column of
+    2,000-byte notes was estimated 30 times too small, and the default
+    fragments too few for a worker's memory (a nightly run killed for it).
+    The first rows' values are measured where the data lives."""
+    from sqlanon import coordinator, io
+
+    n = 3_000
+    table = pa.table({"age": [20 + i % 50 for i in range(n)], 'a"; DROP TABLE x; --': ["x" * 2_000] * n,
+                      "half": ["é" * 50 if i % 2 else None for i in range(n)], "blob": [b"\0" * 300] * n})
+    pq.write_table(table, tmp_path / "w.parquet")
+    con = duckdb.connect()
+    src = io.open_source(str(tmp_path / "w.parquet"))
+    schema = src.arrow_schema(con)
+    widths = coordinator.value_widths(con, src, schema)
+    assert widths == {'a"; DROP TABLE x; --': 2_000, "half": 50, "blob": 300}  # bytes: "é" is two; NULL is 0
+    assert coordinator.value_widths(con, src, schema.remove(3).remove(2).remove(1)) == {}  # nothing to measure
+    assert coordinator.value_widths(con, src, schema, {"half": 7.0})["half"] == 7.0  # measured by the statistics
+    # The statistics' pass measures the columns it reads over every row, not the first 1,000
+    grown = pa.table({"age": list(range(n)), "memo": ["x" * (10 if i < 1_000 else 2_000) for i in range(n)]})
+    pq.write_table(grown, tmp_path / "g.parquet")
+    src = io.open_source(str(tmp_path / "g.parquet"))
+    spec = sqlanon.build_spec(["age"], k=5)
+    *_, summed = coordinator.domain_stats(con, src, spec, src.arrow_schema(con), ["memo"], widths=["memo"])
+    assert summed == {"memo": (1_000 * 10 + 2_000 * 2_000) / n}
+    assert coordinator.value_widths(con, src, src.arrow_schema(con)) == {"memo": 10}  # what the first rows say
+    by_type = coordinator.fragments_for_memory(10_000_000, schema, 1, 4e9, 2)
+    assert by_type == 2 and coordinator.fragments_for_memory(10_000_000, schema, 1, 4e9, 2, widths) == 14
+
+
+def test_the_default_fragments_hold_long_text_within_a_workers_memory(tmp_path, monkeypatch, caplog):
+    from sqlanon import executors
+
+    src = tmp_path / "notes.parquet"
+    n = 4_000
+    base = people(n)
+    pq.write_table(base.append_column("memo", pa.array([f"{i:06d}" + "z" * 20_000 for i in range(n)])), src)
+    monkeypatch.setattr(executors, "total_memory", lambda: 300 * 2**20)  # a worker's room: 64 MB, the least
+    with caplog.at_level("INFO", logger="sqlanon"):
+        r = run(src, tmp_path / "out.parquet", workers=2)
+    # 4,000 rows of ~40 KB held (twice 20 KB): ~160 MB, three 64 MB workers' worth: four fragments on two
+    assert len(r.plan.fragments) == 4, caplog.text
+    assert "planning 4 fragments, not 2" in caplog.text
+    notes = pq.read_table(tmp_path / "out.parquet", columns=["memo"]).column(0).to_pylist()
+    assert sorted(notes) == [f"{i:06d}" + "z" * 20_000 for i in range(n)]  # passed through, none lost
+
+
 def test_the_default_fragments_follow_the_memory_estimate_and_fragments_override_it(tmp_path, monkeypatch, caplog):
     from sqlanon import coordinator
 

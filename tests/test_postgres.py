@@ -3069,13 +3069,37 @@ def test_server_statistics_match_duckdbs(pg_url, tmp_path):
     for src in (pg_src, lake_src):
         con = io.connect()
         src.attach(con)
-        total, stats, sens, _, _ = coordinator.domain_stats(con, src, spec, src.arrow_schema(con))
+        total, stats, sens, *_ = coordinator.domain_stats(con, src, spec, src.arrow_schema(con))
         src.detach(con)
         con.close()
         got.append((total, stats, sens))
     assert got[0] == got[1]
     assert got[0][2]["disease"] == 5  # four diseases and NULL
     assert got[0][1]["zip"].n_distinct == 200  # 199 zips and NULL
+
+
+def test_the_memory_estimate_reads_text_widths_on_the_server(pg_url):
+    """The default fragments' estimate measures text and bytea values where
+    they live (the first rows, on the server), as for a lake's, not 64
+    bytes each from the type."""
+    from sqlanon import coordinator, io
+
+    schema = "widths_" + uuid.uuid4().hex[:8]
+    fresh_schema(pg_url, schema)
+    sql(pg_url, f"""CREATE TABLE {rel(schema, 'w')} AS SELECT g AS id, repeat('é', 500) AS "a""b; --",
+                    CASE WHEN g % 2 = 0 THEN repeat('x', 30)::varchar(40) END AS half,
+                    decode(repeat('00', 300), 'hex') AS blob, 12.5::numeric AS amount
+                    FROM generate_series(1, 3000) g""")
+    src = warehouse.open_source(pg_url, f"{schema}.w")
+    con = io.connect()
+    src.attach(con)
+    try:
+        widths = coordinator.value_widths(con, src, src.arrow_schema(con))
+    finally:
+        src.detach(con)
+        con.close()
+    assert widths == {'a"b; --': 1_000, "half": 15, "blob": 300}  # bytes of UTF-8; a NULL counts 0
+    sql(pg_url, f"DROP SCHEMA {q(schema)} CASCADE")
 
 
 def test_password_as_a_url_parameter_never_leaks(pg_server, pg_url, pw_schema):

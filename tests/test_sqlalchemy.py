@@ -154,6 +154,20 @@ def test_statistics_sample_and_fragments_run_in_the_database(db, tmp_path):
             assert " WHERE " in s or " LIMIT " in s, s
 
 
+def test_the_memory_estimate_reads_text_widths_in_the_database(tmp_path):
+    """As on a lake or PostgreSQL: the first rows' text and blob values are
+    measured by their bytes where they live (SQLite's length() counts a
+    text's characters: its bytes are counted as a BLOB's)."""
+    path = tmp_path / "w.db"
+    with sqlite3.connect(path) as c:
+        c.execute('CREATE TABLE w (id INTEGER, "a""b; --" TEXT, half TEXT, data BLOB)')
+        c.executemany("INSERT INTO w VALUES (?, ?, ?, ?)",
+                      [(i, "é" * 500, "x" * 30 if i % 2 else None, b"\0" * 300) for i in range(3000)])
+    src = warehouse.open_source(f"sqlite:///{path}", "w")
+    con = duckdb.connect()
+    assert coordinator.value_widths(con, src, src.arrow_schema(con)) == {'a"b; --': 1_000, "half": 15, "data": 300}
+
+
 def test_a_sample_that_keeps_no_row_plans_one_fragment(tmp_path):
     """A seeded hash that keeps no row of a small table (--sample 2) failed
     as an internal error, 'DataType expected, got Field' (helper-52): the
@@ -523,6 +537,8 @@ def test_mysql_counts_text_by_its_bytes_and_reads_time_as_a_time_of_day():
                    floats=[], nan_sets=[], stamps=[], texts=["city", "dx"], sensitive=["dx"], checksum=[], signed_zeros=[],
                    loose=[], decimals={}, far=[], nul=[], nul_cast=[]).sql
     assert "count(DISTINCT CAST(`city` AS BINARY))" in stats and "count(DISTINCT CAST(`dx` AS BINARY))" in stats
+    widths = render("value_widths.sql", dialect="sqla:mysql+pymysql", relation="`t`", widths=["city"], rows=1000)
+    assert "sum(length(`city`))" in widths.sql  # MySQL's length() counts bytes (char_length() characters)
     values = render("distinct_values.sql", dialect="sqla:mariadb+pymysql", relation="`t`", column="city", text=True)
     assert values.sql.endswith("GROUP BY CAST(`city` AS BINARY)")
     from sqlalchemy.dialects import mysql
