@@ -1402,8 +1402,9 @@ def run(
         t0 = time.perf_counter()
         if options.fragments is None:  # the default: one per worker, or more where one would not fit
             slot = _slot_memory(pool, workers)
-            fitting = fragments_for_memory(total, schema, len(spec.qi_names), slot, workers,
-                                           value_widths(con, source, schema, widths))
+            held = pa.schema([f for f in schema if f.name not in drop])  # the fragments never read --drop's
+            fitting = fragments_for_memory(total, held, len(spec.qi_names), slot, workers,
+                                           value_widths(con, source, held, widths))
             if fitting > n_fragments:
                 log.info("planning %d fragments, not %d: %d rows in %d would not fit a worker's ~%d MB (--fragments "
                          "sets them)", fitting, n_fragments, total, n_fragments, slot // 2**20)

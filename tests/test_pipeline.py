@@ -3323,6 +3323,8 @@ def test_the_default_fragments_hold_long_text_within_a_workers_memory(tmp_path, 
     assert "planning 4 fragments, not 2" in caplog.text
     notes = pq.read_table(tmp_path / "out.parquet", columns=["memo"]).column(0).to_pylist()
     assert sorted(notes) == [f"{i:06d}" + "z" * 20_000 for i in range(n)]  # passed through, none lost
+    r = run(src, tmp_path / "dropped.parquet", workers=2, drop=["memo"])  # a column the fragments never read
+    assert len(r.plan.fragments) == 2
 
 
 def test_the_default_fragments_follow_the_memory_estimate_and_fragments_override_it(tmp_path, monkeypatch, caplog):
