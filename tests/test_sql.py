@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import duckdb
@@ -175,6 +179,32 @@ def test_compiled_templates_are_cached_and_a_cache_that_cannot_be_written_is_onl
     finally:
         monkeypatch.undo()
         module._env.cache_clear()
+
+
+@pytest.mark.parametrize("first", ["sqla:mysql+pymysql", "postgres"])
+def test_a_template_compiled_for_one_dialect_is_not_loaded_for_another(tmp_path, first):
+    """Jinja works out a filter of a constant (``{{ "__sqlanon_rn" | ident }}``)
+    when it compiles, and the disk cache's key did not name the dialect:
+    whichever dialect compiled a template first on a host fixed its quoting
+    for the others (PostgreSQL's sample and width statements with MySQL's
+    backticks, a syntax error on the server; MySQL's with double quotes,
+    strings there: helper-187). Each process renders as a new run would."""
+    script = textwrap.dedent('''
+        import sys
+        from sqlanon.sql.render import render
+        dialect = sys.argv[1]
+        stmt = render("value_widths.sql", dialect=dialect, inline=dialect == "postgres", relation="t",
+                      widths=["c"], rows=1000, binary=[])
+        print(stmt.sql)
+    ''')
+    env = {**os.environ, "SQLANON_CACHE_DIR": str(tmp_path / "cache")}
+    second = "postgres" if first != "postgres" else "sqla:mysql+pymysql"
+    got = {}
+    for dialect in (first, second, first):
+        got[dialect] = subprocess.run([sys.executable, "-c", script, dialect], env=env, capture_output=True,
+                                      text=True, check=True).stdout
+    assert 'AS "n_rows"' in got["postgres"] and 'AS "__sqlanon_first"' in got["postgres"]
+    assert "AS `n_rows`" in got["sqla:mysql+pymysql"] and "AS `__sqlanon_first`" in got["sqla:mysql+pymysql"]
 
 
 # --------------------------------------------------------------------------- 2. ident / literal

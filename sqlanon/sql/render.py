@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import functools
+import re
 import uuid
 from dataclasses import dataclass, field
 from importlib import resources
@@ -164,11 +165,18 @@ class _BytecodeCache(jinja2.FileSystemBytecodeCache):
             pass
 
 
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
+def _bytecode_cache(dialect: str) -> jinja2.BytecodeCache | None:
+    """The disk cache of ``dialect``'s environment: one per dialect. Jinja
+    works out a filter of constants (``{{ "__sqlanon_rn" | ident }}``) once,
+    compiling, and its cache key is the template's name and source: a
+    template compiled for MySQL (backticks) was loaded for PostgreSQL, a
+    syntax error on the server, and MySQL's took DuckDB's double quotes,
+    a string there (helper-187)."""
     from ..cache import writable_dir
 
     d = writable_dir()
-    return _BytecodeCache(str(d), "sql-template-%s.cache") if d is not None else None
+    tag = re.sub(r"[^A-Za-z0-9+.-]", "_", dialect)  # (a "sqla:" prefix has a colon)
+    return _BytecodeCache(str(d), f"sql-template-{tag}-%s.cache") if d is not None else None
 
 
 def _environment(dialect: str) -> jinja2.Environment:
@@ -185,7 +193,7 @@ def _environment(dialect: str) -> jinja2.Environment:
         keep_trailing_newline=False,
         trim_blocks=True,
         lstrip_blocks=True,
-        bytecode_cache=_bytecode_cache(),
+        bytecode_cache=_bytecode_cache(dialect),
     )
     env.filters["ident"] = _generic_ident(dialect) if is_generic(dialect) else ident
     env.filters["lit"] = literal
