@@ -913,7 +913,9 @@ def value_widths(con: duckdb.DuckDBPyConnection, source, schema: pa.Schema,
     on average: ``known`` (the statistics' pass measured those over every
     row, :func:`domain_stats`), the others over the first :data:`WIDTH_ROWS`
     rows of ``source`` (one statement where the data lives, which reads no
-    further). A column of long text (notes, documents) counted at
+    further), no fewer than :data:`TEXT_BYTES` with the offset (the first
+    rows' may be NULL or short where later ones are not). A column of long
+    text (notes, documents) counted at
     :data:`TEXT_BYTES` made the default fragments too few for a worker's
     memory. A column is left out (counted so) where nothing measured it: a
     database whose SQL :func:`measures_widths` does not know, a failed read
@@ -930,7 +932,9 @@ def value_widths(con: duckdb.DuckDBPyConnection, source, schema: pa.Schema,
     except (SqlanonError, duckdb.Error) as exc:
         log.debug("text counted at %d bytes a value: its width was not read (%s)", TEXT_BYTES, io.first_line(exc))
         return known
-    return {**known, **_widths_of(row, columns, row.column("n_rows")[0].as_py())}
+    # Never below the type's figure from a look at the first rows: a column NULL or short there may not be later
+    firsts = _widths_of(row, columns, row.column("n_rows")[0].as_py())
+    return {**known, **{c: max(w, TEXT_BYTES - 4) for c, w in firsts.items()}}
 
 
 def fragments_for_memory(rows: int, schema: pa.Schema, n_qi: int, slot_memory: float, workers: int,
@@ -941,7 +945,7 @@ def fragments_for_memory(rows: int, schema: pa.Schema, n_qi: int, slot_memory: f
     bytes per QI (poker, 22 bytes and 10 QIs a row: 188 bytes estimated,
     ~160 measured, BENCHMARKS section 4), after ~200 MB of the interpreter's
     own. A variable-width value counts its bytes in ``widths``
-    (:func:`value_widths`) and a 4-byte offset, or :data:`TEXT_BYTES`."""
+    (:func:`value_widths`) and a 4-byte offset, or :data:`TEXT_BYTES` (with its offset)."""
     widths = widths or {}
     per_row = 2 * sum(4 + widths[f.name] if f.name in widths else _value_bytes(f.type) for f in schema)
     per_row += 12 * n_qi + 24

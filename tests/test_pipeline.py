@@ -3287,15 +3287,17 @@ def test_the_memory_estimate_counts_text_and_bytes_by_their_measured_width(tmp_p
 
     n = 3_000
     table = pa.table({"age": [20 + i % 50 for i in range(n)], 'a"; DROP TABLE x; --': ["x" * 2_000] * n,
-                      "half": ["é" * 50 if i % 2 else None for i in range(n)], "blob": [b"\0" * 300] * n})
+                      "half": ["é" * 100 if i % 2 else None for i in range(n)], "blob": [b"\0" * 300] * n,
+                      "short": ["ab"] * n})
     pq.write_table(table, tmp_path / "w.parquet")
     con = duckdb.connect()
     src = io.open_source(str(tmp_path / "w.parquet"))
     schema = src.arrow_schema(con)
     widths = coordinator.value_widths(con, src, schema)
-    assert widths == {'a"; DROP TABLE x; --': 2_000, "half": 50, "blob": 300}  # bytes: "é" is two; NULL is 0
-    assert coordinator.value_widths(con, src, schema.remove(3).remove(2).remove(1)) == {}  # nothing to measure
-    assert coordinator.value_widths(con, src, schema, {"half": 7.0})["half"] == 7.0  # measured by the statistics
+    # bytes ("é" is two; a NULL 0), but no fewer than the type's 60 (and an offset's 4) from the first rows
+    assert widths == {'a"; DROP TABLE x; --': 2_000, "half": 100, "blob": 300, "short": 60}
+    assert coordinator.value_widths(con, src, pa.schema([schema.field("age")])) == {}  # nothing to measure
+    assert coordinator.value_widths(con, src, schema, {"short": 2.0})["short"] == 2.0  # measured by the statistics
     # The statistics' pass measures the columns it reads over every row, not the first 1,000
     grown = pa.table({"age": list(range(n)), "memo": ["x" * (10 if i < 1_000 else 2_000) for i in range(n)]})
     pq.write_table(grown, tmp_path / "g.parquet")
@@ -3303,7 +3305,7 @@ def test_the_memory_estimate_counts_text_and_bytes_by_their_measured_width(tmp_p
     spec = sqlanon.build_spec(["age"], k=5)
     *_, summed = coordinator.domain_stats(con, src, spec, src.arrow_schema(con), ["memo"], widths=["memo"])
     assert summed == {"memo": (1_000 * 10 + 2_000 * 2_000) / n}
-    assert coordinator.value_widths(con, src, src.arrow_schema(con)) == {"memo": 10}  # what the first rows say
+    assert coordinator.value_widths(con, src, src.arrow_schema(con)) == {"memo": 60}  # the first rows: 10 each
     by_type = coordinator.fragments_for_memory(10_000_000, schema, 1, 4e9, 2)
     assert by_type == 2 and coordinator.fragments_for_memory(10_000_000, schema, 1, 4e9, 2, widths) == 14
 

@@ -3087,7 +3087,7 @@ def test_the_memory_estimate_reads_text_widths_on_the_server(pg_url):
     schema = "widths_" + uuid.uuid4().hex[:8]
     fresh_schema(pg_url, schema)
     sql(pg_url, f"""CREATE TABLE {rel(schema, 'w')} AS SELECT g AS id, repeat('é', 500) AS "a""b; --",
-                    CASE WHEN g % 2 = 0 THEN repeat('x', 30)::varchar(40) END AS half,
+                    CASE WHEN g % 2 = 0 THEN repeat('x', 300)::varchar(400) END AS half, 'ab' AS short,
                     decode(repeat('00', 300), 'hex') AS blob, 12.5::numeric AS amount
                     FROM generate_series(1, 3000) g""")
     src = warehouse.open_source(pg_url, f"{schema}.w")
@@ -3098,7 +3098,8 @@ def test_the_memory_estimate_reads_text_widths_on_the_server(pg_url):
     finally:
         src.detach(con)
         con.close()
-    assert widths == {'a"b; --': 1_000, "half": 15, "blob": 300}  # bytes of UTF-8; a NULL counts 0
+    # bytes of UTF-8, a NULL as 0; no fewer than the type's 60 (and an offset's 4) from the first rows
+    assert widths == {'a"b; --': 1_000, "half": 150, "short": 60, "blob": 300}
     sql(pg_url, f"DROP SCHEMA {q(schema)} CASCADE")
 
 

@@ -160,12 +160,13 @@ def test_the_memory_estimate_reads_text_widths_in_the_database(tmp_path):
     text's characters: its bytes are counted as a BLOB's)."""
     path = tmp_path / "w.db"
     with sqlite3.connect(path) as c:
-        c.execute('CREATE TABLE w (id INTEGER, "a""b; --" TEXT, half TEXT, data BLOB)')
-        c.executemany("INSERT INTO w VALUES (?, ?, ?, ?)",
-                      [(i, "é" * 500, "x" * 30 if i % 2 else None, b"\0" * 300) for i in range(3000)])
+        c.execute('CREATE TABLE w (id INTEGER, "a""b; --" TEXT, half TEXT, data BLOB, short TEXT)')
+        c.executemany("INSERT INTO w VALUES (?, ?, ?, ?, ?)",
+                      [(i, "é" * 500, "x" * 300 if i % 2 else None, b"\0" * 300, "ab") for i in range(3000)])
     src = warehouse.open_source(f"sqlite:///{path}", "w")
     con = duckdb.connect()
-    assert coordinator.value_widths(con, src, src.arrow_schema(con)) == {'a"b; --': 1_000, "half": 15, "data": 300}
+    assert coordinator.value_widths(con, src, src.arrow_schema(con)) == {
+        'a"b; --': 1_000, "half": 150, "data": 300, "short": 60}  # no fewer than the type's 60 from the first rows
 
 
 def test_a_sample_that_keeps_no_row_plans_one_fragment(tmp_path):
