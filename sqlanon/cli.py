@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import glob
 import logging
 import numbers
 import os
@@ -853,7 +854,12 @@ def _config_value(p: click.Parameter, val, base: str):
         if sqlite and re.match(r"file:(?!/)[^?#]", x[sqlite.end():]) and re.search(
                 r"[?&]uri=(true|1|yes|on)(&|#|$)", x, re.IGNORECASE):  # a relative URI filename (mode=ro): helper-60
             return x[: sqlite.end()] + "file:" + os.path.join(urllib.parse.quote(base), x[sqlite.end() + 5:])
-        return x if "://" in x or os.path.isabs(x) else _joined(base, x)
+        if "://" in x or os.path.isabs(x):
+            return x
+        if p.name == "input" and any(ch in x for ch in "*?[") and not os.path.isfile(_joined(base, x)):
+            # A glob: the file's directory is no pattern (jobs in team[a]/ read teama/'s files: helper-188)
+            return _joined(glob.escape(base), x)
+        return _joined(base, x)
 
     if p.name in ("hierarchy", "generalization"):
         if not isinstance(val, dict):

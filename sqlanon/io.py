@@ -642,19 +642,24 @@ class FileSource(DuckDBReadable):
 
     @property
     def root(self) -> str:
-        """The file, directory, or (for a glob) the directory before the first wildcard."""
+        """The file, directory, or (for a glob) the directory before the first
+        wildcard: one :func:`glob.escape` wrote is a character of its name (a
+        job file's directory team[a]: :func:`absolute_pattern`)."""
         if self.base:
             return self.base
         if any(ch in self.path for ch in "*?[") and not os.path.isfile(self.path):
-            head = re.split(r"[*?\[]", self.path, maxsplit=1)[0]
-            return os.path.dirname(head) or "."
+            parts = self.path.split(os.sep)
+            fixed = next(i for i, part in enumerate(parts) if _wild(part) or i == len(parts) - 1)
+            head = os.sep.join(parts[:fixed])
+            return _GLOB_ESCAPED.sub(r"\1", head) or (os.sep if self.path.startswith(os.sep) else ".")
         return self.path
 
     @property
     def relation(self) -> str:
         """The source as an SQL relation (a DuckDB table function call)."""
         # Absolute: a task may run in another working directory (Dask, Spark).
-        paths = [os.path.abspath(p) for p in self.globs or (self.path,)]
+        # DuckDB reads each as a glob: a file's own name escaped (its directory may be named [a]).
+        paths = [absolute_pattern(p) for p in self.globs] or [glob.escape(os.path.abspath(self.path))]
         keys = {fold_name(k) for k in self.hive_keys}
         # Spark and Hive write a NULL partition value so; DuckDB reads the text.
         nulls = [k for k in self.hive_keys if any(f"{os.sep}{k}={HIVE_NULL}{os.sep}" in p for p in paths)]
@@ -1081,6 +1086,24 @@ def _function_calls(tree) -> list[dict]:
 Source = FileSource | DuckDBSource  # and warehouse.PostgresSource
 
 
+_GLOB_ESCAPED = re.compile(r"\[([*?\[])\]")
+"""A wildcard character :func:`glob.escape` made a character of a name."""
+
+
+def _wild(pattern: str) -> bool:
+    """Whether ``pattern`` holds a wildcard other than one :func:`glob.escape` wrote."""
+    return any(ch in _GLOB_ESCAPED.sub("", pattern) for ch in "*?[")
+
+
+def absolute_pattern(pattern: str) -> str:
+    """A glob ``pattern`` made absolute, the working directory it is relative
+    to escaped: made absolute as text, a directory named team[a] read
+    teama's files (os.path.abspath; helper-188)."""
+    if os.path.isabs(pattern):
+        return pattern
+    return os.path.normpath(os.path.join(glob.escape(os.getcwd()), pattern))
+
+
 def utf8_path(path: str, what: str) -> str:
     """``path``, unless its name cannot reach DuckDB, which takes UTF-8 paths
     only: bytes that are not UTF-8 come to Python as surrogates, and failed
@@ -1360,7 +1383,7 @@ def csv_break(files: Sequence[str], header: str, encoding: str | None = None) ->
     try:
         for f in files:
             try:
-                con.execute(f"SELECT count(*) FROM read_csv({literal(f)}, delim = {literal(delim)}, quote = '\"', "
+                con.execute(f"SELECT count(*) FROM read_csv({literal(glob.escape(f))}, delim = {literal(delim)}, quote = '\"', "
                             f"escape = '\"', header = true, auto_detect = false, columns = {columns}, "
                             f"strict_mode = true, encoding = {literal(encoding or 'utf-8')})").fetchall()
             except duckdb.Error as exc:

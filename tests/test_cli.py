@@ -89,6 +89,36 @@ def cli(*args):
     return result
 
 
+def test_a_directory_named_like_a_pattern_reads_its_own_files(tmp_path, monkeypatch):
+    """Relative paths were made absolute as text and read as DuckDB globs: in a
+    directory named team[a] (a job's, or the working one), people.parquet,
+    lake/*.parquet and a job's ../lake/*.parquet read teama/'s files, and
+    published a column of the other table raw, exit 0 (helper-188)."""
+    people = pd.read_csv(ADULTS).head(2_000)
+    for d, rows in (("team[a]", people), ("teama", people.head(500).assign(ssn="SECRET"))):
+        (tmp_path / d / "lake").mkdir(parents=True)
+        rows.to_parquet(tmp_path / d / "lake" / "p.parquet", index=False)
+        rows.to_parquet(tmp_path / d / "people.parquet", index=False)
+        rows.to_csv(tmp_path / d / "people.csv", index=False)
+        rows.head(100).to_parquet(tmp_path / d / "out.parquet", index=False)  # as the output's name, elsewhere
+    here = tmp_path / "team[a]"
+    (here / "jobs").mkdir()
+    (here / "jobs" / "job.yml").write_text("input: ../lake/*.parquet\noutput: ../job.parquet\nqi: [age, race]\nk: 5\n")
+    monkeypatch.chdir(here)
+    runs = [("people.parquet", "out.parquet"), ("people.csv", "out.csv"), ("lake/*.parquet", "glob.parquet"),
+            ("--config", "jobs/job.yml")]
+    for source, out in runs:
+        if source == "--config":
+            r, out = cli("anonymize", source, out), "job.parquet"
+        else:
+            r = cli("anonymize", source, "-o", out, "--qi", "age,race", "-k", 5, "--overwrite")
+        assert r.exit_code == 0, r.output
+        got = pd.read_csv(here / out) if out.endswith(".csv") else pd.read_parquet(here / out)  # (not a glob)
+        assert len(got) == 2_000 and "ssn" not in got.columns, out
+    r = cli("verify", "out.parquet", "--qi", "age,race", "-k", 5)
+    assert r.exit_code == 0 and "2000 rows" in r.output, r.output
+
+
 def read_any(path: Path) -> pd.DataFrame:
     """Read a .csv or .parquet file with DuckDB (as sqlanon reads it)."""
     fn = "read_parquet" if path.suffix == ".parquet" else "read_csv"
