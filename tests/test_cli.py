@@ -119,6 +119,23 @@ def test_a_directory_named_like_a_pattern_reads_its_own_files(tmp_path, monkeypa
     assert r.exit_code == 0 and "2000 rows" in r.output, r.output
 
 
+def test_the_output_may_not_replace_a_hierarchy_file_the_run_reads(tmp_path, monkeypatch):
+    """-o race.csv --hierarchy race=race.csv --overwrite replaced the hierarchy
+    with the anonymized rows, exit 0; the next night failed on it (helper-188)."""
+    levels = "White;W;*\nBlack;O;*\nAsian-Pac-Islander;O;*\nAmer-Indian-Eskimo;O;*\nOther;O;*\n"
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "race.csv").write_text(levels)
+    monkeypatch.chdir(tmp_path / "jobs")
+    r = cli("anonymize", ADULTS, "-o", "../race.csv", "--qi", "age,race", "--hierarchy", f"race={tmp_path}/race.csv",
+            "-k", 5, "--overwrite")
+    assert r.exit_code == 2, r.output
+    assert f"Error: output '../race.csv' is the hierarchy file of quasi-identifier 'race'" in r.output
+    assert (tmp_path / "race.csv").read_text() == levels
+    r = cli("anonymize", ADULTS, "-o", "../race.csv.parquet", "--qi", "age,race", "--hierarchy",
+            f"race={tmp_path}/race.csv", "-k", 5)
+    assert r.exit_code == 0, r.output
+
+
 def read_any(path: Path) -> pd.DataFrame:
     """Read a .csv or .parquet file with DuckDB (as sqlanon reads it)."""
     fn = "read_parquet" if path.suffix == ".parquet" else "read_csv"
