@@ -684,17 +684,35 @@ _UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:int", _YAML_INT, list(
 _UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
 
 
+class _YamlInt(int):
+    """A YAML whole number that remembers how it was written (:attr:`text`)."""
+
+    text: str
+
+
+class _YamlFloat(float):
+    """A YAML number with a point or an exponent that remembers how it was written (:attr:`text`)."""
+
+    text: str
+
+
 def _yaml_1_2_number(tag: str, *patterns: re.Pattern):
-    """The constructor of an explicit ``!!int`` / ``!!float``, by YAML 1.2's
-    decimal forms: PyYAML's read ``k: !!int "010"`` as 8 (octal), ``0x0A``
-    as 10 (helper-60), where the plain ``k: 010`` is refused."""
+    """The constructor of a number, plain or an explicit ``!!int`` /
+    ``!!float``, by YAML 1.2's decimal forms: PyYAML's read ``k: !!int
+    "010"`` as 8 (octal), ``0x0A`` as 10 (helper-60), where the plain ``k:
+    010`` is refused. It keeps its text: a number is a column name, a path
+    or a table name where one goes (``drop: [1.10]`` dropped the column
+    '1.1', and published '1.10' raw: helper-188)."""
     def construct(loader, node):
         value = loader.construct_scalar(node)
         if not isinstance(value, str) or not any(p.match(value) for p in patterns):
             raise yaml.constructor.ConstructorError(
                 None, None, f"!!{tag} {value!r} is not a plain decimal number, which YAML 1.1 and 1.2 read alike "
                 "(010 is 8 to one, 10 to the other): write it as one", node.start_mark)
-        return yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{tag}"](loader, node)
+        number = yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{tag}"](loader, node)
+        kept = (_YamlInt if isinstance(number, int) else _YamlFloat)(number)
+        kept.text = value
+        return kept
     return construct
 
 
@@ -822,10 +840,10 @@ def _shown(val) -> str:
 
 
 def _scalar(val, what: str = "a value") -> str:
-    """A YAML scalar as option text (a column may be named 2020)."""
+    """A YAML scalar as option text, a number as it was written (a column may be named 2020, or 1.10)."""
     if val is None or isinstance(val, (bool, list, dict)) or not isinstance(val, (str, int, float)):
         raise ValueError(f"must be {what}, not {_shown(val)}")
-    return str(val)
+    return getattr(val, "text", None) or str(val)
 
 
 def _joined(base: str, path: str) -> str:
@@ -867,7 +885,13 @@ def _config_value(p: click.Parameter, val, base: str):
         what = "a file" if p.name == "hierarchy" else "a kind"
         # As a mapping (_per_column reads it from ctx.meta): as COL=VALUE
         # text, a column named 'grp=code' was read as 'grp' (helper-29).
-        return {_scalar(c, 'a column'): path(v) if p.name == 'hierarchy' else _scalar(v, what) for c, v in val.items()}
+        columns: dict[str, str] = {}
+        for c, v in val.items():
+            name = _scalar(c, "a column")
+            if name in columns:  # 1990 and "1990": one column, the last taken (helper-188)
+                raise ValueError(f"names column {name!r} twice")
+            columns[name] = path(v) if p.name == "hierarchy" else _scalar(v, what)
+        return columns
     if getattr(p, "multiple", False):
         items = val if isinstance(val, list) else [val]
         if not items:
@@ -891,7 +915,7 @@ def _config_value(p: click.Parameter, val, base: str):
     if isinstance(p.type, (click.types.IntParamType, click.IntRange)):
         if isinstance(val, bool) or not isinstance(val, int):
             raise ValueError(f"must be a whole number, not {_shown(val)}")
-        return val
+        return int(val)
     if isinstance(p.type, click.types.FloatParamType):
         if isinstance(val, bool) or not isinstance(val, (int, float)):
             raise ValueError(f"must be a number, not {_shown(val)}")

@@ -136,6 +136,25 @@ def test_the_output_may_not_replace_a_hierarchy_file_the_run_reads(tmp_path, mon
     assert r.exit_code == 0, r.output
 
 
+def test_a_job_files_numbers_name_columns_as_they_are_written(tmp_path):
+    """YAML read 1.10 as the number 1.1, and the name was its str(): `drop:
+    [1.10]` dropped the column '1.1' and published '1.10' raw, exit 0; '+1990'
+    named '1990'; `{1990: set, "1990": interval}` took the last (helper-188)."""
+    n = 200
+    pd.DataFrame({"age": [20 + i % 40 for i in range(n)], "1.10": ["SECRET"] * n, "1.1": ["x"] * n,
+                  "+1990": [1] * n, "1e3": [2] * n, "dx": ["a", "b"] * (n // 2)}).to_parquet(tmp_path / "in.parquet")
+    job = tmp_path / "job.yml"
+    job.write_text("input: in.parquet\noutput: o.parquet\nqi: [age]\nsensitive: [dx]\nk: 5\nl: 2\n"
+                   "drop: [1.10, +1990, 1e3]\nsample: 1e4\n")
+    r = cli("anonymize", "--config", job)
+    assert r.exit_code == 0, r.output
+    assert pq.read_schema(tmp_path / "o.parquet").names == ["age", "1.1", "dx"]
+    job.write_text("input: in.parquet\noutput: o2.parquet\nqi: [age, 1.1]\nk: 5\n"
+                   "generalization: {1.1: set, \"1.1\": interval}\n")
+    r = cli("anonymize", "--config", job)
+    assert r.exit_code == 2 and f"Error: 'generalization' in {str(job)!r} names column '1.1' twice" in r.output
+
+
 def read_any(path: Path) -> pd.DataFrame:
     """Read a .csv or .parquet file with DuckDB (as sqlanon reads it)."""
     fn = "read_parquet" if path.suffix == ".parquet" else "read_csv"
