@@ -155,6 +155,21 @@ def test_a_job_files_numbers_name_columns_as_they_are_written(tmp_path):
     assert r.exit_code == 2 and f"Error: 'generalization' in {str(job)!r} names column '1.1' twice" in r.output
 
 
+def test_the_library_prints_no_warning_where_the_host_set_up_no_logging(tmp_path):
+    """Python's last-resort handler printed the library's warnings on stderr
+    (run_job of a job with retries: 3 on the local pool: helper-188); a
+    host's own logging still gets them."""
+    pd.DataFrame({"age": [20 + i % 40 for i in range(200)]}).to_parquet(tmp_path / "in.parquet")
+    (tmp_path / "job.yml").write_text("input: in.parquet\noutput: o.parquet\nqi: [age]\nk: 5\nretries: 3\n"
+                                      "overwrite: true\n")
+    call = "import sqlanon; r = sqlanon.run_job('job.yml'); print(r.metrics.rows)"
+    quiet = subprocess.run([sys.executable, "-c", call], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "200\n", "")
+    logged = subprocess.run([sys.executable, "-c", "import logging; logging.basicConfig(); " + call], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert logged.returncode == 0 and "WARNING:sqlanon" in logged.stderr and "'retries'" in logged.stderr
+
+
 def read_any(path: Path) -> pd.DataFrame:
     """Read a .csv or .parquet file with DuckDB (as sqlanon reads it)."""
     fn = "read_parquet" if path.suffix == ".parquet" else "read_csv"
