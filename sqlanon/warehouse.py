@@ -104,8 +104,9 @@ def _conninfo(parts: dict) -> str:
 
 
 _BAD_OPTION = re.compile(r'invalid connection option|invalid \w+ value: |bad value for \w+: |invalid integer value '
-                         r'.* for connection option')
-"""libpq's refusals of a connection string's option (an unknown key, a value)."""
+                         r'.* for connection option|invalid port number: ')
+"""libpq's refusals of a connection string's option (an unknown key, a value;
+a port past 65535, which every retry meets: helper-188)."""
 
 
 def is_url(spec: str) -> bool:

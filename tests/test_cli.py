@@ -3898,7 +3898,8 @@ def test_a_url_quoted_in_an_error_has_its_password_masked(tmp_path):
 
 @pytest.mark.parametrize("query, said", [
     ("bogus=1", 'invalid connection option "bogus"'), ("sslmode=bogus", 'invalid sslmode value: "bogus"'),
-    ("connect_timeout=abc", "bad value for connect_timeout"), ("", "Connection refused")])
+    ("connect_timeout=abc", "bad value for connect_timeout"), ("port=99999", 'invalid port number: "99999"'),
+    ("", "Connection refused")])
 def test_a_database_url_option_libpq_refuses_is_a_usage_error(tmp_path, query, said):
     """A URL's option libpq does not know, or whose value it refuses, is the
     URL's fault, exit 2 as a port that is not a number is (it was 1, said
