@@ -113,16 +113,26 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
+_QUOTED_PAIR = re.compile(r'"((?:[^"]|"")*)"=(.*)', re.S)
+"""``"grp=code"=FILE``: a column named in double quotes (``""`` for one), as in the lists of names."""
+
+
 def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     """``COL=VALUE`` options → dict, split at the first ``=`` (paths under
-    hive-style directories hold ``=``; column names rarely do)."""
+    hive-style directories hold ``=``; column names rarely do) or, for a
+    kind (a word), the last; a column in double quotes is taken whole (a
+    column named 'grp=code' could not be given a hierarchy: helper-188)."""
     out: dict[str, str] = {}
     shape = "COLUMN=FILE" if option == "--hierarchy" else "COLUMN=KIND"
     if option == "--generalization":  # a kind is a word: 'age=interval, zip=prefix' is two (helper-80)
         values = tuple(p for v in values for p in (
             [p.strip() for p in v.split(",")] if "," in v and all("=" in p for p in v.split(",")) else [v]))
     for v in values:
-        col, sep, val = v.partition("=")
+        quoted = _QUOTED_PAIR.fullmatch(v)
+        if quoted:
+            col, sep, val = quoted[1].replace('""', '"'), "=", quoted[2]
+        else:
+            col, sep, val = v.rpartition("=") if option == "--generalization" else v.partition("=")
         if not sep or not col or not val:
             raise click.UsageError(f"{option} takes {shape}, got {v!r}")
         if col in out and out[col] != val:  # the last one used to win, silently
@@ -1034,7 +1044,8 @@ def _sample(value: str | None) -> float | None:
 @click.option(
     "--hierarchy", multiple=True, metavar="COL=FILE",
     help=("Generalization hierarchy of a QI column: a JSON tree {\"cat\": name, \"subcats\": [...]} or ARX-style "
-          "CSV levels (one row per leaf: value;level1;level2;...). Repeat it for each column."),
+          "CSV levels (one row per leaf: value;level1;level2;...). Repeat it for each column; a column "
+          "named with '=' in double quotes: '\"grp=code\"=FILE'."),
 )
 @click.option(
     "--generalization", multiple=True, metavar="COL=KIND",

@@ -170,6 +170,26 @@ def test_the_library_prints_no_warning_where_the_host_set_up_no_logging(tmp_path
     assert logged.returncode == 0 and "WARNING:sqlanon" in logged.stderr and "'retries'" in logged.stderr
 
 
+def test_a_column_named_with_an_equals_sign_takes_a_hierarchy_and_a_kind(tmp_path):
+    """COL=VALUE was split at the first '=': a column 'grp=code' could be
+    given neither a hierarchy nor a kind on the command line (a job file's
+    mapping could: helper-188). In double quotes, as in the lists of names;
+    a kind, a word, splits at the last '='."""
+    src, out = tmp_path / "in.parquet", tmp_path / "o.parquet"
+    pd.DataFrame({"age": [20 + i % 40 for i in range(200)], "grp=code": ["A", "B", "C", "D"] * 50}).to_parquet(src)
+    (tmp_path / "g.csv").write_text("A;AB;*\nB;AB;*\nC;CD;*\nD;CD;*\n")
+    r = cli("anonymize", src, "-o", out, "--qi", 'age,"grp=code"', "--hierarchy", f'"grp=code"={tmp_path}/g.csv',
+            "-k", 60)
+    assert r.exit_code == 0, r.output
+    assert set(pd.read_parquet(out)["grp=code"]) <= {"AB", "CD", "*"}
+    for kind in ("grp=code=prefix", '"grp=code"=prefix'):
+        r = cli("anonymize", src, "-o", out, "--qi", 'age,"grp=code"', "--generalization", kind, "-k", 5,
+                "--overwrite")
+        assert r.exit_code == 0, r.output
+        params = json.loads(pq.read_table(tmp_path / "o__metrics.parquet").column("parameters")[-1].as_py())
+        assert params["generalization"] == {"age": "interval", "grp=code": "prefix"}
+
+
 def read_any(path: Path) -> pd.DataFrame:
     """Read a .csv or .parquet file with DuckDB (as sqlanon reads it)."""
     fn = "read_parquet" if path.suffix == ".parquet" else "read_csv"
