@@ -22,14 +22,13 @@ import sys
 import threading
 import traceback
 from typing import TYPE_CHECKING
-import urllib.parse
 
 import click
 import yaml
 
 from . import executors, interrupts
-from .config import (GENERALIZATIONS, INTERVAL_FORMATS, MIN_K, MIN_L, STRATEGIES, file_format, quoted_name, split_names,
-                     strict_json, suggest)
+from .config import (GENERALIZATIONS, INTERVAL_FORMATS, MIN_K, MIN_L, STRATEGIES, file_format, quoted_name,
+                     split_names, sqlite_url_from, strict_json, suggest)
 from .errors import LOGGERS, ConfigError, InputError, SqlanonError, plain_log_line, redact_chain, redact_urls
 from .executors import EXECUTORS
 
@@ -876,14 +875,8 @@ def _config_value(p: click.Parameter, val, base: str):
             raise ValueError("is empty")
         if x == "-":  # joined to it too: a directory named '-' (-o - is refused: helper-60)
             raise ValueError("is '-': name a file (standard input and output are neither read nor written)")
-        sqlite = re.match(r"sqlite(\+\w+)?:///(?!/)", x)  # sqlite:///relative.db, not sqlite:////abs.db
-        if sqlite and not x[sqlite.end():].startswith((":memory:", "file:")) and x[sqlite.end():]:
-            return x[: sqlite.end()] + os.path.join(base, x[sqlite.end():])
-        if sqlite and re.match(r"file:(?!/)[^?#]", x[sqlite.end():]) and re.search(
-                r"[?&]uri=(true|1|yes|on)(&|#|$)", x, re.IGNORECASE):  # a relative URI filename (mode=ro): helper-60
-            return x[: sqlite.end()] + "file:" + os.path.join(urllib.parse.quote(base), x[sqlite.end() + 5:])
         if "://" in x or os.path.isabs(x):
-            return x
+            return sqlite_url_from(x, base)
         if p.name == "input" and any(ch in x for ch in "*?[") and not os.path.isfile(_joined(base, x)):
             # A glob: the file's directory is no pattern (jobs in team[a]/ read teama/'s files: helper-188)
             return _joined(glob.escape(base), x)

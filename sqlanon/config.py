@@ -121,6 +121,27 @@ def split_names(text: str) -> list[str]:
     return out
 
 
+_SQLITE_RELATIVE = re.compile(r"sqlite(\+\w+)?:///(?!/)")
+"""sqlite:///relative.db, not sqlite:////abs.db."""
+
+
+def sqlite_url_from(url: str, base: str) -> str:
+    """A SQLite URL's relative database file joined to the directory ``base``
+    (a job file's, or the working one: recorded in the metrics as where it
+    is, and read there by workers in another directory); any other URL, and
+    an in-memory database, as it is."""
+    import os
+    import urllib.parse
+
+    m = _SQLITE_RELATIVE.match(url)
+    rest = url[m.end():] if m else ""
+    if m and rest and not rest.startswith((":memory:", "file:")):
+        return url[:m.end()] + os.path.join(base, rest)
+    if m and re.match(r"file:(?!/)[^?#]", rest) and re.search(r"[?&]uri=(true|1|yes|on)(&|#|$)", url, re.IGNORECASE):
+        return url[:m.end()] + "file:" + os.path.join(urllib.parse.quote(base), rest[5:])  # a URI (mode=ro): helper-60
+    return url
+
+
 def quoted_name(name: str) -> str:
     """``name`` as one item of :func:`split_names`'s lists, commas and all."""
     return '"' + name.replace('"', '""') + '"'

@@ -45,7 +45,7 @@ import duckdb
 import pyarrow as pa
 
 from . import interrupts
-from .config import listed, missing_table, table_text
+from .config import listed, missing_table, sqlite_url_from, table_text
 from .errors import ConfigError, InputError, SqlanonError, redact_urls
 from .io import Staging, refuse_metrics_as_output, refuse_unfit_metrics, relation_columns
 from .io import first_line as _io_first_line
@@ -813,8 +813,9 @@ _RELATIONS = ("SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n O
 
 def open_source(url: str, table: str | None) -> "PostgresSource | sqla.SqlAlchemySource":
     """A :class:`PostgresSource`, or for any other SQLAlchemy URL a
-    :class:`sqlanon.sqla.SqlAlchemySource`."""
-    conn = Conn(url)
+    :class:`sqlanon.sqla.SqlAlchemySource` (a SQLite file's relative path
+    taken from the working directory, as a lake's: helper-188)."""
+    conn = Conn(sqlite_url_from(url, os.getcwd()))
     if conn.backend != "postgresql":
         from . import sqla
 

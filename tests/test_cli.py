@@ -2420,6 +2420,12 @@ def test_relative_sqlite_url_in_a_config_file_is_relative_to_the_file(tmp_path, 
     r = cli("anonymize", "--config", tmp_path / "linked" / "up.yml", "--workers", "1", "--json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["rows"] == 200
+    # On the command line, from the working directory, and recorded so (it was recorded relative: helper-188)
+    monkeypatch.chdir(job)
+    r = cli("anonymize", "sqlite:///hr.db", "--table", "p", "-o", "cli.parquet", "--qi", "age", "-k", 5, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["input"] == f"sqlite:///{job}/hr.db table p"
+    assert pq.read_table(job / "cli__metrics.parquet").column("source")[0].as_py() == f"sqlite:///{job}/hr.db table p"
 
 
 def test_reader_gone_after_publishing_is_not_an_internal_error(tmp_path):
