@@ -181,7 +181,14 @@ def missing_column(name: str, where: str, names, option: str | None = None) -> s
     hint = suggest(name, names, cutoff=0.7)
     held = [n for n in names if "," in n and name in (p.strip() for p in n.split(","))]
     within = [n for n in names if len(name) >= 3 and name.lower() in n.lower()]
-    if held and not hint:  # --drop 'Name, Full' read as 'Name' and 'Full'
+    import unicodedata
+
+    alike = [n for n in names if unicodedata.normalize("NFC", n) == unicodedata.normalize("NFC", name)]
+    if alike:  # 'café' as e + U+0301 beside 'café' as U+00E9: one name to the eye (helper-188)
+        form = "NFC" if unicodedata.is_normalized("NFC", alike[0]) else "NFD"
+        hint = (f" ({alike[0]!r} looks the same but its accented letters are written otherwise in Unicode, as {form}: "
+                "name it so, or normalize the names)")
+    elif held and not hint:  # --drop 'Name, Full' read as 'Name' and 'Full'
         hint = f" (a name holding a comma is written in double quotes: '{quoted_name(held[0])}')"
     elif not hint and len(within) == 1:  # 'zip' for 'zipcode'
         hint = f" (did you mean {within[0]!r}?)"

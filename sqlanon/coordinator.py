@@ -1172,7 +1172,7 @@ def run(
     in_process = executors.in_process(options.executor, workers, options.explain)
     if in_process and options.task_timeout and not options.explain:
         log.warning("the task timeout applies to worker processes; with one worker the run is in this process, untimed")
-    if options.retries is not None and options.executor == "local":  # it was taken and ignored (helper-42)
+    if options.retries and options.executor == "local":  # taken and ignored (helper-42); 0 is what it does (188)
         log.warning("--retries applies to Dask and Spark: the local pool reruns no task (a failed one fails the run)")
     # A cluster (Dask, Spark) starts once the job's columns are checked: a
     # typo waited ~30 s for Spark's JVM before its one-line error.

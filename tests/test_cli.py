@@ -190,6 +190,17 @@ def test_a_column_named_with_an_equals_sign_takes_a_hierarchy_and_a_kind(tmp_pat
         assert params["generalization"] == {"age": "interval", "grp=code": "prefix"}
 
 
+def test_a_column_named_in_another_unicode_form_says_so():
+    """'café' written e + U+0301 beside 'café' written U+00E9 failed as a
+    column not in the input, which listed one that looks the same (helper-188)."""
+    import unicodedata
+
+    composed, decomposed = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
+    said = sqlanon.config.missing_column(composed, "'in.parquet'", [decomposed, "age"], "--qi")
+    assert said.startswith(f"--qi names column {composed!r}, which is not in 'in.parquet' ({decomposed!r} looks the "
+                           "same but its accented letters are written otherwise in Unicode, as NFD")
+
+
 def read_any(path: Path) -> pd.DataFrame:
     """Read a .csv or .parquet file with DuckDB (as sqlanon reads it)."""
     fn = "read_parquet" if path.suffix == ".parquet" else "read_csv"
@@ -885,6 +896,8 @@ def test_retries_with_the_local_pool_are_said_to_do_nothing(out_dir, caplog):
     library's warning names its argument, as its errors do (helper-60)."""
     caplog.set_level("WARNING", logger="sqlanon")
     sqlanon.anonymize(ADULTS, out_dir / "a.parquet", qi=["age"], k=10, workers=1)
+    assert "retries" not in caplog.text
+    sqlanon.anonymize(ADULTS, out_dir / "a0.parquet", qi=["age"], k=10, workers=1, retries=0)  # what it does
     assert "retries" not in caplog.text
     sqlanon.anonymize(ADULTS, out_dir / "b.parquet", qi=["age"], k=10, workers=1, retries=5)
     assert "retries= applies to Dask and Spark: the local pool reruns no task" in caplog.text
