@@ -1144,6 +1144,10 @@ def anonymize(
     the terminal hung up (SIGHUP).
     """
     _require(ctx, ("INPUT", "input", input), ("-o", "output", output), ("--qi", "qi", qi), ("-k", "k", k))
+    if output.startswith("=") and ctx.get_parameter_source("output") is click.core.ParameterSource.COMMANDLINE:
+        # click reads -o=x as the file '=x' (helper-188); --output=x is x
+        raise click.UsageError(f"-o takes the path after a space: -o{output} names the file {output!r} (write "
+                               f"-o {output[1:]}, or -o ./{output} for a file of that name)", ctx)
     table, target_table, metrics = _job_tables_left(ctx, input, output, table, target_table, metrics)
     library = _library(ctx)
     _check_open_file_limit()

@@ -3951,6 +3951,18 @@ def test_a_database_url_option_libpq_refuses_is_a_usage_error(tmp_path, query, s
     assert not (tmp_path / "x.parquet").exists()
 
 
+def test_an_output_given_as_o_equals_is_refused(tmp_path, monkeypatch):
+    """click reads -o=anon.parquet as the file '=anon.parquet', which was
+    written, exit 0 (helper-188); --output=x and -o ./=x are what they say."""
+    monkeypatch.chdir(tmp_path)
+    r = cli("anonymize", ADULTS, "-o=anon.parquet", "--qi", "age", "-k", 5)
+    assert r.exit_code == 2 and "Error: -o takes the path after a space: -o=anon.parquet names the file" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+    assert cli("anonymize", ADULTS, "--output=anon.parquet", "--qi", "age", "-k", 5).exit_code == 0
+    assert cli("anonymize", ADULTS, "-o", "./=odd.parquet", "--qi", "age", "-k", 5).exit_code == 0
+    assert (tmp_path / "anon.parquet").exists() and (tmp_path / "=odd.parquet").exists()
+
+
 def test_bare_sqlanon_prints_its_help():
     """It printed 'Error: Usage: …', the whole help, then "(see 'sqlanon --help')"."""
     r = run_subprocess()
