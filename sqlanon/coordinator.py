@@ -1480,7 +1480,8 @@ def run(
             slots = executors.planned_slots(options.executor, workers, options.spark_master)
             remote = executors.remote_cluster(options.executor, options.scheduler, options.spark_master)
             return RunResult(
-                target.describe(), None, None, plan, timings, workers, sample.num_rows, options.seed, run_id,
+                target.describe(), None, None, plan, timings, _at_once(workers, plan), sample.num_rows, options.seed,
+                run_id,
                 source_rows=total, dialect=source.dialect, executor=options.executor,
                 csv_copy=_parse_once(planned, slots, remote, len(plan.fragments)),
                 ordered_copy=_cluster_once(orderable, slots, remote, plan, server) is not None,
@@ -1693,13 +1694,19 @@ def run(
         rss[r.pid] = max(rss.get(r.pid, 0.0), r.peak_rss_mb)
     # Local paths absolute, as the input's (helper-56: 'out/x.parquet' beside '/abs/in.parquet' in --json).
     return RunResult(
-        _recorded(target), metrics, check, plan, timings, workers, sample.num_rows, options.seed, run_id,
+        _recorded(target), metrics, check, plan, timings, _at_once(workers, plan), sample.num_rows, options.seed, run_id,
         tuple(repaired), _absolute(location, options.metrics, getattr(target, "path", None)), total, rss,
         source.dialect, options.executor, compare_on is not None,
         started_at=started.isoformat(), source=_recorded(source),
         csv_copy=pulled_from is not source and getattr(source, "fmt", None) == "csv",
         ordered_copy=pulled_from is not source and key is not None,
     )
+
+
+def _at_once(workers: int, plan: fragmentation.Plan) -> int:
+    """The workers a run's fragments ran on: no more than there are fragments
+    ('2 fragments on 65536 workers', of --workers 65536: two ran; helper-188)."""
+    return max(1, min(workers, len(plan.fragments)))
 
 
 def _no_rows(source) -> InputError:

@@ -3329,6 +3329,16 @@ def test_the_default_fragments_hold_long_text_within_a_workers_memory(tmp_path, 
     assert len(r.plan.fragments) == 2
 
 
+def test_a_run_says_how_many_workers_its_fragments_ran_on(tmp_path):
+    """'2 fragments on 65536 workers' (--workers 65536 --fragments 2): two ran (helper-188)."""
+    src = tmp_path / "src.parquet"
+    pq.write_table(people(2_000), src)
+    r = run(src, tmp_path / "out.parquet", workers=8, fragments=2)
+    assert len(r.plan.fragments) == 2 and r.workers == 2
+    plan = run(src, tmp_path / "plan.parquet", workers=8, fragments=3, explain=True)
+    assert plan.workers == 3 and plan.explain()["workers"] == 3
+
+
 def test_the_default_fragments_follow_the_memory_estimate_and_fragments_override_it(tmp_path, monkeypatch, caplog):
     from sqlanon import coordinator
 
