@@ -181,6 +181,16 @@ _QUOTED_NAME = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
 """A name as repr() shows it: in single quotes, or double ones when it holds a single quote."""
 
 
+_ABOUT_OPTIONS = [
+    (re.compile(r"^column .+ has a hierarchy but generalization .+; drop one of the two$", re.S),
+     ("hierarchy", "generalization")),
+    (re.compile(r"^quasi-identifier .+ and '\w+', asked for it, needs ", re.S), ("generalization",)),
+    (re.compile(r"^column .+ cannot be both a quasi-identifier and sensitive$", re.S), ("qi", "sensitive")),
+]
+"""Errors about options' values that name no option, and the options (their
+parameters' names) a job file's keys are then named for."""
+
+
 def _config_keys_named(message: str) -> str:
     """A usage error about a value that came from the --config file names its
     key and the file, not the flag the user did not type: ``'workers' in
@@ -229,6 +239,20 @@ def _config_keys_named(message: str) -> str:
         for name in names:
             by_source.setdefault((who(both.group(1), name), who(both.group(2), name)), []).append(name)
         return "; ".join(f"{a} and {b} both name {', '.join(group)}" for (a, b), group in by_source.items())
+    config = ctx.meta["sqlanon.config"]
+    in_file = {p.name: keys[p.name] for p in ctx.command.params if p.name in keys
+               and ctx.get_parameter_source(p.name) is click.core.ParameterSource.DEFAULT_MAP}
+    by_flag = {o: in_file[p.name] for p in ctx.command.params if p.name in in_file for o in p.opts}
+    # A flag of the file's value amid a message ("…: --table names a table in a DuckDB file", "(--encoding
+    # utf-16)"), and the keys of a message that names none ("cannot be both…"): helper-188.
+    message = re.sub(r"(?<![\w'-])(--[\w-]+) names ", lambda m: f"{by_flag[m[1]]!r} in {config!r} names "
+                     if m[1] in by_flag and m.start() > 0 else m[0], message)
+    message = re.sub(r"\((--[\w-]+) ([^()]+)\)$", lambda m: f"({by_flag[m[1]]!r} in {config!r}: {m[2]})"
+                     if m[1] in by_flag else m[0], message)
+    about = next((names for pattern, names in _ABOUT_OPTIONS if pattern.search(message)), ())
+    named_keys = [in_file[n] for n in about if n in in_file]
+    if named_keys:
+        return f"{message} ({' and '.join(map(repr, named_keys))} in {config!r})"
     for param in ctx.command.params:
         if param.name not in keys:
             continue
@@ -280,6 +304,10 @@ def _keys_advised(rest: str, ctx: click.Context, keys: dict[str, str]) -> str:
     def key(m: re.Match) -> str:
         return f"{m.group(1)}{by_opt[m.group(2)]!r}" if m.group(2) in by_opt else m.group(0)
 
+    def setting(m: re.Match) -> str:  # "goes with --executor=dask": the file's 'executor: dask' (helper-188)
+        return f"{by_opt[m.group(1)]}: {m.group(2)}" if m.group(1) in by_opt else m.group(0)
+
+    rest = re.sub(r"(?<![\w-])(--[\w-]+)=(\w+)\b", setting, rest)
     return re.sub(r"(\(|\bin )(--[\w-]+)(?=\)|\b(?!-))", key, rest)
 
 

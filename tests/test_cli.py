@@ -3963,6 +3963,27 @@ def test_an_output_given_as_o_equals_is_refused(tmp_path, monkeypatch):
     assert (tmp_path / "anon.parquet").exists() and (tmp_path / "=odd.parquet").exists()
 
 
+@pytest.mark.parametrize("body, said", [
+    ("table: t", "'table' in {job!r} names a table in a DuckDB file"),
+    ("scheduler: tcp://127.0.0.1:1", "'scheduler' in {job!r} goes with executor: dask"),
+    ("encoding: utf-16", "('encoding' in {job!r}: utf-16)"),
+    ("hierarchy: {{native-country: {countries}}}\ngeneralization: {{native-country: prefix}}",
+     "drop one of the two ('hierarchy' and 'generalization' in {job!r})"),
+    ("generalization: {{workclass: interval}}", "cast it in a view, or use set or prefix ('generalization' in {job!r})"),
+    ("sensitive: [race]", "cannot be both a quasi-identifier and sensitive ('qi' and 'sensitive' in {job!r})"),
+])
+def test_a_job_files_errors_name_its_keys_not_flags(tmp_path, body, said):
+    """Errors about a job file's values named flags nobody passed ('--table
+    names a table…', 'goes with --executor=dask', '(--encoding utf-16)') or
+    no key at all (helper-188)."""
+    job = tmp_path / "job.yml"
+    job.write_text(f"input: {ADULTS}\noutput: {tmp_path / 'o.parquet'}\nqi: [age, race, native-country, workclass]\n"
+                   f"k: 5\n" + body.format(countries=REPO / "hierarchies" / "countries.json") + "\n")
+    r = cli("anonymize", "--config", job)
+    assert r.exit_code == 2 and said.format(job=str(job)) in r.stderr, r.stderr
+    assert "--" not in r.stderr.replace("--help", "")
+
+
 def test_bare_sqlanon_prints_its_help():
     """It printed 'Error: Usage: …', the whole help, then "(see 'sqlanon --help')"."""
     r = run_subprocess()
