@@ -14,7 +14,8 @@
    ``filename``: a column of that name holds each row's file.
    ``max_line_size``: the longest line in bytes the reader takes (DuckDB's
    default, 2,000,000, when none). ``encoding``: the text's (latin-1,
-   utf-16), when not UTF-8.
+   utf-16), when not UTF-8. ``compression``: the files' (gzip, zstd, none),
+   when they share one.
    ``hive_nulls``: ``(key, type)`` of the partition keys with a directory
    named ``hive_null`` (``city=__HIVE_DEFAULT_PARTITION__``, Spark's and
    Hive's NULL), read as NULL there, and cast to ``type`` (what DuckDB
@@ -29,6 +30,6 @@
 {% if fmt == "parquet" %}
 read_parquet({{ files }}, hive_partitioning = {{ hive | lit }}, union_by_name = true, can_have_nan = true{% if filename %}, filename = {{ filename | lit }}{% endif %})
 {% else %}
-read_csv({{ files }}, header = {{ header | lit }}, hive_partitioning = {{ hive | lit }}, union_by_name = true{% if as_text %}, all_varchar = true{% endif %}{% if delim %}, delim = {{ delim | lit }}{% endif %}{% if dateformat %}, dateformat = {{ dateformat | lit }}{% endif %}{% if timestampformat %}, timestampformat = {{ timestampformat | lit }}{% endif %}{% if ours %}, escape = '"'{% endif %}{% if max_line_size is defined and max_line_size %}, max_line_size = {{ max_line_size | lit }}{% endif %}{% if null_strings is defined and null_strings %}, nullstr = [{% for n in null_strings %}{{ n | lit }}{{ ", " if not loop.last }}{% endfor %}]{% endif %}{% if every_row is defined and every_row %}, sample_size = -1{% endif %}{% if encoding is defined and encoding %}, encoding = {{ encoding | lit }}{% endif %}, quote = '"', comment = ''{% if filename %}, filename = {{ filename | lit }}{% endif %}{% if text_columns %}, types = { {% for c in text_columns %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %}{% if hive_text %}, hive_types = { {% for c in hive_text %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %})
+read_csv({{ files }}, header = {{ header | lit }}, hive_partitioning = {{ hive | lit }}, union_by_name = true{% if as_text %}, all_varchar = true{% endif %}{% if delim %}, delim = {{ delim | lit }}{% endif %}{% if dateformat %}, dateformat = {{ dateformat | lit }}{% endif %}{% if timestampformat %}, timestampformat = {{ timestampformat | lit }}{% endif %}{% if ours %}, escape = '"'{% endif %}{% if max_line_size is defined and max_line_size %}, max_line_size = {{ max_line_size | lit }}{% endif %}{% if null_strings is defined and null_strings %}, nullstr = [{% for n in null_strings %}{{ n | lit }}{{ ", " if not loop.last }}{% endfor %}]{% endif %}{% if every_row is defined and every_row %}, sample_size = -1{% endif %}{% if encoding is defined and encoding %}, encoding = {{ encoding | lit }}{% endif %}{% if compression is defined and compression %}, compression = {{ compression | lit }}{% endif %}, quote = '"', comment = ''{% if filename %}, filename = {{ filename | lit }}{% endif %}{% if text_columns %}, types = { {% for c in text_columns %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %}{% if hive_text %}, hive_types = { {% for c in hive_text %}{{ c | lit }}: 'VARCHAR' {{ ", " if not loop.last }}{% endfor %} }{% endif %})
 {% endif %}
 {% if hive_nulls %}){% endif %}

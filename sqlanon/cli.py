@@ -28,7 +28,7 @@ import yaml
 
 from . import executors, interrupts
 from .config import (GENERALIZATIONS, INTERVAL_FORMATS, MIN_K, MIN_L, STRATEGIES, file_format, quoted_name,
-                     split_names, sqlite_url_from, strict_json, suggest)
+                     physical_path, split_names, sqlite_url_from, strict_json, suggest)
 from .errors import LOGGERS, ConfigError, InputError, SqlanonError, plain_log_line, redact_chain, redact_urls
 from .executors import EXECUTORS
 
@@ -906,8 +906,12 @@ def _config_value(p: click.Parameter, val, base: str):
         if "://" in x or os.path.isabs(x):
             return sqlite_url_from(x, base)
         if p.name == "input" and any(ch in x for ch in "*?[") and not os.path.isfile(_joined(base, x)):
-            # A glob: the file's directory is no pattern (jobs in team[a]/ read teama/'s files: helper-188)
-            return _joined(glob.escape(base), x)
+            # A glob: the directory before its first wildcard is no pattern (jobs in team[a]/ read teama/'s
+            # files: helper-188), its '..' taken as the kernel takes them (helper-190)
+            parts = x.split(os.sep)
+            wild = next(i for i, part in enumerate(parts) if any(ch in part for ch in "*?["))
+            fixed = physical_path(_joined(base, os.sep.join(parts[:wild]) or "."))
+            return os.path.join(glob.escape(fixed), *parts[wild:])
         return _joined(base, x)
 
     if p.name in ("hierarchy", "generalization"):

@@ -7,8 +7,10 @@ objects; validation happens here, when a spec is built, never inside the kernel.
 from __future__ import annotations
 
 import difflib
+import glob
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -135,11 +137,44 @@ def sqlite_url_from(url: str, base: str) -> str:
 
     m = _SQLITE_RELATIVE.match(url)
     rest = url[m.end():] if m else ""
-    if m and rest and not rest.startswith((":memory:", "file:")):
-        return url[:m.end()] + os.path.join(base, rest)
+    if m and rest and not rest.startswith((":memory:", "file:")):  # quoted: the URL's path is decoded (helper-190)
+        return url[:m.end()] + os.path.join(urllib.parse.quote(base), rest)
     if m and re.match(r"file:(?!/)[^?#]", rest) and re.search(r"[?&]uri=(true|1|yes|on)(&|#|$)", url, re.IGNORECASE):
         return url[:m.end()] + "file:" + os.path.join(urllib.parse.quote(base), rest[5:])  # a URI (mode=ro): helper-60
     return url
+
+
+GLOB_ESCAPED = re.compile(r"\[([*?\[])\]")
+"""A wildcard character :func:`glob.escape` made a character of a name."""
+
+
+def has_wildcard(pattern: str) -> bool:
+    """Whether ``pattern`` holds a wildcard other than one :func:`glob.escape` wrote."""
+    return any(ch in GLOB_ESCAPED.sub("", pattern) for ch in "*?[")
+
+
+def physical_path(path: str, output: bool = False) -> str:
+    """``path`` with each ``..`` taken as the kernel (and ``ls``) takes it:
+    the parent of where the path before it leads, a symbolic link followed.
+    DuckDB and os.path.abspath cut ``link/..`` off as text: a job file in a
+    linked directory naming ``../people.parquet`` read another file than
+    the shell shows, and wrote its output elsewhere again (helper-60).
+    Left as written where both readings lead to the same place (a relative
+    path stays relative: a remote cluster's check of it), and an ``output``
+    ending in ``..``, which names no file of its own (refused as written)."""
+    parts = path.split(os.sep)
+    if ".." not in parts:
+        return path
+    last = len(parts) - 1 - parts[::-1].index("..")
+    if output and all(p in ("", ".") for p in parts[last + 1:]):
+        return path
+    head = os.sep.join(parts[:last + 1]) or os.sep
+    if os.path.realpath(head) == os.path.realpath(os.path.abspath(head)):
+        return path
+    real, tail = os.path.realpath(head), parts[last + 1:]
+    if not output and has_wildcard(os.sep.join(tail)) and not os.path.isfile(os.path.join(real, *tail)):
+        real = glob.escape(real)  # a pattern's directory is no pattern (x[a]/ beside xa/: helper-190)
+    return os.path.join(real, *tail)
 
 
 def quoted_name(name: str) -> str:

@@ -55,7 +55,8 @@ import duckdb
 import pyarrow as pa
 
 from . import interrupts
-from .config import csv_dialect, file_format, format_suffix, listed, missing_table, table_text
+from .config import (GLOB_ESCAPED, csv_dialect, file_format, format_suffix, has_wildcard, listed, missing_table,
+                     physical_path, table_text)
 from .errors import ConfigError, InputError
 from .sql import fold_name, ident, literal, render
 from .sql.render import ASCII_LOWER, ASCII_UPPER
@@ -649,9 +650,9 @@ class FileSource(DuckDBReadable):
             return self.base
         if any(ch in self.path for ch in "*?[") and not os.path.isfile(self.path):
             parts = self.path.split(os.sep)
-            fixed = next(i for i, part in enumerate(parts) if _wild(part) or i == len(parts) - 1)
+            fixed = next(i for i, part in enumerate(parts) if has_wildcard(part) or i == len(parts) - 1)
             head = os.sep.join(parts[:fixed])
-            return _GLOB_ESCAPED.sub(r"\1", head) or (os.sep if self.path.startswith(os.sep) else ".")
+            return GLOB_ESCAPED.sub(r"\1", head) or (os.sep if self.path.startswith(os.sep) else ".")
         return self.path
 
     @property
@@ -672,7 +673,7 @@ class FileSource(DuckDBReadable):
             delim=self.delimiter, dateformat=self.date_formats[0], timestampformat=self.date_formats[1],
             hive_nulls=[(k, types.get(k)) for k in nulls], hive_null=HIVE_NULL, filename=self.file_column,
             max_line_size=self.max_line_size, null_strings=list(self.null_strings), every_row=self.every_row,
-            encoding=self.encoding,
+            encoding=self.encoding, compression=csv_compression(paths),
         ).sql
 
     @property
@@ -804,7 +805,7 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
             f", delim = {literal(source.delimiter)}" if source.delimiter else "") + (
             f", encoding = {literal(source.encoding)}" if source.encoding else "")
         try:
-            formats = con.execute(f"SELECT DateFormat, TimestampFormat FROM sniff_csv({literal(numeric)}, "
+            formats = con.execute(f"SELECT DateFormat, TimestampFormat FROM sniff_csv({literal(glob.escape(numeric))}, "
                                   f"{options})").fetchone()
         except duckdb.Error as exc:
             raise InputError(f"cannot read {numeric!r}: {first_line(exc)}") from exc
@@ -999,7 +1000,8 @@ class DuckDBSource(DuckDBReadable):
                             opaque = opaque or named is None
                             names += named or []
                         todo += [("macro", s, name) for s in ((in_schema,) if in_schema in schemas else (schema, "main"))]
-            patterns = [os.path.abspath(os.path.expanduser(name)) for name in names]
+            # Patterns DuckDB globs from the working directory: escaped as such (helper-190)
+            patterns = [absolute_pattern(os.path.expanduser(name)) for name in names]
             return Reads(found, list(dict.fromkeys(patterns)), opaque)
         finally:
             con.close()
@@ -1074,7 +1076,8 @@ class Reads:
         out: list[str] = []
         for pattern in self.files:
             found = [f for f in sorted(glob.glob(pattern, recursive=True)) if os.path.isfile(f)]
-            out += found or ([pattern] if os.path.isfile(pattern) else [])
+            named = GLOB_ESCAPED.sub(r"\1", pattern)  # (the working directory: escaped, absolute_pattern)
+            out += found or ([named] if os.path.isfile(named) else [])
         return out
 
 
@@ -1086,13 +1089,13 @@ def _function_calls(tree) -> list[dict]:
 Source = FileSource | DuckDBSource  # and warehouse.PostgresSource
 
 
-_GLOB_ESCAPED = re.compile(r"\[([*?\[])\]")
-"""A wildcard character :func:`glob.escape` made a character of a name."""
-
-
-def _wild(pattern: str) -> bool:
-    """Whether ``pattern`` holds a wildcard other than one :func:`glob.escape` wrote."""
-    return any(ch in _GLOB_ESCAPED.sub("", pattern) for ch in "*?[")
+def csv_compression(paths: Sequence[str]) -> str | None:
+    """The compression of CSV ``paths`` that all share one by their suffix
+    (``gzip``, ``zstd``; ``none`` uncompressed), given to DuckDB's reader: it
+    tells it from the name after cutting a ``?`` and what follows, and read
+    ``w?/a.csv.gz`` as text (helper-190). None for a mix (it tells each)."""
+    kinds = {"gzip" if p.lower().endswith(".gz") else "zstd" if p.lower().endswith(".zst") else "none" for p in paths}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def absolute_pattern(pattern: str) -> str:
@@ -1112,27 +1115,6 @@ def utf8_path(path: str, what: str) -> str:
         raise InputError(f"cannot use {what} {path!r}: its name is not valid UTF-8 (rename it; in a C locale, set "
                          "LANG=C.UTF-8)")
     return path
-
-
-def physical_path(path: str, output: bool = False) -> str:
-    """``path`` with each ``..`` taken as the kernel (and ``ls``) takes it:
-    the parent of where the path before it leads, a symbolic link followed.
-    DuckDB and os.path.abspath cut ``link/..`` off as text: a job file in a
-    linked directory naming ``../people.parquet`` read another file than
-    the shell shows, and wrote its output elsewhere again (helper-60).
-    Left as written where both readings lead to the same place (a relative
-    path stays relative: a remote cluster's check of it), and an ``output``
-    ending in ``..``, which names no file of its own (refused as written)."""
-    parts = path.split(os.sep)
-    if ".." not in parts:
-        return path
-    last = len(parts) - 1 - parts[::-1].index("..")
-    if output and all(p in ("", ".") for p in parts[last + 1:]):
-        return path
-    head = os.sep.join(parts[:last + 1]) or os.sep
-    if os.path.realpath(head) == os.path.realpath(os.path.abspath(head)):
-        return path
-    return os.path.join(os.path.realpath(head), *parts[last + 1:])
 
 
 def open_source(path: str | os.PathLike, table: str | None = None, max_line_size: int | None = None,
@@ -1470,7 +1452,7 @@ def _check_file_columns(files: list[str], fmt: str, root: str | None = None,
                                   as_text=True, text_columns=(), hive_text=(), ours=False,
                                   delim=exact_file(f, fmt).delimiter, dateformat=None, timestampformat=None,
                                   hive_nulls=(), hive_null=HIVE_NULL, filename=None, max_line_size=max_line_size,
-                                  encoding=encoding).sql
+                                  encoding=encoding, compression=csv_compression([f])).sql
                 try:
                     header = con.execute(f"SELECT * FROM {relation} LIMIT 1").fetchone()
                 except duckdb.Error as exc:  # the file of a lake, and where it breaks (helper-47)
@@ -1784,6 +1766,13 @@ def refuse_altered_hive_values(source: "FileSource", schema: pa.Schema, drop: tu
             raise ConfigError(f"{f!r} has the partition key {twice!r} twice in its path, of which DuckDB reads the "
                              "outer value only: rename the inner directory")
         for k, v in parts:
+            cut = next((ch for ch in "\\?\n" if ch in v), None)
+            if cut is not None and k in schema.names and k not in drop:
+                # DuckDB's reading of the name ends there: R\D and R\E both read 'R', one partition (helper-190)
+                raise ConfigError(f"partition directory {f'{k}={v}'!r} of {source.describe()!r} holds {cut!r}, where "
+                                  "DuckDB's reading of a directory's name ends (its value read cut, partitions "
+                                  "merged): rename the directory (Spark and pyarrow write such a character as "
+                                  f"{urllib.parse.quote(cut, safe='')}), or drop the key (--drop)")
             if k in values and v != HIVE_NULL:
                 values[k].add(urllib.parse.unquote(v))  # as DuckDB decodes them (Spark writes 10%3A00)
     for key, seen in values.items():
@@ -3779,7 +3768,13 @@ def _check_replaceable_directory(path: str) -> None:
 
 
 def check_duckdb_output(spec: str) -> None:
-    """The output of a ``--target-table`` must be a DuckDB file, or a new file named as one."""
+    """The output of a ``--target-table`` must be a DuckDB file, or a new file named as one,
+    whose path holds no ``?``: DuckDB reads what follows it as options, and put
+    the database's WAL at ``x.wal?.duckdb``, another file (replaced, then
+    deleted), or failed to publish after all the work (helper-190)."""
+    if "?" in spec:
+        raise ConfigError(f"cannot write the DuckDB file {spec!r}: DuckDB reads a '?' in a database's path as the "
+                          "start of options; name a path without one")
     if os.path.isfile(spec):
         _check_duckdb_file(spec, "--target-table", output=True)
     elif not spec.lower().endswith(DUCKDB_SUFFIXES):

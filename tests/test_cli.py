@@ -201,6 +201,99 @@ def test_a_column_named_in_another_unicode_form_says_so():
                            "same but its accented letters are written otherwise in Unicode, as NFD")
 
 
+def _people_and_decoy(tmp_path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """2,000 rows of Adult, and 500 of them with an ssn column: what a run must never read instead."""
+    people = pd.read_csv(ADULTS).head(2_000)
+    return people, people.head(500).assign(ssn="SECRET")
+
+
+def test_paths_past_a_link_or_in_a_view_under_a_pattern_like_directory_are_their_own(tmp_path, monkeypatch):
+    """More places a directory named like a pattern was read as one (helper-190):
+    a DuckDB view's files (--overwrite replaced the view's raw input), a glob
+    through link/.. whose target's parent is x[a] (read xa/), a job file's
+    glob through a link in j[a]/ (read the job directory's own lake)."""
+    people, decoy = _people_and_decoy(tmp_path)
+    # A view over raw/*.parquet in team[a]: its raw file is no output
+    for d in ("team[a]", "teama"):
+        (tmp_path / d / "raw").mkdir(parents=True)
+        people.to_parquet(tmp_path / d / "raw" / "p.parquet")
+    monkeypatch.chdir(tmp_path / "team[a]")
+    duckdb.connect("db.duckdb").execute("CREATE VIEW v AS SELECT * FROM read_parquet('raw/*.parquet')").close()
+    before = (tmp_path / "team[a]" / "raw" / "p.parquet").read_bytes()
+    r = cli("anonymize", "db.duckdb", "--table", "v", "-o", "raw/p.parquet", "--qi", "age,race", "-k", 5, "--overwrite")
+    assert r.exit_code == 2 and "which the input 'db.duckdb table v' reads" in r.stderr, r.stderr
+    assert (tmp_path / "team[a]" / "raw" / "p.parquet").read_bytes() == before
+    # A glob through link/..
+    (tmp_path / "x[a]" / "sub").mkdir(parents=True)
+    (tmp_path / "xa").mkdir()
+    people.to_parquet(tmp_path / "x[a]" / "p.parquet")
+    decoy.to_parquet(tmp_path / "xa" / "p.parquet")
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "dl").symlink_to(tmp_path / "x[a]" / "sub")
+    monkeypatch.chdir(tmp_path / "here")
+    r = cli("anonymize", "dl/../*.parquet", "-o", "o.parquet", "--qi", "age,race", "-k", 5)
+    assert r.exit_code == 0, r.stderr
+    assert len(pd.read_parquet(tmp_path / "here" / "o.parquet").columns) == len(people.columns)
+    # A job file's glob through a link, in j[a]/jobs
+    jobs = tmp_path / "j[a]" / "jobs"
+    (jobs / "lake").mkdir(parents=True)
+    (tmp_path / "far" / "sub").mkdir(parents=True)
+    (tmp_path / "far" / "lake").mkdir()
+    people.to_parquet(tmp_path / "far" / "lake" / "p.parquet")
+    decoy.to_parquet(jobs / "lake" / "p.parquet")
+    (jobs / "dl").symlink_to(tmp_path / "far" / "sub")
+    (jobs / "job.yml").write_text(f"input: dl/../lake/*.parquet\noutput: {tmp_path / 'job.parquet'}\n"
+                                  "qi: [age, race]\nk: 5\n")
+    r = cli("anonymize", "--config", jobs / "job.yml")
+    assert r.exit_code == 0, r.stderr
+    assert len(pd.read_parquet(tmp_path / "job.parquet")) == 2_000
+
+
+def test_question_marks_and_percents_in_paths(tmp_path, monkeypatch):
+    """DuckDB cuts a path at '?': a .csv.gz there was read as text (a
+    compressed output failed its check after the work), and a DuckDB
+    output's WAL went to 'x.wal?.duckdb', another file, deleted after; a
+    relative SQLite URL in w%41/ read ../wA/'s database (helper-190)."""
+    import sqlite3
+
+    people, decoy = _people_and_decoy(tmp_path)
+    odd = tmp_path / "w?"
+    odd.mkdir()
+    people.to_csv(odd / "a.csv.gz", index=False)
+    monkeypatch.chdir(odd)
+    r = cli("anonymize", "a.csv.gz", "-o", "o.csv.gz", "--metrics", "m.csv.gz", "--qi", "age,race", "-k", 5)
+    assert r.exit_code == 0, r.stderr
+    assert cli("verify", "o.csv.gz", "--qi", "age,race", "-k", 5).exit_code == 0
+    (tmp_path / "plain").mkdir()
+    monkeypatch.chdir(tmp_path / "plain")
+    duckdb.connect("x.wal?.duckdb").execute("CREATE TABLE precious AS SELECT 42 AS answer").close()
+    r = cli("anonymize", odd / "a.csv.gz", "-o", "x?.duckdb", "--target-table", "t", "--qi", "age,race", "-k", 5)
+    assert r.exit_code == 2 and "cannot write the DuckDB file 'x?.duckdb'" in r.stderr
+    assert os.listdir() == ["x.wal?.duckdb"]
+    for d, rows in (("w%41", people), ("wA", decoy)):
+        (tmp_path / d).mkdir()
+        with sqlite3.connect(tmp_path / d / "hr.db") as c:
+            rows.to_sql("people", c, index=False)
+    monkeypatch.chdir(tmp_path / "w%41")
+    r = cli("anonymize", "sqlite:///hr.db", "--table", "people", "-o", tmp_path / "s.parquet", "--qi", "age,race",
+            "-k", 5)
+    assert r.exit_code == 0, r.stderr
+    assert len(pd.read_parquet(tmp_path / "s.parquet")) == 2_000
+
+
+def test_a_partition_value_duckdb_would_cut_is_refused(tmp_path):
+    """DuckDB's reading of a directory's name ends at a backslash: dept=R\\D
+    and dept=R\\E both read 'R', one partition of 2,000 rows, exit 0 (helper-190)."""
+    people, _ = _people_and_decoy(tmp_path)
+    for i, v in enumerate(["R\\D", "R\\E"]):
+        (tmp_path / "lake" / f"dept={v}").mkdir(parents=True)
+        people.iloc[i * 1_000:(i + 1) * 1_000].to_parquet(tmp_path / "lake" / f"dept={v}" / "p.parquet")
+    r = cli("anonymize", tmp_path / "lake", "-o", tmp_path / "o.parquet", "--qi", "age,race", "-k", 5)
+    assert r.exit_code == 2 and "partition directory 'dept=R\\\\D'" in r.stderr and "holds '\\\\'" in r.stderr
+    r = cli("anonymize", tmp_path / "lake", "-o", tmp_path / "o.parquet", "--qi", "age,race", "-k", 5, "--drop", "dept")
+    assert r.exit_code == 0, r.stderr
+
+
 def read_any(path: Path) -> pd.DataFrame:
     """Read a .csv or .parquet file with DuckDB (as sqlanon reads it)."""
     fn = "read_parquet" if path.suffix == ".parquet" else "read_csv"
@@ -3672,6 +3765,14 @@ def test_csv_dates_that_read_both_ways_need_a_date_order(tmp_path, out_dir):
     # the library takes it as the command line does, in either case (it refused 'mdy': helper-6)
     sqlanon.anonymize(src, out, qi=["visit"], k=7, date_order="mdy", overwrite=True)
     assert duckdb.execute("SELECT min(seen) FROM read_parquet(?)", [str(out)]).fetchone()[0] == dt.datetime(2020, 1, 2, 10)
+    # in a directory e[a] beside ea/: the formats are the file's own, not ea's ISO dates' (helper-190)
+    iso = "visit,seen,d\n" + "".join(f"2020-0{m}-0{m + 1},2020-0{m}-0{m + 1} 10:00:00,a\n" for m in range(1, 8))
+    for d, text in (("e[a]", src.read_text()), ("ea", iso)):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "us.csv").write_text(text)
+    r = cli("anonymize", tmp_path / "e[a]" / "us.csv", "-o", out, "--qi", "visit", "-k", "7", "--date-order", "MDY",
+            "--overwrite")
+    assert r.exit_code == 0, r.stderr
 
 
 def test_dates_of_a_lake_are_read_in_one_order(tmp_path, out_dir):
