@@ -10,12 +10,7 @@ The public API mirrors the ``sqlanon`` command line:
 """
 
 import importlib
-import logging
 from typing import TYPE_CHECKING
-
-# Warnings go to the host's logging, never to the terminal by themselves:
-# without a handler, Python's last resort printed them on stderr (helper-188).
-logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from .config import AnonymizationSpec, QuasiIdentifier
