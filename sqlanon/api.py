@@ -345,7 +345,7 @@ def anonymize(
         log.warning("the encoding %s applies to CSV inputs only; %s is not one", encoding, source.describe())
     if metrics is not None:
         _check_metrics(metrics, source, out, target_table)
-    _refuse_hierarchy_files(spec, out, metrics)
+    _refuse_hierarchy_files(spec, out)
     # A plan (--explain) is checked as the run is (the plan of a job that would fail is no plan; its metrics
     # too: helper-62), on the output itself (helper-63; a database output's too: a Parquet stand-in refused a
     # pass-through interval the run publishes into a table), and writes nothing. It takes no lock of a table,
@@ -501,19 +501,18 @@ def _check_metrics(metrics: str, source, out: str, target_table: str | None) -> 
     io.check_metrics_file(metrics, coordinator.METRICS_SCHEMA)
 
 
-def _refuse_hierarchy_files(spec, out: str, metrics: str | None) -> None:
-    """Neither the output nor its metrics file may be a file a QI's hierarchy
-    is read from: with --overwrite the run replaced the hierarchy with the
-    anonymized rows, exit 0, and the next night failed on it (helper-188)."""
-    places = [("output", out)] + ([("--metrics", metrics)] if metrics and io.file_format(metrics) else [])
+def _refuse_hierarchy_files(spec, out: str) -> None:
+    """The output may not be a file a QI's hierarchy is read from: with
+    --overwrite the run replaced the hierarchy with the anonymized rows,
+    exit 0, and the next night failed on it (helper-188). (A metrics file
+    is refused as one that is not a metrics table: _check_metrics.)"""
     for q in spec.quasi_identifiers:
         read = getattr(q.hierarchy, "source", None)
         if not isinstance(read, str) or not os.path.exists(read):  # (one given as a mapping, say)
             continue
-        for what, place in places:
-            if not warehouse.is_url(place) and _overlaps(place, read):
-                raise ConfigError(f"{what} {place!r} {'is' if _same_place(place, read) else 'holds'} the hierarchy "
-                                  f"file of quasi-identifier {q.name!r}; write the anonymized copy elsewhere")
+        if not warehouse.is_url(out) and _overlaps(out, read):
+            raise ConfigError(f"output {out!r} {'is' if _same_place(out, read) else 'holds'} the hierarchy file of "
+                              f"quasi-identifier {q.name!r}; write the anonymized copy elsewhere")
 
 
 def _refuse_qi_also_sensitive(qi: Sequence[str], sensitive: Sequence[str]) -> None:

@@ -125,13 +125,16 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     shape = "COLUMN=FILE" if option == "--hierarchy" else "COLUMN=KIND"
     if option == "--generalization":  # a kind is a word: 'age=interval, zip=prefix' is two (helper-80)
         values = tuple(p for v in values for p in (
-            [p.strip() for p in v.split(",")] if "," in v and all("=" in p for p in v.split(",")) else [v]))
+            [p.strip() for p in v.split(",")]
+            if "," in v and all("=" in p for p in v.split(",")) and not v.startswith('"') else [v]))
     for v in values:
         quoted = _QUOTED_PAIR.fullmatch(v)
         if quoted:
             col, sep, val = quoted[1].replace('""', '"'), "=", quoted[2]
         else:
-            col, sep, val = v.rpartition("=") if option == "--generalization" else v.partition("=")
+            col, sep, val = v.partition("=")
+            if option == "--generalization" and val not in GENERALIZATIONS and v.rpartition("=")[2] in GENERALIZATIONS:
+                col, sep, val = v.rpartition("=")  # grp=code=prefix: the kind is the last word
         if not sep or not col or not val:
             raise click.UsageError(f"{option} takes {shape}, got {v!r}")
         if col in out and out[col] != val:  # the last one used to win, silently
@@ -693,6 +696,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(
                     None, None, "a key must be a name, not a list or mapping", key_node.start_mark
                 )
+            key = getattr(key, "text", key)  # as written: 1.1 and 1.10 name two columns (helper-189)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} appears twice", key_node.start_mark
@@ -905,7 +909,7 @@ def _config_value(p: click.Parameter, val, base: str):
             raise ValueError("is '-': name a file (standard input and output are neither read nor written)")
         if "://" in x or os.path.isabs(x):
             return sqlite_url_from(x, base)
-        if p.name == "input" and any(ch in x for ch in "*?[") and not os.path.isfile(_joined(base, x)):
+        if p.name == "input" and any(ch in x for ch in "*?[") and not os.path.exists(_joined(base, x)):
             # A glob: the directory before its first wildcard is no pattern (jobs in team[a]/ read teama/'s
             # files: helper-188), its '..' taken as the kernel takes them (helper-190)
             parts = x.split(os.sep)
@@ -943,13 +947,14 @@ def _config_value(p: click.Parameter, val, base: str):
     if p.name == "sample":  # a number, as k is and as the library's sample= is: not "1e4" (helper-90)
         if isinstance(val, bool) or not isinstance(val, (int, float)):
             raise ValueError(f"must be a fraction (0.001) or a row count (50000), not {_shown(val)}")
+        return str(float(val) if isinstance(val, float) else int(val))  # (.inf: refused as a number, helper-189)
     if getattr(p, "is_flag", False):
         if not isinstance(val, bool):
             raise ValueError(f"must be true or false, not {_shown(val)}")
         return val
     if isinstance(p.type, (click.types.IntParamType, click.IntRange)):
         if isinstance(val, bool) or not isinstance(val, int):
-            raise ValueError(f"must be a whole number, not {_shown(val)}")
+            raise ValueError(f"must be a whole number, not {getattr(val, 'text', None) or _shown(val)}")
         return int(val)
     if isinstance(p.type, click.types.FloatParamType):
         if isinstance(val, bool) or not isinstance(val, (int, float)):
@@ -1076,7 +1081,8 @@ def _sample(value: str | None) -> float | None:
     "--generalization", multiple=True, metavar="COL=KIND",
     help=f"How to generalize a QI: {', '.join(GENERALIZATIONS)}. Default: hierarchy if given, "
     "interval for numbers and dates, set otherwise. Repeat it for each column, or comma-separate them "
-    "(age=interval,zip=prefix; a name holding a comma takes a flag of its own).",
+    "(age=interval,zip=prefix; a name holding a comma takes a flag of its own, in double quotes with "
+    "an '=': '\"grp=code\"=set').",
 )
 @click.option("--drop", multiple=True,
               help="Columns to remove from the output (direct identifiers), comma-separated or repeated.")
@@ -1178,8 +1184,8 @@ def anonymize(
     _require(ctx, ("INPUT", "input", input), ("-o", "output", output), ("--qi", "qi", qi), ("-k", "k", k))
     if output.startswith("=") and ctx.get_parameter_source("output") is click.core.ParameterSource.COMMANDLINE:
         # click reads -o=x as the file '=x' (helper-188); --output=x is x
-        raise click.UsageError(f"-o takes the path after a space: -o{output} names the file {output!r} (write "
-                               f"-o {output[1:]}, or -o ./{output} for a file of that name)", ctx)
+        raise click.UsageError(f"-o takes the path after a space: {output!r} was read as the output's name "
+                               f"(write -o {output[1:] or 'PATH'}, or -o ./{output} for a file of that name)", ctx)
     table, target_table, metrics = _job_tables_left(ctx, input, output, table, target_table, metrics)
     library = _library(ctx)
     _check_open_file_limit()

@@ -12,6 +12,8 @@ import json
 import math
 import os
 import re
+import unicodedata
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import TYPE_CHECKING
@@ -131,16 +133,15 @@ def sqlite_url_from(url: str, base: str) -> str:
     """A SQLite URL's relative database file joined to the directory ``base``
     (a job file's, or the working one: recorded in the metrics as where it
     is, and read there by workers in another directory); any other URL, and
-    an in-memory database, as it is."""
-    import os
-    import urllib.parse
-
+    an in-memory database, as it is. The directory is quoted into the URL,
+    whose path SQLAlchemy decodes (w%41/ read ../wA/: helper-190), and
+    twice into a URI filename, which SQLite decodes again (helper-189)."""
     m = _SQLITE_RELATIVE.match(url)
     rest = url[m.end():] if m else ""
     if m and rest and not rest.startswith((":memory:", "file:")):  # quoted: the URL's path is decoded (helper-190)
         return url[:m.end()] + os.path.join(urllib.parse.quote(base), rest)
     if m and re.match(r"file:(?!/)[^?#]", rest) and re.search(r"[?&]uri=(true|1|yes|on)(&|#|$)", url, re.IGNORECASE):
-        return url[:m.end()] + "file:" + os.path.join(urllib.parse.quote(base), rest[5:])  # a URI (mode=ro): helper-60
+        return url[:m.end()] + "file:" + os.path.join(urllib.parse.quote(urllib.parse.quote(base)), rest[5:])
     return url
 
 
@@ -216,12 +217,11 @@ def missing_column(name: str, where: str, names, option: str | None = None) -> s
     hint = suggest(name, names, cutoff=0.7)
     held = [n for n in names if "," in n and name in (p.strip() for p in n.split(","))]
     within = [n for n in names if len(name) >= 3 and name.lower() in n.lower()]
-    import unicodedata
-
     alike = [n for n in names if unicodedata.normalize("NFC", n) == unicodedata.normalize("NFC", name)]
     if alike:  # 'café' as e + U+0301 beside 'café' as U+00E9: one name to the eye (helper-188)
-        form = "NFC" if unicodedata.is_normalized("NFC", alike[0]) else "NFD"
-        hint = (f" ({alike[0]!r} looks the same but its accented letters are written otherwise in Unicode, as {form}: "
+        form = next((f"as {f}" for f in ("NFC", "NFD") if unicodedata.is_normalized(f, alike[0])), "in neither NFC "
+                    "nor NFD")
+        hint = (f" ({alike[0]!r} looks the same but its accented letters are written otherwise in Unicode, {form}: "
                 "name it so, or normalize the names)")
     elif held and not hint:  # --drop 'Name, Full' read as 'Name' and 'Full'
         hint = f" (a name holding a comma is written in double quotes: '{quoted_name(held[0])}')"

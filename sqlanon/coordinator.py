@@ -449,7 +449,8 @@ def domain_stats(
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 nan_sets=nan_sets, stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
                 signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far, nul=list(nul),
-                nul_cast=cast, widths=list(widths), binary=[c for c in widths if variable_width(schema)[c] == "binary"])
+                nul_cast=cast, widths=list(widths), binary=[c for c, kind in variable_width(schema).items()
+                                                             if kind == "binary" and c in widths])
     # SQLite's timestamps come back as text (`stamps`), typed below
     typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
              if c in interval and c not in stamps for m in ("min", "max")}
@@ -2817,7 +2818,9 @@ def _absolute(shown: str | None, *paths) -> str | None:
     written ('o__metrics.parquet') absolute and normalized; else ``shown``."""
     for path in paths:
         if isinstance(path, str) and path and "://" not in path and shown and shown.startswith(path):
-            return os.path.abspath(path) + shown[len(path):]
+            # A glob as the pattern it is read as (its directory escaped), as a job file's is (helper-189)
+            pattern = io.has_wildcard(path) and not os.path.exists(path)
+            return (io.absolute_pattern(path) if pattern else os.path.abspath(path)) + shown[len(path):]
     if shown and "://" not in shown and os.path.exists(shown):
         # Normalized, as the output is ('jobs/../pub/o__metrics.parquet' beside 'pub/o.parquet':
         # helper-64); a '..' after a link was taken as the kernel takes it (io.physical_path).

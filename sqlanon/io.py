@@ -1365,7 +1365,8 @@ def csv_break(files: Sequence[str], header: str, encoding: str | None = None) ->
     try:
         for f in files:
             try:
-                con.execute(f"SELECT count(*) FROM read_csv({literal(glob.escape(f))}, delim = {literal(delim)}, quote = '\"', "
+                con.execute(f"SELECT count(*) FROM read_csv({literal(glob.escape(f))}, delim = {literal(delim)}, "
+                            "quote = '\"', "
                             f"escape = '\"', header = true, auto_detect = false, columns = {columns}, "
                             f"strict_mode = true, encoding = {literal(encoding or 'utf-8')})").fetchall()
             except duckdb.Error as exc:

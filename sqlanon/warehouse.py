@@ -104,7 +104,7 @@ def _conninfo(parts: dict) -> str:
 
 
 _BAD_OPTION = re.compile(r'invalid connection option|invalid \w+ value: |bad value for \w+: |invalid integer value '
-                         r'.* for connection option|invalid port number: ')
+                         r'.* for connection option|invalid port number: |Servname not supported')
 """libpq's refusals of a connection string's option (an unknown key, a value;
 a port past 65535, which every retry meets: helper-188)."""
 

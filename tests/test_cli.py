@@ -16,6 +16,7 @@ from __future__ import annotations
 import bz2
 import datetime
 import datetime as dt
+import glob
 import gzip
 import json
 import logging
@@ -117,6 +118,15 @@ def test_a_directory_named_like_a_pattern_reads_its_own_files(tmp_path, monkeypa
         assert len(got) == 2_000 and "ssn" not in got.columns, out
     r = cli("verify", "out.parquet", "--qi", "age,race", "-k", 5)
     assert r.exit_code == 0 and "2000 rows" in r.output, r.output
+    # a job's input directory named lake[1] is a directory, not a pattern (helper-189)
+    (here / "lake[1]").mkdir()
+    people.to_parquet(here / "lake[1]" / "p.parquet")
+    (here / "dir.yml").write_text("input: lake[1]\noutput: dir.parquet\nqi: [age, race]\nk: 5\n")
+    r = cli("anonymize", "--config", "dir.yml")
+    assert r.exit_code == 0, r.output
+    # a glob is recorded as the pattern it is read as, from the command line as from a job file
+    r = cli("anonymize", "lake/*.parquet", "-o", "rec.parquet", "--qi", "age,race", "-k", 5, "--json")
+    assert json.loads(r.stdout)["input"] == f"{glob.escape(str(here))}/lake/*.parquet"
 
 
 def test_the_output_may_not_replace_a_hierarchy_file_the_run_reads(tmp_path, monkeypatch):
@@ -152,7 +162,16 @@ def test_a_job_files_numbers_name_columns_as_they_are_written(tmp_path):
     job.write_text("input: in.parquet\noutput: o2.parquet\nqi: [age, 1.1]\nk: 5\n"
                    "generalization: {1.1: set, \"1.1\": interval}\n")
     r = cli("anonymize", "--config", job)
-    assert r.exit_code == 2 and f"Error: 'generalization' in {str(job)!r} names column '1.1' twice" in r.output
+    assert r.exit_code == 2 and "key '1.1' appears twice" in r.output, r.output
+    job.write_text("input: in.parquet\noutput: o3.parquet\nqi: [age, 1.1, 1.10]\nk: 5\n"
+                   "generalization: {1.1: set, 1.10: set}\n")  # two columns: keys compared as written
+    assert cli("anonymize", "--config", job).exit_code == 0
+    for setting, said in (("k: 1e1", "'k' in {job!r} must be a whole number, not 1e1"),
+                          ("k: 5\nsample: .inf", "'sample' in {job!r} must be a fraction in (0, 1] or a whole row "
+                                                 "count, got inf")):
+        job.write_text(f"input: in.parquet\noutput: o4.parquet\nqi: [age]\n{setting}\n")
+        r = cli("anonymize", "--config", job)
+        assert r.exit_code == 2 and said.format(job=str(job)) in r.stderr, r.stderr
 
 
 def test_the_librarys_warnings_are_seen_with_or_without_the_hosts_logging(tmp_path):
@@ -183,6 +202,8 @@ def test_a_column_named_with_an_equals_sign_takes_a_hierarchy_and_a_kind(tmp_pat
             "-k", 60)
     assert r.exit_code == 0, r.output
     assert set(pd.read_parquet(out)["grp=code"]) <= {"AB", "CD", "*"}
+    r = cli("anonymize", src, "-o", out, "--qi", "age", "--generalization", "age=set=x", "-k", 5, "--overwrite")
+    assert r.exit_code == 2 and "the unknown kind 'set=x' (did you mean 'set'?)" in r.stderr, r.stderr
     for kind in ("grp=code=prefix", '"grp=code"=prefix'):
         r = cli("anonymize", src, "-o", out, "--qi", 'age,"grp=code"', "--generalization", kind, "-k", 5,
                 "--overwrite")
@@ -200,6 +221,9 @@ def test_a_column_named_in_another_unicode_form_says_so():
     said = sqlanon.config.missing_column(composed, "'in.parquet'", [decomposed, "age"], "--qi")
     assert said.startswith(f"--qi names column {composed!r}, which is not in 'in.parquet' ({decomposed!r} looks the "
                            "same but its accented letters are written otherwise in Unicode, as NFD")
+    neither = "e\u0301\u0327"  # neither NFC nor NFD (the marks out of their canonical order)
+    assert "written otherwise in Unicode, in neither NFC nor NFD" in sqlanon.config.missing_column(
+        unicodedata.normalize("NFC", neither), "'in.parquet'", [neither])
 
 
 def _people_and_decoy(tmp_path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -4051,6 +4075,10 @@ def test_a_database_url_option_libpq_refuses_is_a_usage_error(tmp_path, query, s
         assert r.exit_code == (1 if not query else 2), r.stderr
         assert_one_line_error(r.stderr, r"cannot connect to postgresql://op:\*\*\*@127.0.0.1:1/hr", re.escape(said))
     assert not (tmp_path / "x.parquet").exists()
+    if not query:  # a port no service has, given a host name (helper-189)
+        r = cli("anonymize", "postgresql://op@localhost:-1/hr", "--table", "t", "-o", tmp_path / "x.parquet", "--qi",
+                "age", "-k", "5")
+        assert r.exit_code == 2 and "Servname not supported" in r.stderr, r.stderr
 
 
 def test_an_output_given_as_o_equals_is_refused(tmp_path, monkeypatch):
