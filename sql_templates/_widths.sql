@@ -8,8 +8,10 @@
 {% for c in widths | default([]) %}
 {% if dialect == "postgres" %}
     , sum(octet_length({{ c | ident }}{% if c not in binary | default([]) %}::text{% endif %}))
+{% elif dialect == "duckdb" and c in binary | default([]) %}
+    , sum(octet_length({{ c | ident }}))
 {% elif dialect == "duckdb" %}
-    , sum({% if c in binary | default([]) %}octet_length({{ c | ident }}){% else %}strlen(CAST({{ c | ident }} AS VARCHAR)){% endif %})
+    , sum(strlen(CAST({{ c | ident }} AS VARCHAR)))
 {% elif dialect == "sqla:sqlite" %}
     , sum(length(CAST({{ c | ident }} AS BLOB)))
 {% else %}

@@ -4,4 +4,9 @@
    not read (domain_stats.sql sums the others'). #}
 SELECT count(*) AS {{ "n_rows" | ident }}
 {% include "_widths.sql" %}
-FROM (SELECT {% for c in widths %}{{ c | ident }}{{ ", " if not loop.last }}{% endfor %} FROM {{ relation }} LIMIT {{ rows | lit }}) AS {{ "__sqlanon_first" | ident }}
+FROM (
+    SELECT {% for c in widths %}{{ c | ident }}{{ ", " if not loop.last }}{% endfor %}
+
+    FROM {{ relation }}
+    LIMIT {{ rows | lit }}
+) AS {{ "__sqlanon_first" | ident }}

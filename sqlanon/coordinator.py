@@ -1695,7 +1695,8 @@ def run(
         rss[r.pid] = max(rss.get(r.pid, 0.0), r.peak_rss_mb)
     # Local paths absolute, as the input's (helper-56: 'out/x.parquet' beside '/abs/in.parquet' in --json).
     return RunResult(
-        _recorded(target), metrics, check, plan, timings, _at_once(workers, plan), sample.num_rows, options.seed, run_id,
+        _recorded(target), metrics, check, plan, timings, _at_once(workers, plan), sample.num_rows, options.seed,
+        run_id,
         tuple(repaired), _absolute(location, options.metrics, getattr(target, "path", None)), total, rss,
         source.dialect, options.executor, compare_on is not None,
         started_at=started.isoformat(), source=_recorded(source),
