@@ -230,19 +230,23 @@ def verify_as_typed(
     first rows, or every row; the columns ``text`` as text) and the texts pandas takes for a missing value
     as NULL (:data:`sqlanon.io.READER_NULLS`), where a sensitive value
     written two ways ('5' and '5.0', 'true' and 'TRUE', 'NA' and an empty
-    field) is one value, two in its text. Reading so only merges values
-    (classes grow, sensitive values get fewer), so only ℓ can come out
-    worse. A type guessed from the first rows that a later one breaks (a
+    field) is one value, two in its text. The QIs are read as written (a
+    reader's typing merges classes, whose ℓ may then hide a class's), so
+    only sensitive values merge, and only ℓ can come out worse. A type guessed from the first rows that a later one breaks (a
     column 'NA' left all numbers there, then 'pending': helper-98) is
     guessed again from every row, a whole extra pass, only then. None, with
     a warning, when even that cannot read the file typed."""
+    # The QIs as written: typed, 'yes' and 'Yes' (one BOOLEAN), '2020-01-01' and '2020-1-1' (one DATE) made
+    # one class, whose l the two classes pandas and pyarrow keep apart lacked (helper-191). Their classes
+    # as finely as any reader's, their sensitive values as coarsely.
+    written = tuple(qi)
     for every_row in (False, True):
         try:
-            relation = read_as(every_row, ())
+            relation = read_as(every_row, written)
             described = relation_types(con, relation)  # (a sniff of the file: every row's, the second time)
             flags = tuple(c for c, t in zip(*described) if c in sensitive and str(t) == "BOOLEAN")
             if flags:  # DuckDB's booleans take 'Yes', 'yes' and 'YES', three texts to pandas and pyarrow (helper-181)
-                relation = read_as(every_row, flags)  # as text, which the readers' own booleans are made of below
+                relation = read_as(every_row, written + flags)  # as text, which the readers' own booleans are made of
                 described = relation_types(con, relation)
             return verify_relation(con, _as_readers_compare(con, relation, sensitive, described), qi, k, l,
                                    sensitive, limit=limit)

@@ -4114,6 +4114,23 @@ def test_a_job_files_errors_name_its_keys_not_flags(tmp_path, body, said):
     assert "--" not in r.stderr.replace("--help", "")
 
 
+@pytest.mark.parametrize("q", [["yes", "yes", "Yes", "Yes", "no", "no"],
+                               ["2020-01-01", "2020-01-01", "2020-1-1", "2020-1-1", "2020-01-02", "2020-01-02"]])
+def test_a_csv_whose_qi_spellings_duckdb_types_alike_is_checked_class_by_class(tmp_path, q):
+    """The check of a CSV as its readers type it typed the QIs too: 'yes' and
+    'Yes' (one BOOLEAN), '2020-01-01' and '2020-1-1' (one DATE) made one
+    class, whose l hid that pandas' class 'yes' holds '5' and '5.0', one
+    value: published and verified, exit 0 (helper-191)."""
+    src, out = tmp_path / "in.parquet", tmp_path / "o.csv"
+    pq.write_table(pa.table({"q": q, "s": ["5", "5.0", "7", "8", "1", "2"]}), src)
+    r = cli("anonymize", src, "-o", out, "--qi", "q", "-k", 2, "-l", 2, "--sensitive", "s", "--workers", 1)
+    assert r.exit_code == 1 and "refusing to publish" in r.stderr and "__distinct_s=1" in r.stderr, r.stderr
+    assert not out.exists()
+    out.write_text("q,s\n" + "".join(f"{a},{b}\n" for a, b in zip(q, ["5", "5.0", "7", "8", "1", "2"])))
+    r = cli("verify", out, "--qi", "q", "-k", 2, "-l", 2, "--sensitive", "s")
+    assert r.exit_code == 1 and "__distinct_s=1" in r.stdout, r.stdout
+
+
 def test_bare_sqlanon_prints_its_help():
     """It printed 'Error: Usage: …', the whole help, then "(see 'sqlanon --help')"."""
     r = run_subprocess()
