@@ -752,6 +752,10 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
             if c not in cols:
                 raise ConfigError(missing_column(c, repr(source.describe()), cols, option))
         _refuse_qi_also_sensitive(qi, sensitive)
+        if isinstance(typed, io.FileSource) and typed.hive_keys:  # a directory's value its readers read otherwise
+            # ('2020-1-1' beside '2020-01-01' one date; 'NULL' a missing value): passed as one class (helper-191)
+            io.refuse_altered_hive_values(typed, typed.arrow_schema(con), tuple(c for c in cols if c not in (
+                *qi, *sensitive)), leave="leave the key out of the check")
         index = next((c for c in cols if coordinator.PANDAS_INDEX.fullmatch(c) and c not in (*qi, *sensitive)), None)
         if index is not None:  # anonymize refuses it; verify checks k and l of the columns named (helper-68)
             log.warning("column %r of %r is the index pandas wrote with the rows, their positions in a frame: rows "

@@ -28,7 +28,7 @@ import yaml
 
 from . import executors, interrupts
 from .config import (GENERALIZATIONS, INTERVAL_FORMATS, MIN_K, MIN_L, STRATEGIES, file_format, quoted_name,
-                     physical_path, split_names, sqlite_url_from, strict_json, suggest)
+                     has_wildcard, physical_path, split_names, sqlite_url_from, strict_json, suggest)
 from .errors import LOGGERS, ConfigError, InputError, SqlanonError, plain_log_line, redact_chain, redact_urls
 from .executors import EXECUTORS
 
@@ -708,6 +708,21 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 None, None, f"merge keys make a mapping of more than {self.MERGED_MOST} keys", node.start_mark)
 
 
+def _construct_mapping(loader, node, deep: bool = False) -> dict:
+    """A mapping whose number keys are their text: 1.1 and 1.10 name two
+    columns (as numbers, one key: the second's value given the first's
+    column, exit 0: helper-192)."""
+    loader.flatten_mapping(node)
+    mapping = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        mapping[getattr(key, "text", key)] = loader.construct_object(value_node, deep=deep)
+    return mapping
+
+
+_UniqueKeyLoader.construct_mapping = _construct_mapping
+
+
 _YAML_1_1 = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
              "tag:yaml.org,2002:timestamp"}
 _UniqueKeyLoader.yaml_implicit_resolvers = {
@@ -909,11 +924,12 @@ def _config_value(p: click.Parameter, val, base: str):
             raise ValueError("is '-': name a file (standard input and output are neither read nor written)")
         if "://" in x or os.path.isabs(x):
             return sqlite_url_from(x, base)
-        if p.name == "input" and any(ch in x for ch in "*?[") and not os.path.exists(_joined(base, x)):
-            # A glob: the directory before its first wildcard is no pattern (jobs in team[a]/ read teama/'s
-            # files: helper-188), its '..' taken as the kernel takes them (helper-190)
+        if p.name == "input" and has_wildcard(x + base) and not os.path.exists(_joined(base, x)):
+            # A glob, or a name not there (yet) that DuckDB would read as one: the directory before its first
+            # wildcard is no pattern (jobs in team[a]/ read teama/'s files: helper-188, helper-192), its '..'
+            # taken as the kernel takes them (helper-190)
             parts = x.split(os.sep)
-            wild = next(i for i, part in enumerate(parts) if any(ch in part for ch in "*?["))
+            wild = next((i for i, part in enumerate(parts) if any(ch in part for ch in "*?[")), len(parts) - 1)
             fixed = physical_path(_joined(base, os.sep.join(parts[:wild]) or "."))
             return os.path.join(glob.escape(fixed), *parts[wild:])
         return _joined(base, x)

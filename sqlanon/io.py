@@ -805,7 +805,9 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
             f", delim = {literal(source.delimiter)}" if source.delimiter else "") + (
             f", encoding = {literal(source.encoding)}" if source.encoding else "")
         try:
+            compression = csv_compression([numeric])  # (told from the name cut at a '?': helper-192)
             formats = con.execute(f"SELECT DateFormat, TimestampFormat FROM sniff_csv({literal(glob.escape(numeric))}, "
+                                  f"compression = {literal(compression)}, "
                                   f"{options})").fetchone()
         except duckdb.Error as exc:
             raise InputError(f"cannot read {numeric!r}: {first_line(exc)}") from exc
@@ -1103,7 +1105,7 @@ def absolute_pattern(pattern: str) -> str:
     to escaped: made absolute as text, a directory named team[a] read
     teama's files (os.path.abspath; helper-188)."""
     if os.path.isabs(pattern):
-        return pattern
+        return os.path.normpath(pattern)  # as os.path.abspath made it ('x/../y/*' matched against y/new: helper-192)
     return os.path.normpath(os.path.join(glob.escape(os.getcwd()), pattern))
 
 
@@ -1749,7 +1751,8 @@ def _refuse_keys_above(root: str, keys: tuple[str, ...]) -> None:
             )
 
 
-def refuse_altered_hive_values(source: "FileSource", schema: pa.Schema, drop: tuple[str, ...] = ()) -> None:
+def refuse_altered_hive_values(source: "FileSource", schema: pa.Schema, drop: tuple[str, ...] = (),
+                               leave: str = "drop the key (--drop)") -> None:
     """Refuse partition values that DuckDB's reading of the directory names
     would change (helper-58, each exit 0 before): a key twice in one path
     (``k=1/k=2``: the outer value read, the inner lost); in a key typed as
@@ -1768,12 +1771,20 @@ def refuse_altered_hive_values(source: "FileSource", schema: pa.Schema, drop: tu
                              "outer value only: rename the inner directory")
         for k, v in parts:
             cut = next((ch for ch in "\\?\n" if ch in v), None)
-            if cut is not None and k in schema.names and k not in drop:
-                # DuckDB's reading of the name ends there: R\D and R\E both read 'R', one partition (helper-190)
-                raise ConfigError(f"partition directory {f'{k}={v}'!r} of {source.describe()!r} holds {cut!r}, where "
+            if cut is not None and k not in drop and (cut != "\\" or k in schema.names):
+                # DuckDB's reading of the name ends there: R\D and R\E both read 'R', one partition (helper-190);
+                # at a '?' or a line break it loses the key, a column gone without a word (helper-192)
+                raise ConfigError(f"partition directory '{k}={v}' of {source.describe()!r} holds {cut!r}, where "
                                   "DuckDB's reading of a directory's name ends (its value read cut, partitions "
                                   "merged): rename the directory (Spark and pyarrow write such a character as "
-                                  f"{urllib.parse.quote(cut, safe='')}), or drop the key (--drop)")
+                                  f"{urllib.parse.quote(cut, safe='')}), or {leave}")
+            if urllib.parse.unquote(v).lower() == "null" and k in schema.names and k not in drop:
+                # DuckDB reads it as NULL, pyarrow and Spark as the text: beside a missing value, one class or
+                # two (helper-191)
+                raise ConfigError(f"partition directory {f'{k}={v}'!r} of {source.describe()!r} holds the text "
+                                  f"{urllib.parse.unquote(v)!r}, which DuckDB reads as a missing value and pyarrow "
+                                  f"and Spark as that text: rename the directory ({k}={HIVE_NULL} for a missing "
+                                  f"value), or {leave}")
             if k in values and v != HIVE_NULL:
                 values[k].add(urllib.parse.unquote(v))  # as DuckDB decodes them (Spark writes 10%3A00)
     for key, seen in values.items():
@@ -1784,6 +1795,9 @@ def refuse_altered_hive_values(source: "FileSource", schema: pa.Schema, drop: tu
         if pa.types.is_integer(typ):
             found.append(("numbers not written as DuckDB reads them back",
                           [v for v in seen if not re.fullmatch(r"0|-?[1-9][0-9]*", v)]))
+        elif pa.types.is_date(typ):  # '2020-1-1' beside '2020-01-01': one date, two texts to pyarrow (helper-191)
+            found.append(("dates not written as DuckDB reads them back (YYYY-MM-DD)",
+                          [v for v in seen if not re.fullmatch(r"-?[0-9]{4,}-[0-9]{2}-[0-9]{2}", v)]))
         elif pa.types.is_timestamp(typ) and getattr(typ, "tz", None) is None:
             found.append(("times finer than microseconds, which DuckDB reads cut to microseconds",
                           [v for v in seen if re.search(r"\.[0-9]{6}[0-9]*[1-9]", v)]))
@@ -1795,7 +1809,7 @@ def refuse_altered_hive_values(source: "FileSource", schema: pa.Schema, drop: tu
             if odd:
                 raise ConfigError(f"partition key {key!r} of {source.describe()!r} holds, in its directory names, "
                                  f"{what} ({', '.join(map(repr, sorted(odd)[:3]))}): rename those directories, or "
-                                 "drop the key (--drop)")
+                                 f"{leave}")
 
 
 _HIVE_TYPES = frozenset({"BIGINT", "INTEGER", "HUGEINT", "DOUBLE", "DATE", "TIMESTAMP", "BOOLEAN"})
@@ -3773,9 +3787,9 @@ def check_duckdb_output(spec: str) -> None:
     whose path holds no ``?``: DuckDB reads what follows it as options, and put
     the database's WAL at ``x.wal?.duckdb``, another file (replaced, then
     deleted), or failed to publish after all the work (helper-190)."""
-    if "?" in spec:
-        raise ConfigError(f"cannot write the DuckDB file {spec!r}: DuckDB reads a '?' in a database's path as the "
-                          "start of options; name a path without one")
+    if "?" in os.path.abspath(spec):  # (a relative one's working directory too: helper-192)
+        raise ConfigError(f"cannot write the DuckDB file {os.path.abspath(spec)!r}: DuckDB reads a '?' in a "
+                          "database's path as the start of options; name a path without one")
     if os.path.isfile(spec):
         _check_duckdb_file(spec, "--target-table", output=True)
     elif not spec.lower().endswith(DUCKDB_SUFFIXES):
