@@ -57,6 +57,12 @@ IMPLICIT_ROOT = "*"
 _MAX_LISTED = 5
 
 
+def _visible(text: str) -> str:
+    """``text`` without the characters that print as nothing: format and
+    control characters (a BOM, a zero-width space, a NUL)."""
+    return "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Cc"))
+
+
 def _list_values(values: Sequence[Any]) -> str:
     """Render values for a one-line message: sorted, repr-quoted, at most five.
 
@@ -220,7 +226,9 @@ class Hierarchy:
         """``; 'a' differs from the leaf 'a ' only by …`` for the values of
         ``bad`` the error lists, or ''."""
         ways = {"blanks around it": str.strip, "case": str.casefold,
-                "its Unicode form (composed or decomposed)": lambda v: unicodedata.normalize("NFC", v)}
+                "its Unicode form (composed or decomposed)": lambda v: unicodedata.normalize("NFC", v),
+                # a BOM, a NUL, a zero-width space: invisible where the error prints (helper-191)
+                "characters that print as nothing ('\\ufeff', '\\x00', '\\u200b')": _visible}
         listed = sorted((v for v in bad if isinstance(v, str)), key=str)[:_MAX_LISTED]
         if not listed:
             return ""

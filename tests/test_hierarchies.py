@@ -283,6 +283,12 @@ def test_a_missing_value_near_a_leaf_names_the_leaf(tmp_path: Path) -> None:
     assert str(info.value).endswith(
         f"of column 'c'; 'Male' differs from the leaf 'male' only by case, 'a' differs from the leaf 'a ' only by "
         f"blanks around it, {nfd!r} differs from the leaf 'café' only by its Unicode form (composed or decomposed)")
+    # characters that print as nothing: a BOM, a NUL, a zero-width space (helper-191)
+    h = load_hierarchy(write(tmp_path, "i.csv", "x;X;*\n\ufeffy;X;*\nz\u200b;Y;*\n"))
+    with pytest.raises(HierarchyError) as info:
+        h.leaf_codes(["y", "z"], column="c")
+    assert "'y' differs from the leaf '\\ufeffy' only by characters that print as nothing" in str(info.value)
+    assert "'z' differs from the leaf 'z\\u200b' only by characters that print as nothing" in str(info.value)
 
 
 def test_a_value_that_is_a_group_of_the_hierarchy_is_named_so(tmp_path: Path) -> None:
