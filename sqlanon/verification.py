@@ -232,7 +232,8 @@ def verify_as_typed(
     written two ways ('5' and '5.0', 'true' and 'TRUE', 'NA' and an empty
     field) is one value, two in its text. The QIs are read as written (a
     reader's typing merges classes, whose ℓ may then hide a class's), so
-    only sensitive values merge, and only ℓ can come out worse. A type guessed from the first rows that a later one breaks (a
+    only sensitive values merge, and only ℓ can come out worse. A type
+    guessed from the first rows that a later one breaks (a
     column 'NA' left all numbers there, then 'pending': helper-98) is
     guessed again from every row, a whole extra pass, only then. None, with
     a warning, when even that cannot read the file typed."""
