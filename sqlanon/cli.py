@@ -112,6 +112,8 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
+_OUTSIDE_QUOTES = re.compile(r',(?=(?:[^"]*"[^"]*")*[^"]*$)')
+"""A comma outside double quotes: '"a=b,z"=set,age=set' is two pairs (helper-192)."""
 _QUOTED_PAIR = re.compile(r'"((?:[^"]|"")*)"=(.*)', re.S)
 """``"grp=code"=FILE``: a column named in double quotes (``""`` for one), as in the lists of names."""
 
@@ -124,9 +126,9 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     out: dict[str, str] = {}
     shape = "COLUMN=FILE" if option == "--hierarchy" else "COLUMN=KIND"
     if option == "--generalization":  # a kind is a word: 'age=interval, zip=prefix' is two (helper-80)
-        values = tuple(p for v in values for p in (
-            [p.strip() for p in v.split(",")]
-            if "," in v and all("=" in p for p in v.split(",")) and not v.startswith('"') else [v]))
+        split = [_OUTSIDE_QUOTES.split(v) for v in values]
+        values = tuple(p.strip() for v, parts in zip(values, split)
+                       for p in (parts if len(parts) > 1 and all("=" in p for p in parts) else [v]))
     for v in values:
         quoted = _QUOTED_PAIR.fullmatch(v)
         if quoted:
