@@ -1781,7 +1781,7 @@ def refuse_altered_hive_values(source: "FileSource", schema: pa.Schema, drop: tu
             if urllib.parse.unquote(v).lower() == "null" and k in schema.names and k not in drop:
                 # DuckDB reads it as NULL, pyarrow and Spark as the text: beside a missing value, one class or
                 # two (helper-191)
-                raise ConfigError(f"partition directory {f'{k}={v}'!r} of {source.describe()!r} holds the text "
+                raise ConfigError(f"partition directory '{k}={v}' of {source.describe()!r} holds the text "
                                   f"{urllib.parse.unquote(v)!r}, which DuckDB reads as a missing value and pyarrow "
                                   f"and Spark as that text: rename the directory ({k}={HIVE_NULL} for a missing "
                                   f"value), or {leave}")
