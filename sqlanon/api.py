@@ -26,8 +26,8 @@ import duckdb
 import numpy as np
 
 from . import coordinator, executors, interrupts, io, warehouse
-from .config import (GENERALIZATIONS, AnonymizationSpec, QuasiIdentifier, missing_column, split_names, suggest,
-                     table_text)
+from .config import (GENERALIZATIONS, AnonymizationSpec, QuasiIdentifier, missing_column, quoted_name, split_names,
+                     suggest, table_text)
 from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
 from .errors import ConfigError, InputError, in_library_terms
@@ -173,7 +173,12 @@ def build_spec(
                 if col in _column_of(sensitive):  # helper-42: "not a quasi-identifier" said nothing of why
                     raise ConfigError(f"{option} names column {col!r}, which is sensitive: sensitive columns are "
                                       "published as they are, never generalized")
-                raise ConfigError(f"{option} names column {col!r}, which is not a quasi-identifier{suggest(col, names)}")
+                value = str(cols[col])
+                longer = next((n for n in names if n.startswith(f"{col}=") and value.startswith(n[len(col) + 1:] + "=")),
+                              None)  # 'g=c=g.json' of the QI 'g=c', split at the first '=' (helper-192)
+                hint = (f" (a column whose name holds '=' is written in double quotes: "
+                        f"'{quoted_name(longer)}={value[len(longer) - len(col):]}')" if longer else suggest(col, names))
+                raise ConfigError(f"{option} names column {col!r}, which is not a quasi-identifier{hint}")
     for col, kind in generalization.items():
         if kind not in GENERALIZATIONS:
             raise ConfigError(f"--generalization gives column {col!r} the unknown kind {kind!r}"

@@ -211,6 +211,9 @@ def test_a_column_named_with_an_equals_sign_takes_a_hierarchy_and_a_kind(tmp_pat
     assert set(pd.read_parquet(out)["grp=code"]) <= {"AB", "CD", "*"}
     r = cli("anonymize", src, "-o", out, "--qi", "age", "--generalization", "age=set=x", "-k", 5, "--overwrite")
     assert r.exit_code == 2 and "the unknown kind 'set=x' (did you mean 'set'?)" in r.stderr, r.stderr
+    r = cli("anonymize", src, "-o", out, "--qi", 'age,"grp=code"', "--hierarchy", "grp=code=g.csv", "-k", 5)
+    assert r.exit_code == 2 and "(a column whose name holds '=' is written in double quotes: '\"grp=code\"=g.csv')" \
+        in r.stderr, r.stderr  # (helper-192)
     # a quoted name holding a comma too, first or last in a comma-separated list (helper-192)
     pd.DataFrame({"age": [20 + i % 40 for i in range(200)], "a=b,z": ["A", "B"] * 100}).to_parquet(src)
     for kinds in ('"a=b,z"=prefix,age=set', 'age=set, "a=b,z"=prefix'):
