@@ -174,8 +174,9 @@ def build_spec(
                     raise ConfigError(f"{option} names column {col!r}, which is sensitive: sensitive columns are "
                                       "published as they are, never generalized")
                 value = str(cols[col])
-                longer = next((n for n in names if n.startswith(f"{col}=") and value.startswith(n[len(col) + 1:] + "=")),
-                              None)  # 'g=c=g.json' of the QI 'g=c', split at the first '=' (helper-192)
+                # 'g=c=g.json' of the QI 'g=c', split at the first '=' (helper-192)
+                longer = next((n for n in names if n.startswith(f"{col}=")
+                               and value.startswith(n[len(col) + 1:] + "=")), None)
                 hint = (f" (a column whose name holds '=' is written in double quotes: "
                         f"'{quoted_name(longer)}={value[len(longer) - len(col):]}')" if longer else suggest(col, names))
                 raise ConfigError(f"{option} names column {col!r}, which is not a quasi-identifier{hint}")
