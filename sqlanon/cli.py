@@ -931,7 +931,7 @@ def _config_value(p: click.Parameter, val, base: str):
             # wildcard is no pattern (jobs in team[a]/ read teama/'s files: helper-188, helper-192), its '..'
             # taken as the kernel takes them (helper-190)
             parts = x.split(os.sep)
-            wild = next((i for i, part in enumerate(parts) if any(ch in part for ch in "*?[")), len(parts) - 1)
+            wild = next((i for i, part in enumerate(parts) if has_wildcard(part)), len(parts) - 1)
             fixed = physical_path(_joined(base, os.sep.join(parts[:wild]) or "."))
             return os.path.join(glob.escape(fixed), *parts[wild:])
         return _joined(base, x)
@@ -942,13 +942,8 @@ def _config_value(p: click.Parameter, val, base: str):
         what = "a file" if p.name == "hierarchy" else "a kind"
         # As a mapping (_per_column reads it from ctx.meta): as COL=VALUE
         # text, a column named 'grp=code' was read as 'grp' (helper-29).
-        columns: dict[str, str] = {}
-        for c, v in val.items():
-            name = _scalar(c, "a column")
-            if name in columns:  # 1990 and "1990": one column, the last taken (helper-188)
-                raise ValueError(f"names column {name!r} twice")
-            columns[name] = path(v) if p.name == "hierarchy" else _scalar(v, what)
-        return columns
+        # (1990 and "1990", keys as written, are one key twice to the loader: _UniqueKeyLoader)
+        return {_scalar(c, "a column"): path(v) if p.name == "hierarchy" else _scalar(v, what) for c, v in val.items()}
     if getattr(p, "multiple", False):
         items = val if isinstance(val, list) else [val]
         if not items:
