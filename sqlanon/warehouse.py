@@ -223,6 +223,8 @@ class Conn:
             why = ("several hosts with their ports: give them as ?host=h1,h2&port=5432,5433" if "," in hosts
                    else redact_urls(str(exc)))
             raise ConfigError(f"not a database URL: {redact_urls(self.url)!r} ({why})") from None
+        if u.port is not None and not 0 < u.port < 65536:  # ':-1' read as "failed to resolve host"
+            raise ConfigError(f"not a database URL: {redact_urls(self.url)!r} (port {u.port} is not 1-65535)")
         after_scheme = self.url.partition("://")[2].partition("?")[0]
         if (u.host and "@" in u.host) or (u.host and after_scheme.count("@") > 1):  # not a file path's (SQLite)
             # 'user:Sup@Secret9@host', 'user:Sup@Sec/ret9@host': the rest of the

@@ -3182,6 +3182,8 @@ def test_short_scheme_and_a_non_iso_datestyle(pg_url, tmp_path):
         == [(600,)]
     with pytest.raises(sqlanon.ConfigError, match=r"not a database URL: 'postgresql://u:\*\*\*@h:abc/d' \(invalid"):
         sqlanon.anonymize("postgresql://u:pw@h:abc/d", tmp_path / "o.parquet", table="t", qi=["age"], k=5)
+    with pytest.raises(sqlanon.ConfigError, match=r"@h:-1/d' \(port -1 is not 1-65535\)"):  # not "failed to resolve"
+        sqlanon.anonymize("postgresql://u:pw@h:-1/d", tmp_path / "o.parquet", table="t", qi=["age"], k=5)
     # libpq's hosts with their ports (not a port SQLAlchemy reads: helper-87), and the form that works
     with pytest.raises(sqlanon.ConfigError, match=r"\(several hosts with their ports: give them as \?host=h1,h2&port="):
         sqlanon.anonymize("postgresql://u:pw@h:1,g:2/d", tmp_path / "o.parquet", table="t", qi=["age"], k=5)
