@@ -15,8 +15,10 @@
    A PostgreSQL sensitive column in `loose` (an unconstrained numeric, a
    citext, a column with a collation) is counted both ways: by its text and
    by the server's equality (`e`), which may make '1.0' and '1.00', or 'Flu'
-   and 'flu', one value; so is a DuckDB table's text sensitive column, whose
-   GROUP BY follows its collation (NOCASE) where count(DISTINCT …) does not.
+   and 'flu', one value (a `jsonb` column, a json, which has none: as the
+   type it maps to, jsonb or jsonb[]); so is a DuckDB table's text sensitive
+   column, whose GROUP BY follows its collation (NOCASE) where
+   count(DISTINCT …) does not.
    PostgreSQL's min/max of a numeric(p,s) column (`decimals`: (p, s)) is
    an unconstrained numeric, which DuckDB reads as a double: cast back.
    SQLite keeps timestamps as text, where '2021-01-01T06:00' sorts after
@@ -64,7 +66,7 @@ SELECT
 {% if dialect == "postgres" %}
     , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}{% if s in texts or s in loose %}::text COLLATE "C"{% endif %}) AS v) AS {{ ("s" ~ loop.index0) | ident }}
 {% if s in loose %}
-    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}) AS v) AS {{ ("e" ~ loop.index0) | ident }}
+    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}{% if s in jsonb %}::{{ jsonb[s] }}{% endif %}) AS v) AS {{ ("e" ~ loop.index0) | ident }}
 {% endif %}
 {% else %}
     , count(DISTINCT {% if s in texts and dialect.startswith(("sqla:mysql", "sqla:mariadb")) %}CAST({{ s | ident }} AS BINARY){% else %}{{ s | ident }}{% endif %}{% if s in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}

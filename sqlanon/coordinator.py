@@ -414,7 +414,7 @@ def domain_stats(
     con: duckdb.DuckDBPyConnection, source: io.Source, spec: AnonymizationSpec, schema: pa.Schema,
     checksum: list[str] | tuple[str, ...] = (), signed_zeros: list[str] | tuple[str, ...] = (),
     loose: list[str] | tuple[str, ...] = (), nul: list[str] | tuple[str, ...] = (),
-    widths: Sequence[str] = (),
+    widths: Sequence[str] = (), jsonb: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, ColumnStats], dict[str, int | tuple[int, int]], Checksums, list[str], dict[str, float]]:
     """Row count, per-QI :class:`ColumnStats`, per-sensitive distinct counts,
     the checksum of each ``checksum`` column (``_checksum.sql``), the
@@ -424,8 +424,9 @@ def domain_stats(
     :func:`value_widths`), in one pass.
 
     A ``loose`` sensitive column (PostgreSQL, :func:`_loose_sensitive`) is
-    counted by its text and by the server's equality; its entry is the
-    pair ``(text, equal)`` of counts.
+    counted by its text and by the server's equality (a ``jsonb`` one, a
+    json without equality, as its jsonb); its entry is the pair ``(text,
+    equal)`` of counts.
 
     Raises:
         ConfigError: a PostgreSQL timestamp column (of those the run reads:
@@ -448,7 +449,8 @@ def domain_stats(
     cast = [c for c in nul if not (pa.types.is_string(t := schema.field(c).type) or pa.types.is_large_string(t))]
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 nan_sets=nan_sets, stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
-                signed_zeros=list(signed_zeros), loose=list(loose), decimals=decimals, far=far, nul=list(nul),
+                signed_zeros=list(signed_zeros), loose=list(loose), jsonb=jsonb or {}, decimals=decimals, far=far,
+                nul=list(nul),
                 nul_cast=cast, widths=list(widths), binary=[c for c, kind in variable_width(schema).items()
                                                              if kind == "binary" and c in widths])
     # SQLite's timestamps come back as text (`stamps`), typed below
@@ -1375,7 +1377,7 @@ def run(
         total, stats, sens_distinct, in_sums, mixed_zeros, widths = domain_stats(
             con, source, spec, schema, summed, list(dict.fromkeys([*zeros, *copied_zeros])), [*loose, *collated],
             _nul_columns(source, schema, described, drop) if into_postgres else (),
-            [c for c in variable_width(schema) if c in read])
+            [c for c in variable_width(schema) if c in read], _json_sensitive(columns, spec))
         copy_plain = any(c in mixed_zeros for c in copied_zeros) or any(  # (a list's -0.0: helper-179)
             io.nests_floats(f.type) for f in schema if f.name not in drop)
         mixed_zeros = [c for c in mixed_zeros if c in zeros]
@@ -2224,8 +2226,10 @@ def _loose_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec,
     = '24 hours'), an array of any of them (helper-81: only the first three
     were known, and a Parquet output of one value written two ways in every
     class was published as l=2). ``groupable``: whether the server can group
-    a column (:func:`_groupable`); one it cannot (json, xml, point: no
-    equality to count by) is left out; None: the first three kinds only
+    a column (:func:`_groupable`); one it cannot (xml, point: no equality
+    to count by) is left out, but a json, counted as its jsonb (helper-193:
+    '{"a":1,"b":2}' and '{"b":2,"a":1}' gave l = 2 in every class of a
+    Parquet output; :func:`_json_sensitive`); None: the first three kinds only
     (into a PostgreSQL table, whose check counts as the server does: an
     enum or a domain there cost a second count of the column for nothing,
     and its check's hint blamed them; helper-85)."""
@@ -2236,7 +2240,18 @@ def _loose_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec,
         equal_apart(types[name]) or types[name].replace("[]", "") == "numeric")]
     other = [name for name in spec.sensitive if name in types and name not in known and groupable is not None
              and not _WRITTEN_AS_COMPARED.fullmatch(types[name].replace("[]", ""))]
-    return [name for name in spec.sensitive if name in known or name in other and groupable(name)]
+    json = _json_sensitive(columns, spec)
+    return [name for name in spec.sensitive if name in known or name in other and (name in json or groupable(name))]
+
+
+def _json_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> dict[str, str]:
+    """The json (or json[]) sensitive columns of a PostgreSQL source, each
+    to the type it is counted as: no equality on the server, so
+    :func:`_loose_sensitive` counts them as jsonb (jsonb[]), which holds one
+    object written two ways equal."""
+    types = dict(columns)
+    return {name: "jsonb" + "[]" * types[name].count("[]") for name in spec.sensitive
+            if types.get(name, "").replace("[]", "") == "json"}
 
 
 def _check_postgres_source(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], drop: tuple[str, ...],

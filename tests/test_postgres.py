@@ -568,8 +568,9 @@ def test_sensitive_values_equal_on_the_server_within_other_types_are_refused_int
     hold equal values written apart: a jsonb ('{"c": 1.0}' = '{"c": 1.00}'),
     a composite holding a numeric and a domain over citext were published
     into Parquet as 2-diverse, each class one value to the server (helper-81).
-    A jsonb of values written one way, and a json (no equality to count by),
-    are published."""
+    A jsonb or json of values written one way is published; a json (no
+    equality on the server) is counted as its jsonb: '{"a": 1, "b": 2}'
+    and '{"b": 2, "a": 1}' were published as 2 values (helper-193)."""
     schema = f"loose_{kind}"
     fresh_schema(pg_url, schema)
     if kind == "composite":
@@ -583,7 +584,8 @@ def test_sensitive_values_equal_on_the_server_within_other_types_are_refused_int
     sql(pg_url, f"""CREATE TABLE {rel(schema, 'src')} AS SELECT g AS id, 20 + g % 50 AS age,
         (ARRAY[{pairs}])[CASE WHEN g % 50 < 25 THEN 1 ELSE 2 END][1 + g % 2]::{typ} AS sens,
         (ARRAY['{{"c": 1}}', '{{"c": 2}}'])[1 + g % 2]::jsonb AS apart,
-        (ARRAY['{{"c": 1}}', '{{"c": 2}}'])[1 + g % 2]::json AS plain
+        (ARRAY['{{"c": 1}}', '{{"c": 2}}'])[1 + g % 2]::json AS plain,
+        (ARRAY['{{"a": 1, "b": 2}}', '{{"b": 2, "a": 1}}'])[1 + g % 2]::json AS doc
         FROM generate_series(1, 400) g""")
     out = tmp_path / "out.parquet"
     args = ["anonymize", pg_url, "--table", f"{schema}.src", "-o", out, "--qi", "age", "-k", 5, "-l", 2,
@@ -595,6 +597,10 @@ def test_sensitive_values_equal_on_the_server_within_other_types_are_refused_int
     for other in ("apart", "plain"):
         p = _cli(*args, "--sensitive", other, "--overwrite")
         assert p.returncode == 0, p.stderr
+    if kind == "jsonb":
+        p = _cli(*args, "--sensitive", "doc", "--overwrite")
+        assert p.returncode == 2, p.stderr
+        assert "'doc' holds 1 distinct values written 2 ways" in one_error_line(p.stderr)
     # Into a PostgreSQL table the server's check refuses it, and says why (it
     # read as the anonymizer's failure); a column that merges nothing is not blamed.
     p = _cli(*args[:3], f"{schema}.src", "-o", pg_url, "--target-table", f"{schema}.dst", *args[6:],
@@ -619,7 +625,8 @@ def test_which_sensitive_columns_are_counted_both_ways():
                "time zone"), ("v", "character varying(12)"), ("f", "double precision"), ("d", "numeric(10,2)")]
     spec = AnonymizationSpec((QuasiIdentifier("q"),), k=2, sensitive=tuple(n for n, _ in columns[1:]))
     assert _loose_sensitive(columns, spec) == ["n", "c", "t"]
-    assert _loose_sensitive(columns, spec, lambda c: c != "p") == ["n", "c", "t", "j", "e"]
+    assert _loose_sensitive(columns, spec, lambda c: c != "p") == ["n", "c", "t", "j", "e", "p"]  # json as jsonb
+    assert _loose_sensitive([*columns[:6], ("p", "json[]"), *columns[7:]], spec, lambda c: c != "p")[-1] == "p"
 
 
 def test_quantile_fragments_of_a_qi_under_a_case_insensitive_collation_hold_each_row_once(pg_url):
