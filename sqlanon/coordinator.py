@@ -2550,7 +2550,8 @@ def _refuse_generated_from_qis(pairs, spec: AnonymizationSpec, drop: tuple[str, 
 
 
 def _check_numeric_qis(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], server) -> None:
-    """A PostgreSQL ``numeric`` QI must reach the engine exactly.
+    """A PostgreSQL ``numeric`` QI must reach the engine exactly, and its
+    ``--interval-format bounds`` must be writable.
 
     DuckDB's postgres extension reads ``numeric(p, s)`` with p <= 38 as an
     exact DECIMAL, but an unconstrained ``numeric`` (or p > 38) as DOUBLE, and
@@ -2568,6 +2569,12 @@ def _check_numeric_qis(source, spec: AnonymizationSpec, columns: list[tuple[str,
                 f"quasi-identifier {name!r} is {typ} on the server, which reaches sqlanon as a rounded double: "
                 f"cast it in a view to numeric(p,s) with p <= 38 (exact: {ident(name)}::numeric(20,6)) or to double "
                 "precision"
+            )
+        if int(m.group(2)) > int(m.group(1)) and spec.interval_format == "bounds":  # numeric(3,5): below 0.001
+            raise ConfigError(  # a Parquet part cannot hold a decimal so typed: refused after the work (helper-193)
+                f"quasi-identifier {name!r} is {typ} on the server (a scale above its precision), which "
+                "--interval-format=bounds cannot write: cast it in a view to "
+                f"numeric({m.group(2)},{m.group(2)}), or publish it as text (--interval-format=text)"
             )
         nan = server.execute(f"SELECT count(*) FROM {source.relation} WHERE {ident(name)} = 'NaN'").fetchone()[0]
         if nan:

@@ -2673,6 +2673,15 @@ def test_numeric_qis_reach_the_engine_exactly_or_are_refused(pg_url, numeric_run
                       sensitive=["disease"], workers=1, overwrite=True, interval_format="bounds")
     assert scalar(pg_url, f"SELECT count(*) FROM {s}.wide a JOIN {s}.wide_anon b USING (id) "
                           "WHERE a.w < b.w_lo OR a.w > b.w_hi OR b.w_lo IS NULL") == 0
+    # numeric(3,5), a scale above its precision: its bounds failed as a Parquet part's after the work (helper-193)
+    sql(pg_url, f"CREATE VIEW {s}.tiny AS SELECT id, age, disease, (id * 0.00001)::numeric(3,5) AS t FROM {s}.src")
+    with pytest.raises(sqlanon.ConfigError, match=r"'t' is numeric\(3,5\) on the server \(a scale above its "
+                                                 r"precision\).* numeric\(5,5\), or publish it as text"):
+        sqlanon.anonymize(pg_url, pg_url, table=f"{s}.tiny", target_table=f"{s}.never", qi=["t"], k=5, l=2,
+                          sensitive=["disease"], workers=1, interval_format="bounds")
+    assert not exists(pg_url, numeric_run, "never")
+    assert sqlanon.anonymize(pg_url, pg_url, table=f"{s}.tiny", target_table=f"{s}.tiny_anon", qi=["t"], k=5, l=2,
+                             sensitive=["disease"], workers=1).verification.ok  # as text
 
 
 def test_a_hugeint_of_39_digits_is_refused_by_name_before_any_work(pg_url, tmp_path, monkeypatch):
