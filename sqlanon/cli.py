@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import traceback
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 import yaml
@@ -427,7 +427,10 @@ _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 class _Main(click.Group):
-    """The ``sqlanon`` group: usage errors of it and its commands are one line."""
+    """The ``sqlanon`` group: usage errors of it and its commands are one
+    line; a Ctrl-C while the command line is read (before a command's own
+    handling) exits 130 with the command's line, not click's 'Aborted!',
+    exit 1, which a scheduler reads as a failed run (helper-195)."""
 
     def make_context(self, *args, **kwargs):
         try:
@@ -437,12 +440,22 @@ class _Main(click.Group):
             raise SystemExit(exc.exit_code) from None
         except click.UsageError as exc:
             raise _one_line(exc) from None
+        except KeyboardInterrupt:
+            _interrupted_early()
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:
             raise _one_line(exc) from None
+        except KeyboardInterrupt:  # the command's options read (a run's own Ctrl-C is its handler's)
+            _interrupted_early()
+
+
+def _interrupted_early() -> NoReturn:
+    with contextlib.suppress(OSError):
+        click.echo("Interrupted; nothing was published.", err=True)
+    sys.exit(128 + signal.SIGINT)
 
 
 class _Command(click.Command):

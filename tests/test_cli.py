@@ -1105,6 +1105,21 @@ def test_interrupt_publishes_nothing(out_dir, monkeypatch):
     assert snapshot(out_dir) == {}
 
 
+@pytest.mark.parametrize("reading", ["group", "command"])
+def test_a_ctrl_c_while_the_options_are_read_exits_130(out_dir, monkeypatch, reading):
+    """Before the command's own handling, click caught it: 'Aborted!', exit
+    1, which a scheduler reads as a failed run (helper-195)."""
+    from sqlanon import cli as sqlanon_cli
+
+    def interrupted(self, ctx, args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sqlanon_cli._Main if reading == "group" else sqlanon_cli._Command, "parse_args", interrupted)
+    r = cli("anonymize", ADULTS, "-o", out_dir / "o.parquet", "--qi", "age", "-k", "10")
+    assert (r.exit_code, r.stderr.strip()) == (130, "Interrupted; nothing was published."), r.stderr
+    assert snapshot(out_dir) == {}
+
+
 @pytest.mark.parametrize("how", ["swallowed", "as-duckdb-reports-it"])
 def test_an_interrupt_that_does_not_surface_still_publishes_nothing(out_dir, monkeypatch, how):
     """DuckDB reports a Ctrl-C during a query as RuntimeError("Query
