@@ -316,7 +316,13 @@ def _keys_advised(rest: str, ctx: click.Context, keys: dict[str, str]) -> str:
     return re.sub(r"(\(|\bin )(--[\w-]+)(?=\)|\b(?!-))", key, rest)
 
 
-_PUBLISHED_FIRST = "Interrupted once publishing had begun: the output and its metrics were published first."
+def _stopped(signum: int) -> str:
+    """How a stop signal is told: 'Interrupted' (Ctrl-C), 'Terminated', 'Hung up'."""
+    return {signal.SIGTERM: "Terminated", signal.SIGHUP: "Hung up"}.get(signum, "Interrupted")
+
+
+def _published_first(signum: int) -> str:
+    return f"{_stopped(signum)} once publishing had begun: the output and its metrics were published first."
 
 
 def handle_errors(fn):
@@ -355,9 +361,8 @@ def handle_errors(fn):
                 # Whatever the failure looks like (DuckDB reports a Ctrl-C as
                 # "Query interrupted"; an import cut short fails as ImportError).
                 signum = interrupts.received_signal()
-                word = {signal.SIGTERM: "Terminated", signal.SIGHUP: "Hung up"}.get(signum, "Interrupted")
                 with contextlib.suppress(OSError):  # a terminal that hung up takes no more output (EIO)
-                    click.echo(f"{word}; nothing was published.", err=True)
+                    click.echo(f"{_stopped(signum)}; nothing was published.", err=True)
                 sys.exit(128 + signum)
             if debug:  # the traceback, then the run's own line and exit code (--debug made exit 2 exit 1: helper-87)
                 redact_chain(exc)
@@ -1265,7 +1270,7 @@ def anonymize(
         if line is not None:
             line.done()
         if interrupts.received() and not library:  # during publishing, which runs to its end
-            click.echo(_PUBLISHED_FIRST, err=True)
+            click.echo(_published_first(interrupts.received_signal()), err=True)
             _TOLD_PUBLISHED.set()
     finally:
         if not finished:
@@ -1512,7 +1517,7 @@ def entry(args: list[str] | None = None, prog_name: str | None = None) -> None:
     finally:
         if code == 0 and interrupts.late_signals() and not _TOLD_PUBLISHED.is_set():
             with contextlib.suppress(OSError, ValueError):
-                sys.stderr.write(_PUBLISHED_FIRST + "\n")
+                sys.stderr.write(_published_first(interrupts.late_signals()[0]) + "\n")
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
