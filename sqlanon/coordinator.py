@@ -1598,10 +1598,15 @@ def run(
                     out_sums = column_checksums(sums_con, typed, passthrough, compare_on)
                     changed = in_sums.differences(out_sums)
                     if changed:
+                        # A list's string 'NULL' arrives in PostgreSQL as NULL (README): said, not "rerun" (helper-193)
+                        lists = [c for c in passthrough if repr(c) in changed and pa.types.is_list(
+                            schema.field(c).type)] if getattr(target, "dialect", None) == "postgres" else []
                         raise VerificationError(
                             f"refusing to publish {target.describe()!r}: the pass-through values of "
                             f"{', '.join(changed)} did not come through unchanged (their checksums differ from the "
-                            "input's): the input may have changed during the run (rerun then), or the column's values "
+                            "input's): " + (f"a list of {listed(lists)} holding the string 'NULL' reaches PostgreSQL "
+                                            "as NULL; " if lists else "")
+                            + "the input may have changed during the run (rerun then), or the column's values "
                             "cannot travel exactly (TIME WITH TIME ZONE, UHUGEINT, BIT; an INTERVAL with a fraction "
                             "of a millisecond into Parquet: drop it (--drop) or cast it to text in a view)"
                         )
