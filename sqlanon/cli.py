@@ -684,11 +684,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     number goes); booleans are YAML 1.1's (``true``, ``yes``, ``on``…);
     merge keys (``<<: {k: 10}``) work."""
 
-    MERGED_MOST = 10_000
-    """Keys a mapping may hold once its merge keys are merged: merges of
-    merges of aliases grow tenfold a level (a 626-byte job file took six
-    minutes and 1.7 GB to load; helper-86)."""
-
     def __init__(self, stream) -> None:
         super().__init__(stream)
         self._flattened: set[int] = set()
@@ -696,36 +691,62 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def flatten_mapping(self, node) -> None:
         """Each mapping's own keys checked, merged ones too (a key twice in
         a merged mapping, or two merge keys, took the last value silently:
-        ``<<: {k: 10, k: 2}`` published k = 2; helper-86), before YAML's
-        merge, whose result holds merged keys again by design (the
-        mapping's own win; of a list of merged mappings, the first)."""
+        ``<<: {k: 10, k: 2}`` published k = 2; helper-86), then merged here,
+        not by PyYAML: the mapping's own keys win, of a list of merged
+        mappings the first, and a key merged again is left out, so that
+        merges of merges of aliases, tenfold a level, stay as small as
+        their keys (PyYAML 6.0.3 kept every copy: a 626-byte job file took
+        six minutes and 1.7 GB to load; helper-86). PyYAML 6.0.4 left out a merged key only when
+        it was the same string object, which CPython shares for one-letter
+        names only: ``<<: [{k: 9}, {k: 4}]`` gave k = 9 but the same with
+        ``workers`` the last one (helper-196)."""
         if id(node) in self._flattened:  # an alias's mapping, flattened already
             return
         self._flattened.add(id(node))
         seen: set = set()
         merges = 0
-        for key_node, _ in node.value:
+        own, merged = [], []
+        for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 merges += 1
                 if merges > 1:
                     raise yaml.constructor.ConstructorError(None, None, "the merge key '<<' appears twice",
                                                             key_node.start_mark)
+                for sub in (value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]):
+                    if not isinstance(sub, yaml.MappingNode):
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"a merge key '<<' takes a mapping or a list of them, not a {sub.id}",
+                            sub.start_mark)
+                    self.flatten_mapping(sub)
+                    merged.extend(sub.value)
                 continue
-            key = self.construct_object(key_node)
-            if isinstance(key, (list, dict)):  # '[a, b]: 1' (unhashable: a TypeError traceback)
-                raise yaml.constructor.ConstructorError(
-                    None, None, "a key must be a name, not a list or mapping", key_node.start_mark
-                )
-            key = getattr(key, "text", key)  # as written: 1.1 and 1.10 name two columns (helper-189)
+            if key_node.tag == "tag:yaml.org,2002:value":  # '=' as a key (YAML 1.1's value key): text
+                key_node.tag = "tag:yaml.org,2002:str"
+            key = self._key(key_node)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} appears twice", key_node.start_mark
                 )
             seen.add(key)
-        super().flatten_mapping(node)  # which flattens each merged mapping through this method first
-        if len(node.value) > self.MERGED_MOST:
+            own.append((key_node, value_node))
+        if merges:
+            first = []
+            for key_node, value_node in merged:
+                key = self._key(key_node)
+                if key not in seen:
+                    seen.add(key)
+                    first.append((key_node, value_node))
+            node.value = first + own
+
+    def _key(self, key_node):
+        """A mapping key as it names a column or setting: as written (1.1
+        and 1.10 two; helper-189)."""
+        key = self.construct_object(key_node)
+        if isinstance(key, (list, dict)):  # '[a, b]: 1' (unhashable: a TypeError traceback)
             raise yaml.constructor.ConstructorError(
-                None, None, f"merge keys make a mapping of more than {self.MERGED_MOST} keys", node.start_mark)
+                None, None, "a key must be a name, not a list or mapping", key_node.start_mark
+            )
+        return getattr(key, "text", key)
 
 
 def _construct_mapping(loader, node, deep: bool = False) -> dict:
