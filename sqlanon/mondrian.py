@@ -140,13 +140,34 @@ def _median_counts(X, start, end, a, lo, hi, hist, buf):
 
 
 @kernel_jit(nogil=True)
+def _last_leaf(X, start, end, a, lo, hi, hist, nleaves):
+    """The largest leaf code (below ``nleaves``, the NULL code) of column
+    ``a`` in the block whose codes span ``[lo, hi]``: from the histogram
+    :func:`_median_counts` left in ``hist`` when it built one, else by a
+    scan; -1 when the block holds none."""
+    size = end - start
+    if hi - lo + 1 <= 4 * size:
+        for j in range(min(hi, nleaves - 1) - lo, -1, -1):
+            if hist[j] > 0:
+                return lo + j
+        return -1
+    last = -1
+    for i in range(start, end):
+        v = X[i, a]
+        if last < v < nleaves:
+            last = v
+    return last
+
+
+@kernel_jit(nogil=True)
 def _snap_bounds(a, mn, mx, m, h_off, h_nleaves, h_leaf, h_parent, h_first, h_last):
     """Child boundaries of the LCA of leaves ``[mn, mx]`` around leaf ``m``:
     ``(f - 1, e)`` where ``[f, e]`` is the leaf range of the LCA's child that
-    holds ``m``. ``(-1, -1)`` when column ``a`` has no hierarchy or the
-    block holds its NULL code."""
+    holds ``m``. ``(-1, -1)`` when column ``a`` has no hierarchy, or the
+    block's leaves are one (beside its NULL code: the caller passes the
+    largest leaf as ``mx``) or its median ``m`` is the NULL code."""
     off = h_off[a]
-    if off < 0 or mx >= h_nleaves[a]:
+    if off < 0 or mx >= h_nleaves[a] or m > mx or mn >= mx:
         return -1, -1
     node = h_leaf[off + mn]
     while h_last[node] < mx:
@@ -384,7 +405,13 @@ def partition(X, S, k, l, is_cat, values, v_off, global_span, c_off, s_off,
                     ok2 = False
                 # Hierarchy column: first the child boundaries of the node's
                 # LCA on either side of the median leaf, the more balanced first.
-                b_lo, b_hi = _snap_bounds(a, mn[a], mx[a], m, h_off, h_nleaves, h_leaf, h_parent, h_first, h_last)
+                # A block holding NULL (its code after the leaves) snaps among its leaves:
+                # NULL then goes right, as any cut puts it (helper-194: not snapped at all, every
+                # NULL beside a hierarchy's leaves published a median cut at the root).
+                last_leaf = mx[a]
+                if h_off[a] >= 0 and last_leaf >= h_nleaves[a]:
+                    last_leaf = _last_leaf(X, start, end, a, mn[a], mx[a], hist, h_nleaves[a])
+                b_lo, b_hi = _snap_bounds(a, mn[a], last_leaf, m, h_off, h_nleaves, h_leaf, h_parent, h_first, h_last)
                 ts0 = 0
                 cs0 = 0
                 oks0 = False

@@ -268,6 +268,26 @@ def test_a_hierarchy_is_cut_at_a_child_boundary_of_its_lca(tmp_path):
     assert r.metrics.ncp == pytest.approx(15 * 3 / 4)
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["histogram", "scan"])
+def test_a_hierarchy_holding_null_is_cut_at_a_child_boundary_too(tmp_path, wide):
+    """A block holding NULL (its code after the leaves) was never snapped:
+    {a, b, c} | {d, e, NULL} by the median, published as '*' and 'G2 or
+    NULL' (NCP 60). Snapped among its leaves, NULL on the right as any cut
+    puts it: G1, G2, 'e or NULL' (helper-194). ``wide``: a hierarchy of
+    many more leaves than rows (the block's last leaf found by a scan,
+    not from the median's histogram)."""
+    extra = [{"cat": f"z{i:03d}", "subcats": None} for i in range(300)] if wide else []
+    tree = tmp_path / "h.json"
+    tree.write_text(json.dumps({"cat": "*", "subcats": [
+        {"cat": "G1", "subcats": [{"cat": c, "subcats": None} for c in "ab"]},
+        {"cat": "G2", "subcats": [{"cat": c, "subcats": None} for c in "cde"]},
+        *([{"cat": "Z", "subcats": extra}] if wide else []),
+    ]}))
+    t = pa.table({"h": [v for v in ["a", "b", "c", "d", "e", None] for _ in range(10)]})
+    r = anonymize_table(t, AnonymizationSpec((QuasiIdentifier("h", hierarchy=load_hierarchy(tree)),), k=20))
+    assert sorted(Counter(r.table.column("h").to_pylist()).items()) == [("G1", 20), ("G2", 20), ("e or NULL", 20)]
+
+
 def test_with_l_a_snapped_cut_must_not_strand_a_side_short_of_sensitive_values(tmp_path):
     """The child boundary A | B leaves b1's 10 rows one value 1 of s: with
     l = 2 they are one class, however cut. The median cut {a1, a2} |
