@@ -1659,7 +1659,7 @@ def run(
         t0 = time.perf_counter()
         metrics_rows = _metrics_rows(
             run_id, started, plan, results, repaired, metrics, spec, options, source, target, sample.num_rows,
-            workers, time.perf_counter() - t_start, schema, drop, keep,
+            workers, time.perf_counter() - t_start, schema, drop, keep, n_fragments,
         )
         # The point of no return: refused after a Ctrl-C (even one DuckDB
         # swallowed), and not cut short by one (output and metrics together).
@@ -2858,7 +2858,7 @@ def _absolute(shown: str | None, *paths) -> str | None:
 
 def _metrics_rows(
     run_id, started, plan, results, repaired, total, spec, options, source, target, sample_rows, workers, seconds,
-    schema, drop, keep,
+    schema, drop, keep, planned,
 ):
     # What was applied, to audit or rerun the job: each QI's generalization
     # as resolved (not None for "the default"), its hierarchy file and what
@@ -2879,9 +2879,10 @@ def _metrics_rows(
         "unchanged": [c for c in schema.names if c not in (*spec.qi_names, *spec.sensitive, *drop)],
         "interval_format": spec.interval_format,
         "fragmentation": plan.strategy,
-        # As asked (--fragments, or one per worker): a rerun with it cuts the same plan. The
-        # fragments that ran are the plan's, which repairs merge (it said 4 of a 16-fragment job: helper-31).
-        "fragments": options.fragments or workers,
+        # As asked (--fragments), else the default's (one per worker, or more where the memory estimate
+        # said so, which the workers' count recorded missed: helper-196): a rerun with it cuts the same plan.
+        # The fragments that ran are the plan's, which repairs merge (it said 4 of 16: helper-31).
+        "fragments": planned if options.fragments is None else options.fragments,
         "workers": workers,
         "sample": options.sample,
         "encoding": getattr(source, "encoding", None),  # a CSV input's, read with it

@@ -3350,5 +3350,9 @@ def test_the_default_fragments_follow_the_memory_estimate_and_fragments_override
         r = run(src, tmp_path / "out.parquet", workers=2)
     assert asked == [4_000] and len(r.plan.fragments) == 4
     assert "planning 4 fragments, not 2: 4000 rows in 2 would not fit a worker's" in caplog.text
+    # what a rerun passes: the fragments cut, not the workers (helper-196)
+    params = duckdb.execute("SELECT parameters FROM read_parquet(?) WHERE kind = 'total'",
+                            [r.metrics_location]).fetchone()[0]
+    assert json.loads(params)["fragments"] == 4
     r = run(src, tmp_path / "again.parquet", workers=2, fragments=2)
     assert asked == [4_000] and len(r.plan.fragments) == 2
