@@ -904,7 +904,16 @@ class DaskExecutor:
                     # A worker in the middle of a task ends only when the task
                     # does, and the cluster's close waits 4 s before it kills it.
                     _kill_workers([self._cluster])
-                self._cluster.close()
+                # Its nannies warn of a worker that took over 4 s to stop (a loaded
+                # machine), on the CLI's stderr after a run that succeeded (helper-196).
+                nanny = logging.getLogger("distributed.nanny")
+                was = nanny.level
+                if not log.isEnabledFor(logging.INFO):
+                    nanny.setLevel(logging.ERROR)
+                try:
+                    self._cluster.close()
+                finally:
+                    nanny.setLevel(was)
         finally:
             TEARING_DOWN.clear()
             if self._holds_host:
