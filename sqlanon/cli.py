@@ -696,10 +696,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         mappings the first, and a key merged again is left out, so that
         merges of merges of aliases, tenfold a level, stay as small as
         their keys (PyYAML 6.0.3 kept every copy: a 626-byte job file took
-        six minutes and 1.7 GB to load; helper-86). PyYAML 6.0.4 left out a merged key only when
-        it was the same string object, which CPython shares for one-letter
-        names only: ``<<: [{k: 9}, {k: 4}]`` gave k = 9 but the same with
-        ``workers`` the last one (helper-196)."""
+        six minutes and 1.7 GB to load; helper-86). PyYAML 6.0.4 left out
+        a merged key only when it was the same string object, which
+        CPython shares for one-letter names only: ``<<: [{k: 9}, {k: 4}]``
+        gave k = 9, the same with ``workers`` the last one (helper-196)."""
         if id(node) in self._flattened:  # an alias's mapping, flattened already
             return
         self._flattened.add(id(node))

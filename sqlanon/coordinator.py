@@ -450,8 +450,7 @@ def domain_stats(
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 nan_sets=nan_sets, stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
                 signed_zeros=list(signed_zeros), loose=list(loose), jsonb=jsonb or {}, decimals=decimals, far=far,
-                nul=list(nul),
-                nul_cast=cast, widths=list(widths), binary=[c for c, kind in variable_width(schema).items()
+                nul=list(nul), nul_cast=cast, widths=list(widths), binary=[c for c, kind in variable_width(schema).items()
                                                              if kind == "binary" and c in widths])
     # SQLite's timestamps come back as text (`stamps`), typed below
     typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
@@ -2245,8 +2244,8 @@ def _loose_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec,
         equal_apart(types[name]) or types[name].replace("[]", "") == "numeric")]
     other = [name for name in spec.sensitive if name in types and name not in known and groupable is not None
              and not _WRITTEN_AS_COMPARED.fullmatch(types[name].replace("[]", ""))]
-    json = _json_sensitive(columns, spec)
-    return [name for name in spec.sensitive if name in known or name in other and (name in json or groupable(name))]
+    jsons = _json_sensitive(columns, spec)
+    return [name for name in spec.sensitive if name in known or name in other and (name in jsons or groupable(name))]
 
 
 def _json_sensitive(columns: list[tuple[str, str]], spec: AnonymizationSpec) -> dict[str, str]:
