@@ -1300,6 +1300,8 @@ def run(
             _check_postgres_source(source, spec, columns, drop, target, schema, snapshot_holder)
         elif isinstance(source, io.DuckDBSource):  # a generated column passed through (helper-17)
             _refuse_generated_from_qis(source.generated_reads(), spec, drop, schema.names, key=fold_name)
+        elif getattr(source, "generated", ()):  # SQLite's, MySQL's (helper-197)
+            _refuse_generated_from_qis(source.generated, spec, drop, schema.names, key=str.casefold)
         passthrough = [c for c in schema.names if c not in spec.qi_names and c not in drop]
         coarse = [(c, f) for c in getattr(source, "coarse", ()) if c not in drop  # read to tell: only those kept
                   for f in [io.finer_than_microseconds(source.files(), c)] if f]

@@ -79,6 +79,11 @@ class SqlAlchemySource:
     """Untyped SQLite columns whose values are of kinds no one type holds
     (integers and text…), with those kinds: read as text, a chunk holding
     one kind only read as text silently; refused by name wherever read."""
+    generated: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """``(generated column, column its expression reads)`` of the table
+    (:func:`generated_reads`): one computed from a QI is refused where it
+    would pass through (helper-197: SQLite's ``age + 0 STORED`` published
+    beside the generalized age)."""
 
     @property
     def dialect(self) -> str:
@@ -411,6 +416,14 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
             raise ConfigError(missing_table(schema, conn.safe(), schemas, "schema")) from None
         raise InputError(f"cannot read {conn.safe()}: {conn.redact(first_line(_cause(exc)))}") from None
     known = [(c["name"], arrow_type(c["type"], conn.backend)) for c in columns]
+    if conn.backend == "sqlite":  # SQLAlchemy's reflection of them is wrong there (_sqlite_generated)
+        try:
+            generated = [{**c, "computed": None} for c in columns] + _sqlite_generated(conn, schema, name)
+        except SQLAlchemyError as exc:
+            raise InputError(f"cannot read {conn.safe()}: {conn.redact(first_line(_cause(exc)))}") from None
+    else:
+        generated = columns
+    source = replace(source, generated=generated_reads(generated))
     if any(t is None for _, t in known):
         # Columns without a declared type (SQLite allows them): type them from their values.
         from sqlalchemy import column, func, select
@@ -441,8 +454,84 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
             return t
 
         known = [(n, t if t is not None else typed(n)) for n, t in known]
-        return SqlAlchemySource(conn, parts, tuple(known), tuple(mixed))
-    return SqlAlchemySource(conn, parts, tuple(known))
+        return replace(source, fields=tuple(known), mixed=tuple(mixed))
+    return replace(source, fields=tuple(known))
+
+
+_EXPRESSION_TOKENS = re.compile(r"""'(?:[^']|'')*'|"((?:[^"]|"")*)"|`((?:[^`]|``)*)`|\[([^\]]*)\]"""
+                                r"|([A-Za-z_\u0080-\uffff][\w$\u0080-\uffff]*)|(\()|(\))|.", re.S)
+"""A generated column's expression as SQLite and MySQL write it: a string
+literal (skipped), a quoted identifier ("a""b", `a``b`, [a b]), a bare word,
+a parenthesis, anything else."""
+
+
+def _named(m: re.Match) -> str | None:
+    """The identifier an :data:`_EXPRESSION_TOKENS` token names, if any."""
+    quoted, backquoted, bracketed, word = m.groups()[:4]
+    return next((n for n in (quoted and quoted.replace('""', '"'), backquoted and backquoted.replace("``", "`"),
+                             bracketed, word) if n), None)
+
+
+def generated_reads(columns: list[dict]) -> tuple[tuple[str, str], ...]:
+    """``(generated column, column read)`` of reflected ``columns`` whose
+    ``computed`` expression names another of them (names compared
+    case-insensitively, as SQLite and MySQL do; a function's name that is
+    also a column's counts, on the safe side). An expression is cut at its
+    first unmatched ``)``."""
+    names = {c["name"].casefold(): c["name"] for c in columns}
+    pairs = []
+    for c in columns:
+        text = (c.get("computed") or {}).get("sqltext")
+        if text is None:
+            continue
+        depth, read = 0, []
+        for m in _EXPRESSION_TOKENS.finditer(str(text)):
+            depth += 1 if m.group(5) else -1 if m.group(6) else 0
+            if depth < 0:
+                break
+            name = _named(m)
+            if name is not None and name.casefold() in names:
+                read.append(names[name.casefold()])
+        pairs += [(c["name"], r) for r in dict.fromkeys(read)]
+    return tuple(pairs)
+
+
+def _sqlite_generated(conn: Conn, schema: str | None, name: str) -> list[dict]:
+    """The generated columns of SQLite table ``name`` as ``{"name", "computed":
+    {"sqltext"}}``, read from its CREATE TABLE: SQLAlchemy's reflection ran
+    the first one's expression on to the DDL's last parenthesis and gave
+    the others none (``x AS (age / 10)`` empty; helper-197). A column's
+    expression is what follows its ``AS (`` at the definition's own level."""
+    from sqlalchemy import text
+
+    master = f"{quote_for('sqla:sqlite')([schema])}.sqlite_master" if schema else "sqlite_master"
+    with _engine(conn).connect() as c:
+        ddl = c.execute(text(f"SELECT sql FROM {master} WHERE type = 'table' AND name = :t"), {"t": name}).scalar()
+    found: list[dict] = []
+    depth, column, after_as, start = 0, None, False, None
+    for m in _EXPRESSION_TOKENS.finditer(ddl or ""):
+        token = m.group(0)
+        if m.group(5):  # (
+            depth += 1
+            if depth == 2 and after_as and column is not None:
+                start = m.end()
+            after_as = False
+            continue
+        if m.group(6):  # )
+            depth -= 1
+            if depth == 1 and start is not None:
+                found.append({"name": column, "computed": {"sqltext": ddl[start:m.start()]}})
+                start = None
+            continue
+        if depth != 1 or token.isspace():
+            continue
+        if token == ",":
+            column, after_as = None, False
+        elif column is None:
+            column = _named(m)  # a definition's first token: its column (or CONSTRAINT, PRIMARY…: no AS)
+        else:
+            after_as = (m.group(4) or "").upper() == "AS"
+    return found
 
 
 def _exact_names(conn: Conn, columns: list[dict], schema: str | None, name: str) -> list[dict]:
