@@ -2531,7 +2531,7 @@ def _refuse_generated_from_qis(pairs, spec: AnonymizationSpec, drop: tuple[str, 
     (``y = m + 1``, ``m = age * 12``), and its names compare by ``key``
     (:func:`fold_name`: ``AGE * 12`` reads ``age``). Those of the input's columns
     (``names``: a view's table may have others) are refused by name, with
-    the QI they read."""
+    the QI they read; and so is a QI generated from such a column."""
     reads: dict[str, set[str]] = {}
     for generated, read in pairs:
         reads.setdefault(key(generated), set()).add(key(read))
@@ -2552,6 +2552,26 @@ def _refuse_generated_from_qis(pairs, spec: AnonymizationSpec, drop: tuple[str, 
             raise ConfigError(
                 f"column {generated!r} is generated from quasi-identifier {qi!r} and would be published "
                 f"unchanged, giving its value away: drop it (--drop) or make it a quasi-identifier too"
+            )
+    # The other way: a QI computed from a column published as it is (age from
+    # birth) is computed again by any reader of the output (helper-197).
+    published = {key(n): n for n in names if key(n) not in left_out}
+
+    def published_read(column: str, seen: frozenset) -> str | None:
+        for read in reads.get(column, ()):
+            if read in published:
+                return published[read]
+            if read not in seen and (found := published_read(read, seen | {column})):
+                return found
+        return None
+
+    for q in spec.qi_names:
+        column = published_read(key(q), frozenset({key(q)}))
+        if column is not None:
+            raise ConfigError(
+                f"quasi-identifier {q!r} is generated from column {column!r}, which would be published "
+                f"unchanged and give the quasi-identifier's value away: drop it (--drop) or make it a "
+                "quasi-identifier too"
             )
 
 

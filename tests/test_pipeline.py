@@ -2918,6 +2918,16 @@ def test_duckdb_sources_and_targets_keep_what_they_hold(tmp_path):
                               overwrite=True)
     assert sqlanon.anonymize(db, tmp_path / "o.parquet", table="v2", qi=["age"], k=5, workers=1,
                              overwrite=True).metrics.rows == 200
+    # the other way: a QI computed from a column published unchanged, which computes it again (helper-197)
+    for drop, named in (([], "m"), (["m"], "age"), (["age"], "m")):
+        with pytest.raises(sqlanon.ConfigError, match=f"quasi-identifier 'y' is generated from column '{named}', which "
+                                                     "would be published unchanged"):
+            sqlanon.anonymize(db, tmp_path / "o.parquet", table="p2", qi=["y"], k=5, workers=1, drop=drop,
+                              overwrite=True)
+    assert sqlanon.anonymize(db, tmp_path / "o.parquet", table="p2", qi=["y"], k=5, workers=1, drop=["age", "m"],
+                             overwrite=True).verification.ok
+    assert sqlanon.anonymize(db, tmp_path / "o.parquet", table="p2", qi=["age", "m", "y"], k=5, workers=1,
+                             overwrite=True).verification.ok
     empty = tmp_path / "empty.duckdb"
     empty.touch()
     p = _cli("anonymize", db, "--table", "people", "-o", empty, "--target-table", "anon", "--qi", "age", "-k", 5,

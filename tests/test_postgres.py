@@ -777,6 +777,9 @@ def test_a_column_generated_from_a_qi_is_refused(pg_url, tmp_path):
     sqlanon.anonymize(pg_url, pg_url, table=f"{q(schema)}.src", target_table=f"{q(schema)}.dst", qi=["age"], k=5,
                       l=2, sensitive=["disease"], workers=1, drop=["months"])
     assert scalar(pg_url, f"SELECT count(*) FROM {q(schema)}.dst WHERE id2 = id * 2") == 600
+    # a QI generated from a column published unchanged: computed again from it (helper-197)
+    with pytest.raises(sqlanon.ConfigError, match="quasi-identifier 'months' is generated from column 'age', which"):
+        sqlanon.anonymize(pg_url, tmp_path / "m.parquet", table=f"{q(schema)}.src", qi=["months"], k=5, workers=1)
     # through a view, over the table or an inheritance parent of it: published raw (helper-43)
     sql(pg_url, f"CREATE VIEW {q(schema)}.v AS SELECT * FROM {q(schema)}.src; "
                 f"CREATE TABLE {q(schema)}.parent (id int, age int, disease text, months int, id2 int); "
