@@ -2537,17 +2537,18 @@ def _refuse_generated_from_qis(pairs, spec: AnonymizationSpec, drop: tuple[str, 
         reads.setdefault(key(generated), set()).add(key(read))
     qis = {key(q): q for q in spec.qi_names}
 
-    def qi_read(column: str, seen: frozenset = frozenset()) -> str | None:
+    def first_read(column: str, among: dict[str, str], seen: frozenset = frozenset()) -> str | None:
+        """The first column of ``among`` that ``column`` reads, through generated columns."""
         for read in reads.get(column, ()):
-            if read in qis:
-                return qis[read]
-            if read not in seen and (found := qi_read(read, seen | {column})):
+            if read in among:
+                return among[read]
+            if read not in seen and (found := first_read(read, among, seen | {column})):
                 return found
         return None
 
     left_out = {key(c) for c in [*spec.qi_names, *drop]}
     for generated in names:
-        qi = qi_read(key(generated)) if key(generated) not in left_out else None
+        qi = first_read(key(generated), qis) if key(generated) not in left_out else None
         if qi is not None:
             raise ConfigError(
                 f"column {generated!r} is generated from quasi-identifier {qi!r} and would be published "
@@ -2556,17 +2557,8 @@ def _refuse_generated_from_qis(pairs, spec: AnonymizationSpec, drop: tuple[str, 
     # The other way: a QI computed from a column published as it is (age from
     # birth) is computed again by any reader of the output (helper-197).
     published = {key(n): n for n in names if key(n) not in left_out}
-
-    def published_read(column: str, seen: frozenset) -> str | None:
-        for read in reads.get(column, ()):
-            if read in published:
-                return published[read]
-            if read not in seen and (found := published_read(read, seen | {column})):
-                return found
-        return None
-
     for q in spec.qi_names:
-        column = published_read(key(q), frozenset({key(q)}))
+        column = first_read(key(q), published, frozenset({key(q)}))
         if column is not None:
             raise ConfigError(
                 f"quasi-identifier {q!r} is generated from column {column!r}, which would be published "
