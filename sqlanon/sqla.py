@@ -459,10 +459,13 @@ def open_source(conn: Conn, table: str | None) -> SqlAlchemySource:
 
 
 _EXPRESSION_TOKENS = re.compile(r"""'(?:[^']|'')*'|"((?:[^"]|"")*)"|`((?:[^`]|``)*)`|\[([^\]]*)\]"""
-                                r"|([A-Za-z_\u0080-\uffff][\w$\u0080-\uffff]*)|(\()|(\))|.", re.S)
-"""A generated column's expression as SQLite and MySQL write it: a string
-literal (skipped), a quoted identifier ("a""b", `a``b`, [a b]), a bare word,
-a parenthesis, anything else."""
+                                r"|([A-Za-z_\u0080-\uffff][\w$\u0080-\uffff]*)|(\()|(\))|(--[^\n]*|/\*.*?(?:\*/|$)|\s+)"
+                                r"|.", re.S)
+"""A generated column's expression (or a table's DDL) as SQLite and MySQL
+write it: a string literal (skipped), a quoted identifier ("a""b", `a``b`,
+[a b]), a bare word, a parenthesis, blanks or a comment (group 7; a quote
+or parenthesis in a comment hid a generated column: helper-198), anything
+else."""
 
 
 def _named(m: re.Match) -> str | None:
@@ -476,8 +479,9 @@ def generated_reads(columns: list[dict]) -> tuple[tuple[str, str], ...]:
     """``(generated column, column read)`` of reflected ``columns`` whose
     ``computed`` expression names another of them (names compared
     case-insensitively, as SQLite and MySQL do; a function's name that is
-    also a column's counts, on the safe side). An expression is cut at its
-    first unmatched ``)``."""
+    also a column's counts, on the safe side, but not one called:
+    ``date(birth)`` reads birth, not a column named date). An expression
+    is cut at its first unmatched ``)``."""
     names = {c["name"].casefold(): c["name"] for c in columns}
     pairs = []
     for c in columns:
@@ -485,12 +489,14 @@ def generated_reads(columns: list[dict]) -> tuple[tuple[str, str], ...]:
         if text is None:
             continue
         depth, read = 0, []
-        for m in _EXPRESSION_TOKENS.finditer(str(text)):
+        tokens = [m for m in _EXPRESSION_TOKENS.finditer(str(text)) if not m.group(7)]
+        for i, m in enumerate(tokens):
             depth += 1 if m.group(5) else -1 if m.group(6) else 0
             if depth < 0:
                 break
             name = _named(m)
-            if name is not None and name.casefold() in names:
+            called = m.group(4) and i + 1 < len(tokens) and tokens[i + 1].group(5)  # date(birth): a function
+            if name is not None and name.casefold() in names and not called:
                 read.append(names[name.casefold()])
         pairs += [(c["name"], r) for r in dict.fromkeys(read)]
     return tuple(pairs)
@@ -501,31 +507,49 @@ def _sqlite_generated(conn: Conn, schema: str | None, name: str) -> list[dict]:
     {"sqltext"}}``, read from its CREATE TABLE: SQLAlchemy's reflection ran
     the first one's expression on to the DDL's last parenthesis and gave
     the others none (``x AS (age / 10)`` empty; helper-197). A column's
-    expression is what follows its ``AS (`` at the definition's own level."""
+    expression is what follows its ``AS (`` at the definition's own level.
+    A view's are those of the tables and views its SQL names, by name, as
+    it passes the columns on (DuckDB's are followed so; helper-198)."""
     from sqlalchemy import text
 
     master = f"{quote_for('sqla:sqlite')([schema])}.sqlite_master" if schema else "sqlite_master"
     with _engine(conn).connect() as c:
-        ddl = c.execute(text(f"SELECT sql FROM {master} WHERE type = 'table' AND name = :t"), {"t": name}).scalar()
+        ddls = {n.casefold(): (kind, sql) for kind, n, sql in c.execute(
+            text(f"SELECT type, name, sql FROM {master} WHERE type IN ('table', 'view')"))}
+    found: list[dict] = []
+    todo, seen = [name.casefold()], set()
+    while todo:
+        kind, ddl = ddls.get(todo.pop(), (None, None))
+        if ddl is None or ddl in seen:
+            continue
+        seen.add(ddl)
+        tokens = [m for m in _EXPRESSION_TOKENS.finditer(ddl) if not m.group(7)]
+        if kind == "view":  # every name it holds that is a table or view of the schema
+            todo += [n.casefold() for m in tokens if (n := _named(m)) is not None and n.casefold() in ddls]
+        else:
+            found += _generated_in(ddl, tokens)
+    return found
+
+
+def _generated_in(ddl: str, tokens: list[re.Match]) -> list[dict]:
+    """:func:`_sqlite_generated` of one CREATE TABLE (``tokens``: its
+    :data:`_EXPRESSION_TOKENS`, comments and blanks left out)."""
     found: list[dict] = []
     depth, column, after_as, start = 0, None, False, None
-    for m in _EXPRESSION_TOKENS.finditer(ddl or ""):
-        token = m.group(0)
+    for m in tokens:
         if m.group(5):  # (
             depth += 1
             if depth == 2 and after_as and column is not None:
                 start = m.end()
             after_as = False
-            continue
-        if m.group(6):  # )
+        elif m.group(6):  # )
             depth -= 1
             if depth == 1 and start is not None:
                 found.append({"name": column, "computed": {"sqltext": ddl[start:m.start()]}})
                 start = None
+        elif depth != 1:
             continue
-        if depth != 1 or token.isspace():
-            continue
-        if token == ",":
+        elif m.group(0) == ",":
             column, after_as = None, False
         elif column is None:
             column = _named(m)  # a definition's first token: its column (or CONSTRAINT, PRIMARY…: no AS)

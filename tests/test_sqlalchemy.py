@@ -254,6 +254,20 @@ def test_sqlite_columns_generated_from_a_qi_are_refused_where_they_pass_through(
     r = sqlanon.anonymize(f"sqlite:///{db}", tmp_path / "all.parquet", **{**run, "qi": ["age", "Age s", "decade",
                                                                                         "twice"]})
     assert r.verification.ok
+    # comments in the DDL (a quote or parenthesis there hid the column), a view over the table (helper-198)
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE c (id INTEGER, age INTEGER, dx TEXT, date TEXT, -- don't (\n a INTEGER /* ) */ "
+                    "AS -- x\n (age + 0), d INTEGER AS (length(date(id, 'unixepoch'))))")
+        con.execute("INSERT INTO c (id, age, dx, date) SELECT id, age, dx, 'x' FROM t")
+        con.execute("CREATE VIEW v AS SELECT id, age, dx, decade FROM t")
+    run["overwrite"] = True
+    with pytest.raises(sqlanon.ConfigError, match="column 'a' is generated from quasi-identifier 'age'"):
+        sqlanon.anonymize(f"sqlite:///{db}", out, **{**run, "table": "c"})
+    with pytest.raises(sqlanon.ConfigError, match="column 'decade' is generated from quasi-identifier 'age'"):
+        sqlanon.anonymize(f"sqlite:///{db}", out, **{**run, "table": "v"})
+    # date(id, …) is a function's call, not the published column date: the QI d reads id only
+    assert sqlanon.anonymize(f"sqlite:///{db}", out, **{**run, "table": "c", "qi": ["d"], "drop": ["a", "id"]}
+                             ).verification.ok
 
 
 def test_loose_sqlite_types_and_clashing_names(tmp_path):
