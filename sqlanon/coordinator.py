@@ -2554,14 +2554,28 @@ def _refuse_generated_from_qis(pairs, spec: AnonymizationSpec, drop: tuple[str, 
                 f"column {generated!r} is generated from quasi-identifier {qi!r} and would be published "
                 f"unchanged, giving its value away: drop it (--drop) or make it a quasi-identifier too"
             )
-    # The other way: a QI computed from a column published as it is (age from
-    # birth) is computed again by any reader of the output (helper-197).
+    # The other way: a QI computed from columns published as they are (age from
+    # birth) is computed again by any reader of the output (helper-197); not one
+    # that also reads a column left out (bmi of a published height and a dropped
+    # weight; helper-198).
     published = {key(n): n for n in names if key(n) not in left_out}
+
+    def bases(column: str, seen: frozenset) -> set[str]:
+        """The columns ``column`` is computed from, generated ones followed to theirs."""
+        found = set()
+        for read in reads.get(column, ()):
+            found |= {read} if read in published or read in qis or read not in reads or read in seen else bases(
+                read, seen | {read})
+        return found
+
     for q in spec.qi_names:
-        column = first_read(key(q), published, frozenset({key(q)}))
-        if column is not None:
+        if key(q) not in reads:
+            continue
+        from_ = bases(key(q), frozenset({key(q)}))
+        shown = sorted(published[c] for c in from_ if c in published)
+        if shown and all(c in published or c in qis for c in from_):
             raise ConfigError(
-                f"quasi-identifier {q!r} is generated from column {column!r}, which would be published "
+                f"quasi-identifier {q!r} is generated from {_columns(shown)}, which would be published "
                 f"unchanged and give the quasi-identifier's value away: drop it (--drop) or make it a "
                 "quasi-identifier too"
             )

@@ -2928,6 +2928,14 @@ def test_duckdb_sources_and_targets_keep_what_they_hold(tmp_path):
                              overwrite=True).verification.ok
     assert sqlanon.anonymize(db, tmp_path / "o.parquet", table="p2", qi=["age", "m", "y"], k=5, workers=1,
                              overwrite=True).verification.ok
+    # computed also from a column left out, it is not given away (helper-198)
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE p3 (id INTEGER, w DOUBLE, h DOUBLE, bmi DOUBLE GENERATED ALWAYS AS (w / (h * h)))")
+        con.execute("INSERT INTO p3 (id, w, h) SELECT i, 50 + i % 40, 1.5 + (i % 9) / 20 FROM range(200) r(i)")
+    with pytest.raises(sqlanon.ConfigError, match="quasi-identifier 'bmi' is generated from columns 'h', 'w', which"):
+        sqlanon.anonymize(db, tmp_path / "o.parquet", table="p3", qi=["bmi"], k=5, workers=1, overwrite=True)
+    assert sqlanon.anonymize(db, tmp_path / "o.parquet", table="p3", qi=["bmi"], k=5, workers=1, drop=["w"],
+                             overwrite=True).verification.ok
     empty = tmp_path / "empty.duckdb"
     empty.touch()
     p = _cli("anonymize", db, "--table", "people", "-o", empty, "--target-table", "anon", "--qi", "age", "-k", 5,
