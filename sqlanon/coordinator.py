@@ -2271,6 +2271,8 @@ def _check_postgres_source(source, spec: AnonymizationSpec, columns: list[tuple[
     try:
         if getattr(target, "dialect", None) == "postgres":
             _refuse_ungroupable_sensitive(source, spec, columns, snapshot_holder)
+        else:
+            _refuse_json_jsonb_cannot_hold(source, spec, columns, snapshot_holder)
         _refuse_uncuttable_qis(source, spec, columns, snapshot_holder)
         _refuse_generated_from_qis(snapshot_holder.execute(render(
             "generated_from.sql", dialect="postgres", inline=True, relation=source.relation, past_stored=True
@@ -2369,7 +2371,8 @@ def _refuse_equal_values_written_apart(sens_distinct: dict, target) -> None:
                 "1.00, alone or in a jsonb or composite value, or 'Flu' and 'flu' under citext or a collation): l "
                 "would be counted on the text "
                 f"{target.describe()!r} publishes; write each value one way in a view (trim_scale({ident(s)}), "
-                f"lower({ident(s)}::text)), or publish into PostgreSQL, which counts values as the server does"
+                f"lower({ident(s)}::text), {ident(s)}::jsonb), or publish into PostgreSQL, which counts values as "
+                "the server does"
             )
 
 
@@ -2482,6 +2485,28 @@ def _refuse_ungroupable_sensitive(source, spec: AnonymizationSpec, columns: list
                 f"sensitive column {name!r} is {types.get(name, 'of a type')} on the server, which has no equality "
                 "to count its distinct values by: cast it in a view (e.g. to text or jsonb)"
             )
+
+
+def _refuse_json_jsonb_cannot_hold(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], server) -> None:
+    """A json sensitive column into a file is counted as its jsonb
+    (:func:`_json_sensitive`): a value jsonb cannot hold ('\\u0000',
+    1e1000000) failed the statistics, exit 1, which a scheduler retries for
+    ever (helper-198). Refused by name up front, with the server's words
+    (a pass over the column, in a savepoint of the run's snapshot)."""
+    import psycopg
+
+    for name, cast in _json_sensitive(columns, spec).items():
+        try:
+            with server.transaction():
+                server.execute(f"SELECT count(*) FROM (SELECT 1 FROM {source.relation} GROUP BY {ident(name)}::{cast}"
+                               ") AS v")
+        except psycopg.Error as exc:
+            if _server_trouble(exc):
+                raise _probe_failed(source, exc) from None
+            raise ConfigError(
+                f"sensitive column {name!r} is json holding a value jsonb cannot hold ({io.first_line(exc)}), and l "
+                "counts its values as jsonb compares them: cast it to text in a view if its text is the value"
+            ) from None
 
 
 def _refuse_uncuttable_qis(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], server) -> None:

@@ -601,6 +601,13 @@ def test_sensitive_values_equal_on_the_server_within_other_types_are_refused_int
         p = _cli(*args, "--sensitive", "doc", "--overwrite")
         assert p.returncode == 2, p.stderr
         assert "'doc' holds 1 distinct values written 2 ways" in one_error_line(p.stderr)
+        # a json value jsonb cannot hold: refused by name up front, not exit 1 from the statistics (helper-198)
+        sql(pg_url, f"""CREATE TABLE {rel(schema, 'nul')} AS SELECT g AS id, 20 + g % 50 AS age,
+            (ARRAY['{{"a": "\\u0000"}}', '{{"a": 1}}'])[1 + g % 2]::json AS doc FROM generate_series(1, 400) g""")
+        p = _cli(*args[:3], f"{schema}.nul", *args[4:], "--sensitive", "doc", "--overwrite")
+        assert p.returncode == 2, p.stderr
+        assert "'doc' is json holding a value jsonb cannot hold (unsupported Unicode escape sequence), and l" in (
+            one_error_line(p.stderr))
     # Into a PostgreSQL table the server's check refuses it, and says why (it
     # read as the anonymizer's failure); a column that merges nothing is not blamed.
     p = _cli(*args[:3], f"{schema}.src", "-o", pg_url, "--target-table", f"{schema}.dst", *args[6:],
