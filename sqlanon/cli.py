@@ -687,6 +687,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def __init__(self, stream) -> None:
         super().__init__(stream)
         self._flattened: set[int] = set()
+        self._flattening: set[int] = set()  # (a merge of one of them: its own mapping's, in a cycle)
 
     def flatten_mapping(self, node) -> None:
         """Each mapping's own keys checked, merged ones too (a key twice in
@@ -703,6 +704,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         if id(node) in self._flattened:  # an alias's mapping, flattened already
             return
         self._flattened.add(id(node))
+        self._flattening.add(id(node))
         seen: set = set()
         merges = 0
         own, merged = [], []
@@ -717,6 +719,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                         raise yaml.constructor.ConstructorError(
                             None, None, f"a merge key '<<' takes a mapping or a list of them, not a {sub.id}",
                             sub.start_mark)
+                    if id(sub) in self._flattening:  # 'could not determine a constructor' (helper-198)
+                        raise yaml.constructor.ConstructorError(
+                            None, None, "a merge key '<<' merges a mapping that holds it", sub.start_mark)
                     self.flatten_mapping(sub)
                     merged.extend(sub.value)
                 continue
@@ -737,6 +742,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     seen.add(key)
                     first.append((key_node, value_node))
             node.value = first + own
+        self._flattening.discard(id(node))
 
     def _key(self, key_node):
         """A mapping key as it names a column or setting: as written (1.1

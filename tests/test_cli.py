@@ -2554,6 +2554,7 @@ def test_config_merge_keys_work(tmp_path):
     ("<<: {k: 10}\n<<: {k: 2}", r"the merge key '<<' appears twice"),
     ("generalization: {<<: {age: interval, age: set}}", r"key 'age' appears twice"),
     ("<<: [{k: 10}, 3]", r"a merge key '<<' takes a mapping or a list of them, not a scalar"),
+    ("hierarchy: &h {a: h.csv, <<: *h}", r"a merge key '<<' merges a mapping that holds it"),  # (helper-198)
     # merges of merges of aliases, tenfold a level: 6 minutes and 1.7 GB for 626 bytes (helper-86); each
     # key once, it loads at once, and the mapping is refused as what it is
     ("hierarchy: {x0: &a0 {p: 1}, " + ", ".join(
