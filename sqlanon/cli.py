@@ -438,6 +438,7 @@ class _Main(click.Group):
     exit 1, which a scheduler reads as a failed run (helper-195)."""
 
     def make_context(self, *args, **kwargs):
+        _REPORTED.clear()  # a command line of its own (in-process: tests)
         try:
             return super().make_context(*args, **kwargs)
         except _NO_ARGS as exc:  # bare `sqlanon`: the help, as it is
@@ -458,9 +459,14 @@ class _Main(click.Group):
 
 
 def _interrupted_early() -> NoReturn:
-    with contextlib.suppress(OSError):
-        click.echo("Interrupted; nothing was published.", err=True)
-    sys.exit(128 + signal.SIGINT)
+    """A KeyboardInterrupt past the command's handler: before it (the options
+    read), or a second signal while it told the first (told once, with the
+    first's exit code: helper-198)."""
+    signum = interrupts.received_signal() if interrupts.received() else signal.SIGINT
+    if not _REPORTED.is_set():
+        with contextlib.suppress(OSError):
+            click.echo(f"{_stopped(signum)}; nothing was published.", err=True)
+    sys.exit(128 + signum)
 
 
 class _Command(click.Command):
