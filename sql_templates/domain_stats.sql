@@ -66,7 +66,7 @@ SELECT
 {% if dialect == "postgres" %}
     , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}{% if s in texts or s in loose %}::text COLLATE "C"{% endif %}) AS v) AS {{ ("s" ~ loop.index0) | ident }}
 {% if s in loose %}
-    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}{% if s in jsonb %}::{{ jsonb[s] }}{% endif %}) AS v) AS {{ ("e" ~ loop.index0) | ident }}
+    , (SELECT count(*) FROM (SELECT 1 FROM {{ relation }} GROUP BY {{ s | ident }}{% if s in jsonb %}::jsonb{% if jsonb[s] == "jsonb[]" %}[]{% endif %}{% endif %}) AS v) AS {{ ("e" ~ loop.index0) | ident }}
 {% endif %}
 {% else %}
     , count(DISTINCT {% if s in texts and dialect.startswith(("sqla:mysql", "sqla:mariadb")) %}CAST({{ s | ident }} AS BINARY){% else %}{{ s | ident }}{% endif %}{% if s in texts and dialect == "sqla:sqlite" %} COLLATE BINARY{% endif %}) + max(CASE WHEN {{ s | ident }} IS NULL THEN 1 ELSE 0 END) AS {{ ("s" ~ loop.index0) | ident }}
