@@ -450,8 +450,8 @@ def domain_stats(
     q = _render(source, "domain_stats.sql", relation=source.relation, qi=spec.qi_names, interval=interval, floats=floats,
                 nan_sets=nan_sets, stamps=stamps, texts=texts, sensitive=list(spec.sensitive), checksum=list(checksum),
                 signed_zeros=list(signed_zeros), loose=list(loose), jsonb=jsonb or {}, decimals=decimals, far=far,
-                nul=list(nul), nul_cast=cast, widths=list(widths), binary=[c for c, kind in variable_width(schema).items()
-                                                             if kind == "binary" and c in widths])
+                nul=list(nul), nul_cast=cast, widths=list(widths),
+                binary=[c for c, kind in variable_width(schema).items() if kind == "binary" and c in widths])
     # SQLite's timestamps come back as text (`stamps`), typed below
     typed = {f"{m}{i}": schema.field(c) for i, c in enumerate(spec.qi_names)
              if c in interval and c not in stamps for m in ("min", "max")}
