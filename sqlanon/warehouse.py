@@ -1256,6 +1256,37 @@ class PostgresTarget:
                              "hide the published rows after they were checked; drop or disable it, or publish "
                              "to another table")
 
+    def _same_as_checked(self, c, target: str, stage: str, staged: int) -> None:
+        """After a refill, before its commit: where triggers or rules act on
+        the target (an AFTER trigger, a DO ALSO rule, a deferred constraint
+        trigger, fired now), the target must hold the checked rows, no other.
+        An AFTER INSERT trigger that updated the published rows broke k, a
+        DO ALSO rule rewrote sensitive values, an AFTER TRUNCATE trigger added
+        a row, each published as verified, exit 0 (helper-200). Compared by
+        each row's text (every type has one), as many times each."""
+        acting = c.execute(
+            "SELECT ARRAY("
+            " SELECT format('trigger %%I', t.tgname) FROM pg_trigger t"
+            " WHERE (t.tgrelid = %s::regclass OR t.tgrelid IN (SELECT relid FROM pg_partition_tree(%s::regclass)))"
+            " AND NOT t.tgisinternal AND t.tgenabled IN ('A', " + self._FIRING + ")"
+            " UNION ALL SELECT format('rule %%I', r.rulename) FROM pg_rewrite r"
+            " WHERE r.ev_class = %s::regclass AND r.rulename <> '_RETURN'"
+            " AND r.ev_enabled IN ('A', " + self._FIRING + "))",
+            (target, target, target),
+        ).fetchone()[0]
+        if not acting:
+            return
+        c.execute("SET CONSTRAINTS ALL IMMEDIATE")  # deferred triggers fire now, not after this check
+        rows, other = c.execute(
+            # ROW(t.*): a bare t would be a column named t
+            f"SELECT (SELECT count(*) FROM {target}), (SELECT count(*) FROM (SELECT ROW(t.*)::text FROM {target} "
+            f"AS t EXCEPT ALL SELECT ROW(s.*)::text FROM {stage} AS s) AS d)").fetchone()
+        if rows != staged or other:
+            found = f"{rows} rows where {staged} were checked" if rows != staged else f"{other} rows changed"
+            raise InputError(f"cannot replace {self.describe()}: the published rows changed after they were "
+                             f"checked ({found}) under its {', '.join(acting)}; the old table is kept; drop or "
+                             "disable what changes them, or publish to another table")
+
     @contextlib.contextmanager
     def _connect(self):
         """A session for checks and control statements: the run's lock
@@ -1489,6 +1520,7 @@ class PostgresTarget:
             if inserted != staged:  # e.g. a trigger on the table that skips rows
                 raise InputError(f"cannot replace {self.describe()}: {inserted} of {staged} rows went in "
                                  "(a trigger on the table?); the old table is kept")
+            self._same_as_checked(c, target, stage, staged)
             c.execute(f"DROP TABLE {stage}")
             return
         if views or attached:

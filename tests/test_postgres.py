@@ -2190,6 +2190,46 @@ def test_a_target_with_a_before_insert_trigger_is_refused(pg_url):
     assert p.returncode == 0, p.stderr
 
 
+def test_a_refill_that_triggers_or_rules_change_after_the_check_keeps_the_old_table(pg_url):
+    """Refilled in place, the target's AFTER INSERT trigger updated published
+    rows (classes below k), a DO ALSO rule rewrote sensitive values, an
+    AFTER TRUNCATE trigger added a row: each published as verified, exit 0
+    (helper-200). The refilled table is compared with the checked rows
+    before the commit; a deferred constraint trigger fires before it."""
+    schema = "after trig"
+    fresh_schema(pg_url, schema)
+    make_people(pg_url, schema, "src", 1_000)
+    dst = rel(schema, "dst")
+    assert _replace_people(pg_url, schema).returncode == 0
+    sql(pg_url, f"CREATE INDEX ON {dst} (id)")  # makes the next run refill in place
+    before = sql(pg_url, f"SELECT * FROM {dst} ORDER BY id")
+    fix = rel(schema, "fix")
+    sql(pg_url, f"""CREATE FUNCTION {fix}() RETURNS trigger LANGUAGE plpgsql AS
+                    $$BEGIN UPDATE {dst} SET note = 'x' WHERE id % 100 = 0; RETURN NULL; END$$""")
+    cases = [
+        (f"CREATE TRIGGER fix AFTER INSERT ON {dst} FOR EACH STATEMENT EXECUTE FUNCTION {fix}()",
+         f"DROP TRIGGER fix ON {dst}", r"\(10 rows changed\) under its trigger fix;"),
+        (f"CREATE CONSTRAINT TRIGGER late AFTER INSERT ON {dst} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+         f"EXECUTE FUNCTION {fix}()", f"DROP TRIGGER late ON {dst}", r"\(10 rows changed\) under its trigger late;"),
+        (f"CREATE RULE also AS ON INSERT TO {dst} DO ALSO UPDATE {dst} SET disease = 'y' WHERE id = NEW.id "
+         "AND NEW.id % 100 = 0", f"DROP RULE also ON {dst}", r"\(10 rows changed\) under its rule also;"),
+        (f"CREATE FUNCTION {rel(schema, 'add')}() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN "
+         f"INSERT INTO {dst} (id) VALUES (-1); RETURN NULL; END$$; CREATE TRIGGER add AFTER TRUNCATE ON {dst} "
+         f"FOR EACH STATEMENT EXECUTE FUNCTION {rel(schema, 'add')}()", f"DROP TRIGGER add ON {dst}",
+         r"\(1001 rows where 1000 were checked\) under its trigger add;"),
+    ]
+    for create, drop, said in cases:
+        sql(pg_url, create)
+        p = _replace_people(pg_url, schema)
+        assert p.returncode == 1, p.stderr
+        assert re.search(r"cannot replace .*dst.*: the published rows changed after they were checked " + said,
+                         one_error_line(p.stderr)), p.stderr
+        assert sql(pg_url, f"SELECT * FROM {dst} ORDER BY id") == before
+        assert not staging_left(pg_url, schema)
+        sql(pg_url, drop)
+    assert _replace_people(pg_url, schema).returncode == 0
+
+
 def test_a_refill_that_a_replica_trigger_cuts_short_keeps_the_old_table(pg_url, monkeypatch):
     """Sessions in replica mode (session_replication_role in the URL's
     options, or a role's or database's setting) fire the triggers ENABLE
