@@ -26,8 +26,8 @@ import duckdb
 import numpy as np
 
 from . import coordinator, executors, interrupts, io, warehouse
-from .config import (GENERALIZATIONS, AnonymizationSpec, QuasiIdentifier, missing_column, quoted_name, split_names,
-                     suggest, table_text)
+from .config import (GENERALIZATIONS, AnonymizationSpec, QuasiIdentifier, closest, missing_column, quoted_name,
+                     split_names, suggest, table_text)
 from .coordinator import RunOptions, RunResult
 from .domain import resolve_generalization
 from .errors import ConfigError, InputError, in_library_terms
@@ -177,8 +177,11 @@ def build_spec(
                 # 'g=c=g.json' of the QI 'g=c', split at the first '=' (helper-192)
                 longer = next((n for n in names if n.startswith(f"{col}=")
                                and value.startswith(n[len(col) + 1:] + "=")), None)
+                close = closest(col, names)
+                # Either name may be the misspelt one: 'did you mean agee?' spread a --qi typo (helper-201)
                 hint = (f" (a column whose name holds '=' is written in double quotes: "
-                        f"'{quoted_name(longer)}={value[len(longer) - len(col):]}')" if longer else suggest(col, names))
+                        f"'{quoted_name(longer)}={value[len(longer) - len(col):]}')" if longer else
+                        f" (the quasi-identifiers include {close!r}: is one of the two misspelt?)" if close else "")
                 raise ConfigError(f"{option} names column {col!r}, which is not a quasi-identifier{hint}")
     for col, kind in generalization.items():
         if kind not in GENERALIZATIONS:

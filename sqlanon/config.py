@@ -93,15 +93,21 @@ def strict_json(doc, *, indent: int | None = None, sort_keys: bool = False) -> s
     return json.dumps(plain(doc), indent=indent, sort_keys=sort_keys, allow_nan=False)
 
 
-def suggest(word: str, choices, cutoff: float = 0.6) -> str:
-    """A ``" (did you mean 'x'?)"`` hint, or ``""`` when nothing is close
-    (or ``word`` is no text: ``executor=None``)."""
+def closest(word: str, choices, cutoff: float = 0.6) -> str | None:
+    """The choice closest to ``word`` (one differing only in case first),
+    or None when nothing is close (or ``word`` is no text: ``executor=None``)."""
     if not isinstance(word, str):
-        return ""
+        return None
     choices = list(choices)
     same_but_case = [c for c in choices if c.lower() == word.lower() and c != word]
     close = same_but_case or difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return close[0] if close else None
+
+
+def suggest(word: str, choices, cutoff: float = 0.6) -> str:
+    """A ``" (did you mean 'x'?)"`` hint, or ``""`` when nothing is close."""
+    close = closest(word, choices, cutoff)
+    return f" (did you mean {close!r}?)" if close is not None else ""
 
 
 # One name of a comma-separated list: double-quoted as in SQL (a quote
