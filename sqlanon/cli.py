@@ -1192,7 +1192,8 @@ def _sample(value: str | None) -> float | None:
               help="DuckDB memory limit per worker, at least 64MiB, e.g. 2GB (default: 80% of RAM / workers).")
 @click.option(
     "--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
-    help="Where workers run: a local process pool, Dask distributed or Spark (extras sqlanon[dask], sqlanon[spark]).",
+    help="Where workers run: a local process pool, Dask distributed or Spark (sqlanon's extras dask and spark: "
+    "pip install -e '.[dask]' in its checkout).",
 )
 @click.option("--scheduler", help="Dask scheduler address, e.g. tcp://host:8786 (default: a local cluster).")
 @click.option(

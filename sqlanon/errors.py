@@ -83,6 +83,13 @@ LIBRARY_FLAGS = frozenset({
 ``--x`` in a list of column names stays as it is."""
 
 
+def install_extra(name: str) -> str:
+    """How to install an optional extra. sqlanon is not on PyPI: ``pip install
+    'sqlanon[postgres]'`` would fail, or fetch another project of that name
+    (helper-201)."""
+    return f"install sqlanon's {name} extra (in its checkout: pip install -e '.[{name}]')"
+
+
 def _argument(m: re.Match) -> str:
     """The library's spelling of one flag of a message (a quoted name,
     path or value, which may hold anything, stays as it is)."""

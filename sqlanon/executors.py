@@ -28,8 +28,8 @@ N tasks × DuckDB threads never oversubscribe a host.
   one-element RDD mapped through the worker function, so Spark schedules and
   retries it (``spark.task.maxFailures``; in local mode ``local[N,F]``).
 
-Dask and Spark are optional extras: ``pip install 'sqlanon[dask]'`` or
-``'sqlanon[spark]'``.
+Dask and Spark are optional extras: ``pip install -e '.[dask]'`` or
+``'.[spark]'`` in sqlanon's checkout.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 
 from . import errors
-from .errors import AFTER_SHUTDOWN, ConfigError, InputError
+from .errors import AFTER_SHUTDOWN, ConfigError, InputError, install_extra
 
 log = logging.getLogger(__name__)
 
@@ -760,7 +760,7 @@ class DaskExecutor:
         try:
             from distributed import Client, LocalCluster
         except ImportError as exc:
-            raise ConfigError("--executor=dask needs Dask distributed: pip install 'sqlanon[dask]'") from exc
+            raise ConfigError(f"--executor=dask needs Dask distributed: {install_extra('dask')}") from exc
         _dask_host_taken()
         with contextlib.ExitStack() as on_failure:
             # A LocalCluster that failed to start (a Ctrl-C meanwhile) is still
@@ -780,7 +780,7 @@ class DaskExecutor:
                 security = Security.temporary()
             except ImportError as exc:
                 raise ConfigError("--executor=dask secures its LocalCluster with TLS, which needs cryptography: "
-                                  "pip install 'sqlanon[dask]'") from exc
+                                  + install_extra("dask")) from exc
             # The scheduler serves HTTP even without a dashboard, on 8787 unless
             # told: a port in use (a user's own cluster) printed a warning. Its
             # pages (logs, call stacks, task names) and the workers' would be
@@ -1430,7 +1430,7 @@ class SparkExecutor:
         try:
             from pyspark.sql import SparkSession
         except ImportError as exc:
-            raise ConfigError("--executor=spark needs PySpark: pip install 'sqlanon[spark]'") from exc
+            raise ConfigError(f"--executor=spark needs PySpark: {install_extra('spark')}") from exc
         active = SparkSession.getActiveSession()
         if active is None:
             from pyspark import SparkContext

@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from . import interrupts
 from .config import listed, missing_table, sqlite_url_from, table_text
-from .errors import ConfigError, InputError, SqlanonError, redact_urls
+from .errors import ConfigError, InputError, SqlanonError, install_extra, redact_urls
 from .io import Staging, refuse_metrics_as_output, refuse_unfit_metrics, relation_columns
 from .io import first_line as _io_first_line
 from .io import lost_columns, safe_path_hint
@@ -59,7 +59,7 @@ log = logging.getLogger("sqlanon")
 
 SRC = "__sqlanon_src"
 DST = "__sqlanon_dst"
-EXTRA_HINT = "pip install 'sqlanon[postgres]'"
+EXTRA_HINT = install_extra("postgres")
 
 
 TEXT_STYLE = ("-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=3 -c xmloption=content "
@@ -455,7 +455,7 @@ def _extension_path() -> str:
     for f in files:
         if f.name.endswith(".duckdb_extension"):
             return str(f.locate())
-    raise ConfigError(f"the duckdb-ext-postgres package has no extension binary; reinstall it ({EXTRA_HINT})")
+    raise ConfigError(f"the duckdb-ext-postgres package has no extension binary; reinstall it: {EXTRA_HINT}")
 
 
 def _no_idle_timeout(server_version: int) -> str:

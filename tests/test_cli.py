@@ -4511,7 +4511,9 @@ def test_postgresql_without_psycopg_says_how_to_install_it(tmp_path):
         p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
                            timeout=120, cwd=REPO)
         assert p.returncode == 2, p.stderr
-        assert_one_line_error(p.stderr, r"^Error: PostgreSQL needs psycopg: pip install 'sqlanon\[postgres\]'$")
+        # not "pip install 'sqlanon[postgres]'": sqlanon is not on PyPI (helper-201)
+        assert_one_line_error(p.stderr, r"^Error: PostgreSQL needs psycopg: install sqlanon's postgres extra \(in "
+                                        r"its checkout: pip install -e '\.\[postgres\]'\)$")
     assert not (tmp_path / "o.parquet").exists()
 
 
