@@ -616,6 +616,10 @@ def _refuse_same(source, out: str, target_table: str | None) -> None:
         if not same and key in source.tables_read():  # --overwrite replaced the table below the input view
             raise ConfigError(f"output {target_table!r} holds rows the input {source.describe()!r} reads (a view "
                               "over it); write the anonymized copy elsewhere")
+    if same and target_table is None and isinstance(source, io.DuckDBSource):
+        # 'write elsewhere' told that the same database file could not hold it (helper-201)
+        raise ConfigError(f"output {out!r} is the input's database: name a new table in it with --target-table, "
+                          "or write the anonymized copy elsewhere")
     if same:
         raise ConfigError(f"output {target_table or out!r} is the input; write the anonymized copy elsewhere")
 

@@ -1161,6 +1161,9 @@ def test_a_duckdb_input_table_is_not_an_output_under_another_spelling(people_db,
             sqlanon.anonymize(people_db, out, table="people", target_table=name, qi=["age"], k=5, workers=1, overwrite=True)
     with pytest.raises(ConfigError, match="is the input table"):
         sqlanon.anonymize(people_db, people_db, table="people", target_table="anon", metrics="MAIN.People", qi=["age"], k=5, workers=1)
+    # without a table for the output, the same file: name one (it said "write elsewhere": helper-201)
+    with pytest.raises(ConfigError, match=r"is the input's database: name a new table in it with target_table=, or"):
+        sqlanon.anonymize(people_db, people_db, table="people", qi=["age"], k=5, workers=1)
     assert _tables(people_db) == before
 
 
