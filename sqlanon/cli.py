@@ -361,8 +361,10 @@ def handle_errors(fn):
                 # Whatever the failure looks like (DuckDB reports a Ctrl-C as
                 # "Query interrupted"; an import cut short fails as ImportError).
                 signum = interrupts.received_signal()
+                # verify publishes nothing: 'nothing was published' read as if it might have (helper-201)
+                told = "the check did not finish" if fn.__name__ == "verify" else "nothing was published"
                 with contextlib.suppress(OSError):  # a terminal that hung up takes no more output (EIO)
-                    click.echo(f"{_stopped(signum)}; nothing was published.", err=True)
+                    click.echo(f"{_stopped(signum)}; {told}.", err=True)
                 sys.exit(128 + signum)
             if debug:  # the traceback, then the run's own line and exit code (--debug made exit 2 exit 1: helper-87)
                 redact_chain(exc)

@@ -1120,6 +1120,19 @@ def test_a_ctrl_c_while_the_options_are_read_exits_130(out_dir, monkeypatch, rea
     assert snapshot(out_dir) == {}
 
 
+def test_a_ctrl_c_during_verify_says_the_check_did_not_finish(monkeypatch):
+    """verify publishes nothing: 'Interrupted; nothing was published.' read
+    as if it might have (helper-201)."""
+    from sqlanon import api
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api.verify, "with_flags", interrupted)
+    r = cli("verify", ADULTS, "--qi", "age", "-k", "10")
+    assert (r.exit_code, r.stderr.strip()) == (130, "Interrupted; the check did not finish."), r.stderr
+
+
 @pytest.mark.parametrize("how", ["swallowed", "as-duckdb-reports-it"])
 def test_an_interrupt_that_does_not_surface_still_publishes_nothing(out_dir, monkeypatch, how):
     """DuckDB reports a Ctrl-C during a query as RuntimeError("Query
