@@ -151,6 +151,24 @@ def test_the_output_may_not_replace_a_hierarchy_file_the_run_reads(tmp_path, mon
     assert r.exit_code == 0, r.output
 
 
+def test_the_bundled_job_publishes_what_the_readmes_first_command_does(tmp_path):
+    """examples/adults.yml, the README's first command as a job (there was no
+    job file to run: helper-201), run from a copy of the repository's layout:
+    the same rows, classes and costs, and verify --config passes."""
+    (tmp_path / "examples").mkdir()
+    shutil.copy(REPO / "examples" / "adults.yml", tmp_path / "examples")
+    (tmp_path / "examples" / "adults.csv").symlink_to(ADULTS)
+    (tmp_path / "hierarchies").symlink_to(REPO / "hierarchies")
+    job = tmp_path / "examples" / "adults.yml"
+    r = cli("anonymize", "--config", job, "--json")
+    assert r.exit_code == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert (got["rows"], got["classes"], got["dp"], round(got["ncp"], 2)) == (32561, 727, 7072453, 7068.16)
+    assert got["output"] == str(tmp_path / "adults_anon.parquet")
+    r = cli("verify", "--config", job)
+    assert r.exit_code == 0 and r.stdout.startswith("OK: 32561 rows in 727 classes"), r.stderr
+
+
 def test_a_job_files_numbers_name_columns_as_they_are_written(tmp_path):
     """YAML read 1.10 as the number 1.1, and the name was its str(): `drop:
     [1.10]` dropped the column '1.1' and published '1.10' raw, exit 0; '+1990'
