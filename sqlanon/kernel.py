@@ -4,7 +4,7 @@
 numba's JIT cache costs about a second in every process (importing numba and
 building its typing context), which is most of a worker's start-up. So the
 first process that needs the kernel compiles it *ahead of time* with
-``numba.pycc`` into a small extension module (about 10 s, once per kernel
+``numba.pycc`` into a small extension module (10-25 s, once per kernel
 version); every later process imports that module, which needs numpy only.
 
 Where the compiled module lives: :func:`sqlanon.cache.cache_dirs` (the
@@ -319,11 +319,14 @@ def _build(directory: Path, path: Path) -> None:
         # were every later process's kernel under the new key (helper-129).
         raise InputError(f"the Mondrian kernel's source ({_SOURCE}) changed after this process imported it (sqlanon "
                          "upgraded or edited while it ran): restart the process")
-    log.info("compiling the Mondrian kernel (once; about 10 s)")
+    log.info("compiling the Mondrian kernel (once; 10-25 s, longer on a busy machine)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pycc is "pending deprecation" since numba 0.57
         from numba.pycc import CC, platform
 
+    # Under the lock no other build runs here: another .build- is one killed mid-way (helper-201).
+    for stale in directory.glob(".build-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
     # numba's check for a working C compiler leaves its test files in the
     # temporary directory for good: it makes them under ``work`` instead.

@@ -210,6 +210,8 @@ def test_the_key_and_the_build_follow_the_cpu(tmp_path, monkeypatch):
         from numba.pycc import CC
 
     monkeypatch.setattr(CC, "compile", compile_)
+    # a build killed mid-way (a Ctrl-C to the process group) left its directory for good (helper-201)
+    (tmp_path / ".build-killed" / "x").mkdir(parents=True)
     for cpu in (b"flags\t: sse2", b""):
         monkeypatch.setattr(kernel, "cpu_identity", lambda cpu=cpu: cpu)
         with pytest.raises(RuntimeError, match="not compiled"):
