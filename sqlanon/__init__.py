@@ -79,6 +79,13 @@ def __getattr__(name: str):
         return found
     raise AttributeError(f"module 'sqlanon' has no attribute {name!r}")
 
+
+def __dir__() -> list[str]:
+    """The public API too, not yet imported: dir(sqlanon) and a REPL's
+    completion showed TYPE_CHECKING and importlib only (helper-201)."""
+    return sorted({*globals(), *__all__})
+
+
 __all__ = [
     "AnonymizationSpec",
     "ColumnStats",

@@ -4840,3 +4840,12 @@ def test_run_jobs_warnings_name_the_files_keys(out_dir, caplog):
     caplog.clear()  # a flag given to run_job is named as the flag, as on the command line
     sqlanon.run_job(job, "--retries", "4", "-o", out_dir / "e.parquet")
     assert "--retries applies to Dask and Spark" in caplog.text, caplog.text
+
+
+def test_dir_of_the_package_lists_its_api_before_it_is_imported():
+    """The API is imported on first use: dir(sqlanon) showed TYPE_CHECKING and
+    importlib only, so a REPL's completion and help() missed it (helper-201)."""
+    code = ("import sqlanon, sys; print(sorted(set(sqlanon.__all__) - set(dir(sqlanon))), "
+            "'sqlanon.api' in sys.modules, all(callable(getattr(sqlanon, n)) for n in sqlanon.__all__))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert p.stdout.split() == ["[]", "False", "True"], p.stderr
