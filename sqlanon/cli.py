@@ -1230,7 +1230,7 @@ def anonymize(
     workers, fragments, fragmentation, sample, seed, worker_memory, executor, scheduler, spark_master, retries,
     task_timeout, metrics, explain, overwrite, as_json, quiet,
 ):
-    """Anonymize INPUT into OUTPUT with distributed Mondrian.
+    """Anonymize INPUT into the output -o OUTPUT with distributed Mondrian.
 
     INPUT is a Parquet/CSV/TSV file (.csv.gz, .csv.zst too), a glob, a
     directory of part files, a DuckDB file with --table, or a database URL

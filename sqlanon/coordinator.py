@@ -1869,9 +1869,10 @@ def _refuse_lossy_csv_reads(con: duckdb.DuckDBPyConnection, source: io.FileSourc
             read = row.column(f"{key}{i}")[0].as_py()
             if values and read < values <= read * 10 / 9:  # (dates: helper-107)
                 log.warning("quasi-identifier %r of %r reads as text, so it is generalized as a set, not by "
-                            "intervals: %s of its %s values are %s, %s are not (%s); %s, or pin its generalization "
+                            "intervals: %s of its %s values are %s, %s %s not (%s); %s, or pin its generalization "
                             "(--generalization %s=interval refuses such a file)", c, source.describe(), f"{read:,}",
-                            f"{values:,}", what, f"{values - read:,}", odd, fix, c)
+                            f"{values:,}", what, f"{values - read:,}", "is" if values - read == 1 else "are", odd,
+                            fix, c)
     past = (" (it guesses a column's type from the first 20,480 rows): convert the file with that column typed (e.g. "
             "to Parquet), drop it (--drop), or, as a pass-through column, write CSV (its text passes through)")
     keys = {fold_name(k) for k in source.hive_keys}

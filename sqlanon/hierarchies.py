@@ -589,7 +589,10 @@ def _read_text(source: str) -> str:
         with open(source, encoding="utf-8-sig", newline="") as fh:
             return fh.read()
     except FileNotFoundError:
-        raise HierarchyError(f"hierarchy file {str(source)!r} not found") from None
+        # '--hierarchy a=x.json,b=y.csv' read as one file name (helper-201)
+        hint = ("; give each column its own --hierarchy COLUMN=FILE" if re.search(r",[^,=]+=", str(source))
+                else "")
+        raise HierarchyError(f"hierarchy file {str(source)!r} not found{hint}") from None
     except UnicodeDecodeError as exc:
         raise HierarchyError(
             f"hierarchy file {source!r} is not valid UTF-8 (byte {exc.start})"

@@ -1068,6 +1068,9 @@ def test_verify_takes_the_anonymize_job_file(tmp_path):
      "no hierarchy file was given: pass --hierarchy race=FILE"),
     (["--qi", "native-country", "--hierarchy", "native-country=nowhere.json"],
      "hierarchy file 'nowhere.json' not found"),
+    # two columns in one flag were read as one file name (helper-201)
+    (["--qi", "native-country,race", "--hierarchy", f"native-country={COUNTRIES},race=r.csv"],
+     f"hierarchy file '{COUNTRIES},race=r.csv' not found; give each column its own --hierarchy COLUMN=FILE"),
 ])
 def test_a_columns_role_is_named_in_the_error(out_dir, args, message):
     """The messages said "not a quasi-identifier" of a sensitive column, "a

@@ -2599,7 +2599,7 @@ def test_a_csv_qi_of_numbers_read_as_text_for_a_few_words_is_warned_about(tmp_pa
     with caplog.at_level("WARNING", logger="sqlanon"):
         sqlanon.anonymize(src, tmp_path / "o.parquet", **run)
     assert re.search(r"quasi-identifier 'age' of '.*ages.csv' reads as text, so it is generalized as a set, not by "
-                     r"intervals: 399 of its 400 values are numbers, 1 are not", caplog.text), caplog.text
+                     r"intervals: 399 of its 400 values are numbers, 1 is not", caplog.text), caplog.text
     # pinned, such a file is refused, naming it (not only "column 'age' has type string": helper-158)
     with pytest.raises(sqlanon.ConfigError, match=r"^quasi-identifier 'age' of '.*ages\.csv' reads as string, and "
                                                   r"'interval', asked for it, needs numbers, dates or timestamps"):
@@ -2632,9 +2632,9 @@ def test_a_csv_qi_of_dates_read_as_text_for_a_few_other_formats_is_warned_about(
     with caplog.at_level("WARNING", logger="sqlanon"):
         sqlanon.anonymize(src, tmp_path / "o.parquet", qi=["born", "income"], k=5, l=2, sensitive=["dx"], workers=1)
     assert re.search(r"quasi-identifier 'born' of '.*born.csv' reads as text, so it is generalized as a set, not by "
-                     r"intervals: 399 of its 400 values are ISO dates or timestamps, 1 are not \(another date "
+                     r"intervals: 399 of its 400 values are ISO dates or timestamps, 1 is not \(another date "
                      r"format\?\); write every date one way \(YYYY-MM-DD\)", caplog.text), caplog.text
-    assert re.search(r"quasi-identifier 'income' .* 399 of its 400 values are numbers, 1 are not \(an 'n/a', a "
+    assert re.search(r"quasi-identifier 'income' .* 399 of its 400 values are numbers, 1 is not \(an 'n/a', a "
                      r"decimal comma\?\)", caplog.text), caplog.text
 
 
