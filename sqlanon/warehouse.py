@@ -1533,7 +1533,7 @@ class PostgresTarget:
         self._said += lost_columns(self.describe(), old_names, new_names)
         if indexes or unkept:
             self._said.append(("%s: %s not carried over (the table's columns change)",
-                               self.describe(), ", ".join([*(f"index {i}" for i in indexes), *unkept])))
+                               self.describe(), ", ".join([*indexes, *unkept])))
         keep = c.execute(render("carry_over.sql", dialect="postgres", inline=True, old=target, new=stage).sql
                          ).fetchall()
         self._carry_over(c, keep)

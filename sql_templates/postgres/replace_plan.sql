@@ -33,7 +33,12 @@ SELECT
               AND d.refobjid = o.rowtype AND d.objid <> o.oid
         ) x ORDER BY 1
     ) AS views,
-    ARRAY(SELECT i.indexrelid::regclass::text FROM pg_index i, o WHERE i.indrelid = o.oid ORDER BY 1) AS indexes,
+    {# each named as what it is: a primary key or unique constraint was called an index (helper-200) #}
+    ARRAY(SELECT CASE con.contype WHEN 'p' THEN 'primary key ' WHEN 'u' THEN 'unique constraint ' ELSE 'index ' END
+                 || i.indexrelid::regclass::text
+          FROM pg_index i JOIN o ON i.indrelid = o.oid
+          LEFT JOIN pg_constraint con ON con.conindid = i.indexrelid AND con.conrelid = o.oid AND con.contype IN ('p', 'u')
+          ORDER BY i.indexrelid::regclass::text) AS indexes,
     ARRAY(
         SELECT 'row-level security' FROM pg_class c, o WHERE c.oid = o.oid AND (c.relrowsecurity OR c.relforcerowsecurity)
         UNION ALL
