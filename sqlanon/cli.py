@@ -1262,7 +1262,8 @@ def anonymize(
         from . import kernel
 
         if kernel.needs_build():  # the first run on a machine waits for it: say why
-            click.echo("Compiling the Mondrian kernel once (10-25 s, longer on a busy machine; later runs reuse it)...", err=True)
+            click.echo("Compiling the Mondrian kernel once (10-25 s, longer on a busy machine; later runs reuse it)...",
+                       err=True)
     finished = False
     line = None if (explain or as_json or library) else _progress(quiet)
     try:

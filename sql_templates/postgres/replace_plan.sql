@@ -37,7 +37,8 @@ SELECT
     ARRAY(SELECT CASE con.contype WHEN 'p' THEN 'primary key ' WHEN 'u' THEN 'unique constraint ' ELSE 'index ' END
                  || i.indexrelid::regclass::text
           FROM pg_index i JOIN o ON i.indrelid = o.oid
-          LEFT JOIN pg_constraint con ON con.conindid = i.indexrelid AND con.conrelid = o.oid AND con.contype IN ('p', 'u')
+          LEFT JOIN pg_constraint con
+            ON con.conindid = i.indexrelid AND con.conrelid = o.oid AND con.contype IN ('p', 'u')
           ORDER BY i.indexrelid::regclass::text) AS indexes,
     ARRAY(
         SELECT 'row-level security' FROM pg_class c, o WHERE c.oid = o.oid AND (c.relrowsecurity OR c.relforcerowsecurity)
