@@ -1580,7 +1580,8 @@ ERROR_CASES = [
     ("no-qi", ["--qi", ",", "-k", "10"], None, 2, [r"quasi-identifier|--qi"]),
     ("hierarchy-missing-value",
      ["--qi", "age,native-country", "-k", "10", "--hierarchy", f"native-country={US_STATES}"], None, 2,
-     [re.escape(str(US_STATES)), r"no leaf for value\(s\) 'Cambodia', .* \(and 36 more\)", r"native-country"]),  # the job's hierarchy to fix: 2, as documented
+     # the job's hierarchy to fix: 2, as documented
+     [re.escape(str(US_STATES)), r"no leaf for value\(s\) 'Cambodia', .* \(and 36 more\)", r"native-country"]),
     # a --qi typo was blamed on the flag that named the column right: "did you mean 'agee'?" (helper-201)
     ("qi-typo-beside-generalization", ["--qi", "agee,race", "-k", "10", "--generalization", "age=interval"], None, 2,
      [r"--generalization names column 'age', which is not a quasi-identifier \(the quasi-identifiers include "
