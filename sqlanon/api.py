@@ -810,8 +810,9 @@ def _verify_lake(spec_in: str, table: str | None, qi: tuple[str, ...], k: int, l
             warn_spellings(con, relation, list(qi), l, [c for c in sensitive if typeof[c] == "VARCHAR"])
             warn_null_counted(check)
             if isinstance(source, io.FileSource) and len(source.files()) > 1:
-                split = dataclasses.replace(source, file_column=io.FILE_COLUMN)
-                warn_split_classes(con, split.relation, list(qi), k, l, sensitive, io.FILE_COLUMN)
+                name = io.file_column(list(typeof))
+                split = dataclasses.replace(source, file_column=name)
+                warn_split_classes(con, split.relation, list(qi), k, l, sensitive, name)
         return check
     except duckdb.Error as exc:
         raise InputError(f"cannot read {source.describe()!r}: {io.first_line(exc)}") from exc

@@ -760,6 +760,17 @@ FILE_COLUMN = "__sqlanon_file"
 """The column naming each row's file, where a check reads a lake file by file."""
 
 
+def file_column(names: Sequence[str]) -> str:
+    """:data:`FILE_COLUMN`, lengthened until the lake's columns (``names``)
+    hold no such name in any case: a lake's own __sqlanon_file column failed
+    the run with DuckDB's binder error, --drop'ped too (helper-199)."""
+    taken = {n.lower() for n in names}
+    name = FILE_COLUMN
+    while name in taken:
+        name += "_"
+    return name
+
+
 def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema: pa.Schema, columns: Sequence[str],
                      order: str | None) -> tuple[str | None, str | None]:
     """The ``dateformat`` and ``timestampformat`` to read a CSV source with.
@@ -780,9 +791,10 @@ def csv_date_formats(con: duckdb.DuckDBPyConnection, source: FileSource, schema:
     files = source.files()
     # Numbers before the year: day and month when both are 12 or less (and differ) read both ways.
     pattern = r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{2}(\d{2})?\b"
+    name = file_column(schema.names)
     text = csv_text(replace(source, text_columns=(), date_formats=(None, None),
-                            file_column=None if len(files) == 1 else FILE_COLUMN)).relation
-    file = ident(FILE_COLUMN)
+                            file_column=None if len(files) == 1 else name)).relation
+    file = ident(name)
 
     def parts(c: str) -> tuple[str, str, str]:
         v = f"nullif(trim({ident(c)}), '')"

@@ -4853,3 +4853,23 @@ def test_dir_of_the_package_lists_its_api_before_it_is_imported():
             "'sqlanon.api' in sys.modules, all(callable(getattr(sqlanon, n)) for n in sqlanon.__all__))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert p.stdout.split() == ["[]", "False", "True"], p.stderr
+
+
+def test_a_lakes_own_sqlanon_file_column_passes_through(tmp_path):
+    """The checks that read a lake file by file add a column __sqlanon_file:
+    a lake's own column of that name failed anonymize (a CSV lake with dates)
+    and verify (any lake) with DuckDB's binder error, --drop'ped too
+    (helper-199). They take a name the lake does not hold."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    for f in range(2):
+        rows = "".join(f"{f * 20 + i},2020-03-{1 + i:02d},v{f * 20 + i},{20 + i % 5},{'ab'[i % 2]}\n"
+                       for i in range(20))
+        (lake / f"p{f}.csv").write_text("rid,day,__SQLANON_FILE,age,s\n" + rows)
+    out = tmp_path / "o.parquet"
+    r = cli("anonymize", lake, "-o", out, "--qi", "age", "-k", "3", "--sensitive", "s", "-l", "2", "--workers", "1")
+    assert r.exit_code == 0, r.stderr
+    got = duckdb.execute("SELECT rid, __SQLANON_FILE FROM read_parquet(?) ORDER BY rid", [str(out)]).fetchall()
+    assert got == [(i, f"v{i}") for i in range(40)]
+    r = cli("verify", lake, "--qi", "age", "-k", "3", "--sensitive", "s", "-l", "2")
+    assert r.exit_code == 0 and r.stdout.startswith("OK: 40 rows"), r.stderr
