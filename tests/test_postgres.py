@@ -2164,16 +2164,22 @@ def test_what_would_fail_publishing_is_refused_before_any_work(pg_url):
     assert _rows(pg_url, schema, "dst") == PREVIOUS and not staging_left(pg_url, schema)
 
 
-def test_a_target_with_a_before_insert_trigger_is_refused(pg_url):
-    """A BEFORE INSERT row trigger would change the rows after their check:
-    refused before any work (it was caught only when it dropped rows;
-    one that rewrote them published a table below l, exit 0: helper-43)."""
-    schema = "trig ger"
+def _refilled_target(pg_url: str, schema: str) -> str:
+    """A published people table in ``schema`` whose next run refills it in place (an index on it)."""
     fresh_schema(pg_url, schema)
     make_people(pg_url, schema, "src", 1_000)
     dst = rel(schema, "dst")
     assert _replace_people(pg_url, schema).returncode == 0
     sql(pg_url, f"CREATE INDEX ON {dst} (id)")  # makes the next run refill in place
+    return dst
+
+
+def test_a_target_with_a_before_insert_trigger_is_refused(pg_url):
+    """A BEFORE INSERT row trigger would change the rows after their check:
+    refused before any work (it was caught only when it dropped rows;
+    one that rewrote them published a table below l, exit 0: helper-43)."""
+    schema = "trig ger"
+    dst = _refilled_target(pg_url, schema)
     sql(pg_url, f"""CREATE FUNCTION {rel(schema, 'skip')}() RETURNS trigger LANGUAGE plpgsql AS
                     $$BEGIN IF NEW.id % 10 = 0 THEN RETURN NULL; END IF; RETURN NEW; END$$""")
     sql(pg_url, f"CREATE TRIGGER skip BEFORE INSERT ON {dst} FOR EACH ROW EXECUTE FUNCTION {rel(schema, 'skip')}()")
@@ -2200,11 +2206,7 @@ def test_a_refill_that_triggers_or_rules_change_after_the_check_keeps_the_old_ta
     (helper-200). The refilled table is compared with the checked rows
     before the commit; a deferred constraint trigger fires before it."""
     schema = "after trig"
-    fresh_schema(pg_url, schema)
-    make_people(pg_url, schema, "src", 1_000)
-    dst = rel(schema, "dst")
-    assert _replace_people(pg_url, schema).returncode == 0
-    sql(pg_url, f"CREATE INDEX ON {dst} (id)")  # makes the next run refill in place
+    dst = _refilled_target(pg_url, schema)
     before = sql(pg_url, f"SELECT * FROM {dst} ORDER BY id")
     fix = rel(schema, "fix")
     sql(pg_url, f"""CREATE FUNCTION {fix}() RETURNS trigger LANGUAGE plpgsql AS
