@@ -271,7 +271,8 @@ def test_missing_extra_names_it(source, tmp_path, monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_distributed)
-    with pytest.raises(ConfigError, match=r"install sqlanon's dask extra \(in its checkout: pip install -e '\.\[dask\]'\)"):
+    with pytest.raises(ConfigError, match=r"install sqlanon's dask extra \(in its checkout: "
+                                          r"pip install -e '\.\[dask\]'\)"):
         run(source, tmp_path / "o.parquet", "dask")
 
 
