@@ -172,7 +172,7 @@ def warn_spellings(con, relation: str, qi: list[str], l: int, text: list[str],  
                    dialect: str = "duckdb") -> None:
     """Warn when ℓ holds only as the values are written: classes whose text
     sensitive columns (``text``) hold fewer than ``l`` values once case,
-    blanks around them, zero-width characters and the Unicode form are
+    blanks around them, zero-width and control characters and the Unicode form are
     ignored ('HIV' and 'HIV ', a composed and a decomposed 'é': one value
     to a reader). A check of what a table says, not a verdict: the values
     are counted as written (helper-68). Not run by a publishing check."""
@@ -185,7 +185,7 @@ def warn_spellings(con, relation: str, qi: list[str], l: int, text: list[str],  
             continue
         if n:
             log.warning("l=%d holds as the values are written, but %d class(es) hold fewer than %d values of %r once "
-                        "case, blanks around them, zero-width characters and the Unicode form are ignored (one "
+                        "case, blanks around them, zero-width and control characters and the Unicode form are ignored (one "
                         "holds %s and %s): one value written two ways?", l, n, l, s, _shown(lo), _shown(hi))
 
 

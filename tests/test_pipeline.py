@@ -1981,12 +1981,13 @@ def test_verify_warns_of_sensitive_values_written_two_ways(tmp_path, caplog):
 
     nfc, nfd = (unicodedata.normalize(f, "Hépatite C") for f in ("NFC", "NFD"))
     src = tmp_path / "s.parquet"
-    pq.write_table(pa.table({"zip": ["1**"] * 3 + ["2**"] * 3 + ["3**"] * 3 + ["4**"] * 3,
+    # a NUL or another control character too, which readers of C strings stop at or strip (helper-199)
+    pq.write_table(pa.table({"zip": ["1**"] * 3 + ["2**"] * 3 + ["3**"] * 3 + ["4**"] * 3 + ["5**"] * 3,
                              "dx": ["HIV", "HIV ", "HIV", nfc, nfd, nfc, "hiv", "HIV\u200b", "HIV", "HIV", "Flu",
-                                    None]}), src)
+                                    None, "HIV", "HIV\x00", "HIV\x01"]}), src)
     with caplog.at_level("WARNING", logger="sqlanon"):
         assert sqlanon.verify(src, qi=["zip"], k=3, l=2, sensitive=["dx"]).ok  # as written: a warning, not a verdict
-    assert "l=2 holds as the values are written, but 3 class(es) hold fewer than 2 values of 'dx' once case" in (
+    assert "l=2 holds as the values are written, but 4 class(es) hold fewer than 2 values of 'dx' once case" in (
         caplog.text), caplog.text
     caplog.clear()
     pq.write_table(pa.table({"zip": ["1**"] * 3, "dx": ["Flu", "HIV", "hiv"]}), src)
