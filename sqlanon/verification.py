@@ -185,8 +185,9 @@ def warn_spellings(con, relation: str, qi: list[str], l: int, text: list[str],  
             continue
         if n:
             log.warning("l=%d holds as the values are written, but %d class(es) hold fewer than %d values of %r once "
-                        "case, blanks around them, zero-width and control characters and the Unicode form are ignored (one "
-                        "holds %s and %s): one value written two ways?", l, n, l, s, _shown(lo), _shown(hi))
+                        "case, blanks around them, zero-width and control characters and the Unicode form are "
+                        "ignored (one holds %s and %s): one value written two ways?", l, n, l, s, _shown(lo),
+                        _shown(hi))
 
 
 def warn_null_counted(check: Verification) -> None:
