@@ -2328,16 +2328,25 @@ def _groupable(server, source, name: str) -> bool:
     snapshot transaction ``server``, which goes on. A failure of the session
     itself (a standby's conflict with recovery) is the input's, not the
     column's (:func:`_server_trouble`)."""
+    return _statement_error(server, source, f"SELECT 1 FROM {source.relation} WHERE false GROUP BY {ident(name)}"
+                            ) is None
+
+
+def _statement_error(server, source, sql: str) -> Exception | None:
+    """Run ``sql`` in a savepoint of the run's snapshot transaction
+    ``server`` (which goes on): the statement's error, or None. A failure
+    of the session or the server (:func:`_server_trouble`) is the input's,
+    raised as such."""
     import psycopg
 
     try:
         with server.transaction():
-            server.execute(f"SELECT 1 FROM {source.relation} WHERE false GROUP BY {ident(name)}")
+            server.execute(sql)
     except psycopg.Error as exc:
         if _server_trouble(exc):
             raise _probe_failed(source, exc) from None
-        return False
-    return True
+        return exc
+    return None
 
 
 def _refuse_trimmed_csv_names(names: list[str], target) -> None:
@@ -2494,20 +2503,15 @@ def _refuse_json_jsonb_cannot_hold(source, spec: AnonymizationSpec, columns: lis
     1e1000000) failed the statistics, exit 1, which a scheduler retries for
     ever (helper-198). Refused by name up front, with the server's words
     (a pass casting the column, in a savepoint of the run's snapshot)."""
-    import psycopg
-
     for name, cast in _json_sensitive(columns, spec).items():
-        try:
-            with server.transaction():
-                # each value cast, no grouping: the statistics' count groups them (once)
-                server.execute(f"SELECT count(*) FROM {source.relation} WHERE {ident(name)}::{cast} IS NULL")
-        except psycopg.Error as exc:
-            if _server_trouble(exc):
-                raise _probe_failed(source, exc) from None
+        # each value cast, no grouping: the statistics' count groups them (once)
+        exc = _statement_error(server, source, f"SELECT count(*) FROM {source.relation} WHERE {ident(name)}::{cast} "
+                                               "IS NULL")
+        if exc is not None:
             raise ConfigError(
                 f"sensitive column {name!r} is json holding a value jsonb cannot hold ({io.first_line(exc)}), and l "
                 "counts its values as jsonb compares them: cast it to text in a view if its text is the value"
-            ) from None
+            )
 
 
 def _refuse_uncuttable_qis(source, spec: AnonymizationSpec, columns: list[tuple[str, str]], server) -> None:
